@@ -1,0 +1,203 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+)
+
+// idNamespace is the UUIDv5 namespace of derived event ids.
+var idNamespace = uuid.MustParse("6f1c3c1e-52b4-4a52-9a55-8d1f3b6a7c10")
+
+// DeriveID returns the deterministic id of an output: a UUIDv5 of the input
+// id and the output's key. A worker that handles the same input twice emits
+// the same ids, and JetStream's duplicate window drops the second copy.
+func DeriveID(inputID string, key any) string {
+	return uuid.NewSHA1(idNamespace, fmt.Appendf(nil, "%s/%v", inputID, key)).String()
+}
+
+// Meta is the agentbus context of an event, carried as CloudEvents extensions.
+type Meta struct {
+	Tenant        string
+	Session       string
+	Run           string
+	Task          string
+	Correlation   string
+	TraceParent   string
+	SourceProcess string
+}
+
+// New builds an event of type typ with id, meta and a JSON data payload.
+func New(id, typ string, meta Meta, data any) (event.Event, error) {
+	ev := event.New()
+	ev.SetID(id)
+	ev.SetType(typ)
+	src := meta.SourceProcess
+	if src == "" {
+		src = "agentbus"
+	}
+	ev.SetSource(sourcePrefix + src)
+	ev.SetTime(time.Now().UTC())
+	setExt(&ev, ExtTenant, meta.Tenant)
+	setExt(&ev, ExtSession, meta.Session)
+	setExt(&ev, ExtRun, meta.Run)
+	setExt(&ev, ExtTask, meta.Task)
+	setExt(&ev, ExtCorrelation, meta.Correlation)
+	setExt(&ev, ExtTraceParent, meta.TraceParent)
+	if err := ev.SetData(event.ApplicationJSON, data); err != nil {
+		return ev, fmt.Errorf("events: encode data of %s: %w", typ, err)
+	}
+	return ev, nil
+}
+
+// Child builds an output of parent: its id is derived from the parent's id
+// and key, and it inherits the parent's tenant, session, run, correlation
+// and trace context.
+func Child(parent event.Event, key any, typ string, data any) (event.Event, error) {
+	m := MetaOf(parent)
+	m.SourceProcess = strings.TrimPrefix(parent.Source(), sourcePrefix)
+	return New(DeriveID(parent.ID(), key), typ, m, data)
+}
+
+// MetaOf returns the agentbus extensions of ev.
+func MetaOf(ev event.Event) Meta {
+	return Meta{
+		Tenant:      Ext(ev, ExtTenant),
+		Session:     Ext(ev, ExtSession),
+		Run:         Ext(ev, ExtRun),
+		Task:        Ext(ev, ExtTask),
+		Correlation: Ext(ev, ExtCorrelation),
+		TraceParent: Ext(ev, ExtTraceParent),
+	}
+}
+
+// Ext returns the string value of extension name, or "".
+func Ext(ev event.Event, name string) string {
+	v, ok := ev.Extensions()[name]
+	if !ok {
+		return ""
+	}
+	s, _ := v.(string)
+	return s
+}
+
+// SetExt sets extension name on ev; an empty value is left out.
+func SetExt(ev *event.Event, name, value string) { setExt(ev, name, value) }
+
+func setExt(ev *event.Event, name, value string) {
+	if value != "" {
+		ev.SetExtension(name, value)
+	}
+}
+
+// Decode unmarshals the JSON data of ev into v. A failure is permanent: the
+// message will not decode better on redelivery.
+func Decode(ev event.Event, v any) error {
+	if err := json.Unmarshal(ev.Data(), v); err != nil {
+		return Permanent(fmt.Errorf("%w: data of %s: %v", ErrDecode, ev.Type(), err))
+	}
+	return nil
+}
+
+// Binary-mode header names of the CloudEvents NATS protocol binding.
+const (
+	headerPrefix      = "ce-"
+	headerContentType = "content-type"
+)
+
+// ToMsg encodes ev in the binary content mode of the CloudEvents NATS
+// binding: attributes and extensions as ce- headers, data as the body. The
+// subject is derived from the type and tenant, and Nats-Msg-Id is the event
+// id so JetStream drops re-emissions.
+func ToMsg(ev event.Event) (*nats.Msg, error) {
+	if err := ev.Validate(); err != nil {
+		return nil, fmt.Errorf("events: invalid event: %w", err)
+	}
+	subject, err := Subject(ev.Type(), Ext(ev, ExtTenant))
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(subject)
+	h := m.Header
+	h.Set(headerPrefix+"specversion", ev.SpecVersion())
+	h.Set(headerPrefix+"id", ev.ID())
+	h.Set(headerPrefix+"type", ev.Type())
+	h.Set(headerPrefix+"source", ev.Source())
+	if !ev.Time().IsZero() {
+		h.Set(headerPrefix+"time", ev.Time().UTC().Format(time.RFC3339Nano))
+	}
+	if s := ev.Subject(); s != "" {
+		h.Set(headerPrefix+"subject", s)
+	}
+	if ct := ev.DataContentType(); ct != "" {
+		h.Set(headerContentType, ct)
+	}
+	for name, v := range ev.Extensions() {
+		h.Set(headerPrefix+name, fmt.Sprint(v))
+	}
+	h.Set(nats.MsgIdHdr, ev.ID())
+	m.Data = ev.Data()
+	return m, nil
+}
+
+// FromMsg decodes a binary-mode CloudEvents NATS message. Any failure wraps
+// ErrDecode and is permanent.
+func FromMsg(header nats.Header, data []byte) (event.Event, error) {
+	ev := event.New()
+	lower := make(map[string]string, len(header))
+	for name, vals := range header {
+		if len(vals) > 0 {
+			lower[strings.ToLower(name)] = vals[0]
+		}
+	}
+	get := func(name string) string { return lower[headerPrefix+name] }
+	if v := get("specversion"); v != event.CloudEventsVersionV1 {
+		return ev, Permanent(fmt.Errorf("%w: specversion %q", ErrDecode, v))
+	}
+	ev.SetID(get("id"))
+	ev.SetType(get("type"))
+	ev.SetSource(get("source"))
+	if s := get("subject"); s != "" {
+		ev.SetSubject(s)
+	}
+	if t := get("time"); t != "" {
+		ts, err := time.Parse(time.RFC3339Nano, t)
+		if err != nil {
+			return ev, Permanent(fmt.Errorf("%w: time %q", ErrDecode, t))
+		}
+		ev.SetTime(ts)
+	}
+	for name, value := range lower {
+		ext, ok := strings.CutPrefix(name, headerPrefix)
+		if !ok || isCoreAttr(ext) {
+			continue
+		}
+		ev.SetExtension(ext, value)
+	}
+	ct := lower[headerContentType]
+	if ct == "" {
+		ct = event.ApplicationJSON
+	}
+	ev.SetDataContentType(ct)
+	ev.DataEncoded = data
+	if err := ev.Validate(); err != nil {
+		return ev, Permanent(fmt.Errorf("%w: %v", ErrDecode, err))
+	}
+	if ct == event.ApplicationJSON && !json.Valid(data) {
+		return ev, Permanent(fmt.Errorf("%w: data is not JSON", ErrDecode))
+	}
+	return ev, nil
+}
+
+func isCoreAttr(name string) bool {
+	switch name {
+	case "specversion", "id", "type", "source", "time", "subject", "datacontenttype", "dataschema":
+		return true
+	}
+	return false
+}

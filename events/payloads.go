@@ -1,0 +1,234 @@
+package events
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Plan states (seed 000 §3.3).
+const (
+	PlanPending    = "pending"
+	PlanPlanning   = "planning"
+	PlanExecuting  = "executing"
+	PlanReplanning = "replanning"
+	PlanComplete   = "complete"
+	PlanFailed     = "failed"
+)
+
+// Step states.
+const (
+	StepPending  = "pending"
+	StepRunning  = "running"
+	StepComplete = "complete"
+	StepFailed   = "failed"
+	StepRevised  = "revised"
+)
+
+// Step outcomes reported by an executor.
+const (
+	OutcomeComplete          = "complete"
+	OutcomeFailed            = "failed"
+	OutcomeInsufficient      = "insufficient"
+	OutcomeContractViolation = "contract_violation"
+)
+
+// Terminal codes (seed 003). Every run ends with exactly one.
+const (
+	CodeSuccess          = "SUCCESS"
+	CodePartialSuccess   = "PARTIAL_SUCCESS"
+	CodeImpossible       = "IMPOSSIBLE"
+	CodeMissingInfo      = "MISSING_INFO"
+	CodeAmbiguousIntent  = "AMBIGUOUS_INTENT"
+	CodeConfirmRequired  = "CONFIRM_REQUIRED"
+	CodeReviewRequired   = "REVIEW_REQUIRED"
+	CodeBudgetExhausted  = "BUDGET_EXHAUSTED"
+	CodeTimeout          = "TIMEOUT"
+	CodeValidationFail   = "VALIDATION_FAIL"
+	CodeLowConfidence    = "LOW_CONFIDENCE"
+	CodeSourceConflict   = "SOURCE_CONFLICT"
+	CodeRepeatedFailure  = "REPEATED_FAILURE"
+	CodePermissionDenied = "PERMISSION_DENIED"
+	CodeUnsafeDetection  = "UNSAFE_DETECTION"
+	CodeUnavailableDep   = "UNAVAILABLE_DEP"
+	CodeUserCancel       = "USER_CANCEL"
+)
+
+// MaxPlanSteps bounds every plan (seed 000 §2.2).
+const MaxPlanSteps = 10
+
+// RunRequest is the data of run.requested: one user task.
+type RunRequest struct {
+	RunID     string `json:"run_id"`
+	TenantID  string `json:"tenant_id"`
+	UserID    string `json:"user_id"`
+	SessionID string `json:"session_id"`
+	Message   string `json:"message"`
+	Stream    bool   `json:"stream,omitempty"`
+}
+
+// RunState is the whole state of a run. It travels in every orchestration
+// message, so any worker can pick up any message; the router alone changes
+// it, and bumps Seq each time.
+type RunState struct {
+	Request  RunRequest `json:"request"`
+	TaskType string     `json:"task_type,omitempty"`
+	Pattern  string     `json:"pattern,omitempty"`
+	Routing  string     `json:"routing_reason,omitempty"`
+	Plan     Plan       `json:"plan"`
+	Seq      int64      `json:"seq"`
+	Deadline time.Time  `json:"deadline,omitzero"`
+}
+
+// Plan is the run's plan, with every step's status (seed 000 §2.2, §5).
+type Plan struct {
+	PlanID        string         `json:"plan_id"`
+	Status        string         `json:"status"`
+	Steps         []Step         `json:"steps"`
+	ReplanCount   int            `json:"replan_count"`
+	ReplanHistory []ReplanRecord `json:"replan_history,omitempty"`
+	CreatedAt     time.Time      `json:"created_at,omitzero"`
+	CompletedAt   time.Time      `json:"completed_at,omitzero"`
+}
+
+// Step is one plan step. Index is 1-based and stable across replans.
+type Step struct {
+	Index         int        `json:"step"`
+	Task          string     `json:"task"`
+	Skills        []string   `json:"skills"`
+	ReturnSpec    ReturnSpec `json:"return_spec"`
+	DependsOn     []int      `json:"depends_on,omitempty"`
+	Status        string     `json:"status"`
+	TaskID        string     `json:"task_id,omitempty"`
+	MemoryKey     string     `json:"memory_key,omitempty"`
+	Validated     bool       `json:"validated,omitempty"`
+	FailureReason string     `json:"failure_reason,omitempty"`
+	StartedAt     time.Time  `json:"started_at,omitzero"`
+	FinishedAt    time.Time  `json:"finished_at,omitzero"`
+}
+
+// ReturnSpec is a step's output contract: Shape is a JSON Schema.
+type ReturnSpec struct {
+	Shape  json.RawMessage `json:"shape"`
+	Reason string          `json:"reason,omitempty"`
+}
+
+// ReplanRecord is one entry of a plan's replan history.
+type ReplanRecord struct {
+	Attempt    int       `json:"attempt"`
+	Trigger    string    `json:"trigger"`
+	FailedStep int       `json:"failed_step"`
+	Reason     string    `json:"reason"`
+	RevisedAt  time.Time `json:"revised_at"`
+}
+
+// PlanRequest is the data of plan.requested. On a replan Failure is the
+// step result that triggered it and Run's plan holds the completed steps.
+type PlanRequest struct {
+	Run     RunState    `json:"run"`
+	Failure *StepResult `json:"failure,omitempty"`
+}
+
+// PlanProposal is the data of plan.proposed: the proposed steps (on a
+// replan, the revised remaining steps only) or an infeasibility signal.
+// The router merges the steps into Run's plan.
+type PlanProposal struct {
+	Run        RunState `json:"run"`
+	Steps      []Step   `json:"steps,omitempty"`
+	Infeasible string   `json:"infeasible,omitempty"`
+}
+
+// Group identifies a set of steps dispatched together; the aggregator joins
+// it when all Expected members have finished.
+type Group struct {
+	ID       string `json:"id"`
+	Expected int    `json:"expected"`
+}
+
+// StepRequest is the data of step.requested and step.iterated: one step of
+// a run, and on iterations the turns so far.
+type StepRequest struct {
+	Run    RunState `json:"run"`
+	Step   int      `json:"step"`
+	Group  Group    `json:"group"`
+	Inputs []string `json:"inputs,omitempty"` // memory keys of the steps it depends on
+	Turns  []Turn   `json:"turns,omitempty"`
+}
+
+// Turn is one exchange of an executor's loop: a model message, or a skill
+// result. Large results are never carried here: the executor stores them and
+// keeps a reference.
+type Turn struct {
+	Role       string          `json:"role"` // assistant | tool
+	Content    string          `json:"content,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	ToolName   string          `json:"tool_name,omitempty"`
+	ToolArgs   json.RawMessage `json:"tool_args,omitempty"`
+	IsError    bool            `json:"is_error,omitempty"`
+}
+
+// StepResult is what an executor reports for one step.
+type StepResult struct {
+	Step       int       `json:"step"`
+	TaskID     string    `json:"task_id"`
+	Outcome    string    `json:"outcome"`
+	MemoryKey  string    `json:"memory_key,omitempty"`
+	Validated  bool      `json:"validated,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	Suggestion string    `json:"suggestion,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
+
+// StepFinished is the data of step.finished.
+type StepFinished struct {
+	Run    RunState   `json:"run"`
+	Group  Group      `json:"group"`
+	Result StepResult `json:"result"`
+}
+
+// GroupJoined is the data of group.joined: every member's result, ordered
+// by step index. Partial is set when a deadline joined it early.
+type GroupJoined struct {
+	Run     RunState     `json:"run"`
+	Group   Group        `json:"group"`
+	Results []StepResult `json:"results"`
+	Partial bool         `json:"partial,omitempty"`
+}
+
+// RunResult is the data of run.finished: the answer to the caller.
+type RunResult struct {
+	RunID        string          `json:"run_id"`
+	TenantID     string          `json:"tenant_id"`
+	SessionID    string          `json:"session_id"`
+	PlanID       string          `json:"plan_id,omitempty"`
+	Status       string          `json:"status"`
+	TerminalCode string          `json:"terminal_code"`
+	Response     string          `json:"response"`
+	Reason       string          `json:"reason,omitempty"`
+	Steps        []Step          `json:"steps,omitempty"`
+	Detail       json.RawMessage `json:"detail,omitempty"`
+}
+
+// DeadLetter is the data of a dead-lettered message: why it was removed and
+// the original bytes, so nothing disappears.
+type DeadLetter struct {
+	Reason     string              `json:"reason"`
+	Subject    string              `json:"subject"`
+	Stream     string              `json:"stream,omitempty"`
+	StreamSeq  uint64              `json:"stream_seq,omitempty"`
+	Deliveries uint64              `json:"deliveries,omitempty"`
+	RunID      string              `json:"run_id,omitempty"`
+	Headers    map[string][]string `json:"headers,omitempty"`
+	Original   []byte              `json:"original"`
+}
+
+// Audit is the data of an audit event (Layer 1–3 monitoring): the lineage
+// fields plus a free-form payload.
+type Audit struct {
+	PlanID     string          `json:"plan_id,omitempty"`
+	TaskID     string          `json:"task_id,omitempty"`
+	UserID     string          `json:"user_id,omitempty"`
+	SkillID    string          `json:"skill_id,omitempty"`
+	ScriptHash string          `json:"script_hash,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+}

@@ -1,0 +1,264 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Handler is the one shape of every role: consume one event, do one unit of
+// work, return the events to emit. The runtime publishes every returned
+// event and sees its PubAck before it acks the input. A nil error acks; a
+// Permanent error dead-letters; any other error redelivers with backoff.
+type Handler func(ctx context.Context, ev event.Event) ([]event.Event, error)
+
+// Middleware wraps a Handler with a cross-cutting concern.
+type Middleware func(Handler) Handler
+
+// Chain applies middleware so that the first one is outermost.
+func Chain(h Handler, mw ...Middleware) Handler {
+	for i := len(mw) - 1; i >= 0; i-- {
+		h = mw[i](h)
+	}
+	return h
+}
+
+// WorkerConfig configures a Worker. Zero values take defaults.
+type WorkerConfig struct {
+	Role        string          // role name, used in dead letters
+	Concurrency int             // messages handled at once; default 16
+	Heartbeat   time.Duration   // InProgress interval; default a third of the consumer's AckWait
+	Backoff     []time.Duration // redelivery delays after a transient error; default 1s, 2s, 5s, 10s, 30s
+	DrainWait   time.Duration   // how long shutdown waits for in-flight messages; default 30s
+	// OnError reports what the worker cannot return: failed handlers,
+	// dead letters and acks. It must not block. Optional.
+	OnError func(ev *event.Event, subject string, err error)
+}
+
+// Worker runs a Handler on a durable pull consumer.
+type Worker struct {
+	js       jetstream.JetStream
+	cons     jetstream.Consumer
+	handler  Handler
+	cfg      WorkerConfig
+	stream   string
+	durable  string
+	maxDeliv int
+}
+
+// NewWorker returns a worker that feeds the messages of cons to h.
+func NewWorker(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer, h Handler, cfg WorkerConfig) (*Worker, error) {
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("events: consumer info: %w", err)
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = info.Config.AckWait / 3
+	}
+	if len(cfg.Backoff) == 0 {
+		cfg.Backoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
+	}
+	if cfg.DrainWait <= 0 {
+		cfg.DrainWait = 30 * time.Second
+	}
+	if cfg.Role == "" {
+		cfg.Role = info.Name
+	}
+	return &Worker{js: js, cons: cons, handler: h, cfg: cfg, stream: info.Stream, durable: info.Name, maxDeliv: info.Config.MaxDeliver}, nil
+}
+
+// Run consumes until ctx is cancelled, then stops pulling, waits up to
+// DrainWait for the messages in flight and returns. Messages not finished
+// by then are redelivered to another worker.
+func (w *Worker) Run(ctx context.Context) error {
+	stopAdvisories, err := w.watchMaxDeliveries(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopAdvisories()
+
+	// Handlers run on a context that outlives ctx by DrainWait, so a
+	// SIGTERM lets in-flight work finish instead of cutting it.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	sem := make(chan struct{}, w.cfg.Concurrency)
+	var wg sync.WaitGroup
+	cc, err := w.cons.Consume(func(msg jetstream.Msg) {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			w.process(work, msg)
+		}()
+	}, jetstream.PullMaxMessages(w.cfg.Concurrency), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		w.report(nil, "", err)
+	}))
+	if err != nil {
+		return fmt.Errorf("events: consume %s: %w", w.durable, err)
+	}
+	<-ctx.Done()
+	cc.Drain()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.cfg.DrainWait):
+		cancelWork()
+		<-done
+	}
+	return nil
+}
+
+func (w *Worker) report(ev *event.Event, subject string, err error) {
+	if w.cfg.OnError != nil && err != nil {
+		w.cfg.OnError(ev, subject, err)
+	}
+}
+
+// process handles one message: decode, handle with heartbeats, publish
+// every output, then ack. It never returns an error: every outcome is an
+// ack, a delayed nak, or a dead letter followed by a term.
+func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
+	md, err := msg.Metadata()
+	if err != nil {
+		w.report(nil, msg.Subject(), err)
+		_ = msg.Term()
+		return
+	}
+	ev, err := FromMsg(msg.Headers(), msg.Data())
+	if err != nil {
+		w.deadLetter(ctx, msg, md, nil, err)
+		return
+	}
+	stop := w.heartbeat(msg)
+	outs, err := w.handler(ctx, ev)
+	stop()
+	if err == nil {
+		err = w.publishAll(ctx, outs)
+	}
+	switch {
+	case err == nil:
+		if err := msg.DoubleAck(ctx); err != nil {
+			w.report(&ev, msg.Subject(), fmt.Errorf("events: ack: %w", err))
+		}
+	case IsPermanent(err):
+		w.deadLetter(ctx, msg, md, &ev, err)
+	case w.maxDeliv > 0 && int(md.NumDelivered) >= w.maxDeliv:
+		w.deadLetter(ctx, msg, md, &ev, fmt.Errorf("max deliveries (%d) reached: %w", w.maxDeliv, err))
+	default:
+		w.report(&ev, msg.Subject(), err)
+		_ = msg.NakWithDelay(w.backoff(md.NumDelivered))
+	}
+}
+
+func (w *Worker) backoff(delivered uint64) time.Duration {
+	i := int(delivered) - 1
+	if i >= len(w.cfg.Backoff) {
+		i = len(w.cfg.Backoff) - 1
+	}
+	return w.cfg.Backoff[max(i, 0)]
+}
+
+// heartbeat tells JetStream the message is still being worked on until the
+// returned stop function is called.
+func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(w.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// publishAll publishes every output and waits for each PubAck. A
+// duplicate PubAck is success: the output was already stored by an earlier
+// attempt at the same input.
+func (w *Worker) publishAll(ctx context.Context, outs []event.Event) error {
+	for _, out := range outs {
+		if err := Publish(ctx, w.js, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Publish publishes ev with Nats-Msg-Id = its id and waits for the PubAck.
+// It reports whether JetStream dropped it as a duplicate.
+func Publish(ctx context.Context, js jetstream.JetStream, ev event.Event) error {
+	m, err := ToMsg(ev)
+	if err != nil {
+		return Permanent(err)
+	}
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("%w: %s %s: %v", ErrPublish, m.Subject, ev.ID(), err)
+	}
+	return nil
+}
+
+// deadLetter moves a message that cannot be handled to agent.dead.<tenant>
+// with its reason and original bytes, then terminates it. A dead letter
+// that itself fails is terminated without another dead letter, so nothing
+// loops.
+func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, ev *event.Event, reason error) {
+	w.report(ev, msg.Subject(), reason)
+	if ev != nil && ev.Type() == TypeDeadLettered {
+		_ = msg.TermWithReason(reason.Error())
+		return
+	}
+	dl := DeadLetterEvent(w.cfg.Role, md.Stream, md.Sequence.Stream, md.NumDelivered, msg.Subject(), msg.Headers(), msg.Data(), reason.Error())
+	if err := Publish(ctx, w.js, dl); err != nil {
+		// Without a dead letter the message must not vanish: redeliver.
+		w.report(ev, msg.Subject(), err)
+		_ = msg.NakWithDelay(w.backoff(md.NumDelivered))
+		return
+	}
+	_ = msg.TermWithReason(truncate(reason.Error(), 200))
+}
+
+// DeadLetterEvent builds the dead letter of a stored message. Its id is
+// derived from the stream and sequence, so the runtime and the
+// MAX_DELIVERIES advisory watcher never dead-letter the same message twice.
+func DeadLetterEvent(role, stream string, seq, deliveries uint64, subject string, headers map[string][]string, data []byte, reason string) event.Event {
+	tenant := TenantOfSubject(subject)
+	runID := ""
+	for k, v := range headers {
+		if len(v) > 0 && strings.EqualFold(k, headerPrefix+ExtRun) {
+			runID = v[0]
+		}
+	}
+	dl := DeadLetter{
+		Reason: reason, Subject: subject, Stream: stream, StreamSeq: seq, Deliveries: deliveries,
+		RunID: runID, Headers: headers, Original: data,
+	}
+	ev, err := New(DeriveID(fmt.Sprintf("%s/%d", stream, seq), "dead"), TypeDeadLettered,
+		Meta{Tenant: tenant, Run: runID, SourceProcess: role}, dl)
+	if err != nil {
+		// DeadLetter always marshals; keep the event well formed regardless.
+		_ = ev.SetData(event.ApplicationJSON, map[string]string{"reason": reason})
+	}
+	return ev
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,399 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/events/eventstest"
+)
+
+const waitLong = 20 * time.Second
+
+// twoResults is a handler that emits two step.finished children.
+func twoResults(calls *counter) events.Handler {
+	return func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		calls.inc()
+		var req events.StepRequest
+		if err := events.Decode(ev, &req); err != nil {
+			return nil, err
+		}
+		var outs []event.Event
+		for _, key := range []string{"a", "b"} {
+			out, err := events.Child(ev, key, events.TypeStepFinished, events.StepFinished{
+				Result: events.StepResult{Step: req.Step, TaskID: key, Outcome: events.OutcomeComplete},
+			})
+			if err != nil {
+				return nil, err
+			}
+			outs = append(outs, out)
+		}
+		return outs, nil
+	}
+}
+
+func TestWorkerPublishesOutputsThenAcks(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t)
+	var calls counter
+	rec := &errRecorder{}
+	startWorker(t, js, events.RoleExecutor, twoResults(&calls), events.WorkerConfig{OnError: rec.OnError})
+
+	in := stepRequest(t, "acme", "run-1", 4)
+	publish(t, js, in)
+
+	const outSubject = "agent.step.finished.acme"
+	eventually(t, waitLong, "two outputs and the input acked", func() bool {
+		return subjectCount(t, js, events.StreamAgent, outSubject) == 2 && settled(t, js, events.RoleExecutor)
+	})
+	outs := readAll(t, js, events.StreamAgent, outSubject)
+	wantIDs := []string{events.DeriveID(in.ID(), "a"), events.DeriveID(in.ID(), "b")}
+	for i, out := range outs {
+		if out.ID() != wantIDs[i] {
+			t.Errorf("output %d id %q, want %q", i, out.ID(), wantIDs[i])
+		}
+		if out.Type() != events.TypeStepFinished || events.MetaOf(out) != events.MetaOf(in) {
+			t.Errorf("output %d: type %q meta %+v", i, out.Type(), events.MetaOf(out))
+		}
+		var sf events.StepFinished
+		if err := events.Decode(out, &sf); err != nil || sf.Result.Step != 4 {
+			t.Errorf("output %d data %+v %v", i, sf, err)
+		}
+	}
+	if n := calls.get(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+	info := consumerInfo(t, js, events.RoleExecutor)
+	if info.NumRedelivered != 0 || info.NumAckPending != 0 {
+		t.Fatalf("consumer redelivered %d, ack pending %d", info.NumRedelivered, info.NumAckPending)
+	}
+	if errs := rec.all(); len(errs) != 0 {
+		t.Fatalf("worker reported %v", errs)
+	}
+	if n := subjectCount(t, js, events.StreamAgent, events.DeadSubject("acme")); n != 0 {
+		t.Fatalf("%d dead letters", n)
+	}
+}
+
+func TestWorkerReHandlingIsDeduplicated(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t)
+	var calls counter
+	rec := &errRecorder{}
+	// Concurrency 1 so the second copy is handled after the first one's
+	// outputs are stored: its publishes get duplicate PubAcks.
+	startWorker(t, js, events.RoleExecutor, twoResults(&calls), events.WorkerConfig{Concurrency: 1, OnError: rec.OnError})
+
+	in := stepRequest(t, "acme", "run-1", 1)
+	m1, err := events.ToMsg(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := events.ToMsg(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same event stored twice, as after a redelivery or a producer
+	// retry outside the duplicate window.
+	m2.Header.Set(nats.MsgIdHdr, in.ID()+"-again")
+	for _, m := range []*nats.Msg{m1, m2} {
+		if _, err := js.PublishMsg(testCtx(t), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := subjectCount(t, js, events.StreamAgent, "agent.step.requested.acme"); n != 2 {
+		t.Fatalf("stream holds %d inputs, want 2", n)
+	}
+
+	eventually(t, waitLong, "both inputs handled and acked", func() bool {
+		return calls.get() == 2 && settled(t, js, events.RoleExecutor)
+	})
+	outs := readAll(t, js, events.StreamAgent, "agent.step.finished.acme")
+	if len(outs) != 2 {
+		t.Fatalf("stream holds %d outputs, want one copy of each of 2", len(outs))
+	}
+	ids := []string{outs[0].ID(), outs[1].ID()}
+	slices.Sort(ids)
+	want := []string{events.DeriveID(in.ID(), "a"), events.DeriveID(in.ID(), "b")}
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Fatalf("output ids %v, want %v", ids, want)
+	}
+	if errs := rec.all(); len(errs) != 0 {
+		t.Fatalf("duplicate PubAcks were reported as errors: %v", errs)
+	}
+	if n := subjectCount(t, js, events.StreamAgent, events.DeadSubject("acme")); n != 0 {
+		t.Fatalf("%d dead letters", n)
+	}
+}
+
+func TestWorkerDeadLettersPoison(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t)
+	var calls counter
+	rec := &errRecorder{}
+	startWorker(t, js, events.RoleExecutor, twoResults(&calls), events.WorkerConfig{OnError: rec.OnError})
+
+	poison := []byte("\x00\x01 not a cloud event {")
+	ack, err := js.Publish(testCtx(t), "agent.step.requested.acme", poison)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "a dead letter", func() bool {
+		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1
+	})
+	evs, dls := deadLetters(t, js, "acme")
+	dl := dls[0]
+	if !strings.Contains(dl.Reason, "decode") {
+		t.Errorf("reason %q does not mention decode", dl.Reason)
+	}
+	if string(dl.Original) != string(poison) || dl.Subject != "agent.step.requested.acme" {
+		t.Errorf("dead letter original %q subject %q", dl.Original, dl.Subject)
+	}
+	if dl.Stream != events.StreamAgent || dl.StreamSeq != ack.Sequence || dl.Deliveries != 1 {
+		t.Errorf("dead letter stream %q seq %d deliveries %d, want AGENT %d 1", dl.Stream, dl.StreamSeq, dl.Deliveries, ack.Sequence)
+	}
+	if evs[0].ID() != events.DeriveID(fmt.Sprintf("AGENT/%d", ack.Sequence), "dead") || events.MetaOf(evs[0]).Tenant != "acme" {
+		t.Errorf("dead letter id %q meta %+v", evs[0].ID(), events.MetaOf(evs[0]))
+	}
+	if evs[0].Source() != "agentbus/"+events.RoleExecutor {
+		t.Errorf("dead letter source %q", evs[0].Source())
+	}
+
+	// The consumer keeps serving: a valid event after the poison is handled.
+	publish(t, js, stepRequest(t, "acme", "run-2", 1))
+	eventually(t, waitLong, "the valid event handled", func() bool {
+		return subjectCount(t, js, events.StreamAgent, "agent.step.finished.acme") == 2 && settled(t, js, events.RoleExecutor)
+	})
+	// The poison was terminated, not left pending: it cannot be redelivered.
+	info := consumerInfo(t, js, events.RoleExecutor)
+	if info.NumAckPending != 0 || info.NumRedelivered != 0 || info.AckFloor.Stream < ack.Sequence {
+		t.Fatalf("poison not terminated: ack pending %d redelivered %d ack floor %d (poison seq %d)",
+			info.NumAckPending, info.NumRedelivered, info.AckFloor.Stream, ack.Sequence)
+	}
+	if n := calls.get(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1 (never for the poison)", n)
+	}
+	if n := subjectCount(t, js, events.StreamAgent, "agent.dead.acme"); n != 1 {
+		t.Fatalf("%d dead letters, want 1", n)
+	}
+	if !rec.has("decode") {
+		t.Fatalf("decode failure not reported: %v", rec.all())
+	}
+}
+
+func TestWorkerDeadLettersInvalidJSONData(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t)
+	var calls counter
+	startWorker(t, js, events.RoleExecutor, twoResults(&calls), events.WorkerConfig{})
+
+	m, err := events.ToMsg(stepRequest(t, "acme", "run-7", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Data = []byte(`{"step":`)
+	if _, err := js.PublishMsg(testCtx(t), m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "a dead letter", func() bool {
+		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, events.RoleExecutor)
+	})
+	_, dls := deadLetters(t, js, "acme")
+	if !strings.Contains(dls[0].Reason, "decode") || dls[0].RunID != "run-7" || string(dls[0].Original) != `{"step":` {
+		t.Fatalf("dead letter %+v", dls[0])
+	}
+	if calls.get() != 0 {
+		t.Fatal("handler saw an undecodable event")
+	}
+}
+
+func TestWorkerPermanentErrorDeadLetters(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t)
+	var calls counter
+	rec := &errRecorder{}
+	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		calls.inc()
+		return nil, events.Permanent(errors.New("step 7 references a skill that does not exist"))
+	}
+	startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}, OnError: rec.OnError})
+
+	in := stepRequest(t, "acme", "run-p", 7)
+	seq := publish(t, js, in)
+	eventually(t, waitLong, "a dead letter and the input settled", func() bool {
+		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, events.RoleExecutor)
+	})
+	evs, dls := deadLetters(t, js, "acme")
+	dl := dls[0]
+	if !strings.Contains(dl.Reason, "step 7 references a skill that does not exist") {
+		t.Errorf("reason %q", dl.Reason)
+	}
+	if dl.RunID != "run-p" || events.MetaOf(evs[0]).Run != "run-p" || dl.StreamSeq != seq || dl.Deliveries != 1 {
+		t.Errorf("dead letter %+v", dl)
+	}
+	in2, err := events.FromMsg(dl.Headers, dl.Original)
+	if err != nil || in2.ID() != in.ID() {
+		t.Errorf("the dead letter does not keep the original event: %v", err)
+	}
+	if n := calls.get(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+	if info := consumerInfo(t, js, events.RoleExecutor); info.NumRedelivered != 0 {
+		t.Fatalf("a permanent failure was redelivered %d times", info.NumRedelivered)
+	}
+	if !rec.has("does not exist") {
+		t.Fatalf("failure not reported: %v", rec.all())
+	}
+}
+
+func TestWorkerUnpublishableOutputDeadLettersInput(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t)
+	var calls counter
+	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		calls.inc()
+		out, err := events.New(events.DeriveID(ev.ID(), 0), events.TypeStepFinished, events.Meta{Tenant: "no.such>tenant"}, 1)
+		return []event.Event{out}, err
+	}
+	startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}})
+	publish(t, js, stepRequest(t, "acme", "run-u", 1))
+	eventually(t, waitLong, "a dead letter", func() bool {
+		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, events.RoleExecutor)
+	})
+	_, dls := deadLetters(t, js, "acme")
+	if !strings.Contains(dls[0].Reason, "invalid subject token") {
+		t.Errorf("reason %q", dls[0].Reason)
+	}
+	if n := calls.get(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+}
+
+func TestWorkerTransientErrorIsRedelivered(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t)
+	var calls counter
+	rec := &errRecorder{}
+	ok := twoResults(&counter{})
+	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		if calls.inc() == 1 {
+			return nil, errTransient
+		}
+		return ok(ctx, ev)
+	}
+	startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}, OnError: rec.OnError})
+
+	start := time.Now()
+	publish(t, js, stepRequest(t, "acme", "run-t", 1))
+	eventually(t, waitLong, "outputs after a retry", func() bool {
+		return subjectCount(t, js, events.StreamAgent, "agent.step.finished.acme") == 2 && settled(t, js, events.RoleExecutor)
+	})
+	if n := calls.get(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2", n)
+	}
+	// The retry came from the nak's backoff, not from the 2s ack wait.
+	if elapsed := time.Since(start); elapsed >= eventstest.TestTopology().AckWait {
+		t.Errorf("retry took %v: the transient error was not nak'd with the backoff", elapsed)
+	}
+	if info := consumerInfo(t, js, events.RoleExecutor); info.NumRedelivered != 0 || info.NumAckPending != 0 {
+		t.Fatalf("ack pending %d redelivered %d", info.NumAckPending, info.NumRedelivered)
+	}
+	if n := subjectCount(t, js, events.StreamAgent, events.DeadSubject("acme")); n != 0 {
+		t.Fatalf("%d dead letters", n)
+	}
+	if !rec.has(errTransient.Error()) {
+		t.Fatalf("transient failure not reported: %v", rec.all())
+	}
+}
+
+func TestWorkerMaxDeliveriesDeadLetters(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t)
+	var calls counter
+	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		calls.inc()
+		return nil, errTransient
+	}
+	startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}})
+
+	seq := publish(t, js, stepRequest(t, "acme", "run-m", 1))
+	eventually(t, waitLong, "a dead letter and the input settled", func() bool {
+		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, events.RoleExecutor)
+	})
+	maxDeliver := eventstest.TestTopology().MaxDeliver
+	if n := calls.get(); n != int64(maxDeliver) {
+		t.Fatalf("handler ran %d times, want MaxDeliver = %d", n, maxDeliver)
+	}
+	evs, dls := deadLetters(t, js, "acme")
+	dl := dls[0]
+	if !strings.Contains(dl.Reason, "max deliveries") || !strings.Contains(dl.Reason, errTransient.Error()) {
+		t.Errorf("reason %q", dl.Reason)
+	}
+	if dl.RunID != "run-m" || events.MetaOf(evs[0]).Run != "run-m" {
+		t.Errorf("run id %q, meta %+v", dl.RunID, events.MetaOf(evs[0]))
+	}
+	if dl.Deliveries != uint64(maxDeliver) || dl.StreamSeq != seq {
+		t.Errorf("deliveries %d seq %d", dl.Deliveries, dl.StreamSeq)
+	}
+}
+
+// TestWorkerDoesNotDeadLetterDeadLetters: the router consumes agent.dead.*;
+// a dead letter it cannot handle is terminated without another one.
+func TestWorkerDoesNotDeadLetterDeadLetters(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t)
+	var calls counter
+	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		calls.inc()
+		return nil, events.Permanent(errors.New("cannot handle"))
+	}
+	startWorker(t, js, events.RoleRouter, h, events.WorkerConfig{})
+	publish(t, js, events.DeadLetterEvent("executor", "AGENT", 1, 1, "agent.step.requested.acme", nil, []byte("x"), "r"))
+	eventually(t, waitLong, "the dead letter settled", func() bool {
+		return calls.get() == 1 && settled(t, js, events.RoleRouter)
+	})
+	if n := subjectCount(t, js, events.StreamAgent, "agent.dead.acme"); n != 1 {
+		t.Fatalf("%d dead letters, want the original 1", n)
+	}
+	if info := consumerInfo(t, js, events.RoleRouter); info.NumRedelivered != 0 {
+		t.Fatalf("redelivered %d", info.NumRedelivered)
+	}
+}
+
+// TestWorkerDeadLetterKeepsMixedCaseRunID: a foreign publisher's mixed-case
+// headers decode, so its dead letter must keep the run id too.
+func TestWorkerDeadLetterKeepsMixedCaseRunID(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t)
+	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		return nil, events.Permanent(errors.New("nope"))
+	}
+	startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{})
+	m := nats.NewMsg("agent.step.requested.acme")
+	m.Header["Ce-Specversion"] = []string{"1.0"}
+	m.Header["Ce-Id"] = []string{"foreign-1"}
+	m.Header["Ce-Type"] = []string{events.TypeStepRequested}
+	m.Header["Ce-Source"] = []string{"elsewhere"}
+	m.Header["Ce-Tenantid"] = []string{"acme"}
+	m.Header["Ce-Runid"] = []string{"run-f"}
+	m.Data = []byte(`{}`)
+	if _, err := js.PublishMsg(testCtx(t), m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "a dead letter", func() bool {
+		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1
+	})
+	_, dls := deadLetters(t, js, "acme")
+	if dls[0].RunID != "run-f" {
+		t.Fatalf("dead letter run id %q, want run-f", dls[0].RunID)
+	}
+}

@@ -1,0 +1,202 @@
+package events_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/events/eventstest"
+)
+
+func TestBootstrapIsIdempotentAndCreatesTopology(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t) // first call
+	ctx := testCtx(t)
+	for range 2 {
+		if err := events.Bootstrap(ctx, js, eventstest.TestTopology()); err != nil {
+			t.Fatalf("repeated Bootstrap: %v", err)
+		}
+	}
+
+	streams := map[string][]string{
+		events.StreamAgent: {"agent.>"},
+		events.StreamReply: {"reply.>"},
+		events.StreamAudit: {"audit.>"},
+	}
+	for name, subjects := range streams {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := info.Config
+		if !slices.Equal(cfg.Subjects, subjects) {
+			t.Errorf("stream %s subjects %v, want %v", name, cfg.Subjects, subjects)
+		}
+		if cfg.Duplicates < 10*time.Minute {
+			t.Errorf("stream %s duplicate window %v < 10m", name, cfg.Duplicates)
+		}
+		if cfg.Retention != jetstream.LimitsPolicy || cfg.Storage != jetstream.FileStorage || cfg.Replicas != 1 {
+			t.Errorf("stream %s retention %v storage %v replicas %d", name, cfg.Retention, cfg.Storage, cfg.Replicas)
+		}
+		if name == events.StreamAgent && !cfg.AllowMsgSchedules {
+			t.Errorf("stream AGENT does not allow message schedules")
+		}
+	}
+
+	roles := map[string]struct {
+		stream  string
+		filters []string
+	}{
+		events.RoleRouter:     {events.StreamAgent, []string{"agent.run.requested.*", "agent.plan.proposed.*", "agent.group.joined.*", "agent.dead.*"}},
+		events.RolePlanner:    {events.StreamAgent, []string{"agent.plan.requested.*"}},
+		events.RoleExecutor:   {events.StreamAgent, []string{"agent.step.requested.*", "agent.step.iterated.*"}},
+		events.RoleAggregator: {events.StreamAgent, []string{"agent.step.finished.*"}},
+		events.RoleProjector:  {events.StreamAudit, []string{"audit.>"}},
+	}
+	for role, want := range roles {
+		if events.StreamOf(role) != want.stream {
+			t.Errorf("StreamOf(%s) = %q, want %q", role, events.StreamOf(role), want.stream)
+		}
+		c, err := js.Consumer(ctx, want.stream, role)
+		if err != nil {
+			t.Fatalf("consumer %s on %s: %v", role, want.stream, err)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := info.Config
+		filters := cfg.FilterSubjects
+		if len(filters) == 0 && cfg.FilterSubject != "" {
+			filters = []string{cfg.FilterSubject}
+		}
+		if !slices.Equal(filters, want.filters) {
+			t.Errorf("consumer %s filters %v, want %v", role, filters, want.filters)
+		}
+		if cfg.Durable != role || cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.AckWait != 2*time.Second || cfg.MaxDeliver != 4 || cfg.MaxAckPending != 1000 {
+			t.Errorf("consumer %s config durable=%q ack=%v wait=%v maxdeliver=%d maxackpending=%d",
+				role, cfg.Durable, cfg.AckPolicy, cfg.AckWait, cfg.MaxDeliver, cfg.MaxAckPending)
+		}
+	}
+	for _, stream := range []string{events.StreamAgent, events.StreamReply, events.StreamAudit} {
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		names := st.ConsumerNames(ctx)
+		for range names.Name() {
+			n++
+		}
+		if err := names.Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int{events.StreamAgent: 4, events.StreamReply: 0, events.StreamAudit: 1}[stream]
+		if n != want {
+			t.Errorf("stream %s has %d consumers, want %d", stream, n, want)
+		}
+	}
+
+	for _, b := range []string{events.BucketFanin, events.BucketLocks, events.BucketBudgets, events.BucketConfig, events.BucketToolcalls} {
+		kv, err := js.KeyValue(ctx, b)
+		if err != nil {
+			t.Errorf("bucket %s: %v", b, err)
+			continue
+		}
+		if _, err := kv.Put(ctx, "k", []byte("v")); err != nil {
+			t.Errorf("bucket %s put: %v", b, err)
+		}
+	}
+}
+
+func TestBootstrapUpdatesConsumers(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t)
+	ctx := testCtx(t)
+	topo := eventstest.TestTopology()
+	topo.AckWait = 3 * time.Second
+	topo.MaxDeliver = 6
+	if err := events.Bootstrap(ctx, js, topo); err != nil {
+		t.Fatal(err)
+	}
+	info := consumerInfo(t, js, events.RoleExecutor)
+	if info.Config.AckWait != 3*time.Second || info.Config.MaxDeliver != 6 {
+		t.Fatalf("consumer not updated: ack wait %v max deliver %d", info.Config.AckWait, info.Config.MaxDeliver)
+	}
+}
+
+func TestBootstrapDefaults(t *testing.T) {
+	t.Parallel()
+	s := eventstest.Server(t)
+	_, js := eventstest.Connect(t, s)
+	ctx := testCtx(t)
+	if err := events.Bootstrap(ctx, js, events.Topology{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, events.StreamAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.Duplicates != 15*time.Minute || info.Config.MaxAge != 7*24*time.Hour {
+		t.Errorf("AGENT duplicates %v max age %v", info.Config.Duplicates, info.Config.MaxAge)
+	}
+	ci := consumerInfo(t, js, events.RoleRouter)
+	if ci.Config.AckWait != 30*time.Second || ci.Config.MaxDeliver != 5 {
+		t.Errorf("router ack wait %v max deliver %d", ci.Config.AckWait, ci.Config.MaxDeliver)
+	}
+}
+
+func TestTopologyValidate(t *testing.T) {
+	if err := (events.Topology{}).Validate(); err != nil {
+		t.Errorf("default topology: %v", err)
+	}
+	if err := eventstest.TestTopology().Validate(); err != nil {
+		t.Errorf("test topology: %v", err)
+	}
+	if err := (events.Topology{DuplicateWindow: 10 * time.Minute}).Validate(); err != nil {
+		t.Errorf("10m duplicate window: %v", err)
+	}
+	for _, bad := range []events.Topology{
+		{DuplicateWindow: 10*time.Minute - time.Second},
+		{DuplicateWindow: time.Minute},
+		{MaxDeliver: 1},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate(%+v) accepted it", bad)
+		}
+	}
+}
+
+func TestBootstrapRejectsInvalidTopology(t *testing.T) {
+	t.Parallel()
+	s := eventstest.Server(t)
+	_, js := eventstest.Connect(t, s)
+	ctx := testCtx(t)
+	if err := events.Bootstrap(ctx, js, events.Topology{DuplicateWindow: 5 * time.Minute}); err == nil {
+		t.Fatal("Bootstrap accepted a 5m duplicate window")
+	}
+	if _, err := js.Stream(ctx, events.StreamAgent); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("an invalid topology created streams: %v", err)
+	}
+	if _, err := events.EnsureConsumer(ctx, js, "janitor", events.Topology{}); err == nil {
+		t.Fatal("EnsureConsumer accepted an unknown role")
+	}
+}
+
+func TestRunServerNeedsStoreDir(t *testing.T) {
+	if _, err := events.RunServer(events.ServerConfig{Port: -1}); err == nil {
+		t.Fatal("RunServer without a store dir succeeded")
+	}
+}

@@ -1,0 +1,112 @@
+package events
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Event types. Every type is io.agentbus.<noun>.<verb>; its subject is
+// agent.<noun>.<verb>.<tenant> (see Subject).
+const (
+	TypeRunRequested  = "io.agentbus.run.requested"
+	TypeRunFinished   = "io.agentbus.run.finished"
+	TypePlanRequested = "io.agentbus.plan.requested"
+	TypePlanProposed  = "io.agentbus.plan.proposed"
+	TypeStepRequested = "io.agentbus.step.requested"
+	TypeStepIterated  = "io.agentbus.step.iterated"
+	TypeStepFinished  = "io.agentbus.step.finished"
+	TypeGroupJoined   = "io.agentbus.group.joined"
+	TypeDeadLettered  = "io.agentbus.dead.lettered"
+	// TypeAuditPrefix starts every audit event type, for example
+	// io.agentbus.audit.skill.called; its subject is audit.<tenant>.skill.called.
+	TypeAuditPrefix = "io.agentbus.audit."
+)
+
+// Stream names.
+const (
+	StreamAgent = "AGENT"
+	StreamReply = "REPLY"
+	StreamAudit = "AUDIT"
+)
+
+// Extension attribute names carried on every agentbus event.
+const (
+	ExtTenant        = "tenantid"
+	ExtSession       = "sessionid"
+	ExtRun           = "runid"
+	ExtTask          = "taskid"
+	ExtCorrelation   = "correlationid"
+	ExtTraceParent   = "traceparent"
+	sourcePrefix     = "agentbus/"
+	typePrefix       = "io.agentbus."
+	agentSubjectRoot = "agent"
+	auditSubjectRoot = "audit"
+)
+
+var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidToken reports whether s can be used as a tenant or session id: it
+// becomes a subject token, so it may hold only letters, digits, '_' and '-'.
+func ValidToken(s string) bool { return tokenRE.MatchString(s) }
+
+// Subject returns the NATS subject an event of type typ for tenant is
+// published on: agent.<noun>.<verb>.<tenant> for orchestration events and
+// audit.<tenant>.<event_type> for audit events.
+func Subject(typ, tenant string) (string, error) {
+	if !ValidToken(tenant) {
+		return "", fmt.Errorf("%w: tenant %q", ErrInvalidToken, tenant)
+	}
+	if typ == TypeDeadLettered {
+		return DeadSubject(tenant), nil
+	}
+	if name, ok := strings.CutPrefix(typ, TypeAuditPrefix); ok && name != "" {
+		return auditSubjectRoot + "." + tenant + "." + name, nil
+	}
+	rest, ok := strings.CutPrefix(typ, typePrefix)
+	if !ok || strings.Count(rest, ".") != 1 {
+		return "", fmt.Errorf("%w: %q", ErrUnknownType, typ)
+	}
+	return agentSubjectRoot + "." + rest + "." + tenant, nil
+}
+
+// AuditType returns the event type of the audit event name, for example
+// AuditType("skill.called") = "io.agentbus.audit.skill.called".
+func AuditType(name string) string { return TypeAuditPrefix + name }
+
+// AuditName returns the short name of an audit event type ("skill.called").
+func AuditName(typ string) string { return strings.TrimPrefix(typ, TypeAuditPrefix) }
+
+// TenantOfSubject returns the tenant token of an agent or audit subject, or
+// "unknown" when the subject does not carry one.
+func TenantOfSubject(subject string) string {
+	toks := strings.Split(subject, ".")
+	switch {
+	case len(toks) >= 3 && toks[0] == auditSubjectRoot && ValidToken(toks[1]):
+		return toks[1]
+	case len(toks) >= 3 && toks[0] == agentSubjectRoot && ValidToken(toks[len(toks)-1]):
+		return toks[len(toks)-1]
+	}
+	return "unknown"
+}
+
+// DeadSubject returns the dead-letter subject of a tenant.
+func DeadSubject(tenant string) string {
+	if !ValidToken(tenant) {
+		tenant = "unknown"
+	}
+	return "agent.dead." + tenant
+}
+
+// ReplySubject returns the subject of a session's streaming reply chunks.
+func ReplySubject(tenant, session string) string { return "reply." + tenant + "." + session }
+
+// TypeOfSubject returns the event type of an agent.<noun>.<verb>.<tenant>
+// subject, or "" for any other subject.
+func TypeOfSubject(subject string) string {
+	toks := strings.Split(subject, ".")
+	if len(toks) != 4 || toks[0] != agentSubjectRoot {
+		return ""
+	}
+	return typePrefix + toks[1] + "." + toks[2]
+}

@@ -1,0 +1,119 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/events"
+)
+
+// Aggregator is the fan-in: it records each finished step of a group in
+// the fanin bucket by compare-and-swap, so a duplicate never counts twice,
+// and emits group.joined once every member has finished.
+type Aggregator struct {
+	Fanin jetstream.KeyValue
+	Log   zerolog.Logger
+}
+
+// NewAggregator returns an aggregator on the fanin bucket.
+func NewAggregator(fanin jetstream.KeyValue, log zerolog.Logger) *Aggregator {
+	return &Aggregator{Fanin: fanin, Log: log}
+}
+
+// faninState is a group's entry in the fanin bucket.
+type faninState struct {
+	Expected int                        `json:"expected"`
+	Results  map[int]events.StepResult `json:"results"`
+}
+
+// maxCASRetries bounds compare-and-swap retries under contention.
+const maxCASRetries = 64
+
+// Handle is the aggregator's events.Handler.
+func (a *Aggregator) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
+	if ev.Type() != events.TypeStepFinished {
+		return nil, events.Permanent(fmt.Errorf("%w: aggregator does not handle %s", events.ErrUnknownType, ev.Type()))
+	}
+	var sf events.StepFinished
+	if err := events.Decode(ev, &sf); err != nil {
+		return nil, err
+	}
+	if sf.Group.ID == "" || sf.Group.Expected < 1 {
+		return nil, events.Permanent(fmt.Errorf("handlers: step.finished without a group"))
+	}
+	state, err := a.record(ctx, sf)
+	if err != nil {
+		return nil, err
+	}
+	if len(state.Results) < state.Expected {
+		return nil, nil
+	}
+	// Complete. Every member's delivery that sees the group complete emits
+	// the same join id, so a crash between the CAS and the publish is
+	// repaired by the redelivery, and JetStream keeps one join.
+	results := make([]events.StepResult, 0, len(state.Results))
+	for _, r := range state.Results {
+		results = append(results, r)
+	}
+	sort.Slice(results, func(i, j int) bool { return results[i].Step < results[j].Step })
+	joined, err := events.New(events.DeriveID(sf.Group.ID, "joined"), events.TypeGroupJoined, events.MetaOf(ev),
+		events.GroupJoined{Run: sf.Run, Group: sf.Group, Results: results})
+	if err != nil {
+		return nil, err
+	}
+	return []event.Event{joined}, nil
+}
+
+// record adds the step's result to its group with compare-and-swap and
+// returns the group's state. A result already recorded is left as is.
+func (a *Aggregator) record(ctx context.Context, sf events.StepFinished) (faninState, error) {
+	key := "grp." + sf.Group.ID
+	for range maxCASRetries {
+		state := faninState{Expected: sf.Group.Expected, Results: map[int]events.StepResult{}}
+		var rev uint64
+		e, err := a.Fanin.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return state, fmt.Errorf("handlers: fanin get: %w", err)
+		default:
+			if err := json.Unmarshal(e.Value(), &state); err != nil {
+				return state, events.Permanent(fmt.Errorf("handlers: fanin entry %s: %w", key, err))
+			}
+			rev = e.Revision()
+		}
+		if _, dup := state.Results[sf.Result.Step]; dup {
+			return state, nil
+		}
+		state.Results[sf.Result.Step] = sf.Result
+		b, err := json.Marshal(state)
+		if err != nil {
+			return state, err
+		}
+		if rev == 0 {
+			_, err = a.Fanin.Create(ctx, key, b)
+		} else {
+			_, err = a.Fanin.Update(ctx, key, b, rev)
+		}
+		if err == nil {
+			return state, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSequence(err) {
+			return state, fmt.Errorf("handlers: fanin update: %w", err)
+		}
+	}
+	return faninState{}, fmt.Errorf("handlers: fanin %s: too much contention", key)
+}
+
+// isWrongSequence reports a lost compare-and-swap.
+func isWrongSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}

@@ -1,0 +1,45 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/store"
+)
+
+// SkillFinder is what the planner needs from the Skill Service.
+type SkillFinder interface {
+	Find(ctx context.Context, tenant, query string, limit int) ([]skills.Summary, error)
+	Load(ctx context.Context, tenant, name string) (skills.Manifest, error)
+}
+
+// SkillCaller is what the executor needs from the Skill Service.
+type SkillCaller interface {
+	Load(ctx context.Context, tenant, name string) (skills.Manifest, error)
+	Call(ctx context.Context, tenant, name string, args json.RawMessage, idempotencyKey string) ([]byte, error)
+}
+
+// MemoryStore reads and writes step outputs.
+type MemoryStore interface {
+	PutMemory(ctx context.Context, m store.Memory) (store.Memory, error)
+	GetMemory(ctx context.Context, key string) (store.Memory, error)
+}
+
+// PlanStore keeps the versioned plan projections.
+type PlanStore interface {
+	PutPlan(ctx context.Context, p store.Plan, version int64) error
+	GetPlan(ctx context.Context, planID string) (store.Plan, int64, error)
+}
+
+// EventStore appends audit events; the same event id is stored once.
+type EventStore interface {
+	AppendEvents(ctx context.Context, evs []store.Event) error
+	Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, error)
+}
+
+// RouterStore is what the router needs: plans and step outputs.
+type RouterStore interface {
+	PlanStore
+	GetMemory(ctx context.Context, key string) (store.Memory, error)
+}

@@ -1,0 +1,247 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/skills"
+)
+
+// Executor is SubAgent-B: each message is one model turn of one step. It
+// may call only the step's allowed skills, cannot spawn subagents, checks
+// its output against the return_spec and writes it through write_memory.
+type Executor struct {
+	Model     llm.Model
+	Skills    SkillCaller
+	Memory    MemoryStore
+	Writer    *MemoryWriter
+	ToolCalls jetstream.KeyValue // idempotency records; nil disables reuse
+	Log       zerolog.Logger
+	Now       func() time.Time
+	// MaxTurns bounds the turns of one step; default 6.
+	MaxTurns int
+	// LargeResponse is the content-length gate in bytes; default 50 KB.
+	LargeResponse int
+}
+
+// NewExecutor returns an executor.
+func NewExecutor(model llm.Model, sk SkillCaller, mem MemoryStore, locks, toolcalls jetstream.KeyValue, log zerolog.Logger) *Executor {
+	return &Executor{
+		Model: model, Skills: sk, Memory: mem, ToolCalls: toolcalls, Log: log, Now: time.Now,
+		Writer:   &MemoryWriter{Store: mem, Locks: locks},
+		MaxTurns: 6, LargeResponse: 50 << 10,
+	}
+}
+
+// ErrSpawnDenied is what an executor's attempt to start a subagent gets.
+var ErrSpawnDenied = errors.New("handlers: executors cannot spawn subagents; return insufficient instead")
+
+// spawnTools are tool names that would start another agent.
+var spawnTools = []string{"spawn_subagent", "create_subagent", "delegate", "run_agent"}
+
+// Handle is the executor's events.Handler.
+func (x *Executor) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
+	if ev.Type() != events.TypeStepRequested && ev.Type() != events.TypeStepIterated {
+		return nil, events.Permanent(fmt.Errorf("%w: executor does not handle %s", events.ErrUnknownType, ev.Type()))
+	}
+	var req events.StepRequest
+	if err := events.Decode(ev, &req); err != nil {
+		return nil, err
+	}
+	step := findStep(req.Run.Plan, req.Step)
+	if step == nil {
+		return nil, events.Permanent(fmt.Errorf("handlers: step %d is not in plan %s", req.Step, req.Run.Plan.PlanID))
+	}
+	t := turn{x: x, in: ev, req: req, step: *step, out: outbox{in: ev}}
+	if err := t.run(ctx); err != nil {
+		return nil, err
+	}
+	return t.out.result()
+}
+
+// turn is the work of one executor message.
+type turn struct {
+	x    *Executor
+	in   event.Event
+	req  events.StepRequest
+	step events.Step
+	out  outbox
+}
+
+func (t *turn) lineage() events.Audit {
+	return events.Audit{PlanID: t.req.Run.Plan.PlanID, TaskID: t.step.TaskID, UserID: t.req.Run.Request.UserID}
+}
+
+func (t *turn) run(ctx context.Context) error {
+	if len(t.req.Turns)/2 >= t.x.MaxTurns {
+		return t.finish(events.StepResult{Outcome: events.OutcomeFailed,
+			Reason: fmt.Sprintf("step used its %d turns without an answer", t.x.MaxTurns), Suggestion: "split the step"})
+	}
+	tenant := t.req.Run.Request.TenantID
+	var infos []llm.SkillInfo
+	var tools []llm.Tool
+	for _, name := range t.step.Skills {
+		m, err := t.x.Skills.Load(ctx, tenant, name)
+		if errors.Is(err, skills.ErrSkillNotFound) {
+			return t.skillUnavailable(name, err)
+		}
+		if err != nil {
+			return fmt.Errorf("handlers: load_skill %s: %w", name, err)
+		}
+		infos = append(infos, llm.SkillInfo{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, OutputSchema: m.OutputSchema})
+		tools = append(tools, llm.Tool{Name: m.Name, Description: m.Description, Parameters: m.InputSchema})
+	}
+	inputs, err := t.inputs(ctx)
+	if err != nil {
+		return err
+	}
+	in := llm.ActInput{Task: t.step.Task, Skills: infos, Inputs: inputs,
+		ReturnSpec: llm.ReturnSpec{Shape: t.step.ReturnSpec.Shape, Reason: t.step.ReturnSpec.Reason}}
+	resp, err := t.x.Model.Complete(ctx, llm.Request{Task: llm.TaskAct, System: actSystem, Tools: tools,
+		Schema: llm.ActSchema, Messages: toMessages(t.req.Turns), Input: in})
+	if err != nil {
+		return fmt.Errorf("handlers: act: %w", err)
+	}
+	if len(resp.Message.ToolCalls) > 0 {
+		return t.callTools(ctx, resp.Message.ToolCalls)
+	}
+	return t.answer(ctx, resp.Message.Content)
+}
+
+const actSystem = "You execute one plan step. Call only the allowed skills. When you have the data, answer JSON " +
+	"{status: complete, label, data} where data matches the return_spec shape exactly; if one step cannot do the work, " +
+	"answer {status: insufficient, reason, suggestion}. You cannot start other agents."
+
+// inputs reads the outputs of the steps this one depends on, by label.
+func (t *turn) inputs(ctx context.Context) (map[string]json.RawMessage, error) {
+	if len(t.req.Inputs) == 0 {
+		return nil, nil
+	}
+	in := make(map[string]json.RawMessage, len(t.req.Inputs))
+	for _, key := range t.req.Inputs {
+		m, err := t.x.Memory.GetMemory(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("handlers: read input %s: %w", key, err)
+		}
+		in[key] = json.RawMessage(m.Text)
+	}
+	return in, nil
+}
+
+// callTools runs the model's tool calls under the hard limits and emits
+// the next turn.
+func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
+	turns := slices.Clone(t.req.Turns)
+	for i, c := range calls {
+		turns = append(turns, events.Turn{Role: "assistant", ToolCallID: c.ID, ToolName: c.Name, ToolArgs: c.Arguments})
+		result, isErr, err := t.callTool(ctx, len(t.req.Turns)+i, c)
+		if err != nil {
+			return err
+		}
+		if !isErr && len(result) >= t.x.LargeResponse {
+			return t.finish(events.StepResult{Outcome: events.OutcomeFailed,
+				Reason:     fmt.Sprintf("large_response: skill %s returned %d bytes, at or above the %d-byte gate", c.Name, len(result), t.x.LargeResponse),
+				Suggestion: "use a skill or arguments that return less data"})
+		}
+		turns = append(turns, events.Turn{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: string(result), IsError: isErr})
+	}
+	next := t.req
+	next.Turns = turns
+	t.out.emit(fmt.Sprintf("turn/%d", len(turns)), events.TypeStepIterated, next)
+	return nil
+}
+
+// callTool enforces the step's limits, then calls the skill once per
+// idempotency key: a redelivered turn reuses the recorded result.
+func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, bool, error) {
+	lin := t.lineage()
+	lin.SkillID = c.Name
+	if slices.Contains(spawnTools, c.Name) {
+		t.out.audit("subagent.spawn_denied", lin, map[string]any{"tool": c.Name})
+		return []byte(ErrSpawnDenied.Error()), true, nil
+	}
+	if !slices.Contains(t.step.Skills, c.Name) {
+		t.out.audit("skill.denied", lin, map[string]any{"allowed_skills": t.step.Skills, "reason": "not in allowed_skills"})
+		return fmt.Appendf(nil, "permission denied: skill %q is not in this step's allowed_skills %v", c.Name, t.step.Skills), true, nil
+	}
+	key := fmt.Sprintf("%s/%d/%s/%d", t.req.Run.Request.RunID, t.step.Index, t.step.TaskID, n)
+	if rec, ok := t.recorded(ctx, key); ok {
+		return rec.Result, rec.IsError, nil
+	}
+	start := time.Now()
+	result, err := t.x.Skills.Call(ctx, t.req.Run.Request.TenantID, c.Name, c.Arguments, key)
+	isErr := false
+	if err != nil {
+		if !errors.Is(err, skills.ErrSkillFailed) && !errors.Is(err, skills.ErrSkillNotFound) && !errors.Is(err, skills.ErrInvalidArguments) {
+			return nil, false, fmt.Errorf("handlers: call %s: %w", c.Name, err)
+		}
+		result, isErr = []byte(err.Error()), true
+	}
+	t.out.audit("skill.called", lin, map[string]any{
+		"skill_id": c.Name, "tenant_id": t.req.Run.Request.TenantID, "user_id": t.req.Run.Request.UserID,
+		"session_id": t.req.Run.Request.SessionID, "input_size_bytes": len(c.Arguments), "response_size_bytes": len(result),
+		"duration_ms": time.Since(start).Milliseconds(), "is_error": isErr,
+		"large_response_triggered": len(result) >= t.x.LargeResponse, "ts": time.Now().UTC(),
+	})
+	if len(result) < t.x.LargeResponse {
+		t.record(ctx, key, toolRecord{Result: result, IsError: isErr})
+	}
+	return result, isErr, nil
+}
+
+// toolRecord is an idempotency record of a finished skill call.
+type toolRecord struct {
+	Result  []byte `json:"result"`
+	IsError bool   `json:"is_error"`
+}
+
+func (t *turn) recorded(ctx context.Context, key string) (toolRecord, bool) {
+	if t.x.ToolCalls == nil {
+		return toolRecord{}, false
+	}
+	e, err := t.x.ToolCalls.Get(ctx, lockKey(key))
+	if err != nil {
+		return toolRecord{}, false
+	}
+	var rec toolRecord
+	return rec, json.Unmarshal(e.Value(), &rec) == nil
+}
+
+func (t *turn) record(ctx context.Context, key string, rec toolRecord) {
+	if t.x.ToolCalls == nil {
+		return
+	}
+	b, err := json.Marshal(rec)
+	if err == nil {
+		_, err = t.x.ToolCalls.Put(ctx, lockKey(key), b)
+	}
+	if err != nil {
+		t.x.Log.Warn().Err(err).Msg("tool call not recorded; a redelivery may call the skill again")
+	}
+}
+
+func toMessages(turns []events.Turn) []llm.Message {
+	msgs := make([]llm.Message, 0, len(turns))
+	for _, tn := range turns {
+		if tn.Role == "tool" {
+			msgs = append(msgs, llm.Message{Role: llm.RoleTool, ToolCallID: tn.ToolCallID, Content: tn.Content, IsError: tn.IsError})
+			continue
+		}
+		m := llm.Message{Role: llm.RoleAssistant, Content: tn.Content}
+		if tn.ToolName != "" {
+			m.ToolCalls = []llm.ToolCall{{ID: tn.ToolCallID, Name: tn.ToolName, Arguments: tn.ToolArgs}}
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs
+}

@@ -1,0 +1,64 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
+)
+
+// answer handles the model's final message for the step: it self-checks
+// the answer, writes it through write_memory and reports the outcome.
+func (t *turn) answer(ctx context.Context, content string) error {
+	var a llm.ActOutput
+	if err := llm.ValidateJSON(llm.ActSchema, []byte(content)); err != nil || json.Unmarshal([]byte(content), &a) != nil {
+		return t.finish(events.StepResult{Outcome: events.OutcomeFailed, Reason: "model answer is not a valid step result",
+			Suggestion: "retry the step"})
+	}
+	lin := t.lineage()
+	switch a.Status {
+	case "insufficient":
+		t.out.audit("subagent.insufficient", lin, map[string]any{"reason": a.Reason, "suggestion": a.Suggestion})
+		return t.finish(events.StepResult{Outcome: events.OutcomeInsufficient, Reason: a.Reason, Suggestion: a.Suggestion})
+	case "failed":
+		return t.finish(events.StepResult{Outcome: events.OutcomeFailed, Reason: a.Reason, Suggestion: a.Suggestion})
+	}
+	run := t.req.Run
+	scope := MemoryScope{TenantID: run.Request.TenantID, SessionID: run.Request.SessionID, TaskID: t.step.TaskID,
+		UserID: run.Request.UserID, PlanID: run.Plan.PlanID, StepIndex: t.step.Index}
+	key, waited, err := t.x.Writer.Write(ctx, scope, a.Label, a.Data, t.step.ReturnSpec.Shape)
+	var cv *ContractViolation
+	switch {
+	case errors.As(err, &cv):
+		t.out.audit("contract_violation", lin, map[string]any{"expected_shape": cv.Expected, "actual_shape": cv.Actual,
+			"step_index": t.step.Index, "reason": cv.Reason})
+		return t.finish(events.StepResult{Outcome: events.OutcomeContractViolation, Reason: cv.Error(),
+			Suggestion: "revise the step so its skill output matches the return_spec"})
+	case errors.Is(err, ErrBadLabel):
+		return t.finish(events.StepResult{Outcome: events.OutcomeFailed, Reason: err.Error(), Suggestion: "use a short label"})
+	case err != nil:
+		return err
+	}
+	t.out.audit("memory.written", lin, map[string]any{"key": key, "size_bytes": len(a.Data), "validated": true,
+		"lock_wait_ms": waited.Milliseconds()})
+	return t.finish(events.StepResult{Outcome: events.OutcomeComplete, MemoryKey: key, Validated: true})
+}
+
+// finish emits step.finished and the subagent.finish audit event.
+func (t *turn) finish(res events.StepResult) error {
+	res.Step, res.TaskID = t.step.Index, t.step.TaskID
+	res.StartedAt, res.FinishedAt = t.step.StartedAt, t.x.Now().UTC()
+	t.out.audit("subagent.finish", t.lineage(), map[string]any{"status": res.Outcome, "memory_key": res.MemoryKey,
+		"duration_ms": res.FinishedAt.Sub(res.StartedAt).Milliseconds(), "reason": res.Reason})
+	t.out.emit("finished", events.TypeStepFinished, events.StepFinished{Run: t.req.Run, Group: t.req.Group, Result: res})
+	return nil
+}
+
+// skillUnavailable fails the step when an allowed skill cannot be loaded.
+func (t *turn) skillUnavailable(name string, err error) error {
+	return t.finish(events.StepResult{Outcome: events.OutcomeFailed,
+		Reason: fmt.Sprintf("skill %s unavailable: %v", name, err), Suggestion: "choose another skill"})
+}

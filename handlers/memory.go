@@ -1,0 +1,173 @@
+package handlers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/store"
+)
+
+// Memory errors.
+var (
+	// ErrMemoryLock is the MemoryLockError of seed 000 §4.2: another task
+	// held the key for longer than the lock wait.
+	ErrMemoryLock = errors.New("handlers: memory lock not acquired")
+	// ErrBadLabel marks a memory label with path or separator tricks.
+	ErrBadLabel = errors.New("handlers: invalid memory label")
+)
+
+// ContractViolation is returned by write_memory when data does not match
+// the step's return_spec; nothing is written.
+type ContractViolation struct {
+	Expected json.RawMessage `json:"expected"`
+	Actual   json.RawMessage `json:"actual"`
+	Reason   string          `json:"reason"`
+}
+
+func (c *ContractViolation) Error() string { return "handlers: contract violation: " + c.Reason }
+
+var labelRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_]{0,63}$`)
+
+// MemoryScope is the namespace of a write: the infra tool builds the key
+// {tenant}:{session}:{task}:{label} from it, never the caller.
+type MemoryScope struct {
+	TenantID, SessionID, TaskID, UserID, PlanID string
+	StepIndex                                   int
+}
+
+// Key returns the namespaced memory key of label.
+func (s MemoryScope) Key(label string) string {
+	return strings.Join([]string{s.TenantID, s.SessionID, s.TaskID, label}, ":")
+}
+
+// MemoryWriter is write_memory, the single choke point for step outputs:
+// it validates the label and the data against the return_spec, locks the
+// namespaced key, writes, and releases the lock.
+type MemoryWriter struct {
+	Store    MemoryStore
+	Locks    jetstream.KeyValue // nil disables locking (single-writer tests)
+	LockWait time.Duration      // default 5s
+	Now      func() time.Time
+}
+
+// Write stores data under scope.Key(label) after checking it against
+// shape. It returns the key and how long it waited for the lock.
+func (w *MemoryWriter) Write(ctx context.Context, scope MemoryScope, label string, data, shape json.RawMessage) (string, time.Duration, error) {
+	if !labelRE.MatchString(label) {
+		return "", 0, fmt.Errorf("%w: %q (want [a-z0-9_], at most 64)", ErrBadLabel, label)
+	}
+	if err := llm.ValidateJSON(shape, data); err != nil {
+		return "", 0, &ContractViolation{Expected: shape, Actual: shapeOf(data), Reason: err.Error()}
+	}
+	key := scope.Key(label)
+	waited, release, err := w.lock(ctx, key, scope.TaskID)
+	if err != nil {
+		return "", waited, err
+	}
+	defer release()
+	_, err = w.Store.PutMemory(ctx, store.Memory{
+		ID: key, TenantID: scope.TenantID, SessionID: scope.SessionID, TaskID: scope.TaskID, UserID: scope.UserID,
+		Scope: "session", Key: key, Text: string(data), Source: "executor", StepIndex: scope.StepIndex,
+		PlanID: scope.PlanID, CreatedAt: w.now(),
+	})
+	if err != nil {
+		return "", waited, fmt.Errorf("handlers: write memory: %w", err)
+	}
+	return key, waited, nil
+}
+
+func (w *MemoryWriter) now() time.Time {
+	if w.Now != nil {
+		return w.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// lock takes the key in the locks bucket for owner. The same owner may
+// take it again (a redelivered step); another owner waits up to LockWait.
+func (w *MemoryWriter) lock(ctx context.Context, key, owner string) (time.Duration, func(), error) {
+	if w.Locks == nil {
+		return 0, func() {}, nil
+	}
+	wait := w.LockWait
+	if wait <= 0 {
+		wait = 5 * time.Second
+	}
+	lk := lockKey(key)
+	start := time.Now()
+	for {
+		_, err := w.Locks.Create(ctx, lk, []byte(owner))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return time.Since(start), nil, fmt.Errorf("handlers: lock %s: %w", key, err)
+		}
+		if e, gerr := w.Locks.Get(ctx, lk); gerr == nil && string(e.Value()) == owner {
+			break
+		}
+		if time.Since(start) >= wait {
+			return time.Since(start), nil, fmt.Errorf("%w: %s after %s", ErrMemoryLock, key, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	release := func() { _ = w.Locks.Delete(context.WithoutCancel(ctx), lk) }
+	return time.Since(start), release, nil
+}
+
+// lockKey maps a memory key onto the KV key alphabet.
+func lockKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "mem." + hex.EncodeToString(sum[:16])
+}
+
+// shapeOf describes the JSON type of every top-level field of data, for a
+// contract_violation report.
+func shapeOf(data []byte) json.RawMessage {
+	var v any
+	if json.Unmarshal(data, &v) != nil {
+		return json.RawMessage(`"not JSON"`)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		b, _ := json.Marshal(typeName(v))
+		return b
+	}
+	shape := map[string]string{}
+	for k, f := range obj {
+		shape[k] = typeName(f)
+	}
+	b, _ := json.Marshal(shape)
+	return b
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	default:
+		return "object"
+	}
+}

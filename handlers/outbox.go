@@ -1,0 +1,66 @@
+package handlers
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/agentbus/agentbus/events"
+)
+
+// outbox collects the events one input produces. Every id derives from the
+// input's id and a key (a per-input counter for audit events), so a
+// redelivered input emits the same ids and the streams keep one copy.
+type outbox struct {
+	in   event.Event
+	n    int
+	outs []event.Event
+	err  error
+}
+
+// add appends an audit event name ("step_1.started") with its lineage and payload.
+func (a *outbox) audit(name string, lineage events.Audit, payload any) {
+	if a.err != nil {
+		return
+	}
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			a.err = err
+			return
+		}
+		lineage.Payload = b
+	}
+	a.n++
+	ev, err := events.Child(a.in, "audit/"+name+"/"+strconv.Itoa(a.n), events.AuditType(name), lineage)
+	if err != nil {
+		a.err = err
+		return
+	}
+	if lineage.TaskID != "" {
+		events.SetExt(&ev, events.ExtTask, lineage.TaskID)
+	}
+	a.outs = append(a.outs, ev)
+}
+
+// emit appends an orchestration event derived from the input.
+func (a *outbox) emit(key string, typ string, data any) {
+	if a.err != nil {
+		return
+	}
+	ev, err := events.Child(a.in, key, typ, data)
+	if err != nil {
+		a.err = err
+		return
+	}
+	a.outs = append(a.outs, ev)
+}
+
+// result returns the events built so far, or the first error.
+func (a *outbox) result() ([]event.Event, error) {
+	if a.err != nil {
+		return nil, a.err
+	}
+	return a.outs, nil
+}

@@ -1,0 +1,131 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/skills"
+)
+
+// Planner is SubAgent-A: it discovers skills over MCP, loads their
+// manifests, asks the model for a plan of at most 10 steps with
+// return_specs, and verifies the plan against the skills' schemas before
+// proposing it. On a replan it plans only the remaining work.
+type Planner struct {
+	Model  llm.Model
+	Skills SkillFinder
+	Log    zerolog.Logger
+	// Candidates is how many skills find_relevant_skills may return; the
+	// planner loads at most MaxLoads of them (2–6 in seed 000).
+	Candidates int
+	MaxLoads   int
+}
+
+// NewPlanner returns a planner.
+func NewPlanner(model llm.Model, sk SkillFinder, log zerolog.Logger) *Planner {
+	return &Planner{Model: model, Skills: sk, Log: log, Candidates: 8, MaxLoads: 6}
+}
+
+// Handle is the planner's events.Handler.
+func (p *Planner) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
+	if ev.Type() != events.TypePlanRequested {
+		return nil, events.Permanent(fmt.Errorf("%w: planner does not handle %s", events.ErrUnknownType, ev.Type()))
+	}
+	var req events.PlanRequest
+	if err := events.Decode(ev, &req); err != nil {
+		return nil, err
+	}
+	run := req.Run
+	out := outbox{in: ev}
+	steps, infeasible, err := p.plan(ctx, run, req.Failure)
+	if err != nil {
+		return nil, err
+	}
+	out.audit("plan.proposed", events.Audit{PlanID: run.Plan.PlanID, UserID: run.Request.UserID},
+		map[string]any{"steps": len(steps), "infeasible": infeasible, "replan": req.Failure != nil})
+	out.emit("plan.proposed", events.TypePlanProposed, events.PlanProposal{Run: run, Steps: steps, Infeasible: infeasible})
+	return out.result()
+}
+
+func (p *Planner) plan(ctx context.Context, run events.RunState, failure *events.StepResult) ([]events.Step, string, error) {
+	tenant := run.Request.TenantID
+	cands, err := p.Skills.Find(ctx, tenant, run.Request.Message, p.Candidates)
+	if err != nil {
+		return nil, "", fmt.Errorf("handlers: find_relevant_skills: %w", err)
+	}
+	manifests := map[string]skills.Manifest{}
+	var infos []llm.SkillInfo
+	for _, c := range cands {
+		if len(infos) == p.MaxLoads {
+			break
+		}
+		m, err := p.Skills.Load(ctx, tenant, c.Name)
+		if errors.Is(err, skills.ErrSkillNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("handlers: load_skill %s: %w", c.Name, err)
+		}
+		manifests[m.Name] = m
+		infos = append(infos, llm.SkillInfo{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, OutputSchema: m.OutputSchema})
+	}
+	in := llm.PlanInput{Task: run.Request.Message, Skills: infos, MaxSteps: events.MaxPlanSteps, FirstStep: 1}
+	if failure != nil {
+		addReplanContext(&in, run.Plan, *failure)
+	}
+	var po llm.PlanOutput
+	if _, err := llm.Structured(ctx, p.Model, llm.Request{Task: llm.TaskPlan, System: planSystem, Schema: llm.PlanSchema, Input: in}, &po); err != nil {
+		return nil, "", fmt.Errorf("handlers: plan: %w", err)
+	}
+	if po.Infeasible != "" {
+		return nil, po.Infeasible, nil
+	}
+	live := len(run.Plan.Steps) - countRevisable(run.Plan)
+	if len(po.Steps) == 0 || live+len(po.Steps) > events.MaxPlanSteps {
+		return nil, fmt.Sprintf("the plan needs %d steps; the limit is %d", live+len(po.Steps), events.MaxPlanSteps), nil
+	}
+	steps, err := verifyPlan(po.Steps, manifests, in.FirstStep, run.Plan)
+	if err != nil {
+		return nil, "plan failed verification: " + err.Error(), nil
+	}
+	return steps, "", nil
+}
+
+const planSystem = "You are the planner. Using only the listed skills, write a plan of at most 10 steps. " +
+	"Each step names its skills and a return_spec whose shape (a JSON Schema) holds only the fields later steps or the answer need. " +
+	"Answer JSON {steps:[{step, task, skills, return_spec:{shape, reason}, depends_on}]} or {infeasible: reason}."
+
+// addReplanContext gives the model what completed, what failed and what
+// remains, and numbers new steps after every existing one.
+func addReplanContext(in *llm.PlanInput, plan events.Plan, f events.StepResult) {
+	maxIdx := 0
+	for _, s := range plan.Steps {
+		maxIdx = max(maxIdx, s.Index)
+		switch s.Status {
+		case events.StepComplete:
+			in.Completed = append(in.Completed, llm.DoneStep{Step: s.Index, Task: s.Task, MemoryKey: s.MemoryKey})
+		case events.StepRevised:
+		default:
+			in.Remaining = append(in.Remaining, llm.PlannedStep{Step: s.Index, Task: s.Task, Skills: s.Skills,
+				ReturnSpec: llm.ReturnSpec{Shape: s.ReturnSpec.Shape, Reason: s.ReturnSpec.Reason}, DependsOn: s.DependsOn})
+		}
+	}
+	in.Failed = &llm.FailedStep{Step: f.Step, Reason: f.Reason, Suggestion: f.Suggestion}
+	in.FirstStep = maxIdx + 1
+}
+
+func countRevisable(p events.Plan) int {
+	n := 0
+	for _, s := range p.Steps {
+		if s.Status != events.StepComplete {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,70 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/skills"
+)
+
+// ErrPlanInvalid marks a plan that failed the verification pass.
+var ErrPlanInvalid = errors.New("handlers: plan failed verification")
+
+// verifyPlan is the verification pass (seed 000 §2.2): every step uses
+// skills that were loaded, its return_spec is satisfiable by the first
+// skill's declared output schema, step numbers are fresh and ordered, and
+// every dependency is an earlier step or a completed one. A replan keeps
+// a dependency on a step that was replaced pointing at its replacement.
+func verifyPlan(proposed []llm.PlannedStep, manifests map[string]skills.Manifest, first int, existing events.Plan) ([]events.Step, error) {
+	known := map[int]bool{}
+	for _, s := range existing.Steps {
+		if s.Status == events.StepComplete {
+			known[s.Index] = true
+		}
+	}
+	steps := make([]events.Step, 0, len(proposed))
+	for i, ps := range proposed {
+		want := first + i
+		if ps.Step != want {
+			return nil, fmt.Errorf("%w: step %d is numbered %d", ErrPlanInvalid, want, ps.Step)
+		}
+		if len(ps.Skills) == 0 {
+			return nil, fmt.Errorf("%w: step %d has no skill", ErrPlanInvalid, ps.Step)
+		}
+		for _, name := range ps.Skills {
+			if _, ok := manifests[name]; !ok {
+				return nil, fmt.Errorf("%w: step %d uses unknown skill %q", ErrPlanInvalid, ps.Step, name)
+			}
+		}
+		if err := satisfiable(manifests[ps.Skills[0]], ps.ReturnSpec.Shape); err != nil {
+			return nil, fmt.Errorf("%w: step %d: %v", ErrPlanInvalid, ps.Step, err)
+		}
+		for _, d := range ps.DependsOn {
+			if !known[d] {
+				return nil, fmt.Errorf("%w: step %d depends on step %d, which is neither earlier nor complete", ErrPlanInvalid, ps.Step, d)
+			}
+		}
+		known[ps.Step] = true
+		steps = append(steps, events.Step{
+			Index: ps.Step, Task: ps.Task, Skills: slices.Clone(ps.Skills), DependsOn: ps.DependsOn,
+			ReturnSpec: events.ReturnSpec{Shape: ps.ReturnSpec.Shape, Reason: ps.ReturnSpec.Reason}, Status: events.StepPending,
+		})
+	}
+	return steps, nil
+}
+
+func satisfiable(m skills.Manifest, shape []byte) error {
+	out, err := skills.ParseSchema(m.OutputSchema)
+	if err != nil {
+		return err
+	}
+	want, err := skills.ParseSchema(shape)
+	if err != nil {
+		return fmt.Errorf("return_spec: %w", err)
+	}
+	_, err = skills.Derive(out, want)
+	return err
+}

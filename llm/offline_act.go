@@ -1,0 +1,150 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agentbus/agentbus/skills"
+)
+
+// act is one executor turn. Before any skill result it calls the first
+// allowed skill with arguments taken from the step's inputs and the task;
+// after a result it projects the result onto the return_spec.
+func act(in ActInput, history []Message) (Message, error) {
+	if len(in.Skills) == 0 {
+		return jsonMessage(ActOutput{Status: "insufficient", Reason: "the step has no allowed skill",
+			Suggestion: "plan this step with a skill"})
+	}
+	skill := in.Skills[0]
+	last := lastToolResult(history)
+	if last == nil {
+		return callSkill(in, skill, len(history))
+	}
+	if last.IsError {
+		return jsonMessage(ActOutput{Status: "failed", Reason: "skill " + skill.Name + " failed: " + last.Content,
+			Suggestion: "retry the step"})
+	}
+	return project(in, skill, []byte(last.Content))
+}
+
+func lastToolResult(history []Message) *Message {
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Role == RoleTool {
+			return &history[i]
+		}
+	}
+	return nil
+}
+
+func callSkill(in ActInput, skill SkillInfo, turn int) (Message, error) {
+	schema, err := skills.ParseSchema(skill.InputSchema)
+	if err != nil {
+		return Message{}, fmt.Errorf("llm: offline: %w", err)
+	}
+	inputs := decodeInputs(in.Inputs)
+	args := map[string]any{}
+	for _, field := range sortedNames(schema.Properties) {
+		if v := fromInputs(inputs, field, schema.Properties[field]); v != nil {
+			args[field] = v
+		} else if v := fromTask(in.Task, schema.Properties[field]); v != nil {
+			args[field] = v
+		}
+	}
+	for _, field := range schema.Required {
+		if _, ok := args[field]; !ok {
+			return jsonMessage(ActOutput{Status: "insufficient",
+				Reason:     fmt.Sprintf("skill %s needs %q and the step has no input that provides it", skill.Name, field),
+				Suggestion: fmt.Sprintf("add a step before this one that produces %s", field)})
+		}
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return Message{}, fmt.Errorf("llm: offline: %w", err)
+	}
+	return Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: fmt.Sprintf("call-%d", turn+1), Name: skill.Name, Arguments: b}}}, nil
+}
+
+func decodeInputs(raw map[string]json.RawMessage) []map[string]any {
+	var out []map[string]any
+	for _, label := range sortedNames(raw) {
+		var m map[string]any
+		if json.Unmarshal(raw[label], &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// fromInputs finds field in the outputs of earlier steps, directly or as
+// the items of a list of objects (outlet_ids from outlets[].outlet_id).
+func fromInputs(inputs []map[string]any, field string, want skills.Schema) any {
+	for _, in := range inputs {
+		if v, ok := in[field]; ok {
+			return v
+		}
+	}
+	if want.Type != "array" {
+		return nil
+	}
+	item := skills.Singular(field)
+	for _, in := range inputs {
+		for _, k := range sortedNames(in) {
+			arr, ok := in[k].([]any)
+			if !ok {
+				continue
+			}
+			var vals []any
+			for _, el := range arr {
+				if obj, ok := el.(map[string]any); ok && obj[item] != nil {
+					vals = append(vals, obj[item])
+				}
+			}
+			if len(vals) > 0 {
+				return vals
+			}
+		}
+	}
+	return nil
+}
+
+// project derives the return_spec fields from the skill's output.
+func project(in ActInput, skill SkillInfo, result []byte) (Message, error) {
+	out, err := skills.ParseSchema(skill.OutputSchema)
+	if err != nil {
+		return Message{}, fmt.Errorf("llm: offline: %w", err)
+	}
+	shape, err := skills.ParseSchema(in.ReturnSpec.Shape)
+	if err != nil {
+		return Message{}, fmt.Errorf("llm: offline: %w", err)
+	}
+	ds, err := skills.Derive(out, shape)
+	if err != nil {
+		return jsonMessage(ActOutput{Status: "insufficient", Reason: err.Error(),
+			Suggestion: "choose a skill whose output provides the return_spec"})
+	}
+	var decoded map[string]any
+	if err := json.Unmarshal(result, &decoded); err != nil {
+		return jsonMessage(ActOutput{Status: "failed", Reason: "skill output is not a JSON object", Suggestion: "retry the step"})
+	}
+	data, err := skills.Apply(decoded, ds)
+	if err != nil {
+		return jsonMessage(ActOutput{Status: "failed", Reason: err.Error(), Suggestion: "retry the step"})
+	}
+	return jsonMessage(ActOutput{Status: "complete", Label: label(shape), Data: mustJSON(data)})
+}
+
+// label names a step output after its fields: outlet_ids, results.
+func label(shape skills.Schema) string {
+	names := sortedNames(shape.Properties)
+	sort.Strings(names)
+	l := strings.Join(names, "_")
+	if len(l) > 64 {
+		l = l[:64]
+	}
+	if l == "" {
+		l = "output"
+	}
+	return strings.ToLower(l)
+}

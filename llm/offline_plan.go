@@ -1,0 +1,178 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agentbus/agentbus/skills"
+)
+
+type planSkill struct {
+	info      SkillInfo
+	in, out   skills.Schema
+	relevance float64
+}
+
+// plan chains skills: it picks the skills most relevant to the task, adds
+// the producers their required inputs need (an output that derives the
+// input), orders producers first and derives each step's return_spec from
+// what its consumers need, or from its whole output for a final step.
+func plan(in PlanInput) PlanOutput {
+	words := wordSet(in.Task)
+	var cands []*planSkill
+	for _, s := range in.Skills {
+		ps := &planSkill{info: s, relevance: overlap(words, wordSet(strings.ReplaceAll(s.Name, "_", " ")+" "+s.Description))}
+		var err error
+		if ps.in, err = skills.ParseSchema(s.InputSchema); err != nil {
+			continue
+		}
+		if ps.out, err = skills.ParseSchema(s.OutputSchema); err != nil {
+			continue
+		}
+		cands = append(cands, ps)
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].relevance > cands[j].relevance })
+	if len(cands) == 0 || cands[0].relevance == 0 {
+		return PlanOutput{Infeasible: "no discovered skill fits the task"}
+	}
+	p := planner{task: in.Task, cands: cands, index: map[string]int{}, needs: map[string][]need{}}
+	for _, c := range cands {
+		if c.relevance*2 >= cands[0].relevance {
+			if err := p.add(c, 0); err != nil {
+				return PlanOutput{Infeasible: err.Error()}
+			}
+		}
+	}
+	max := in.MaxSteps
+	if max <= 0 || max > 10 {
+		max = 10
+	}
+	if len(p.order) > max {
+		return PlanOutput{Infeasible: fmt.Sprintf("the task needs %d steps, more than the limit of %d", len(p.order), max)}
+	}
+	first := in.FirstStep
+	if first <= 0 {
+		first = 1
+	}
+	return PlanOutput{Steps: p.steps(first)}
+}
+
+// need records that skill consumer takes input field from a producer.
+type need struct {
+	consumer string
+	field    string
+	schema   skills.Schema
+}
+
+type planner struct {
+	task  string
+	cands []*planSkill
+	order []*planSkill
+	index map[string]int    // skill → position in order
+	needs map[string][]need // producer → fields its consumers need
+	deps  [][]string
+}
+
+func (p *planner) add(s *planSkill, depth int) error {
+	if _, ok := p.index[s.info.Name]; ok {
+		return nil
+	}
+	if depth > 10 {
+		return fmt.Errorf("skill %s: input chain is too deep", s.info.Name)
+	}
+	var deps []string
+	for _, field := range s.in.Required {
+		if fromTask(p.task, s.in.Properties[field]) != nil {
+			continue
+		}
+		prod := p.producer(field, s.in.Properties[field], s.info.Name)
+		if prod == nil {
+			return fmt.Errorf("skill %s needs %q and no discovered skill provides it", s.info.Name, field)
+		}
+		if err := p.add(prod, depth+1); err != nil {
+			return err
+		}
+		p.needs[prod.info.Name] = append(p.needs[prod.info.Name], need{s.info.Name, field, s.in.Properties[field]})
+		deps = append(deps, prod.info.Name)
+	}
+	p.index[s.info.Name] = len(p.order)
+	p.order = append(p.order, s)
+	p.deps = append(p.deps, deps)
+	return nil
+}
+
+// producer returns the most relevant other skill whose output derives field.
+func (p *planner) producer(field string, schema skills.Schema, consumer string) *planSkill {
+	want := skills.Schema{Type: "object", Properties: map[string]skills.Schema{field: schema}}
+	for _, c := range p.cands {
+		if c.info.Name == consumer {
+			continue
+		}
+		if _, err := skills.Derive(c.out, want); err == nil {
+			return c
+		}
+	}
+	return nil
+}
+
+func (p *planner) steps(first int) []PlannedStep {
+	out := make([]PlannedStep, len(p.order))
+	for i, s := range p.order {
+		step := PlannedStep{Step: first + i, Skills: []string{s.info.Name}}
+		for _, d := range p.deps[i] {
+			step.DependsOn = append(step.DependsOn, first+p.index[d])
+		}
+		needs := p.needs[s.info.Name]
+		if len(needs) == 0 {
+			step.ReturnSpec = ReturnSpec{Shape: mustJSON(s.out), Reason: "the final answer is synthesised from it"}
+			step.Task = fmt.Sprintf("%s (for: %s)", strings.TrimSuffix(s.info.Description, "."), p.task)
+		} else {
+			shape := skills.Schema{Type: "object", Properties: map[string]skills.Schema{}}
+			var users []string
+			for _, n := range needs {
+				shape.Properties[n.field] = n.schema
+				shape.Required = append(shape.Required, n.field)
+				users = append(users, fmt.Sprintf("%s needs %s", n.consumer, n.field))
+			}
+			sort.Strings(shape.Required)
+			shape.Required = dedup(shape.Required)
+			sort.Strings(users)
+			step.ReturnSpec = ReturnSpec{Shape: mustJSON(shape), Reason: strings.Join(dedup(users), "; ")}
+			step.Task = fmt.Sprintf("%s, returning only %s", strings.TrimSuffix(s.info.Description, "."), strings.Join(shape.Required, ", "))
+		}
+		out[i] = step
+	}
+	return out
+}
+
+// fromTask returns a value for an input field taken from the task text: an
+// enum value the task mentions.
+func fromTask(task string, s skills.Schema) any {
+	words := wordSet(task)
+	for _, e := range s.Enum {
+		if str, ok := e.(string); ok && words[stem(strings.ToLower(str))] {
+			return str
+		}
+	}
+	return nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only called on plain data
+	}
+	return b
+}
+
+func dedup(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,95 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// synthesize renders the last step's output as the answer: a list of
+// records becomes numbered lines (by rank when the records carry one).
+func synthesize(in SynthInput) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Result for %q:\n", in.Task)
+	if len(in.Outputs) == 0 {
+		b.WriteString("(no step produced output)\n")
+		return b.String()
+	}
+	last := in.Outputs[len(in.Outputs)-1]
+	var obj map[string]any
+	if err := json.Unmarshal(last.Value, &obj); err != nil {
+		b.Write(last.Value)
+		return b.String()
+	}
+	for _, k := range sortedNames(obj) {
+		switch v := obj[k].(type) {
+		case []any:
+			writeList(&b, v)
+		default:
+			fmt.Fprintf(&b, "%s: %s\n", k, scalar(v))
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func writeList(b *strings.Builder, items []any) {
+	recs := make([]map[string]any, 0, len(items))
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			recs = append(recs, m)
+		} else {
+			recs = append(recs, map[string]any{"value": it})
+		}
+	}
+	if len(recs) > 0 {
+		if _, ok := recs[0]["rank"].(float64); ok {
+			sort.SliceStable(recs, func(i, j int) bool {
+				ri, _ := recs[i]["rank"].(float64)
+				rj, _ := recs[j]["rank"].(float64)
+				return ri < rj
+			})
+		}
+	}
+	for i, r := range recs {
+		fmt.Fprintf(b, "%d. %s\n", i+1, record(r))
+	}
+}
+
+// record renders name first, the id in parentheses, then the other fields.
+func record(r map[string]any) string {
+	var head, id string
+	var rest []string
+	for _, k := range sortedNames(r) {
+		v := scalar(r[k])
+		switch {
+		case k == "rank":
+		case k == "name" || k == "title":
+			head = v
+		case strings.HasSuffix(k, "_id") || k == "id":
+			id = v
+		default:
+			rest = append(rest, k+" "+v)
+		}
+	}
+	s := head
+	if id != "" {
+		s = strings.TrimSpace(s + " (" + id + ")")
+	}
+	if len(rest) > 0 {
+		s += " — " + strings.Join(rest, ", ")
+	}
+	return s
+}
+
+func scalar(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return "null"
+	default:
+		b, _ := json.Marshal(x)
+		return string(b)
+	}
+}

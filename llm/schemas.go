@@ -1,0 +1,22 @@
+package llm
+
+import "encoding/json"
+
+// Output schemas of the structured model tasks.
+var (
+	// RouteSchema constrains a routing decision.
+	RouteSchema = json.RawMessage(`{"type":"object","required":["task_type","pattern"],"properties":{
+		"task_type":{"type":"string","minLength":1},"pattern":{"type":"string","minLength":1},"reason":{"type":"string"}}}`)
+	// PlanSchema constrains a plan: at most 10 steps, each with a return_spec.
+	PlanSchema = json.RawMessage(`{"type":"object","properties":{
+		"infeasible":{"type":"string"},
+		"steps":{"type":"array","maxItems":10,"items":{"type":"object","required":["step","task","skills","return_spec"],"properties":{
+			"step":{"type":"integer","minimum":1},"task":{"type":"string","minLength":1},
+			"skills":{"type":"array","minItems":1,"items":{"type":"string"}},
+			"return_spec":{"type":"object","required":["shape"],"properties":{"shape":{"type":"object"},"reason":{"type":"string"}}},
+			"depends_on":{"type":"array","items":{"type":"integer"}}}}}}}`)
+	// ActSchema constrains an executor's final answer.
+	ActSchema = json.RawMessage(`{"type":"object","required":["status"],"properties":{
+		"status":{"enum":["complete","insufficient","failed"]},"label":{"type":"string","pattern":"^[a-z0-9_]{1,64}$"},
+		"data":{},"reason":{"type":"string"},"suggestion":{"type":"string"}}}`)
+)

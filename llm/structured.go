@@ -1,0 +1,96 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// MaxRepairs is how many times Structured asks the model to fix an answer
+// that does not validate.
+const MaxRepairs = 2
+
+var schemaCache sync.Map // schema text → *jsonschema.Schema
+
+func compile(raw json.RawMessage) (*jsonschema.Schema, error) {
+	key := string(raw)
+	if s, ok := schemaCache.Load(key); ok {
+		return s.(*jsonschema.Schema), nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("llm: schema: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("mem://schema.json", doc); err != nil {
+		return nil, fmt.Errorf("llm: schema: %w", err)
+	}
+	s, err := c.Compile("mem://schema.json")
+	if err != nil {
+		return nil, fmt.Errorf("llm: schema: %w", err)
+	}
+	schemaCache.Store(key, s)
+	return s, nil
+}
+
+// ValidateJSON checks data against a JSON Schema.
+func ValidateJSON(schema json.RawMessage, data []byte) error {
+	s, err := compile(schema)
+	if err != nil {
+		return err
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	return s.Validate(v)
+}
+
+// Structured calls the model for a JSON answer that validates against
+// req.Schema and decodes it into out. An invalid answer is sent back with
+// the validation error, at most MaxRepairs times; then ErrInvalidOutput.
+// Usage is summed over every attempt.
+func Structured(ctx context.Context, m Model, req Request, out any) (Usage, error) {
+	var total Usage
+	for attempt := 0; ; attempt++ {
+		resp, err := m.Complete(ctx, req)
+		if err != nil {
+			return total, err
+		}
+		total.InputTokens += resp.Usage.InputTokens
+		total.OutputTokens += resp.Usage.OutputTokens
+		text := extractJSON(resp.Message.Content)
+		verr := ValidateJSON(req.Schema, []byte(text))
+		if verr == nil {
+			if err := json.Unmarshal([]byte(text), out); err == nil {
+				return total, nil
+			} else {
+				verr = err
+			}
+		}
+		if attempt == MaxRepairs {
+			return total, fmt.Errorf("%w after %d repairs: %v", ErrInvalidOutput, MaxRepairs, verr)
+		}
+		req.Messages = append(append([]Message(nil), req.Messages...),
+			Message{Role: RoleAssistant, Content: resp.Message.Content},
+			Message{Role: RoleUser, Content: "Your answer did not match the required JSON schema: " + verr.Error() + ". Answer again with JSON only."})
+	}
+}
+
+// extractJSON strips a Markdown code fence around a JSON answer.
+func extractJSON(s string) string {
+	s = strings.TrimSpace(s)
+	if rest, ok := strings.CutPrefix(s, "```"); ok {
+		rest = strings.TrimPrefix(rest, "json")
+		if i := strings.LastIndex(rest, "```"); i >= 0 {
+			rest = rest[:i]
+		}
+		return strings.TrimSpace(rest)
+	}
+	return s
+}

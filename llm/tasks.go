@@ -1,0 +1,113 @@
+package llm
+
+import "encoding/json"
+
+// TaskType is a configured class of task the router chooses from (seed 001).
+type TaskType struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Patterns    []string `json:"valid_patterns"`
+}
+
+// RouteInput asks the model to pick a task type and one of its patterns.
+type RouteInput struct {
+	Task      string     `json:"task"`
+	TaskTypes []TaskType `json:"task_types"`
+}
+
+// RouteOutput is the routing decision.
+type RouteOutput struct {
+	TaskType string `json:"task_type"`
+	Pattern  string `json:"pattern"`
+	Reason   string `json:"reason"`
+}
+
+// SkillInfo is a loaded skill manifest as the model sees it.
+type SkillInfo struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+}
+
+// PlannedStep is one step of a proposed plan. DependsOn holds step numbers.
+type PlannedStep struct {
+	Step       int        `json:"step"`
+	Task       string     `json:"task"`
+	Skills     []string   `json:"skills"`
+	ReturnSpec ReturnSpec `json:"return_spec"`
+	DependsOn  []int      `json:"depends_on,omitempty"`
+}
+
+// ReturnSpec is a step's output contract.
+type ReturnSpec struct {
+	Shape  json.RawMessage `json:"shape"`
+	Reason string          `json:"reason"`
+}
+
+// DoneStep is a completed step shown to a replanning model.
+type DoneStep struct {
+	Step      int    `json:"step"`
+	Task      string `json:"task"`
+	MemoryKey string `json:"memory_key"`
+}
+
+// FailedStep is the step that triggered a replan.
+type FailedStep struct {
+	Step       int    `json:"step"`
+	Reason     string `json:"reason"`
+	Suggestion string `json:"suggestion,omitempty"`
+}
+
+// PlanInput asks for a plan of at most MaxSteps steps over Skills. On a
+// replan Completed, Failed and Remaining are set and only the remaining
+// work is planned, numbered from FirstStep.
+type PlanInput struct {
+	Task      string        `json:"task"`
+	Skills    []SkillInfo   `json:"skills"`
+	MaxSteps  int           `json:"max_steps"`
+	Completed []DoneStep    `json:"completed_steps,omitempty"`
+	Failed    *FailedStep   `json:"failed_step,omitempty"`
+	Remaining []PlannedStep `json:"remaining_steps,omitempty"`
+	FirstStep int           `json:"first_step,omitempty"`
+}
+
+// PlanOutput is a proposed plan, or Infeasible with the reason.
+type PlanOutput struct {
+	Steps      []PlannedStep `json:"steps"`
+	Infeasible string        `json:"infeasible,omitempty"`
+}
+
+// ActInput is one executor turn: the step, its allowed skills, the contract
+// and the outputs of the steps it depends on, by memory label. The turns so
+// far are in Request.Messages.
+type ActInput struct {
+	Task       string                     `json:"task"`
+	Skills     []SkillInfo                `json:"allowed_skills"`
+	ReturnSpec ReturnSpec                 `json:"return_spec"`
+	Inputs     map[string]json.RawMessage `json:"inputs,omitempty"`
+}
+
+// ActOutput is an executor's final answer for a step: the data to write
+// under Label, or an insufficient signal.
+type ActOutput struct {
+	Status     string          `json:"status"` // complete | insufficient
+	Label      string          `json:"label,omitempty"`
+	Data       json.RawMessage `json:"data,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Suggestion string          `json:"suggestion,omitempty"`
+}
+
+// StepOutput is one step's stored output, shown to the synthesiser.
+type StepOutput struct {
+	Step  int             `json:"step"`
+	Task  string          `json:"task"`
+	Value json.RawMessage `json:"value"`
+}
+
+// SynthInput asks for the final answer to Task from the step outputs.
+type SynthInput struct {
+	Task    string       `json:"task"`
+	Outputs []StepOutput `json:"outputs"`
+	Persona string       `json:"persona,omitempty"`
+}

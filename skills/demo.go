@@ -1,0 +1,363 @@
+package skills
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// notFoundMessage starts the tool error a Skill Service returns for a skill
+// outside the tenant's catalog; Client maps it to ErrSkillNotFound.
+const notFoundMessage = "skill not found"
+
+// InjectedFailureMessage is the tool error returned by calls that
+// DemoConfig.FailFirst makes fail.
+const InjectedFailureMessage = "transient failure (injected)"
+
+// Demo Skill Service identity reported to MCP clients.
+const (
+	demoServerName    = "agentbus-demo-skills"
+	demoServerVersion = "1.0.0"
+)
+
+// Limits of find_relevant_skills.
+const (
+	// DefaultFindLimit is the number of candidates returned when the request
+	// sets no limit.
+	DefaultFindLimit = 5
+	// MaxFindLimit caps the requested limit.
+	MaxFindLimit = 50
+)
+
+// DemoConfig configures a DemoService. The zero value is usable.
+type DemoConfig struct {
+	// FailFirst maps a skill name to the number of its initial calls (counted
+	// globally per skill) that fail with the tool error
+	// "transient failure (injected)". Default empty.
+	FailFirst map[string]int
+	// Latency is slept at the start of every skill call. Default 0.
+	Latency time.Duration
+}
+
+// DemoService is a demo Skill Service: a tenant-scoped skill catalog served
+// over MCP streamable HTTP at /tenants/{tenant}/mcp. It records every skill
+// invocation for fault-injection tests. A DemoService is safe for concurrent
+// use.
+type DemoService struct {
+	cfg     DemoConfig
+	skills  map[string]*demoSkill
+	names   []string // sorted skill names
+	handler http.Handler
+
+	mu          sync.Mutex
+	invocations map[string]int // idempotency key -> calls
+	calls       map[string]int // skill name -> calls
+}
+
+// demoSkill is one catalog entry.
+type demoSkill struct {
+	name        string
+	description string
+	owner       string // tenant owning a private skill; "" for public skills
+	input       json.RawMessage
+	output      json.RawMessage
+	run         func(ctx context.Context, args json.RawMessage) (any, error)
+}
+
+// visibleTo reports whether tenant may see and call the skill.
+func (d *demoSkill) visibleTo(tenant string) bool {
+	return d.owner == "" || d.owner == tenant
+}
+
+// manifest returns the skill's Manifest.
+func (d *demoSkill) manifest() Manifest {
+	return Manifest{
+		Name:          d.name,
+		Description:   d.description,
+		InputSchema:   d.input,
+		OutputSchema:  d.output,
+		ExecutionMode: ExecutionModeSync,
+	}
+}
+
+// NewDemoService builds a DemoService with the fixed demo catalog.
+func NewDemoService(cfg DemoConfig) *DemoService {
+	cfg.FailFirst = maps.Clone(cfg.FailFirst)
+	if cfg.FailFirst == nil {
+		cfg.FailFirst = map[string]int{}
+	}
+	s := &DemoService{
+		cfg:         cfg,
+		skills:      make(map[string]*demoSkill),
+		invocations: make(map[string]int),
+		calls:       make(map[string]int),
+	}
+	for _, sk := range demoCatalog() {
+		s.skills[sk.name] = sk
+		s.names = append(s.names, sk.name)
+	}
+	slices.Sort(s.names)
+
+	mcpServer := server.NewMCPServer(demoServerName, demoServerVersion,
+		server.WithToolCapabilities(false),
+		server.WithToolFilter(s.filterTools),
+		server.WithRecovery(),
+	)
+	mcpServer.AddTool(discoveryTool(ToolFindRelevantSkills,
+		"Find the skills most relevant to a natural-language query, best first", findInputSchema), s.handleFind)
+	mcpServer.AddTool(discoveryTool(ToolLoadSkill,
+		"Load the full manifest (input/output schema, execution mode) of a skill", loadInputSchema), s.handleLoad)
+	for _, name := range s.names {
+		sk := s.skills[name]
+		mcpServer.AddTool(mcp.Tool{
+			Name:           sk.name,
+			Description:    sk.description,
+			RawInputSchema: sk.input,
+			Annotations: mcp.ToolAnnotation{
+				ReadOnlyHint:    mcp.ToBoolPtr(true),
+				DestructiveHint: mcp.ToBoolPtr(false),
+				IdempotentHint:  mcp.ToBoolPtr(true),
+				OpenWorldHint:   mcp.ToBoolPtr(false),
+			},
+		}, s.skillHandler(sk))
+	}
+	streamable := server.NewStreamableHTTPServer(mcpServer,
+		server.WithStateLess(true),
+		server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler)),
+	)
+
+	mux := http.NewServeMux()
+	mux.Handle("/tenants/{tenant}/mcp", tenantScope(streamable))
+	mux.HandleFunc("GET /invocations", s.serveInvocations)
+	s.handler = mux
+	return s
+}
+
+// Handler returns the HTTP handler serving MCP at /tenants/{tenant}/mcp and
+// the invocation counts at GET /invocations.
+func (s *DemoService) Handler() http.Handler {
+	return s.handler
+}
+
+// Invocations returns a snapshot of the number of skill calls per
+// idempotency key; calls without a key are counted under "".
+func (s *DemoService) Invocations() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.invocations)
+}
+
+// Calls returns the number of calls of skill so far, failed ones included.
+func (s *DemoService) Calls(skill string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[skill]
+}
+
+// record counts one call of skill with key and returns the skill's call
+// number (1 for the first call).
+func (s *DemoService) record(skill, key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.invocations[key]++
+	s.calls[skill]++
+	return s.calls[skill]
+}
+
+// serveInvocations answers GET /invocations with Invocations as JSON.
+func (s *DemoService) serveInvocations(w http.ResponseWriter, _ *http.Request) {
+	body, err := json.Marshal(s.Invocations())
+	if err != nil {
+		http.Error(w, "encode invocations", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
+
+// tenantKey is the context key of the tenant a request is scoped to.
+type tenantKey struct{}
+
+// tenantScope validates the {tenant} path segment and stores it in the
+// request context, where the tool filter and handlers read it.
+func tenantScope(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant := r.PathValue("tenant")
+		if !ValidTenant(tenant) {
+			http.Error(w, "invalid tenant", http.StatusNotFound)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
+	})
+}
+
+// tenantFromContext returns the request's tenant, or "" when there is none;
+// "" sees public skills only.
+func tenantFromContext(ctx context.Context) string {
+	tenant, _ := ctx.Value(tenantKey{}).(string)
+	return tenant
+}
+
+// filterTools hides (and, since mcp-go applies filters on tools/call too,
+// blocks) skills outside the request tenant's catalog.
+func (s *DemoService) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	tenant := tenantFromContext(ctx)
+	out := make([]mcp.Tool, 0, len(tools))
+	for _, tool := range tools {
+		if tool.Name == ToolFindRelevantSkills || tool.Name == ToolLoadSkill {
+			out = append(out, tool)
+			continue
+		}
+		if sk, ok := s.skills[tool.Name]; ok && sk.visibleTo(tenant) {
+			out = append(out, tool)
+		}
+	}
+	return out
+}
+
+// catalog returns the skills visible to tenant, sorted by name.
+func (s *DemoService) catalog(tenant string) []*demoSkill {
+	out := make([]*demoSkill, 0, len(s.names))
+	for _, name := range s.names {
+		if sk := s.skills[name]; sk.visibleTo(tenant) {
+			out = append(out, sk)
+		}
+	}
+	return out
+}
+
+// skillHandler wraps a skill's implementation with scoping, recording,
+// latency and fault injection.
+func (s *DemoService) skillHandler(sk *demoSkill) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if !sk.visibleTo(tenantFromContext(ctx)) {
+			return mcp.NewToolResultError(notFoundMessage + ": " + sk.name), nil
+		}
+		n := s.record(sk.name, idempotencyKey(req))
+		if s.cfg.Latency > 0 {
+			timer := time.NewTimer(s.cfg.Latency)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				timer.Stop()
+				return nil, ctx.Err()
+			}
+		}
+		if n <= s.cfg.FailFirst[sk.name] {
+			return mcp.NewToolResultError(InjectedFailureMessage), nil
+		}
+		out, err := sk.run(ctx, rawArguments(req))
+		if err != nil {
+			return mcp.NewToolResultError(err.Error()), nil
+		}
+		return jsonResult(out)
+	}
+}
+
+// handleFind implements find_relevant_skills over the request tenant's catalog.
+func (s *DemoService) handleFind(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		Query string `json:"query"`
+		Limit int    `json:"limit"`
+	}
+	if err := json.Unmarshal(rawArguments(req), &args); err != nil {
+		return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
+	}
+	if args.Limit <= 0 {
+		args.Limit = DefaultFindLimit
+	}
+	args.Limit = min(args.Limit, MaxFindLimit)
+	ranked := rankSkills(args.Query, s.catalog(tenantFromContext(ctx)))
+	if len(ranked) > args.Limit {
+		ranked = ranked[:args.Limit]
+	}
+	return jsonResult(map[string][]Summary{"skills": ranked})
+}
+
+// handleLoad implements load_skill over the request tenant's catalog.
+func (s *DemoService) handleLoad(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(rawArguments(req), &args); err != nil {
+		return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
+	}
+	sk, ok := s.skills[args.Name]
+	if !ok || !sk.visibleTo(tenantFromContext(ctx)) {
+		return mcp.NewToolResultError(fmt.Sprintf("%s: %q", notFoundMessage, args.Name)), nil
+	}
+	return jsonResult(sk.manifest())
+}
+
+// discoveryTool declares a discovery tool with a raw input schema. (mcp.NewTool
+// cannot be combined with mcp.WithRawInputSchema: NewTool presets a structured
+// object schema, and Tool.MarshalJSON rejects a tool that has both.)
+func discoveryTool(name, description string, input json.RawMessage) mcp.Tool {
+	return mcp.Tool{
+		Name:           name,
+		Description:    description,
+		RawInputSchema: input,
+		Annotations: mcp.ToolAnnotation{
+			ReadOnlyHint:    mcp.ToBoolPtr(true),
+			DestructiveHint: mcp.ToBoolPtr(false),
+			IdempotentHint:  mcp.ToBoolPtr(true),
+			OpenWorldHint:   mcp.ToBoolPtr(false),
+		},
+	}
+}
+
+// idempotencyKey returns the string in the request's _meta idempotency_key
+// field, or "".
+func idempotencyKey(req mcp.CallToolRequest) string {
+	key, _ := req.Params.Meta.GetMetaField(MetaIdempotencyKey).(string)
+	return key
+}
+
+// rawArguments returns the call's arguments as JSON, "{}" when absent.
+func rawArguments(req mcp.CallToolRequest) json.RawMessage {
+	var raw json.RawMessage
+	switch v := req.GetRawArguments().(type) {
+	case json.RawMessage:
+		raw = v
+	case nil:
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return json.RawMessage("{}")
+		}
+		raw = b
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage("{}")
+	}
+	return raw
+}
+
+// jsonResult encodes v as the single text content item of a tool result.
+func jsonResult(v any) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("skills: encode result: %w", err)
+	}
+	return mcp.NewToolResultText(string(b)), nil
+}
+
+// Input schemas of the discovery tools.
+var (
+	findInputSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"query":{"type":"string","description":"What the skill should do, in natural language"},` +
+		`"limit":{"type":"integer","minimum":1,"maximum":50,"description":"Maximum number of candidates (default 5)"}},` +
+		`"required":["query"]}`)
+	loadInputSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"name":{"type":"string","description":"Skill name as returned by find_relevant_skills"}},` +
+		`"required":["name"]}`)
+)

@@ -1,0 +1,65 @@
+package skills
+
+import (
+	"encoding/json"
+	"errors"
+	"regexp"
+)
+
+// Summary is one candidate returned by find_relevant_skills.
+type Summary struct {
+	Name        string  `json:"name"`
+	Description string  `json:"description"`
+	Score       float64 `json:"score"`
+}
+
+// Manifest is a skill's full description returned by load_skill.
+type Manifest struct {
+	Name          string          `json:"name"`
+	Description   string          `json:"description"`
+	InputSchema   json.RawMessage `json:"input_schema"`   // JSON Schema (object)
+	OutputSchema  json.RawMessage `json:"output_schema"`  // JSON Schema (object)
+	ExecutionMode string          `json:"execution_mode"` // "sync"
+}
+
+// ExecutionModeSync is the only execution mode the demo service declares: the
+// skill result is returned in the tools/call response.
+const ExecutionModeSync = "sync"
+
+// Names of the discovery tools a Skill Service exposes next to its skills.
+const (
+	// ToolFindRelevantSkills ranks the tenant's skills against a query.
+	ToolFindRelevantSkills = "find_relevant_skills"
+	// ToolLoadSkill returns the Manifest of one of the tenant's skills.
+	ToolLoadSkill = "load_skill"
+)
+
+// MetaIdempotencyKey is the _meta field of a tools/call request that carries
+// the caller's idempotency key.
+const MetaIdempotencyKey = "idempotency_key"
+
+// Sentinel errors. Errors returned by this package wrap them with %w.
+var (
+	// ErrSkillNotFound reports a skill that is not in the tenant's catalog.
+	ErrSkillNotFound = errors.New("skills: skill not found")
+	// ErrSkillFailed reports a tool call that returned a tool error (IsError).
+	ErrSkillFailed = errors.New("skills: skill failed")
+	// ErrInvalidTenant reports a tenant id that does not match ^[A-Za-z0-9_-]{1,64}$.
+	ErrInvalidTenant = errors.New("skills: invalid tenant id")
+	// ErrInvalidConfig reports an unusable Config passed to NewClient.
+	ErrInvalidConfig = errors.New("skills: invalid config")
+	// ErrInvalidArguments reports skill arguments that are not a JSON object.
+	ErrInvalidArguments = errors.New("skills: invalid arguments")
+	// ErrInvalidResponse reports a Skill Service answer that cannot be decoded.
+	ErrInvalidResponse = errors.New("skills: invalid response")
+	// ErrClosed reports use of a Client after Close.
+	ErrClosed = errors.New("skills: client closed")
+)
+
+var tenantPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidTenant reports whether tenant is an acceptable tenant id, i.e. matches
+// ^[A-Za-z0-9_-]{1,64}$. Such ids are safe to place in a URL path segment.
+func ValidTenant(tenant string) bool {
+	return tenantPattern.MatchString(tenant)
+}

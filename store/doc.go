@@ -1,0 +1,23 @@
+// Package store defines the persistent document model of agentbus and the
+// backend-neutral pieces every storage backend shares.
+//
+// The document types (Memory, Plan, Event, Soul, Session) mirror the
+// OpenSearch index mappings agent_memory, agent_plans, agent_events,
+// agent_souls and agent_sessions field for field, because those indexes are
+// created with "dynamic": "strict" and reject unknown fields. Optional
+// fields are omitted from JSON when empty; required timestamps use omitzero
+// so that a zero time is reported as a missing field rather than stored as
+// year 1.
+//
+// Validate checks a document against the embedded JSON Schema of its index
+// before any backend is touched; violations are reported as *SchemaError,
+// which also matches ErrSchema under errors.Is.
+//
+// The package also provides the sentinel errors shared by all backends
+// (ErrNotFound, ErrConflict, ErrStale, ErrInvalidArgument), the query and
+// aggregation types, and an offline deterministic Embedder (HashEmbedder)
+// together with Cosine similarity.
+//
+// Backends live in sub-packages (store/embedded for JetStream); the
+// storetest package holds the contract suite every backend must pass.
+package store

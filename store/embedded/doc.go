@@ -1,0 +1,30 @@
+// Package embedded is the zero-setup storage backend of agentbus, built on
+// NATS JetStream so that it needs nothing but the broker agentbus already
+// uses.
+//
+// New creates (idempotently) four key-value buckets, store_memory,
+// store_plans, store_souls and store_sessions, and one stream,
+// STORE_EVENTS (subjects store.events.>), all with file storage. Data is
+// therefore durable across process restarts, and every process connected
+// to the same NATS system shares it.
+//
+// Layout:
+//
+//   - Memory documents are stored under the escaped memory key; the KV
+//     revision is the document's Version.SeqNo (PrimaryTerm is always 1).
+//   - Plans are stored under the escaped plan id in an envelope holding the
+//     caller-supplied external version next to the document.
+//   - Souls are stored under "<tenant>.<user>" ("_" for no user), sessions
+//     under the escaped session id.
+//   - Events are messages on store.events.<tenant>.<session> ("_" for no
+//     session) with Nats-Msg-Id set to the event id.
+//
+// Keys and subject tokens are escaped reversibly: ASCII letters, digits
+// and '-' are kept, every other byte becomes "_XX" (upper-case hex), so
+// agentbus keys such as "tenant:session:task:label" are valid KV keys and
+// the placeholder "_" can never collide with an escaped value.
+//
+// Similarity search (QueryMemory) and Health scan the whole bucket and are
+// meant for development and small deployments; the OpenSearch backend is
+// the scalable one. All methods are safe for concurrent use.
+package embedded

@@ -1,0 +1,80 @@
+package embedded
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentbus/agentbus/store"
+)
+
+// soulKey is the KV key of the soul of (tenantID, userID).
+func soulKey(tenantID, userID string) string {
+	return escape(tenantID) + "." + optionalToken(userID)
+}
+
+// PutSoul validates soul and stores it under (soul.TenantID, soul.UserID),
+// replacing any previous one.
+func (s *Store) PutSoul(ctx context.Context, soul store.Soul) error {
+	if err := store.Validate(store.IndexSouls, soul); err != nil {
+		return err
+	}
+	data, err := json.Marshal(soul)
+	if err != nil {
+		return fmt.Errorf("embedded: encode soul %q: %w", soul.ID, err)
+	}
+	if _, err := s.souls.Put(ctx, soulKey(soul.TenantID, soul.UserID), data); err != nil {
+		return fmt.Errorf("embedded: put soul %q: %w", soul.ID, err)
+	}
+	return nil
+}
+
+// GetSoul returns the soul of (tenantID, userID); userID may be empty for
+// the tenant-wide soul. It returns store.ErrNotFound if there is none.
+func (s *Store) GetSoul(ctx context.Context, tenantID, userID string) (store.Soul, error) {
+	if tenantID == "" {
+		return store.Soul{}, fmt.Errorf("embedded: soul without tenant: %w", store.ErrInvalidArgument)
+	}
+	e, err := getEntry(ctx, s.souls, soulKey(tenantID, userID), fmt.Sprintf("soul %q/%q", tenantID, userID))
+	if err != nil {
+		return store.Soul{}, err
+	}
+	var soul store.Soul
+	if err := json.Unmarshal(e.Value(), &soul); err != nil {
+		return store.Soul{}, fmt.Errorf("embedded: decode soul %s: %w", e.Key(), err)
+	}
+	return soul, nil
+}
+
+// PutSession validates sess and stores it under sess.SessionID, replacing
+// any previous one.
+func (s *Store) PutSession(ctx context.Context, sess store.Session) error {
+	if err := store.Validate(store.IndexSessions, sess); err != nil {
+		return err
+	}
+	data, err := json.Marshal(sess)
+	if err != nil {
+		return fmt.Errorf("embedded: encode session %q: %w", sess.SessionID, err)
+	}
+	if _, err := s.sessions.Put(ctx, escape(sess.SessionID), data); err != nil {
+		return fmt.Errorf("embedded: put session %q: %w", sess.SessionID, err)
+	}
+	return nil
+}
+
+// GetSession returns the session stored under sessionID, or
+// store.ErrNotFound.
+func (s *Store) GetSession(ctx context.Context, sessionID string) (store.Session, error) {
+	if sessionID == "" {
+		return store.Session{}, fmt.Errorf("embedded: empty session id: %w", store.ErrInvalidArgument)
+	}
+	e, err := getEntry(ctx, s.sessions, escape(sessionID), fmt.Sprintf("session %q", sessionID))
+	if err != nil {
+		return store.Session{}, err
+	}
+	var sess store.Session
+	if err := json.Unmarshal(e.Value(), &sess); err != nil {
+		return store.Session{}, fmt.Errorf("embedded: decode session %s: %w", e.Key(), err)
+	}
+	return sess, nil
+}

@@ -1,0 +1,141 @@
+package embedded
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/store"
+)
+
+// traceFetchBatch is the largest batch Trace pulls at once.
+const traceFetchBatch = 256
+
+// eventSubject is the subject an event is stored on.
+func (s *Store) eventSubject(ev store.Event) string {
+	return s.subjectRoot + "." + escape(ev.TenantID) + "." + optionalToken(ev.SessionID)
+}
+
+// AppendEvents validates every event first and rejects the whole batch
+// with the first *store.SchemaError, writing nothing. Otherwise it
+// publishes the events in order to store.events.<tenant>.<session> with
+// Nats-Msg-Id set to the event id, so the event id is the document id:
+// JetStream drops a re-append within DuplicateWindow and Trace drops any
+// later one. Publishing is not atomic: on a broker error some events of
+// the batch may be stored, and retrying the batch is safe.
+func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
+	payloads := make([][]byte, len(evs))
+	for i, ev := range evs {
+		if err := store.Validate(store.IndexEvents, ev); err != nil {
+			return err
+		}
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("embedded: encode event %q: %w", ev.EventID, err)
+		}
+		payloads[i] = data
+	}
+	stream := s.events.CachedInfo().Config.Name
+	for i, ev := range evs {
+		msg := &nats.Msg{Subject: s.eventSubject(ev), Data: payloads[i]}
+		_, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.EventID), jetstream.WithExpectStream(stream))
+		if err != nil {
+			return fmt.Errorf("embedded: append event %q: %w", ev.EventID, err)
+		}
+	}
+	return nil
+}
+
+// Trace returns the events of q.SessionID and/or q.PlanID within
+// q.TenantID, ordered by ts and then by append order, each event id once
+// (its first append). It reads a snapshot: events appended while it runs
+// may or may not be included.
+func (s *Store) Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, error) {
+	if q.TenantID == "" {
+		return nil, fmt.Errorf("embedded: trace without tenant: %w", store.ErrInvalidArgument)
+	}
+	if q.SessionID == "" && q.PlanID == "" {
+		return nil, fmt.Errorf("embedded: trace without session or plan: %w", store.ErrInvalidArgument)
+	}
+	filter := s.subjectRoot + "." + escape(q.TenantID) + ".>"
+	if q.SessionID != "" {
+		filter = s.subjectRoot + "." + escape(q.TenantID) + "." + escape(q.SessionID)
+	}
+	var out []store.Event
+	seen := map[string]bool{}
+	err := s.readSubject(ctx, filter, func(data []byte) error {
+		var ev store.Event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return fmt.Errorf("embedded: decode event: %w", err)
+		}
+		if seen[ev.EventID] || q.PlanID != "" && ev.PlanID != q.PlanID {
+			return nil
+		}
+		seen[ev.EventID] = true
+		out = append(out, ev)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded: trace: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b store.Event) int { return a.TS.Compare(b.TS) })
+	return out, nil
+}
+
+// readSubject calls fn, in stream order, with the data of every message
+// stored on filter when it is called. It uses a short-lived ephemeral
+// consumer and stops once the messages pending at creation are read.
+func (s *Store) readSubject(ctx context.Context, filter string, fn func([]byte) error) error {
+	cons, err := s.events.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		FilterSubjects:    []string{filter},
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
+		MemoryStorage:     true,
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("create consumer: %w", err)
+	}
+	info := cons.CachedInfo()
+	defer func() {
+		// Best effort: the server also removes it after InactiveThreshold.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = s.events.DeleteConsumer(dctx, info.Name)
+	}()
+	remaining := info.NumPending
+	for remaining > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batch, err := cons.FetchNoWait(int(min(remaining, traceFetchBatch)))
+		if err != nil {
+			return fmt.Errorf("fetch: %w", err)
+		}
+		got, caughtUp := 0, false
+		for msg := range batch.Messages() {
+			got++
+			remaining--
+			if err := fn(msg.Data()); err != nil {
+				return err
+			}
+			if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
+				caughtUp = true
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return fmt.Errorf("fetch: %w", err)
+		}
+		if got == 0 || caughtUp {
+			// Nothing more is available (for example messages were
+			// removed by limits while reading): the snapshot is complete.
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/store"
+)
+
+// planEnvelope is the stored form of a plan: the external version next to
+// the document.
+type planEnvelope struct {
+	Version int64           `json:"version"`
+	Plan    json.RawMessage `json:"plan"`
+}
+
+// PutPlan validates p and stores it with the caller's external version
+// (for example the sequence of the event it was projected from). It is
+// stored only if version is greater than the stored version; otherwise it
+// fails with store.ErrStale and the stored projection is kept. Re-writing
+// the stored version with byte-identical content succeeds without writing
+// (an idempotent redelivery); the same version with different content is
+// stale. version must not be negative. Concurrent writers are serialised
+// with a compare-and-set on the KV revision, retried until ctx is done, so
+// the highest version always wins.
+func (s *Store) PutPlan(ctx context.Context, p store.Plan, version int64) error {
+	if version < 0 {
+		return fmt.Errorf("embedded: plan %q: negative version %d: %w", p.PlanID, version, store.ErrInvalidArgument)
+	}
+	if err := store.Validate(store.IndexPlans, p); err != nil {
+		return err
+	}
+	doc, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("embedded: encode plan %q: %w", p.PlanID, err)
+	}
+	env, err := json.Marshal(planEnvelope{Version: version, Plan: doc})
+	if err != nil {
+		return fmt.Errorf("embedded: encode plan %q: %w", p.PlanID, err)
+	}
+	key := escape(p.PlanID)
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("embedded: put plan %q: %w", p.PlanID, err)
+		}
+		e, err := s.plans.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			_, err = s.plans.Create(ctx, key, env)
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				continue // lost the race to create; re-evaluate
+			}
+			if err != nil {
+				return fmt.Errorf("embedded: create plan %q: %w", p.PlanID, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("embedded: get plan %q: %w", p.PlanID, err)
+		}
+		cur, err := decodeEnvelope(e)
+		if err != nil {
+			return err
+		}
+		if version < cur.Version || version == cur.Version && !bytes.Equal(cur.Plan, doc) {
+			return fmt.Errorf("embedded: plan %q: version %d, stored %d: %w", p.PlanID, version, cur.Version, store.ErrStale)
+		}
+		if version == cur.Version {
+			return nil
+		}
+		_, err = s.plans.Update(ctx, key, env, e.Revision())
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue // a concurrent writer won this round; re-evaluate
+		}
+		if err != nil {
+			return fmt.Errorf("embedded: update plan %q: %w", p.PlanID, err)
+		}
+		return nil
+	}
+}
+
+// GetPlan returns the plan stored under planID and its external version,
+// or store.ErrNotFound.
+func (s *Store) GetPlan(ctx context.Context, planID string) (store.Plan, int64, error) {
+	if planID == "" {
+		return store.Plan{}, 0, fmt.Errorf("embedded: empty plan id: %w", store.ErrInvalidArgument)
+	}
+	e, err := getEntry(ctx, s.plans, escape(planID), fmt.Sprintf("plan %q", planID))
+	if err != nil {
+		return store.Plan{}, 0, err
+	}
+	env, err := decodeEnvelope(e)
+	if err != nil {
+		return store.Plan{}, 0, err
+	}
+	p, err := decodePlan(e, env)
+	if err != nil {
+		return store.Plan{}, 0, err
+	}
+	return p, env.Version, nil
+}
+
+// Health aggregates the plans of tenantID (see store.ComputePlanHealth). It
+// scans the whole plans bucket.
+func (s *Store) Health(ctx context.Context, tenantID string) (store.PlanHealth, error) {
+	if tenantID == "" {
+		return store.PlanHealth{}, fmt.Errorf("embedded: health without tenant: %w", store.ErrInvalidArgument)
+	}
+	var plans []store.Plan
+	err := scan(ctx, s.plans, func(e jetstream.KeyValueEntry) error {
+		env, err := decodeEnvelope(e)
+		if err != nil {
+			return err
+		}
+		p, err := decodePlan(e, env)
+		if err != nil {
+			return err
+		}
+		if p.TenantID == tenantID {
+			plans = append(plans, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.PlanHealth{}, fmt.Errorf("embedded: health: %w", err)
+	}
+	return store.ComputePlanHealth(plans), nil
+}
+
+func decodeEnvelope(e jetstream.KeyValueEntry) (planEnvelope, error) {
+	var env planEnvelope
+	if err := json.Unmarshal(e.Value(), &env); err != nil {
+		return planEnvelope{}, fmt.Errorf("embedded: decode plan %s: %w", e.Key(), err)
+	}
+	return env, nil
+}
+
+func decodePlan(e jetstream.KeyValueEntry, env planEnvelope) (store.Plan, error) {
+	var p store.Plan
+	if err := json.Unmarshal(env.Plan, &p); err != nil {
+		return store.Plan{}, fmt.Errorf("embedded: decode plan %s: %w", e.Key(), err)
+	}
+	return p, nil
+}

@@ -1,0 +1,209 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbus/agentbus/store"
+)
+
+// Backend is the method set the contract suite exercises; every storage
+// backend implements it.
+//
+// Every write validates its document first and returns *store.SchemaError
+// without writing on a violation. Reads of absent documents return
+// store.ErrNotFound; malformed requests return store.ErrInvalidArgument.
+type Backend interface {
+	// PutMemory upserts m when m.Version is zero, otherwise writes only if
+	// the stored version equals m.Version (else store.ErrConflict, also
+	// when the document is missing). It returns m with its new Version.
+	PutMemory(ctx context.Context, m store.Memory) (store.Memory, error)
+	// CreateMemory writes m only if m.Key is absent, else store.ErrConflict.
+	CreateMemory(ctx context.Context, m store.Memory) (store.Memory, error)
+	// GetMemory returns the memory stored under key, with its Version.
+	GetMemory(ctx context.Context, key string) (store.Memory, error)
+	// QueryMemory returns the tenant's TopK memories most similar to
+	// q.Vector (cosine), best first; TenantID is required.
+	QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.MemoryHit, error)
+	// PutPlan stores p only if version is greater than the stored one,
+	// else store.ErrStale (re-writing identical content at the stored
+	// version succeeds).
+	PutPlan(ctx context.Context, p store.Plan, version int64) error
+	// GetPlan returns the stored plan and its version.
+	GetPlan(ctx context.Context, planID string) (store.Plan, int64, error)
+	// AppendEvents validates the whole batch, then stores each event once
+	// per event id.
+	AppendEvents(ctx context.Context, evs []store.Event) error
+	// Trace returns a session's or plan's events ordered by ts, then by
+	// append order.
+	Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, error)
+	// PutSoul upserts the soul of (s.TenantID, s.UserID).
+	PutSoul(ctx context.Context, s store.Soul) error
+	// GetSoul returns the soul of (tenantID, userID).
+	GetSoul(ctx context.Context, tenantID, userID string) (store.Soul, error)
+	// PutSession upserts a session.
+	PutSession(ctx context.Context, s store.Session) error
+	// GetSession returns the session stored under sessionID.
+	GetSession(ctx context.Context, sessionID string) (store.Session, error)
+	// Health aggregates the tenant's plans as store.ComputePlanHealth does.
+	Health(ctx context.Context, tenantID string) (store.PlanHealth, error)
+	// Close releases the backend.
+	Close() error
+}
+
+// Run runs the contract suite. newStore is called once per sub-test and
+// must return a ready Backend; the suite closes it when the sub-test ends.
+func Run(t *testing.T, newStore func(t *testing.T) Backend) {
+	t.Helper()
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, b Backend)
+	}{
+		{"RoundTrip", testRoundTrip},
+		{"NotFound", testNotFound},
+		{"InvalidArguments", testInvalidArguments},
+		{"SchemaViolation", testSchemaViolation},
+		{"OptimisticConcurrency", testOptimisticConcurrency},
+		{"StalePlan", testStalePlan},
+		{"ConcurrentPlanWriters", testConcurrentPlanWriters},
+		{"TenantFilteredSimilarity", testTenantFilteredSimilarity},
+		{"TraceOrdered", testTraceOrdered},
+		{"DuplicateEventIDs", testDuplicateEventIDs},
+		{"PlanHealth", testPlanHealth},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := newStore(t)
+			t.Cleanup(func() {
+				if err := b.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			c.fn(t, b)
+		})
+	}
+}
+
+// fixture produces unique ids and sample documents for one sub-test.
+type fixture struct {
+	tenant  string
+	session string
+	base    time.Time
+}
+
+func newFixture() fixture {
+	return fixture{
+		tenant:  "tenant-" + uuid.NewString(),
+		session: "session-" + uuid.NewString(),
+		base:    time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC),
+	}
+}
+
+func (f fixture) at(sec int) time.Time { return f.base.Add(time.Duration(sec) * time.Second) }
+
+// memory returns a valid memory whose key has the agentbus shape
+// "tenant:session:task:label" (characters KV keys do not allow).
+func (f fixture) memory(label, text string) store.Memory {
+	return store.Memory{
+		ID:        uuid.NewString(),
+		TenantID:  f.tenant,
+		SessionID: f.session,
+		TaskID:    "task-1",
+		UserID:    "user-1",
+		Scope:     "session",
+		Key:       f.tenant + ":" + f.session + ":task-1:" + label,
+		Text:      text,
+		Source:    "test",
+		CreatedAt: f.at(0),
+	}
+}
+
+func (f fixture) plan(status string, replans int) store.Plan {
+	return store.Plan{
+		PlanID:      "plan-" + uuid.NewString(),
+		SessionID:   f.session,
+		TenantID:    f.tenant,
+		UserID:      "user-1",
+		Status:      status,
+		ReplanCount: replans,
+		CreatedAt:   f.at(0),
+	}
+}
+
+func (f fixture) event(typ string, sec int) store.Event {
+	return store.Event{
+		EventID:   uuid.NewString(),
+		TenantID:  f.tenant,
+		SessionID: f.session,
+		EventType: typ,
+		Payload:   json.RawMessage(`{"n":1}`),
+		TS:        f.at(sec),
+	}
+}
+
+func ctxFor(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// sameJSON fails the test unless got and want encode to the same JSON,
+// which is exactly what a backend stores.
+func sameJSON(t *testing.T, what string, got, want any) {
+	t.Helper()
+	g, err := json.Marshal(got)
+	if err != nil {
+		t.Fatalf("%s: marshal got: %v", what, err)
+	}
+	w, err := json.Marshal(want)
+	if err != nil {
+		t.Fatalf("%s: marshal want: %v", what, err)
+	}
+	if string(g) != string(w) {
+		t.Fatalf("%s mismatch:\n got: %s\nwant: %s", what, g, w)
+	}
+}
+
+func must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: got error %v, want %v", what, err, target)
+	}
+}
+
+// wantSchemaError fails unless err is a *store.SchemaError for index and
+// field.
+func wantSchemaError(t *testing.T, what string, err error, index, field string) {
+	t.Helper()
+	var se *store.SchemaError
+	if !errors.As(err, &se) {
+		t.Fatalf("%s: got %v, want *store.SchemaError", what, err)
+	}
+	if !errors.Is(err, store.ErrSchema) {
+		t.Fatalf("%s: %v does not match store.ErrSchema", what, err)
+	}
+	if se.Index != index || se.Field != field {
+		t.Fatalf("%s: got schema error on %s %q, want %s %q (%v)", what, se.Index, se.Field, index, field, err)
+	}
+}
+
+func eventIDs(evs []store.Event) []string {
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i] = ev.EventID
+	}
+	return ids
+}

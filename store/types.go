@@ -1,0 +1,189 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Index names, one per document type. They are also the names of the
+// embedded JSON Schemas used by Validate.
+const (
+	// IndexMemory holds Memory documents.
+	IndexMemory = "agent_memory"
+	// IndexPlans holds Plan documents.
+	IndexPlans = "agent_plans"
+	// IndexEvents holds Event documents.
+	IndexEvents = "agent_events"
+	// IndexSouls holds Soul documents.
+	IndexSouls = "agent_souls"
+	// IndexSessions holds Session documents.
+	IndexSessions = "agent_sessions"
+)
+
+// Indexes returns the names of all indexes in a stable order.
+func Indexes() []string {
+	return []string{IndexMemory, IndexPlans, IndexEvents, IndexSouls, IndexSessions}
+}
+
+// Plan statuses accepted by the agent_plans schema.
+const (
+	// PlanStatusPending is a plan that has been accepted but not planned yet.
+	PlanStatusPending = "pending"
+	// PlanStatusPlanning is a plan whose steps are being produced.
+	PlanStatusPlanning = "planning"
+	// PlanStatusExecuting is a plan whose steps are running.
+	PlanStatusExecuting = "executing"
+	// PlanStatusReplanning is a plan being revised after a step failed.
+	PlanStatusReplanning = "replanning"
+	// PlanStatusComplete is a plan that finished successfully.
+	PlanStatusComplete = "complete"
+	// PlanStatusFailed is a plan that finished unsuccessfully.
+	PlanStatusFailed = "failed"
+)
+
+// Plan step statuses accepted by the agent_plans schema.
+const (
+	// StepStatusPending is a step that has not started.
+	StepStatusPending = "pending"
+	// StepStatusRunning is a step that is executing.
+	StepStatusRunning = "running"
+	// StepStatusComplete is a step that finished successfully.
+	StepStatusComplete = "complete"
+	// StepStatusFailed is a step that finished unsuccessfully.
+	StepStatusFailed = "failed"
+	// StepStatusRevised is a step superseded by a replan.
+	StepStatusRevised = "revised"
+)
+
+// Version is the optimistic-concurrency token of a Memory document. In
+// OpenSearch it is the (seq_no, primary_term) pair; in the embedded backend
+// SeqNo is the KV revision and PrimaryTerm is always 1. The zero Version
+// means "no expectation" (unconditional write).
+type Version struct {
+	// SeqNo is the OpenSearch _seq_no or the embedded KV revision.
+	SeqNo int64
+	// PrimaryTerm is the OpenSearch _primary_term (1 in embedded).
+	PrimaryTerm int64
+}
+
+// IsZero reports whether v is the zero Version.
+func (v Version) IsZero() bool { return v == Version{} }
+
+// Memory is a document of the agent_memory index. Text holds the value
+// (agentbus stores JSON text there). Key is the document identity used by
+// GetMemory and the conditional writes.
+type Memory struct {
+	ID          string    `json:"id"`
+	TenantID    string    `json:"tenant_id"`
+	SessionID   string    `json:"session_id,omitempty"`
+	TaskID      string    `json:"task_id,omitempty"`
+	UserID      string    `json:"user_id,omitempty"`
+	Scope       string    `json:"scope,omitempty"`
+	Key         string    `json:"key"`
+	Text        string    `json:"text"`
+	Embedding   []float32 `json:"embedding,omitempty"`
+	Source      string    `json:"source,omitempty"`
+	StepIndex   int       `json:"step_index,omitempty"`
+	PlanID      string    `json:"plan_id,omitempty"`
+	LockedBy    string    `json:"locked_by,omitempty"`
+	LockExpires time.Time `json:"lock_expires,omitzero"`
+	CreatedAt   time.Time `json:"created_at,omitzero"`
+	TTLAt       time.Time `json:"ttl_at,omitzero"`
+
+	// Version is the concurrency token; it is never serialised.
+	Version Version `json:"-"`
+}
+
+// Plan is a document of the agent_plans index: the projection of a plan's
+// current state.
+type Plan struct {
+	PlanID        string         `json:"plan_id"`
+	SessionID     string         `json:"session_id"`
+	TenantID      string         `json:"tenant_id"`
+	UserID        string         `json:"user_id,omitempty"`
+	Status        string         `json:"status"`
+	ReplanCount   int            `json:"replan_count,omitempty"`
+	CreatedAt     time.Time      `json:"created_at,omitzero"`
+	CompletedAt   time.Time      `json:"completed_at,omitzero"`
+	Steps         []PlanStep     `json:"steps,omitempty"`
+	ReplanHistory []ReplanRecord `json:"replan_history,omitempty"`
+}
+
+// PlanStep is one step of a Plan.
+type PlanStep struct {
+	StepIndex     int             `json:"step_index"`
+	Task          string          `json:"task,omitempty"`
+	Skills        []string        `json:"skills,omitempty"`
+	ReturnSpec    json.RawMessage `json:"return_spec,omitempty"`
+	InputFromStep []int           `json:"input_from_step,omitempty"`
+	Status        string          `json:"status,omitempty"`
+	TaskID        string          `json:"task_id,omitempty"`
+	MemoryKey     string          `json:"memory_key,omitempty"`
+	Validated     bool            `json:"validated,omitempty"`
+	FailureReason string          `json:"failure_reason,omitempty"`
+	StartedAt     time.Time       `json:"started_at,omitzero"`
+	FinishedAt    time.Time       `json:"finished_at,omitzero"`
+}
+
+// ReplanRecord records one replanning of a Plan.
+type ReplanRecord struct {
+	Attempt    int       `json:"attempt"`
+	Trigger    string    `json:"trigger,omitempty"`
+	FailedStep int       `json:"failed_step"`
+	Reason     string    `json:"reason,omitempty"`
+	RevisedAt  time.Time `json:"revised_at,omitzero"`
+}
+
+// Event is a document of the agent_events index. EventID is the document
+// identity: appending the same EventID twice stores it once.
+type Event struct {
+	EventID    string          `json:"event_id"`
+	TenantID   string          `json:"tenant_id"`
+	SessionID  string          `json:"session_id,omitempty"`
+	PlanID     string          `json:"plan_id,omitempty"`
+	TaskID     string          `json:"task_id,omitempty"`
+	EventType  string          `json:"event_type"`
+	SkillID    string          `json:"skill_id,omitempty"`
+	ScriptHash string          `json:"script_hash,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+	TS         time.Time       `json:"ts,omitzero"`
+}
+
+// Soul is a document of the agent_souls index: the persona and policies of
+// an agent for a tenant (and optionally a user).
+type Soul struct {
+	ID        string          `json:"id"`
+	TenantID  string          `json:"tenant_id"`
+	UserID    string          `json:"user_id,omitempty"`
+	Key       string          `json:"key,omitempty"`
+	Persona   Persona         `json:"persona,omitzero"`
+	Policies  json.RawMessage `json:"policies,omitempty"`
+	UpdatedAt time.Time       `json:"updated_at,omitzero"`
+}
+
+// Persona is the presentation part of a Soul.
+type Persona struct {
+	Name         string `json:"name,omitempty"`
+	SystemPrompt string `json:"system_prompt,omitempty"`
+	Tone         string `json:"tone,omitempty"`
+	Language     string `json:"language,omitempty"`
+}
+
+// Session is a document of the agent_sessions index.
+type Session struct {
+	SessionID  string           `json:"session_id"`
+	TenantID   string           `json:"tenant_id"`
+	UserID     string           `json:"user_id,omitempty"`
+	State      string           `json:"state,omitempty"`
+	StartedAt  time.Time        `json:"started_at,omitzero"`
+	LastActive time.Time        `json:"last_active,omitzero"`
+	Messages   []SessionMessage `json:"messages,omitempty"`
+}
+
+// SessionMessage is one message of a Session transcript.
+type SessionMessage struct {
+	MsgID   string    `json:"msg_id,omitempty"`
+	Role    string    `json:"role,omitempty"`
+	Content string    `json:"content,omitempty"`
+	TS      time.Time `json:"ts,omitzero"`
+}
