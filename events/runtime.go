@@ -108,7 +108,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-ctx.Done()
 	cc.Drain()
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() {
+		// Drain still hands the messages already buffered to the callback;
+		// wait until it has, so no wg.Add races the Wait.
+		<-cc.Closed()
+		wg.Wait()
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-time.After(w.cfg.DrainWait):

@@ -29,7 +29,7 @@ func NewAggregator(fanin jetstream.KeyValue, log zerolog.Logger) *Aggregator {
 
 // faninState is a group's entry in the fanin bucket.
 type faninState struct {
-	Expected int                        `json:"expected"`
+	Expected int                       `json:"expected"`
 	Results  map[int]events.StepResult `json:"results"`
 }
 

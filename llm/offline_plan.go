@@ -140,7 +140,7 @@ func (p *planner) steps(first int) []PlannedStep {
 			shape.Required = dedup(shape.Required)
 			sort.Strings(users)
 			step.ReturnSpec = ReturnSpec{Shape: mustJSON(shape), Reason: strings.Join(dedup(users), "; ")}
-			step.Task = fmt.Sprintf("%s, returning only %s", strings.TrimSuffix(s.info.Description, "."), strings.Join(shape.Required, ", "))
+			step.Task = fmt.Sprintf("%s, returning only %s (for: %s)", strings.TrimSuffix(s.info.Description, "."), strings.Join(shape.Required, ", "), p.task)
 		}
 		out[i] = step
 	}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+)
+
+// DemoTask is the task `agentbus demo` runs.
+const DemoTask = "List the active outlets and rank them by engagement"
+
+func demo(args []string) int {
+	fs := flag.NewFlagSet("agentbus demo", flag.ExitOnError)
+	task := fs.String("task", DemoTask, "the task to run")
+	data := fs.String("data", "", "data directory (default: a temporary one, removed on exit)")
+	logLevel := fs.String("log-level", app.Env("LOG_LEVEL", "warn"), "log level of the embedded processes")
+	_ = fs.Parse(args)
+
+	dir := *data
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "agentbus-demo-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	log := app.Logger("agentbus", *logLevel)
+	ctx, stop := app.SignalContext()
+	defer stop()
+	fmt.Println("agentbus demo: starting embedded NATS, store, demo skills and every role…")
+	s, err := app.StartStack(ctx, app.StackConfig{DataDir: dir, NATSPort: -1, HTTPAddr: "127.0.0.1:0", Log: log})
+	if err != nil {
+		return app.LogFatal(log, "start", err)
+	}
+	defer s.Close()
+	fmt.Printf("task: %q\n\n", *task)
+	start := time.Now()
+	res, err := submit("http://"+s.IngressAddr, handlers.RunBody{
+		TenantID: "demo", UserID: "demo-user", SessionID: fmt.Sprintf("sess-%d", time.Now().UnixNano()), Message: *task,
+	}, printProgress)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	printPlan(ctx, s, res.PlanID)
+	fmt.Printf("\nanswer (%s, %s in %s):\n%s\n", res.Status, res.TerminalCode, time.Since(start).Round(time.Millisecond), res.Response)
+	if res.TerminalCode != events.CodeSuccess {
+		return 1
+	}
+	return 0
+}
+
+// printProgress prints a step's progress as it happens.
+func printProgress(c handlers.Chunk) {
+	name, payload, _ := strings.Cut(c.Content, " ")
+	var p map[string]any
+	_ = json.Unmarshal([]byte(payload), &p)
+	switch {
+	case name == "routing.decided":
+		fmt.Printf("routed: task type %v, pattern %v\n", p["task_type"], p["pattern"])
+	case name == "plan.received":
+		fmt.Printf("plan received: %v steps\n", p["steps"])
+	case strings.HasSuffix(name, ".started"):
+		fmt.Printf("  %s started  (skills %v)\n", strings.TrimSuffix(name, ".started"), p["skills"])
+	case strings.HasSuffix(name, ".complete"):
+		fmt.Printf("  %s complete → memory %v\n", strings.TrimSuffix(name, ".complete"), p["memory_key"])
+	case strings.HasSuffix(name, ".failed"):
+		fmt.Printf("  %s failed: %v\n", strings.TrimSuffix(name, ".failed"), p["reason"])
+	default:
+		fmt.Printf("  %s %s\n", name, payload)
+	}
+}
+
+// printPlan prints the persisted plan's steps.
+func printPlan(ctx context.Context, s *app.Stack, planID string) {
+	p, version, err := s.Deps.Store.GetPlan(ctx, planID)
+	if err != nil {
+		fmt.Println("plan not readable:", err)
+		return
+	}
+	fmt.Printf("\nplan %s (%s, version %d, replans %d):\n", p.PlanID, p.Status, version, p.ReplanCount)
+	for _, st := range p.Steps {
+		var rs struct {
+			Shape struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"shape"`
+		}
+		_ = json.Unmarshal(st.ReturnSpec, &rs)
+		var fields []string
+		for k := range rs.Shape.Properties {
+			fields = append(fields, k)
+		}
+		fmt.Printf("  step %d [%s] %s\n         skills %v → return_spec %v, memory %s\n", st.StepIndex, st.Status, st.Task, st.Skills, fields, st.MemoryKey)
+	}
+}

@@ -1,0 +1,39 @@
+// Command agentbus is the all-in-one agentbus: `up` runs embedded NATS,
+// every role, the embedded store, the demo Skill Service and the ingress in
+// one process; `demo` does the same in a temporary directory, runs the demo
+// task and exits; `run` is a client for a running `up`.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `agentbus: event-driven agent orchestration on NATS JetStream
+
+Usage:
+  agentbus up   [--http 127.0.0.1:8080] [--data ./data]   run everything in one process
+  agentbus demo [--task "..."]                            run the demo task end to end and exit
+  agentbus run  [--url http://127.0.0.1:8080] "<task>"    submit a task to a running agentbus up
+
+Run "agentbus <command> --help" for the flags of a command.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cmds := map[string]func([]string) int{"up": up, "demo": demo, "run": run}
+	switch cmd := os.Args[1]; cmd {
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+	default:
+		fn, ok := cmds[cmd]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "agentbus: unknown command %q\n\n%s", cmd, usage)
+			os.Exit(2)
+		}
+		os.Exit(fn(os.Args[2:]))
+	}
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+)
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("agentbus run", flag.ExitOnError)
+	url := fs.String("url", app.Env("AGENTBUS_URL", "http://127.0.0.1:8080"), "ingress URL (env AGENTBUS_URL)")
+	tenant := fs.String("tenant", "demo", "tenant id")
+	user := fs.String("user", "cli-user", "user id")
+	session := fs.String("session", "", "session id (default: a new one)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentbus run [flags] \"<task>\"\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	_ = fs.Parse(args)
+	task := strings.Join(fs.Args(), " ")
+	if task == "" {
+		fs.Usage()
+		return 2
+	}
+	if *session == "" {
+		*session = fmt.Sprintf("sess-%d", time.Now().UnixNano())
+	}
+	res, err := submit(*url, handlers.RunBody{TenantID: *tenant, UserID: *user, SessionID: *session, Message: task},
+		func(c handlers.Chunk) { fmt.Println("  ·", c.Content) })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentbus run:", err)
+		return 1
+	}
+	fmt.Printf("\n%s\n\nplan %s · %s · %s\n", res.Response, res.PlanID, res.Status, res.TerminalCode)
+	if res.TerminalCode != events.CodeSuccess {
+		return 1
+	}
+	return 0
+}

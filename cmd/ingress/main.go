@@ -1,0 +1,32 @@
+// Command ingress serves agentbus's HTTP API: POST /agent/run publishes a
+// run and answers with its result (JSON or server-sent events), and the
+// plan and trace endpoints read the store.
+package main
+
+import (
+	"flag"
+	"os"
+	"time"
+
+	"github.com/agentbus/agentbus/cmd/internal/app"
+)
+
+func main() {
+	var opts app.IngressOptions
+	c := app.Parse("ingress", "the agentbus HTTP API", os.Args[1:], func(fs *flag.FlagSet) {
+		fs.StringVar(&opts.Addr, "http", app.Env("INGRESS_ADDR", "127.0.0.1:8080"), "listen address (env INGRESS_ADDR)")
+		fs.StringVar(&opts.Token, "token", os.Getenv("INGRESS_TOKEN"), "service token; required beyond loopback (env INGRESS_TOKEN)")
+		fs.DurationVar(&opts.RunTimeout, "run-timeout", 5*time.Minute, "how long POST /agent/run waits for an answer")
+	})
+	log := app.Logger("ingress", c.LogLevel)
+	ctx, stop := app.SignalContext()
+	defer stop()
+	d, err := app.Connect(ctx, "ingress", c, log)
+	if err != nil {
+		os.Exit(app.LogFatal(log, "start", err))
+	}
+	defer d.Close()
+	if err := app.ServeIngress(ctx, d, opts, nil); err != nil {
+		os.Exit(app.LogFatal(log, "serve", err))
+	}
+}

@@ -1,0 +1,161 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/skills"
+)
+
+// StackConfig configures the all-in-one deployment.
+type StackConfig struct {
+	DataDir    string // NATS file store (and so the embedded store) lives here
+	NATSPort   int    // -1 picks a free port
+	HTTPAddr   string // ingress; "" disables it
+	SkillsAddr string // demo Skill Service; default 127.0.0.1:0
+	Token      string
+	Log        zerolog.Logger
+	Process    Config // shared settings (concurrency, timeouts); NATS and skills URLs are filled in
+	Demo       skills.DemoConfig
+	SyncAlways bool
+}
+
+// Stack is a running all-in-one agentbus: embedded NATS, the demo Skill
+// Service, every role and the ingress.
+type Stack struct {
+	Server      *server.Server
+	Deps        *Deps
+	DemoSkills  *skills.DemoService
+	SkillsURL   string
+	IngressAddr string
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	httpSrv     *http.Server
+	errMu       sync.Mutex
+	err         error
+}
+
+// AllRoles are the roles of the all-in-one process.
+var AllRoles = []string{events.RoleRouter, events.RolePlanner, events.RoleExecutor, events.RoleAggregator, events.RoleProjector}
+
+// StartStack starts everything and returns once the ingress listens.
+func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
+	ns, err := events.RunServer(events.ServerConfig{Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), SyncAlways: cfg.SyncAlways})
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{Server: ns}
+	if cfg.SkillsAddr == "" {
+		cfg.SkillsAddr = "127.0.0.1:0"
+	}
+	s.DemoSkills = skills.NewDemoService(cfg.Demo)
+	ln, err := net.Listen("tcp", cfg.SkillsAddr)
+	if err != nil {
+		ns.Shutdown()
+		return nil, fmt.Errorf("demo skills: %w", err)
+	}
+	s.httpSrv = &http.Server{Handler: s.DemoSkills.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.httpSrv.Serve(ln) }()
+	s.SkillsURL = "http://" + ln.Addr().String() + "/tenants/{tenant}/mcp"
+
+	pc := cfg.Process
+	pc.NATSURL, pc.SkillServiceURL = ns.ClientURL(), s.SkillsURL
+	fillDefaults(&pc)
+	d, err := Connect(ctx, "agentbus", &pc, cfg.Log)
+	if err != nil {
+		s.shutdownInfra()
+		return nil, err
+	}
+	s.Deps = d
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	s.goRun(func() error { return d.RunRoles(runCtx, AllRoles...) })
+	if cfg.HTTPAddr != "" {
+		ready := make(chan string, 1)
+		s.goRun(func() error {
+			return ServeIngress(runCtx, d, IngressOptions{Addr: cfg.HTTPAddr, Token: cfg.Token}, func(a string) { ready <- a })
+		})
+		select {
+		case s.IngressAddr = <-ready:
+		case <-time.After(10 * time.Second):
+			s.Close()
+			return nil, errors.New("ingress did not start: " + s.Err().Error())
+		}
+	}
+	return s, nil
+}
+
+func (s *Stack) goRun(fn func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := fn(); err != nil {
+			s.errMu.Lock()
+			if s.err == nil {
+				s.err = err
+			}
+			s.errMu.Unlock()
+		}
+	}()
+}
+
+// Err returns the first error a component stopped with.
+func (s *Stack) Err() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	if s.err == nil {
+		return errors.New("no error")
+	}
+	return s.err
+}
+
+// Close drains the roles, stops the ingress, the demo skills and NATS.
+func (s *Stack) Close() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	if s.Deps != nil {
+		s.Deps.Close()
+	}
+	s.shutdownInfra()
+}
+
+func (s *Stack) shutdownInfra() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.httpSrv.Shutdown(ctx)
+	s.Server.Shutdown()
+	s.Server.WaitForShutdown()
+}
+
+func fillDefaults(c *Config) {
+	if c.Store == "" {
+		c.Store = "embedded"
+	}
+	if c.Model == "" {
+		c.Model = "offline"
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 16
+	}
+	if c.HandleTimeout == 0 {
+		c.HandleTimeout = 5 * time.Minute
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = 5
+	}
+}

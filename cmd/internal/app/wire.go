@@ -1,0 +1,176 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/store/embedded"
+)
+
+// Logger returns a JSON logger on stderr carrying the process name.
+func Logger(process, level string) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Str("process", process).Logger()
+}
+
+// Deps are the connections a process works with.
+type Deps struct {
+	Config *Config
+	Log    zerolog.Logger
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Store  *embedded.Store
+	Skills *skills.Client
+	Model  llm.Model
+}
+
+// Connect dials NATS (retrying until ctx ends), bootstraps the topology
+// and opens the store, skill client and model.
+func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger) (*Deps, error) {
+	nc, err := nats.Connect(c.NATSURL, nats.Name("agentbus-"+process), nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn().Err(err).Msg("nats disconnected")
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info().Msg("nats reconnected") }))
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", c.NATSURL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	topo := events.Topology{AckWait: c.AckWait, MaxDeliver: c.MaxDeliver}
+	if err := retry(ctx, func() error { return events.Bootstrap(ctx, js, topo) }); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	st, err := embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	sk, err := skills.NewClient(skills.Config{URL: c.SkillServiceURL, APIKey: c.SkillAPIKey})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("skills: %w", err)
+	}
+	return &Deps{Config: c, Log: log, NC: nc, JS: js, Store: st, Skills: sk, Model: llm.NewOffline()}, nil
+}
+
+// retry calls fn until it succeeds or ctx ends, so a process may start
+// before its NATS server.
+func retry(ctx context.Context, fn func() error) error {
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// Close releases the connections.
+func (d *Deps) Close() {
+	_ = d.Skills.Close()
+	_ = d.Store.Close()
+	d.NC.Close()
+}
+
+// Handler builds the handler of role from d.
+func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error) {
+	kv := func(bucket string) (jetstream.KeyValue, error) { return d.JS.KeyValue(ctx, bucket) }
+	log := d.Log.With().Str("role", role).Logger()
+	switch role {
+	case events.RoleRouter:
+		cfg, err := kv(events.BucketConfig)
+		if err != nil {
+			return nil, err
+		}
+		if err := handlers.SeedConfig(ctx, cfg); err != nil {
+			return nil, err
+		}
+		return handlers.NewRouter(d.Model, d.Store, cfg, log).Handle, nil
+	case events.RolePlanner:
+		return handlers.NewPlanner(d.Model, d.Skills, log).Handle, nil
+	case events.RoleExecutor:
+		locks, err := kv(events.BucketLocks)
+		if err != nil {
+			return nil, err
+		}
+		calls, err := kv(events.BucketToolcalls)
+		if err != nil {
+			return nil, err
+		}
+		return handlers.NewExecutor(d.Model, d.Skills, d.Store, locks, calls, log).Handle, nil
+	case events.RoleAggregator:
+		fanin, err := kv(events.BucketFanin)
+		if err != nil {
+			return nil, err
+		}
+		return handlers.NewAggregator(fanin, log).Handle, nil
+	case events.RoleProjector:
+		return (&handlers.Projector{Store: d.Store}).Handle, nil
+	}
+	return nil, fmt.Errorf("unknown role %q", role)
+}
+
+// RunRoles runs the workers of roles until ctx ends, then drains them.
+func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
+	errs := make(chan error, len(roles))
+	for _, role := range roles {
+		h, err := d.Handler(ctx, role)
+		if err != nil {
+			return fmt.Errorf("%s: %w", role, err)
+		}
+		cons, err := d.JS.Consumer(ctx, events.StreamOf(role), role)
+		if err != nil {
+			return fmt.Errorf("%s consumer: %w", role, err)
+		}
+		log := d.Log.With().Str("role", role).Logger()
+		h = events.Chain(h, events.Recover(), handlers.Logging(log), events.Timeout(d.Config.HandleTimeout))
+		w, err := events.NewWorker(ctx, d.JS, cons, h, events.WorkerConfig{
+			Role: role, Concurrency: d.Config.Concurrency,
+			OnError: func(ev *event.Event, subject string, err error) {
+				l := log.Warn().Err(err).Str("subject", subject)
+				if ev != nil {
+					l = l.Str("event_id", ev.ID()).Str("run_id", events.Ext(*ev, events.ExtRun))
+				}
+				l.Msg("message not handled")
+			},
+		})
+		if err != nil {
+			return err
+		}
+		go func() { errs <- w.Run(ctx) }()
+		log.Info().Msg("consuming")
+	}
+	var first error
+	for range roles {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

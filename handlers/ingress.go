@@ -1,0 +1,299 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/store"
+)
+
+// IngressStore is what the HTTP API reads.
+type IngressStore interface {
+	GetPlan(ctx context.Context, planID string) (store.Plan, int64, error)
+	Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, error)
+}
+
+// IngressConfig configures the HTTP API.
+type IngressConfig struct {
+	RunTimeout   time.Duration // how long POST /agent/run waits; default 5m
+	MaxBodyBytes int64         // default 64 KiB
+	ServiceToken string        // when set, every request needs Authorization: Bearer <token>
+}
+
+// Ingress is the chat API bridge (seed 000 §11): it validates requests and
+// identity headers, publishes run.requested and answers with the run's
+// result, as JSON or as a server-sent event stream.
+type Ingress struct {
+	js      jetstream.JetStream
+	nc      *nats.Conn
+	store   IngressStore
+	log     zerolog.Logger
+	cfg     IngressConfig
+	mu      sync.Mutex
+	waiters map[string]chan events.RunResult
+	sub     *nats.Subscription
+}
+
+// NewIngress returns the API. Call Start before serving.
+func NewIngress(js jetstream.JetStream, st IngressStore, log zerolog.Logger, cfg IngressConfig) *Ingress {
+	if cfg.RunTimeout <= 0 {
+		cfg.RunTimeout = 5 * time.Minute
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 10
+	}
+	return &Ingress{js: js, nc: js.Conn(), store: st, log: log, cfg: cfg, waiters: map[string]chan events.RunResult{}}
+}
+
+// Start subscribes to finished runs. Every ingress instance sees every
+// run.finished and answers the callers it holds.
+func (g *Ingress) Start() error {
+	sub, err := g.nc.Subscribe("agent.run.finished.*", func(m *nats.Msg) {
+		ev, err := events.FromMsg(m.Header, m.Data)
+		if err != nil {
+			return
+		}
+		var res events.RunResult
+		if events.Decode(ev, &res) != nil {
+			return
+		}
+		g.mu.Lock()
+		ch := g.waiters[res.RunID]
+		g.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- res:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("handlers: ingress subscribe: %w", err)
+	}
+	g.sub = sub
+	return g.nc.Flush()
+}
+
+// Stop unsubscribes.
+func (g *Ingress) Stop() {
+	if g.sub != nil {
+		_ = g.sub.Unsubscribe()
+	}
+}
+
+// Handler returns the HTTP routes.
+func (g *Ingress) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /agent/run", g.run)
+	mux.HandleFunc("GET /agent/plans/{plan_id}", g.plan)
+	mux.HandleFunc("GET /agent/plans/{plan_id}/trace", g.trace)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		status := http.StatusOK
+		if !g.nc.IsConnected() {
+			status = http.StatusServiceUnavailable
+		}
+		writeJSON(w, status, map[string]any{"nats_connected": g.nc.IsConnected()})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
+	})
+	return g.auth(mux)
+}
+
+func (g *Ingress) auth(next http.Handler) http.Handler {
+	if g.cfg.ServiceToken == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && r.Header.Get("Authorization") != "Bearer "+g.cfg.ServiceToken {
+			writeError(w, http.StatusUnauthorized, "unauthorized", "a service token is required")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// RunBody is the body of POST /agent/run.
+type RunBody struct {
+	TenantID  string `json:"tenant_id"`
+	UserID    string `json:"user_id"`
+	SessionID string `json:"session_id"`
+	Message   string `json:"message"`
+	Stream    bool   `json:"stream"`
+}
+
+// RunResponse is the synchronous answer of POST /agent/run.
+type RunResponse struct {
+	RunID        string          `json:"run_id"`
+	Response     string          `json:"response"`
+	PlanID       string          `json:"plan_id"`
+	Status       string          `json:"status"`
+	TerminalCode string          `json:"terminal_code"`
+	Steps        []events.Step   `json:"steps,omitempty"`
+	Detail       json.RawMessage `json:"detail,omitempty"`
+}
+
+func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
+	req, code, err := g.parseRun(w, r)
+	if err != nil {
+		writeError(w, statusOf(code), code, err.Error())
+		return
+	}
+	ch := make(chan events.RunResult, 1)
+	g.mu.Lock()
+	g.waiters[req.RunID] = ch
+	g.mu.Unlock()
+	defer func() { g.mu.Lock(); delete(g.waiters, req.RunID); g.mu.Unlock() }()
+
+	var stream *sseWriter
+	if req.Stream {
+		stream, err = g.streamStart(w, req)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "cannot stream: "+err.Error())
+			return
+		}
+		defer stream.close()
+	}
+	ev, err := events.New(req.RunID, events.TypeRunRequested, events.Meta{
+		Tenant: req.TenantID, Session: req.SessionID, Run: req.RunID, SourceProcess: "ingress",
+	}, req)
+	if err == nil {
+		err = events.Publish(r.Context(), g.js, ev)
+	}
+	if err != nil {
+		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("publish run.requested")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
+		return
+	}
+	g.log.Info().Str("run_id", req.RunID).Str("tenant_id", req.TenantID).Str("session_id", req.SessionID).Msg("run requested")
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RunTimeout)
+	defer cancel()
+	select {
+	case res := <-ch:
+		if stream != nil {
+			g.streamEnd(stream, req, res)
+			return
+		}
+		writeJSON(w, http.StatusOK, RunResponse{RunID: res.RunID, Response: res.Response, PlanID: res.PlanID,
+			Status: res.Status, TerminalCode: res.TerminalCode, Steps: res.Steps, Detail: res.Detail})
+	case <-ctx.Done():
+		if stream != nil {
+			stream.send(Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: "error",
+				Content: "run_timeout: the run is still in progress", EndOfMessage: true, EndOfDialog: true})
+			return
+		}
+		writeJSON(w, http.StatusGatewayTimeout, map[string]any{"run_id": req.RunID, "error": map[string]string{
+			"code": "run_timeout", "message": "the run is still in progress; it continues and its plan can be read later"}})
+	}
+}
+
+// parseRun decodes and validates the request body and identity headers.
+func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (events.RunRequest, string, error) {
+	var body RunBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			return events.RunRequest{}, "body_too_large", fmt.Errorf("the body is larger than %d bytes", g.cfg.MaxBodyBytes)
+		case strings.Contains(err.Error(), "unknown field"):
+			return events.RunRequest{}, "unknown_field", err
+		default:
+			return events.RunRequest{}, "invalid_json", err
+		}
+	}
+	for _, h := range []struct {
+		header string
+		field  *string
+	}{{"X-Tenant-Id", &body.TenantID}, {"X-User-Id", &body.UserID}, {"X-Session-Id", &body.SessionID}} {
+		v := r.Header.Get(h.header)
+		if v == "" {
+			continue
+		}
+		if *h.field != "" && *h.field != v {
+			return events.RunRequest{}, "identity_mismatch", fmt.Errorf("%s does not match the body", h.header)
+		}
+		*h.field = v
+	}
+	req := events.RunRequest{RunID: uuid.NewString(), TenantID: body.TenantID, UserID: body.UserID,
+		SessionID: body.SessionID, Message: body.Message, Stream: body.Stream}
+	if err := ValidateRequest(req); err != nil {
+		return req, "invalid_request", err
+	}
+	return req, "", nil
+}
+
+func (g *Ingress) plan(w http.ResponseWriter, r *http.Request) {
+	p, version, err := g.store.GetPlan(r.Context(), r.PathValue("plan_id"))
+	if g.storeError(w, err, "plan") {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"plan": p, "version": version})
+}
+
+func (g *Ingress) trace(w http.ResponseWriter, r *http.Request) {
+	p, _, err := g.store.GetPlan(r.Context(), r.PathValue("plan_id"))
+	if g.storeError(w, err, "plan") {
+		return
+	}
+	evs, err := g.store.Trace(r.Context(), store.TraceQuery{TenantID: p.TenantID, PlanID: p.PlanID})
+	if g.storeError(w, err, "trace") {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"plan_id": p.PlanID, "events": evs})
+}
+
+func (g *Ingress) storeError(w http.ResponseWriter, err error, what string) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", what+" not found")
+	default:
+		g.log.Error().Err(err).Msg("store read")
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the store could not be read")
+	}
+	return true
+}
+
+func statusOf(code string) int {
+	switch code {
+	case "body_too_large":
+		return http.StatusRequestEntityTooLarge
+	default:
+		return http.StatusBadRequest
+	}
+}
+
+// APIError is the body of every HTTP error: a stable code and a message.
+type APIError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var e APIError
+	e.Error.Code, e.Error.Message = code, msg
+	writeJSON(w, status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,104 @@
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentbus/agentbus/events"
+)
+
+// Chunk is one server-sent event of a streamed run (seed 001 streaming
+// protocol): chunks of one message share MessageID.
+type Chunk struct {
+	MessageID    string `json:"message_id"`
+	SessionID    string `json:"session_id"`
+	MessageType  string `json:"message_type"` // progress | answer | error
+	Content      string `json:"content"`
+	EndOfMessage bool   `json:"end_of_message"`
+	EndOfDialog  bool   `json:"end_of_dialog"`
+}
+
+// sseWriter serialises writes to one SSE response.
+type sseWriter struct {
+	mu     sync.Mutex
+	w      http.ResponseWriter
+	f      http.Flusher
+	n      int
+	closed bool
+	sub    *nats.Subscription
+}
+
+func (s *sseWriter) send(c Chunk) {
+	b, _ := json.Marshal(c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.n++
+	fmt.Fprintf(s.w, "id: %d\nevent: chunk\ndata: %s\n\n", s.n, b)
+	s.f.Flush()
+}
+
+// close stops forwarding; no write happens after it returns.
+func (s *sseWriter) close() {
+	_ = s.sub.Unsubscribe()
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+}
+
+// streamStart opens the SSE response and forwards the run's progress: the
+// audit events of its steps, as progress chunks.
+func (g *Ingress) streamStart(w http.ResponseWriter, req events.RunRequest) (*sseWriter, error) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		return nil, fmt.Errorf("response writer cannot flush")
+	}
+	s := &sseWriter{w: w, f: f}
+	sub, err := g.nc.Subscribe("audit."+req.TenantID+".>", func(m *nats.Msg) {
+		if m.Header.Get("ce-"+events.ExtRun) != req.RunID {
+			return
+		}
+		name := strings.TrimPrefix(m.Subject, "audit."+req.TenantID+".")
+		if !progressEvent(name) {
+			return
+		}
+		var a events.Audit
+		_ = json.Unmarshal(m.Data, &a)
+		s.send(Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: "progress",
+			Content: name + " " + string(a.Payload), EndOfMessage: true})
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Run-Id", req.RunID)
+	w.WriteHeader(http.StatusOK)
+	f.Flush()
+	s.sub = sub
+	return s, g.nc.Flush()
+}
+
+// progressEvent selects the trace events a streaming caller sees.
+func progressEvent(name string) bool {
+	return strings.HasPrefix(name, "step_") || name == "plan.received" || name == "plan.revised" || name == "routing.decided" || name == "replan.triggered"
+}
+
+// streamEnd sends the answer as the last chunk.
+func (g *Ingress) streamEnd(s *sseWriter, req events.RunRequest, res events.RunResult) {
+	typ := "answer"
+	if res.TerminalCode != events.CodeSuccess {
+		typ = "error"
+	}
+	body, _ := json.Marshal(map[string]any{"response": res.Response, "plan_id": res.PlanID, "status": res.Status, "terminal_code": res.TerminalCode})
+	s.send(Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: typ, Content: string(body),
+		EndOfMessage: true, EndOfDialog: true})
+}
