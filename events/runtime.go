@@ -206,7 +206,7 @@ func (w *Worker) publishAll(ctx context.Context, outs []event.Event) error {
 }
 
 // Publish publishes ev with Nats-Msg-Id = its id and waits for the PubAck.
-// It reports whether JetStream dropped it as a duplicate.
+// A PubAck that reports a duplicate is success: the event is stored.
 func Publish(ctx context.Context, js jetstream.JetStream, ev event.Event) error {
 	m, err := ToMsg(ev)
 	if err != nil {

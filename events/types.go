@@ -44,7 +44,11 @@ const (
 	auditSubjectRoot = "audit"
 )
 
-var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var (
+	tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	typeRE  = regexp.MustCompile(`^[a-z_]+\.[a-z_]+$`)              // noun.verb
+	nameRE  = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+){0,3}$`) // audit event name
+)
 
 // ValidToken reports whether s can be used as a tenant or session id: it
 // becomes a subject token, so it may hold only letters, digits, '_' and '-'.
@@ -60,11 +64,14 @@ func Subject(typ, tenant string) (string, error) {
 	if typ == TypeDeadLettered {
 		return DeadSubject(tenant), nil
 	}
-	if name, ok := strings.CutPrefix(typ, TypeAuditPrefix); ok && name != "" {
+	if name, ok := strings.CutPrefix(typ, TypeAuditPrefix); ok {
+		if !nameRE.MatchString(name) {
+			return "", fmt.Errorf("%w: %q", ErrUnknownType, typ)
+		}
 		return auditSubjectRoot + "." + tenant + "." + name, nil
 	}
 	rest, ok := strings.CutPrefix(typ, typePrefix)
-	if !ok || strings.Count(rest, ".") != 1 {
+	if !ok || !typeRE.MatchString(rest) {
 		return "", fmt.Errorf("%w: %q", ErrUnknownType, typ)
 	}
 	return agentSubjectRoot + "." + rest + "." + tenant, nil

@@ -59,8 +59,17 @@ type DemoService struct {
 	handler http.Handler
 
 	mu          sync.Mutex
-	invocations map[string]int // idempotency key -> calls
-	calls       map[string]int // skill name -> calls
+	invocations map[string]int        // idempotency key -> executions (side effects)
+	calls       map[string]int        // skill name -> executions
+	replays     map[string]int        // idempotency key -> calls answered from the record
+	results     map[string]*keyedCall // idempotency key -> its one execution
+}
+
+// keyedCall is the single execution of one idempotency key: later calls
+// with the key wait for it and get its result.
+type keyedCall struct {
+	done chan struct{}
+	res  *mcp.CallToolResult
 }
 
 // demoSkill is one catalog entry.
@@ -100,6 +109,8 @@ func NewDemoService(cfg DemoConfig) *DemoService {
 		skills:      make(map[string]*demoSkill),
 		invocations: make(map[string]int),
 		calls:       make(map[string]int),
+		replays:     make(map[string]int),
+		results:     make(map[string]*keyedCall),
 	}
 	for _, sk := range demoCatalog() {
 		s.skills[sk.name] = sk
@@ -148,8 +159,10 @@ func (s *DemoService) Handler() http.Handler {
 	return s.handler
 }
 
-// Invocations returns a snapshot of the number of skill calls per
-// idempotency key; calls without a key are counted under "".
+// Invocations returns a snapshot of the number of skill executions (side
+// effects) per idempotency key; calls without a key are counted under "".
+// A repeated key is answered from the first execution's result and counted
+// by Replays instead, as an idempotency-key API does.
 func (s *DemoService) Invocations() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -163,14 +176,45 @@ func (s *DemoService) Calls(skill string) int {
 	return s.calls[skill]
 }
 
-// record counts one call of skill with key and returns the skill's call
-// number (1 for the first call).
+// Replays returns how many calls per idempotency key were answered from
+// the recorded result without executing the skill again.
+func (s *DemoService) Replays() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.replays)
+}
+
+// record counts one execution of skill with key and returns the skill's
+// execution number (1 for the first).
 func (s *DemoService) record(skill, key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.invocations[key]++
 	s.calls[skill]++
 	return s.calls[skill]
+}
+
+// claim returns the execution already recorded for key, or registers the
+// caller as its one executor (owner = true).
+func (s *DemoService) claim(key string) (kc *keyedCall, owner bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if kc, ok := s.results[key]; ok {
+		s.replays[key]++
+		return kc, false
+	}
+	kc = &keyedCall{done: make(chan struct{})}
+	s.results[key] = kc
+	return kc, true
+}
+
+// abandon forgets an execution that ended before its side effect, so the
+// next call with the key executes.
+func (s *DemoService) abandon(key string, kc *keyedCall) {
+	s.mu.Lock()
+	delete(s.results, key)
+	s.mu.Unlock()
+	close(kc.done)
 }
 
 // serveInvocations answers GET /invocations with Invocations as JSON.
@@ -242,25 +286,55 @@ func (s *DemoService) skillHandler(sk *demoSkill) server.ToolHandlerFunc {
 		if !sk.visibleTo(tenantFromContext(ctx)) {
 			return mcp.NewToolResultError(notFoundMessage + ": " + sk.name), nil
 		}
-		n := s.record(sk.name, idempotencyKey(req))
-		if s.cfg.Latency > 0 {
-			timer := time.NewTimer(s.cfg.Latency)
+		key := idempotencyKey(req)
+		if key == "" {
+			return s.execute(ctx, sk, req)
+		}
+		for {
+			kc, owner := s.claim(key)
+			if owner {
+				res, err := s.execute(ctx, sk, req)
+				if err != nil {
+					s.abandon(key, kc)
+					return nil, err
+				}
+				kc.res = res
+				close(kc.done)
+				return res, nil
+			}
 			select {
-			case <-timer.C:
+			case <-kc.done:
 			case <-ctx.Done():
-				timer.Stop()
 				return nil, ctx.Err()
 			}
+			if kc.res != nil {
+				return kc.res, nil
+			}
 		}
-		if n <= s.cfg.FailFirst[sk.name] {
-			return mcp.NewToolResultError(InjectedFailureMessage), nil
-		}
-		out, err := sk.run(ctx, rawArguments(req))
-		if err != nil {
-			return mcp.NewToolResultError(err.Error()), nil
-		}
-		return jsonResult(out)
 	}
+}
+
+// execute runs the skill once: latency, fault injection, then the effect,
+// which is recorded only when the call was not abandoned before it.
+func (s *DemoService) execute(ctx context.Context, sk *demoSkill, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if s.cfg.Latency > 0 {
+		timer := time.NewTimer(s.cfg.Latency)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		}
+	}
+	n := s.record(sk.name, idempotencyKey(req))
+	if n <= s.cfg.FailFirst[sk.name] {
+		return mcp.NewToolResultError(InjectedFailureMessage), nil
+	}
+	out, err := sk.run(ctx, rawArguments(req))
+	if err != nil {
+		return mcp.NewToolResultError(err.Error()), nil
+	}
+	return jsonResult(out)
 }
 
 // handleFind implements find_relevant_skills over the request tenant's catalog.

@@ -115,13 +115,12 @@ func TestCallTimeout(t *testing.T) {
 	if d := time.Since(start); d > 1500*time.Millisecond {
 		t.Fatalf("call took %v despite 300ms timeout", d)
 	}
-	// The timed-out call must not have been retried.
-	deadline := time.Now().Add(3 * time.Second)
-	for env.svc.Calls(SkillOutletList) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := env.svc.Calls(SkillOutletList); n != 1 {
-		t.Fatalf("outlet_list called %d times, want 1", n)
+	// The call was abandoned during its latency, before its effect: once
+	// the latency has passed, the skill has still executed nothing, and
+	// the key is free for a later attempt.
+	time.Sleep(2500 * time.Millisecond)
+	if n := env.svc.Calls(SkillOutletList); n != 0 {
+		t.Fatalf("outlet_list executed %d times, want 0", n)
 	}
 }
 

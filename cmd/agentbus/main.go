@@ -15,6 +15,7 @@ Usage:
   agentbus up   [--http 127.0.0.1:8080] [--data ./data]   run everything in one process
   agentbus demo [--task "..."]                            run the demo task end to end and exit
   agentbus run  [--url http://127.0.0.1:8080] "<task>"    submit a task to a running agentbus up
+  agentbus skills [--addr 127.0.0.1:7070]                 serve the demo Skill Service alone
 
 Run "agentbus <command> --help" for the flags of a command.
 `
@@ -24,7 +25,7 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	cmds := map[string]func([]string) int{"up": up, "demo": demo, "run": run}
+	cmds := map[string]func([]string) int{"up": up, "demo": demo, "run": run, "skills": serveSkills}
 	switch cmd := os.Args[1]; cmd {
 	case "-h", "--help", "help":
 		fmt.Print(usage)

@@ -1,0 +1,41 @@
+# agentbus: event-driven agent orchestration on NATS JetStream.
+#
+# Quick start (fresh machine, Go 1.26 installed):
+#   make run    # build and run the demo task end to end: embedded NATS, store, demo skills, offline model
+#   make test   # every test, with the race detector, against real in-process NATS and real MCP servers
+#
+# Other targets: make build (binaries in bin/), make up (all-in-one on 127.0.0.1:8080),
+# make lint, make stream-view (the AGENT stream of a running `make up`).
+
+GO      ?= go
+BIN     := bin
+ROLES   := router planner executor aggregator ingress
+TESTFLAGS ?=
+
+.PHONY: all build run up test lint stream-view clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/agentbus ./cmd/agentbus
+	@for r in $(ROLES); do $(GO) build -o $(BIN)/$$r ./cmd/$$r || exit 1; done
+
+run: build
+	$(BIN)/agentbus demo
+
+up: build
+	$(BIN)/agentbus up --http 127.0.0.1:8080 --data ./data
+
+test:
+	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...
+
+lint:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+
+stream-view:
+	$(GO) tool nats --server nats://127.0.0.1:4222 stream view AGENT
+
+clean:
+	rm -rf $(BIN)

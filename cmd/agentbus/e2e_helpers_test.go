@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/skills"
+)
+
+// postRun submits a synchronous run and decodes the answer.
+func postRun(t *testing.T, baseURL string, body handlers.RunBody) handlers.RunResponse {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(baseURL+"/agent/run", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var res handlers.RunResponse
+	if resp.StatusCode != http.StatusOK {
+		var e handlers.APIError
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		t.Fatalf("POST /agent/run: %s %+v", resp.Status, e)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// expectedRanking asks the demo Skill Service directly for the active
+// outlets and their engagement ranking: the answer a run must contain.
+func expectedRanking(t *testing.T, skillsURL, tenant string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := skills.NewClient(skills.Config{URL: skillsURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out, err := c.Call(ctx, tenant, skills.SkillOutletList, json.RawMessage(`{"status":"active"}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outlets struct {
+		Outlets []struct {
+			ID string `json:"outlet_id"`
+		} `json:"outlets"`
+	}
+	if err := json.Unmarshal(out, &outlets); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, o := range outlets.Outlets {
+		ids = append(ids, o.ID)
+	}
+	args, _ := json.Marshal(map[string]any{"outlet_ids": ids})
+	out, err = c.Call(ctx, tenant, skills.SkillEngagementAnalytics, args, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ranked struct {
+		Results []struct {
+			Name string `json:"name"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(out, &ranked); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range ranked.Results {
+		names = append(names, r.Name)
+	}
+	if len(names) == 0 {
+		t.Fatal("demo service returned no ranking")
+	}
+	return names
+}
+
+// assertRanked checks that the answer lists exactly the expected outlets,
+// in order.
+func assertRanked(t *testing.T, answer string, want []string) {
+	t.Helper()
+	pos := -1
+	for i, name := range want {
+		p := strings.Index(answer, name)
+		if p < 0 {
+			t.Fatalf("answer lacks outlet %d %q:\n%s", i+1, name, answer)
+		}
+		if p < pos {
+			t.Fatalf("outlet %q is out of order:\n%s", name, answer)
+		}
+		pos = p
+	}
+	if lines := strings.Count(strings.TrimSpace(answer), "\n"); lines != len(want) {
+		t.Fatalf("answer has %d ranked lines, want %d:\n%s", lines, len(want), answer)
+	}
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/store"
+)
+
+func startStack(t *testing.T) *app.Stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestEndToEndInProcess posts the demo task to the ingress of an
+// in-process agentbus (embedded NATS, every role, the demo Skill Service)
+// and checks the answer, the plan's steps, the memory written and the trace.
+func TestEndToEndInProcess(t *testing.T) {
+	s := startStack(t)
+	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "demo", UserID: "u1", SessionID: "sess-e2e",
+		Message: "List the active outlets and rank them by engagement"})
+	if res.TerminalCode != events.CodeSuccess || res.Status != events.PlanComplete {
+		t.Fatalf("run ended %s/%s: %s", res.Status, res.TerminalCode, res.Response)
+	}
+	assertRanked(t, res.Response, expectedRanking(t, s.SkillsURL, "demo"))
+
+	ctx := context.Background()
+	plan, version, err := s.Deps.Store.GetPlan(ctx, res.PlanID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Status != store.PlanStatusComplete || len(plan.Steps) != 2 || version < 4 {
+		t.Fatalf("plan %s v%d with %d steps", plan.Status, version, len(plan.Steps))
+	}
+	wantSkills := []string{"outlet_list", "engagement_analytics"}
+	for i, st := range plan.Steps {
+		if st.Skills[0] != wantSkills[i] || st.Status != store.StepStatusComplete || !st.Validated {
+			t.Fatalf("step %d = %+v", i+1, st)
+		}
+		wantPrefix := "demo:sess-e2e:" + st.TaskID + ":"
+		if !strings.HasPrefix(st.MemoryKey, wantPrefix) {
+			t.Fatalf("step %d memory key %q is not namespaced as %q<label>", i+1, st.MemoryKey, wantPrefix)
+		}
+		m, err := s.Deps.Store.GetMemory(ctx, st.MemoryKey)
+		if err != nil || !json.Valid([]byte(m.Text)) {
+			t.Fatalf("memory %s: %v", st.MemoryKey, err)
+		}
+	}
+	if !strings.HasSuffix(plan.Steps[0].MemoryKey, ":outlet_ids") || !strings.HasSuffix(plan.Steps[1].MemoryKey, ":results") {
+		t.Fatalf("memory labels: %s, %s", plan.Steps[0].MemoryKey, plan.Steps[1].MemoryKey)
+	}
+	var types []string
+	eventually(t, 10*time.Second, "the trace to be indexed", func() bool {
+		evs, err := s.Deps.Store.Trace(ctx, store.TraceQuery{TenantID: "demo", SessionID: "sess-e2e"})
+		if err != nil {
+			return false
+		}
+		types = types[:0]
+		for _, e := range evs {
+			types = append(types, e.EventType)
+		}
+		return len(types) > 0 && types[len(types)-1] == "run.finished"
+	})
+	for _, want := range []string{"user_message.received", "routing.decided", "plan.received", "step_1.started",
+		"skill.called", "memory.written", "step_1.complete", "step_2.complete", "run.finished"} {
+		if !containsStr(types, want) {
+			t.Fatalf("trace lacks %s: %v", want, types)
+		}
+	}
+}
+
+func containsStr(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPoisonEventIsDeadLettered publishes bytes that are no CloudEvent,
+// and a well-formed event whose request is invalid: both land on
+// agent.dead.<tenant> with their reason, the invalid run is finished with
+// VALIDATION_FAIL, and the router keeps serving.
+func TestPoisonEventIsDeadLettered(t *testing.T) {
+	s := startStack(t)
+	ctx := context.Background()
+	js := s.Deps.JS
+	if _, err := js.Publish(ctx, "agent.run.requested.acme", []byte("{not a cloud event")); err != nil {
+		t.Fatal(err)
+	}
+	dl := waitDeadLetter(t, js, "agent.dead.acme", 1)
+	if !strings.Contains(dl[0].Reason, "decode") || string(dl[0].Original) != "{not a cloud event" || dl[0].Subject != "agent.run.requested.acme" {
+		t.Fatalf("dead letter = %+v", dl[0])
+	}
+
+	finished := make(chan events.RunResult, 1)
+	sub, err := s.Deps.NC.Subscribe("agent.run.finished.acme", func(m *nats.Msg) {
+		ev, err := events.FromMsg(m.Header, m.Data)
+		var r events.RunResult
+		if err == nil && events.Decode(ev, &r) == nil && r.RunID == "run-bad" {
+			finished <- r
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	bad, _ := events.New("run-bad", events.TypeRunRequested, events.Meta{Tenant: "acme", Session: "s1", Run: "run-bad"},
+		events.RunRequest{RunID: "run-bad", TenantID: "acme", UserID: "u", SessionID: "s1", Message: "   "})
+	if err := events.Publish(ctx, js, bad); err != nil {
+		t.Fatal(err)
+	}
+	dl = waitDeadLetter(t, js, "agent.dead.acme", 2)
+	if !strings.Contains(dl[1].Reason, "message is empty") || dl[1].RunID != "run-bad" {
+		t.Fatalf("dead letter = %+v", dl[1])
+	}
+	select {
+	case r := <-finished:
+		if r.TerminalCode != events.CodeValidationFail {
+			t.Fatalf("invalid run ended with %s", r.TerminalCode)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the invalid run was never finished")
+	}
+	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "acme", UserID: "u", SessionID: "s2",
+		Message: "List the active outlets and rank them by engagement"})
+	if res.TerminalCode != events.CodeSuccess {
+		t.Fatalf("router stopped serving after poison: %+v", res)
+	}
+}
+
+// waitDeadLetter waits until subject holds n dead letters and returns them.
+func waitDeadLetter(t *testing.T, js jetstream.JetStream, subject string, n int) []events.DeadLetter {
+	t.Helper()
+	var out []events.DeadLetter
+	eventually(t, 10*time.Second, fmt.Sprintf("%d dead letters on %s", n, subject), func() bool {
+		out = readAll[events.DeadLetter](t, js, subject)
+		return len(out) >= n
+	})
+	return out
+}
+
+// readAll decodes every message stored on subject in the AGENT stream.
+func readAll[T any](t *testing.T, js jetstream.JetStream, subject string) []T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := js.OrderedConsumer(ctx, events.StreamAgent, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []T
+	for {
+		msg, err := c.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) || err != nil {
+			return out
+		}
+		ev, err := events.FromMsg(msg.Headers(), msg.Data())
+		if err != nil {
+			t.Fatalf("stored message on %s does not decode: %v", subject, err)
+		}
+		var v T
+		if err := events.Decode(ev, &v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+}
+
+// TestDuplicateStepFinishedCountsOnce delivers the same step.finished twice
+// (bypassing the duplicate window with distinct Nats-Msg-Ids) to the
+// running aggregator: the fanin entry counts it once and the two-member
+// group joins only when the second member arrives, exactly once.
+func TestDuplicateStepFinishedCountsOnce(t *testing.T) {
+	s := startStack(t)
+	ctx := context.Background()
+	js := s.Deps.JS
+	group := events.Group{ID: "grp-dup-test", Expected: 2}
+	run := events.RunState{Request: events.RunRequest{RunID: "run-dup", TenantID: "dup", SessionID: "s", UserID: "u", Message: "x"}}
+	publishRaw := func(step int, msgID string) {
+		ev, err := events.New(fmt.Sprintf("finished-%d", step), events.TypeStepFinished, events.Meta{Tenant: "dup", Run: "run-dup"},
+			events.StepFinished{Run: run, Group: group, Result: events.StepResult{Step: step, Outcome: events.OutcomeComplete}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := events.ToMsg(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Header.Set(nats.MsgIdHdr, msgID)
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fanin, err := js.KeyValue(ctx, events.BucketFanin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := func() int {
+		e, err := fanin.Get(ctx, "grp."+group.ID)
+		if err != nil {
+			return 0
+		}
+		var st struct {
+			Results map[string]json.RawMessage `json:"results"`
+		}
+		_ = json.Unmarshal(e.Value(), &st)
+		return len(st.Results)
+	}
+	joins := func() int {
+		return len(readAll[events.GroupJoined](t, js, "agent.group.joined.dup"))
+	}
+	publishRaw(1, "copy-a")
+	publishRaw(1, "copy-b")
+	cons, _ := js.Consumer(ctx, events.StreamAgent, events.RoleAggregator)
+	eventually(t, 10*time.Second, "both copies to be acked", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+	if n := members(); n != 1 {
+		t.Fatalf("fanin counts %d members after a duplicate, want 1", n)
+	}
+	if n := joins(); n != 0 {
+		t.Fatalf("group joined with one of two members (%d joins)", n)
+	}
+	publishRaw(2, "copy-c")
+	eventually(t, 10*time.Second, "the group to join", func() bool { return joins() == 1 })
+	if n := members(); n != 2 {
+		t.Fatalf("fanin counts %d members, want 2", n)
+	}
+}
