@@ -112,8 +112,12 @@ func (a *Aggregator) record(ctx context.Context, sf events.StepFinished) (faninS
 	return faninState{}, fmt.Errorf("handlers: fanin %s: too much contention", key)
 }
 
-// isWrongSequence reports a lost compare-and-swap.
+// isWrongSequence reports a lost compare-and-swap. Replicated buckets
+// report it as code 10164, which nats.go wraps in ErrKeyRevisionMismatch.
 func isWrongSequence(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }

@@ -86,8 +86,11 @@ func (p *Planner) plan(ctx context.Context, run events.RunState, failure *events
 	if po.Infeasible != "" {
 		return nil, po.Infeasible, nil
 	}
+	if len(po.Steps) == 0 {
+		return nil, "the planner proposed no step", nil
+	}
 	live := len(run.Plan.Steps) - countRevisable(run.Plan)
-	if len(po.Steps) == 0 || live+len(po.Steps) > events.MaxPlanSteps {
+	if live+len(po.Steps) > events.MaxPlanSteps {
 		return nil, fmt.Sprintf("the plan needs %d steps; the limit is %d", live+len(po.Steps), events.MaxPlanSteps), nil
 	}
 	steps, err := verifyPlan(po.Steps, manifests, in.FirstStep, run.Plan)

@@ -16,8 +16,7 @@ var ErrPlanInvalid = errors.New("handlers: plan failed verification")
 // verifyPlan is the verification pass (seed 000 §2.2): every step uses
 // skills that were loaded, its return_spec is satisfiable by the first
 // skill's declared output schema, step numbers are fresh and ordered, and
-// every dependency is an earlier step or a completed one. A replan keeps
-// a dependency on a step that was replaced pointing at its replacement.
+// every dependency is an earlier step of the proposal or a completed step.
 func verifyPlan(proposed []llm.PlannedStep, manifests map[string]skills.Manifest, first int, existing events.Plan) ([]events.Step, error) {
 	known := map[int]bool{}
 	for _, s := range existing.Steps {

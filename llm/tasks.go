@@ -74,7 +74,7 @@ type PlanInput struct {
 
 // PlanOutput is a proposed plan, or Infeasible with the reason.
 type PlanOutput struct {
-	Steps      []PlannedStep `json:"steps"`
+	Steps      []PlannedStep `json:"steps,omitempty"`
 	Infeasible string        `json:"infeasible,omitempty"`
 }
 

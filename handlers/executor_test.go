@@ -1,0 +1,424 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/store"
+)
+
+// activeOutletIDs are the ids of the demo catalog's active outlets.
+var activeOutletIDs = []string{"out-001", "out-002", "out-004", "out-005", "out-006", "out-008", "out-009", "out-011"}
+
+// execRequest is a dispatched step: step idx of the two-step plan, running.
+func execRequest(runID string, idx int, inputs ...string) events.StepRequest {
+	steps := twoSteps()
+	steps[0].Status, steps[0].TaskID = events.StepRunning, "task-1"
+	if idx == 2 {
+		steps[0].Status, steps[0].MemoryKey, steps[0].Validated = events.StepComplete, "", true
+		steps[1].Status, steps[1].TaskID = events.StepRunning, "task-2"
+	}
+	run := planRun(runID, rankTask, steps...)
+	run.Plan.Status, run.Seq = events.PlanExecuting, 2
+	return events.StepRequest{Run: run, Step: idx, Group: events.Group{ID: "grp-" + runID, Expected: 1}, Inputs: inputs}
+}
+
+func newTestExecutor(env *testEnv, model llm.Model, toolcalls jetstream.KeyValue) *Executor {
+	return NewExecutor(model, env.sk, env.st, env.locks, toolcalls, nopLog)
+}
+
+func handle(t *testing.T, x *Executor, ev event.Event) []event.Event {
+	t.Helper()
+	outs, err := x.Handle(testCtx(t), ev)
+	if err != nil {
+		t.Fatalf("Handle %s: %v", ev.Type(), err)
+	}
+	checkOutputs(t, outs)
+	return outs
+}
+
+func finished(t *testing.T, outs []event.Event) events.StepFinished {
+	t.Helper()
+	sf := decode[events.StepFinished](t, only(t, outs, events.TypeStepFinished))
+	if n := len(ofType(outs, events.TypeStepIterated)); n != 0 {
+		t.Errorf("got %d step.iterated next to step.finished", n)
+	}
+	if !slices.Contains(auditNames(outs), "subagent.finish") {
+		t.Errorf("audit events %v lack subagent.finish", auditNames(outs))
+	}
+	return sf
+}
+
+func TestExecutorRunsStepToMemory(t *testing.T) {
+	env := newEnv(t)
+	x := newTestExecutor(env, llm.NewOffline(), env.toolcalls)
+	req := execRequest("run-x1", 1)
+	reqEv := newEvent(t, "step-x1", events.TypeStepRequested, req)
+
+	// Turn 1: the model calls the allowed skill; the result becomes a turn.
+	outs := handle(t, x, reqEv)
+	itEv := only(t, outs, events.TypeStepIterated)
+	it := decode[events.StepRequest](t, itEv)
+	if len(it.Turns) != 2 {
+		t.Fatalf("got %d turns, want 2 (call + result): %+v", len(it.Turns), it.Turns)
+	}
+	call, result := it.Turns[0], it.Turns[1]
+	if call.Role != "assistant" || call.ToolName != skills.SkillOutletList || call.ToolCallID == "" {
+		t.Errorf("call turn = %+v", call)
+	}
+	assertJSON(t, call.ToolArgs, `{"status":"active"}`)
+	if result.Role != "tool" || result.IsError || result.ToolCallID != call.ToolCallID || result.ToolName != skills.SkillOutletList {
+		t.Errorf("result turn = %+v", result)
+	}
+	var listed struct {
+		Outlets []struct {
+			OutletID string `json:"outlet_id"`
+			Status   string `json:"status"`
+		} `json:"outlets"`
+	}
+	if err := json.Unmarshal([]byte(result.Content), &listed); err != nil || len(listed.Outlets) != len(activeOutletIDs) {
+		t.Fatalf("result content %q (%v), want the %d active outlets", result.Content, err, len(activeOutletIDs))
+	}
+	if it.Step != 1 || it.Group != req.Group || it.Run.Seq != req.Run.Seq {
+		t.Errorf("iteration lost the step context: step %d group %+v seq %d", it.Step, it.Group, it.Run.Seq)
+	}
+	a, called := auditOf(t, outs, "skill.called")
+	if a.SkillID != skills.SkillOutletList || a.TaskID != "task-1" || called["is_error"] != false || called["tenant_id"] != testTenant {
+		t.Errorf("skill.called audit = %+v %v", a, called)
+	}
+	if got := events.Ext(only(t, outs, events.AuditType("skill.called")), events.ExtTask); got != "task-1" {
+		t.Errorf("audit taskid extension = %q", got)
+	}
+	if n := env.svc.Calls(skills.SkillOutletList); n != 1 {
+		t.Errorf("outlet_list called %d times, want 1", n)
+	}
+
+	// Turn 2: the model answers; the answer is checked and written to memory.
+	outs = handle(t, x, itEv)
+	sf := finished(t, outs)
+	wantKey := testTenant + ":" + testSession + ":task-1:outlet_ids"
+	if sf.Result.Outcome != events.OutcomeComplete || sf.Result.MemoryKey != wantKey || !sf.Result.Validated {
+		t.Fatalf("result = %+v, want complete, validated, under %s", sf.Result, wantKey)
+	}
+	if sf.Result.Step != 1 || sf.Result.TaskID != "task-1" || sf.Group != req.Group || sf.Result.FinishedAt.IsZero() {
+		t.Errorf("result identity = %+v group %+v", sf.Result, sf.Group)
+	}
+	m, err := env.st.GetMemory(testCtx(t), wantKey)
+	if err != nil {
+		t.Fatalf("GetMemory: %v", err)
+	}
+	var stored struct {
+		OutletIDs []string `json:"outlet_ids"`
+	}
+	if err := json.Unmarshal([]byte(m.Text), &stored); err != nil || !slices.Equal(stored.OutletIDs, activeOutletIDs) {
+		t.Errorf("memory text %q, want outlet_ids %v", m.Text, activeOutletIDs)
+	}
+	if m.TenantID != testTenant || m.SessionID != testSession || m.TaskID != "task-1" || m.StepIndex != 1 || m.PlanID != req.Run.Plan.PlanID {
+		t.Errorf("memory scope = %+v", m)
+	}
+	if _, written := auditOf(t, outs, "memory.written"); written["key"] != wantKey || written["validated"] != true {
+		t.Errorf("memory.written audit = %v", written)
+	}
+	if n := env.svc.Calls(skills.SkillOutletList); n != 1 {
+		t.Errorf("outlet_list called %d times after the answer, want 1", n)
+	}
+	// The memory lock was released.
+	if _, err := env.locks.Get(testCtx(t), lockKey(wantKey)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("lock still held after the write: %v", err)
+	}
+}
+
+func TestExecutorReadsInputs(t *testing.T) {
+	env := newEnv(t)
+	x := newTestExecutor(env, llm.NewOffline(), env.toolcalls)
+	key := testTenant + ":" + testSession + ":task-1:outlet_ids"
+	req := execRequest("run-x2", 2, key)
+
+	_, err := x.Handle(testCtx(t), newEvent(t, "step-x2-missing", events.TypeStepRequested, req))
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("err = %v, want the missing input reported", err)
+	}
+	if n := env.svc.Calls(skills.SkillEngagementAnalytics); n != 0 {
+		t.Fatalf("skill called %d times without its input", n)
+	}
+
+	writeMemory(t, env, req.Run, events.Step{Index: 1, TaskID: "task-1"}, "outlet_ids", `{"outlet_ids":["out-004","out-001"]}`)
+	outs := handle(t, x, newEvent(t, "step-x2", events.TypeStepRequested, req))
+	it := decode[events.StepRequest](t, only(t, outs, events.TypeStepIterated))
+	if len(it.Turns) != 2 || it.Turns[0].ToolName != skills.SkillEngagementAnalytics || it.Turns[1].IsError {
+		t.Fatalf("turns = %+v", it.Turns)
+	}
+	assertJSON(t, it.Turns[0].ToolArgs, `{"outlet_ids":["out-004","out-001"]}`)
+	if !strings.Contains(it.Turns[1].Content, `"rank":1`) {
+		t.Errorf("engagement result %q has no ranks", it.Turns[1].Content)
+	}
+}
+
+func TestExecutorEnforcesLimits(t *testing.T) {
+	env := newEnv(t)
+	cases := []struct {
+		name        string
+		model       llm.Response
+		wantContent string
+		wantAudit   string
+		notCalled   string
+	}{
+		{"skill outside allowed_skills", toolCallResp("c1", skills.SkillEngagementAnalytics, `{"outlet_ids":["out-001"]}`),
+			"permission denied", "skill.denied", skills.SkillEngagementAnalytics},
+		{"private skill of another tenant", toolCallResp("c1", skills.SkillAcmeLoyaltyReport, `{}`),
+			"permission denied", "skill.denied", skills.SkillAcmeLoyaltyReport},
+		{"spawn_subagent", toolCallResp("c1", "spawn_subagent", `{"task":"do it for me"}`),
+			"cannot spawn subagents", "subagent.spawn_denied", ""},
+		{"delegate", toolCallResp("c1", "delegate", `{}`),
+			"cannot spawn subagents", "subagent.spawn_denied", ""},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			model := &scriptedModel{resps: []llm.Response{tc.model}}
+			x := newTestExecutor(env, model, env.toolcalls)
+			req := execRequest("run-lim"+string(rune('a'+i)), 1)
+			outs := handle(t, x, newEvent(t, "step-lim-"+tc.name, events.TypeStepRequested, req))
+			it := decode[events.StepRequest](t, only(t, outs, events.TypeStepIterated))
+			if len(it.Turns) != 2 {
+				t.Fatalf("turns = %+v", it.Turns)
+			}
+			tool := it.Turns[1]
+			if !tool.IsError || !strings.Contains(tool.Content, tc.wantContent) || tool.ToolCallID != "c1" {
+				t.Errorf("tool turn = %+v, want an error containing %q", tool, tc.wantContent)
+			}
+			a, _ := auditOf(t, outs, tc.wantAudit)
+			if a.SkillID != tc.model.Message.ToolCalls[0].Name || a.TaskID != "task-1" {
+				t.Errorf("%s audit = %+v", tc.wantAudit, a)
+			}
+			if slices.Contains(auditNames(outs), "skill.called") {
+				t.Error("a denied call was audited as skill.called")
+			}
+			if tc.notCalled != "" && env.svc.Calls(tc.notCalled) != 0 {
+				t.Errorf("the Skill Service recorded %d calls of %s", env.svc.Calls(tc.notCalled), tc.notCalled)
+			}
+			// The model was offered the allowed skills only.
+			var offered []string
+			for _, tool := range model.reqs[0].Tools {
+				offered = append(offered, tool.Name)
+			}
+			if !slices.Equal(offered, []string{skills.SkillOutletList}) {
+				t.Errorf("tools offered = %v", offered)
+			}
+		})
+	}
+}
+
+func TestExecutorAnswers(t *testing.T) {
+	env := newEnv(t)
+	cases := []struct {
+		name        string
+		answer      string
+		wantOutcome string
+		wantReason  string
+		wantAudit   string
+		wantWritten bool
+	}{
+		{"valid answer", `{"status":"complete","label":"outlet_ids","data":{"outlet_ids":["out-001"]}}`,
+			events.OutcomeComplete, "", "memory.written", true},
+		{"data violates the return_spec", `{"status":"complete","label":"outlet_ids","data":{"outlet_ids":"out-001"}}`,
+			events.OutcomeContractViolation, "contract violation", "contract_violation", false},
+		{"data lacks a required field", `{"status":"complete","label":"outlet_ids","data":{"outlets":[]}}`,
+			events.OutcomeContractViolation, "contract violation", "contract_violation", false},
+		{"no data", `{"status":"complete","label":"outlet_ids"}`,
+			events.OutcomeContractViolation, "contract violation", "contract_violation", false},
+		{"insufficient", `{"status":"insufficient","reason":"needs a date range","suggestion":"ask for dates"}`,
+			events.OutcomeInsufficient, "needs a date range", "subagent.insufficient", false},
+		{"failed", `{"status":"failed","reason":"skill broke","suggestion":"retry the step"}`,
+			events.OutcomeFailed, "skill broke", "", false},
+		{"not a step result", `I think the outlets are fine.`,
+			events.OutcomeFailed, "not a valid step result", "", false},
+		{"label with a leading underscore", `{"status":"complete","label":"_outlet_ids","data":{"outlet_ids":["out-001"]}}`,
+			events.OutcomeFailed, "invalid memory label", "", false},
+		{"no label", `{"status":"complete","data":{"outlet_ids":["out-001"]}}`,
+			events.OutcomeFailed, "invalid memory label", "", false},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newTestExecutor(env, &scriptedModel{resps: []llm.Response{textResp(tc.answer)}}, env.toolcalls)
+			req := execRequest("run-ans"+string(rune('a'+i)), 1)
+			req.Run.Plan.Steps[0].TaskID = "task-ans-" + string(rune('a'+i))
+			outs := handle(t, x, newEvent(t, "step-ans-"+tc.name, events.TypeStepRequested, req))
+			sf := finished(t, outs)
+			if sf.Result.Outcome != tc.wantOutcome || !strings.Contains(sf.Result.Reason, tc.wantReason) {
+				t.Fatalf("result = %+v, want %s with reason containing %q", sf.Result, tc.wantOutcome, tc.wantReason)
+			}
+			if tc.wantOutcome != events.OutcomeComplete && sf.Result.Suggestion == "" {
+				t.Errorf("a %s result carries no suggestion", tc.wantOutcome)
+			}
+			if tc.wantAudit != "" && !slices.Contains(auditNames(outs), tc.wantAudit) {
+				t.Errorf("audit events %v lack %s", auditNames(outs), tc.wantAudit)
+			}
+			key := MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: req.Run.Plan.Steps[0].TaskID}.Key("outlet_ids")
+			_, err := env.st.GetMemory(testCtx(t), key)
+			switch {
+			case tc.wantWritten && err != nil:
+				t.Errorf("GetMemory: %v", err)
+			case !tc.wantWritten && !errors.Is(err, store.ErrNotFound):
+				t.Errorf("GetMemory err = %v, want nothing written (ErrNotFound)", err)
+			}
+			if tc.wantWritten != (sf.Result.MemoryKey != "") || tc.wantWritten != sf.Result.Validated {
+				t.Errorf("memory key %q validated %v", sf.Result.MemoryKey, sf.Result.Validated)
+			}
+			if tc.wantOutcome == events.OutcomeContractViolation {
+				_, cv := auditOf(t, outs, "contract_violation")
+				if cv["step_index"] != 1.0 || cv["expected_shape"] == nil || cv["actual_shape"] == nil {
+					t.Errorf("contract_violation audit = %v", cv)
+				}
+			}
+		})
+	}
+}
+
+func TestExecutorRedeliveryReusesToolResult(t *testing.T) {
+	cases := []struct {
+		name   string
+		record bool
+		// wantRecall: the redelivery reaches the Skill Service again (which
+		// then deduplicates by the same idempotency key).
+		wantRecall bool
+	}{
+		{"with the toolcalls bucket", true, false},
+		{"without idempotency records", false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newEnv(t)
+			var kv jetstream.KeyValue
+			if tc.record {
+				kv = env.toolcalls
+			}
+			x := newTestExecutor(env, llm.NewOffline(), kv)
+			ev := newEvent(t, "step-redeliver", events.TypeStepRequested, execRequest("run-redeliver", 1))
+			first := handle(t, x, ev)
+			second := handle(t, x, ev)
+			if n := env.svc.Calls(skills.SkillOutletList); n != 1 {
+				t.Errorf("outlet_list ran %d times, want 1", n)
+			}
+			if !slices.Contains(auditNames(first), "skill.called") {
+				t.Errorf("first delivery audit %v lacks skill.called", auditNames(first))
+			}
+			if got := slices.Contains(auditNames(second), "skill.called"); got != tc.wantRecall {
+				t.Errorf("redelivery called the skill again: %v, want %v", got, tc.wantRecall)
+			}
+			inv := env.svc.Invocations()
+			if len(inv) != 1 {
+				t.Fatalf("invocations %v, want one idempotency key", inv)
+			}
+			for key, n := range inv {
+				if n != 1 || !strings.HasPrefix(key, "run-redeliver/1/task-1/") {
+					t.Errorf("invocation %q ran %d times", key, n)
+				}
+			}
+			a := only(t, first, events.TypeStepIterated)
+			b := only(t, second, events.TypeStepIterated)
+			if a.ID() != b.ID() {
+				t.Errorf("redelivery emitted step.iterated %s, first %s", b.ID(), a.ID())
+			}
+			ta := decode[events.StepRequest](t, a).Turns
+			tb := decode[events.StepRequest](t, b).Turns
+			if len(ta) != 2 || len(tb) != 2 || ta[1].Content != tb[1].Content || ta[1].IsError != tb[1].IsError {
+				t.Errorf("redelivery turns differ:\n%+v\n%+v", ta, tb)
+			}
+		})
+	}
+}
+
+func TestExecutorFailsStep(t *testing.T) {
+	env := newEnv(t)
+	manyTurns := execRequest("run-f1", 1)
+	for range 6 {
+		manyTurns.Turns = append(manyTurns.Turns,
+			events.Turn{Role: "assistant", ToolCallID: "c", ToolName: skills.SkillOutletList, ToolArgs: json.RawMessage(`{}`)},
+			events.Turn{Role: "tool", ToolCallID: "c", ToolName: skills.SkillOutletList, Content: `{"outlets":[]}`})
+	}
+	unknownSkill := execRequest("run-f2", 1)
+	unknownSkill.Run.Plan.Steps[0].Skills = []string{"teleport"}
+	cases := []struct {
+		name       string
+		req        events.StepRequest
+		large      int
+		wantReason string
+		wantCalls  int
+	}{
+		{"turn budget spent", manyTurns, 0, "used its 6 turns", 0},
+		{"large response", execRequest("run-f3", 1), 100, "large_response", 1},
+		{"skill unavailable", unknownSkill, 0, "skill teleport unavailable", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := env.svc.Calls(skills.SkillOutletList)
+			x := newTestExecutor(env, llm.NewOffline(), env.toolcalls)
+			if tc.large > 0 {
+				x.LargeResponse = tc.large
+			}
+			sf := finished(t, handle(t, x, newEvent(t, "step-fail-"+tc.name, events.TypeStepRequested, tc.req)))
+			if sf.Result.Outcome != events.OutcomeFailed || !strings.Contains(sf.Result.Reason, tc.wantReason) {
+				t.Errorf("result = %+v, want failed with %q", sf.Result, tc.wantReason)
+			}
+			if n := env.svc.Calls(skills.SkillOutletList) - before; n != tc.wantCalls {
+				t.Errorf("outlet_list called %d times, want %d", n, tc.wantCalls)
+			}
+		})
+	}
+}
+
+func TestExecutorRejects(t *testing.T) {
+	env := newEnv(t)
+	x := newTestExecutor(env, llm.NewOffline(), env.toolcalls)
+	notInPlan := execRequest("run-r1", 1)
+	notInPlan.Step = 7
+	cases := []struct {
+		name    string
+		typ     string
+		data    any
+		wantErr error
+	}{
+		{"step not in the plan", events.TypeStepRequested, notInPlan, nil},
+		{"wrong type", events.TypeStepFinished, events.StepFinished{}, events.ErrUnknownType},
+		{"undecodable data", events.TypeStepIterated, []int{1}, events.ErrDecode},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			outs, err := x.Handle(testCtx(t), newEvent(t, "bad-"+tc.name, tc.typ, tc.data))
+			if err == nil || !events.IsPermanent(err) {
+				t.Fatalf("err = %v, want a permanent error", err)
+			}
+			if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Errorf("err = %v, want %v", err, tc.wantErr)
+			}
+			if len(outs) != 0 {
+				t.Errorf("outputs %v on error", types(outs))
+			}
+		})
+	}
+}
+
+func assertJSON(t *testing.T, got []byte, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("not JSON: %s", got)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("bad want: %s", want)
+	}
+	gb, _ := json.Marshal(g)
+	wb, _ := json.Marshal(w)
+	if string(gb) != string(wb) {
+		t.Errorf("JSON = %s, want %s", gb, wb)
+	}
+}

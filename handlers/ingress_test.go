@@ -1,0 +1,173 @@
+package handlers
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/store"
+)
+
+func newIngressServer(t *testing.T, env *testEnv, cfg IngressConfig) *httptest.Server {
+	t.Helper()
+	g := NewIngress(env.js, env.st, nopLog, cfg)
+	if err := g.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(g.Stop)
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type httpCase struct {
+	name       string
+	method     string
+	path       string
+	body       string
+	headers    map[string]string
+	wantStatus int
+	wantCode   string // error code; "" for a success body
+}
+
+func doRequest(t *testing.T, srv *httptest.Server, tc httpCase) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testCtx(t), tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range tc.headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", tc.method, tc.path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json (body %s)", ct, b)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatalf("body is not JSON: %v: %s", err, b)
+	}
+	return resp.StatusCode, body
+}
+
+func checkHTTP(t *testing.T, srv *httptest.Server, tc httpCase) map[string]any {
+	t.Helper()
+	status, body := doRequest(t, srv, tc)
+	if status != tc.wantStatus {
+		t.Errorf("status = %d, want %d (body %v)", status, tc.wantStatus, body)
+	}
+	errObj, _ := body["error"].(map[string]any)
+	if tc.wantCode == "" {
+		if errObj != nil {
+			t.Errorf("unexpected error body %v", body)
+		}
+		return body
+	}
+	if errObj == nil || errObj["code"] != tc.wantCode {
+		t.Errorf("error = %v, want code %q", body, tc.wantCode)
+	} else if msg, _ := errObj["message"].(string); msg == "" {
+		t.Errorf("error %v has no message", errObj)
+	}
+	return body
+}
+
+func TestIngressRejects(t *testing.T) {
+	env := newEnv(t)
+	srv := newIngressServer(t, env, IngressConfig{MaxBodyBytes: 512, RunTimeout: time.Second})
+	valid := `{"tenant_id":"beta","user_id":"u1","session_id":"s1","message":"list outlets"}`
+	cases := []httpCase{
+		{name: "unknown field", method: "POST", path: "/agent/run",
+			body: `{"tenant_id":"beta","user_id":"u1","session_id":"s1","message":"hi","priority":9}`, wantStatus: 400, wantCode: "unknown_field"},
+		{name: "invalid JSON", method: "POST", path: "/agent/run", body: `{"tenant_id":`, wantStatus: 400, wantCode: "invalid_json"},
+		{name: "not an object", method: "POST", path: "/agent/run", body: `["beta"]`, wantStatus: 400, wantCode: "invalid_json"},
+		{name: "empty body", method: "POST", path: "/agent/run", body: ``, wantStatus: 400, wantCode: "invalid_json"},
+		{name: "oversize body", method: "POST", path: "/agent/run",
+			body: `{"tenant_id":"beta","user_id":"u1","session_id":"s1","message":"` + strings.Repeat("x", 600) + `"}`, wantStatus: 413, wantCode: "body_too_large"},
+		{name: "tenant header mismatch", method: "POST", path: "/agent/run", body: valid,
+			headers: map[string]string{"X-Tenant-Id": "acme"}, wantStatus: 400, wantCode: "identity_mismatch"},
+		{name: "user header mismatch", method: "POST", path: "/agent/run", body: valid,
+			headers: map[string]string{"X-User-Id": "u2"}, wantStatus: 400, wantCode: "identity_mismatch"},
+		{name: "session header mismatch", method: "POST", path: "/agent/run", body: valid,
+			headers: map[string]string{"X-Session-Id": "s2"}, wantStatus: 400, wantCode: "identity_mismatch"},
+		{name: "invalid tenant", method: "POST", path: "/agent/run",
+			body: `{"tenant_id":"a.b","user_id":"u1","session_id":"s1","message":"hi"}`, wantStatus: 400, wantCode: "invalid_request"},
+		{name: "header tenant invalid", method: "POST", path: "/agent/run",
+			body: `{"user_id":"u1","session_id":"s1","message":"hi"}`, headers: map[string]string{"X-Tenant-Id": "a b"}, wantStatus: 400, wantCode: "invalid_request"},
+		{name: "empty message", method: "POST", path: "/agent/run",
+			body: `{"tenant_id":"beta","user_id":"u1","session_id":"s1","message":"  "}`, wantStatus: 400, wantCode: "invalid_request"},
+		{name: "missing plan", method: "GET", path: "/agent/plans/missing", wantStatus: 404, wantCode: "not_found"},
+		{name: "missing plan trace", method: "GET", path: "/agent/plans/missing/trace", wantStatus: 404, wantCode: "not_found"},
+		{name: "unknown route", method: "GET", path: "/agent/nothing", wantStatus: 404, wantCode: "not_found"},
+		{name: "unknown method", method: "DELETE", path: "/agent/run", wantStatus: 404, wantCode: "not_found"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { checkHTTP(t, srv, tc) })
+	}
+}
+
+func TestIngressReadsPlans(t *testing.T) {
+	env := newEnv(t)
+	srv := newIngressServer(t, env, IngressConfig{})
+	ctx := testCtx(t)
+	plan := store.Plan{PlanID: "plan-read", TenantID: testTenant, SessionID: testSession, Status: store.PlanStatusExecuting,
+		Steps: []store.PlanStep{{StepIndex: 1, Task: "list", Status: store.StepStatusRunning}}}
+	if err := env.st.PutPlan(ctx, plan, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.st.AppendEvents(ctx, []store.Event{
+		{EventID: "e1", TenantID: testTenant, SessionID: testSession, PlanID: "plan-read", EventType: "plan.received", TS: time.Now().UTC()},
+		{EventID: "e2", TenantID: testTenant, SessionID: testSession, PlanID: "plan-other", EventType: "plan.received", TS: time.Now().UTC()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	body := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/plans/plan-read", wantStatus: 200})
+	got, _ := body["plan"].(map[string]any)
+	if body["version"] != 3.0 || got["plan_id"] != "plan-read" || got["status"] != store.PlanStatusExecuting {
+		t.Errorf("plan body = %v", body)
+	}
+
+	body = checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/plans/plan-read/trace", wantStatus: 200})
+	evs, _ := body["events"].([]any)
+	if body["plan_id"] != "plan-read" || len(evs) != 1 || evs[0].(map[string]any)["event_id"] != "e1" {
+		t.Errorf("trace body = %v, want only the plan's event e1", body)
+	}
+
+	body = checkHTTP(t, srv, httpCase{method: "GET", path: "/healthz", wantStatus: 200})
+	if body["nats_connected"] != true {
+		t.Errorf("healthz = %v", body)
+	}
+}
+
+func TestIngressServiceToken(t *testing.T) {
+	env := newEnv(t)
+	srv := newIngressServer(t, env, IngressConfig{ServiceToken: "s3cret"})
+	bearer := map[string]string{"Authorization": "Bearer s3cret"}
+	cases := []httpCase{
+		{name: "no token", method: "GET", path: "/agent/plans/missing", wantStatus: 401, wantCode: "unauthorized"},
+		{name: "wrong token", method: "GET", path: "/agent/plans/missing",
+			headers: map[string]string{"Authorization": "Bearer nope"}, wantStatus: 401, wantCode: "unauthorized"},
+		{name: "token without scheme", method: "GET", path: "/agent/plans/missing",
+			headers: map[string]string{"Authorization": "s3cret"}, wantStatus: 401, wantCode: "unauthorized"},
+		{name: "run without token", method: "POST", path: "/agent/run", body: `{}`, wantStatus: 401, wantCode: "unauthorized"},
+		{name: "unknown route without token", method: "GET", path: "/x", wantStatus: 401, wantCode: "unauthorized"},
+		{name: "with token", method: "GET", path: "/agent/plans/missing", headers: bearer, wantStatus: 404, wantCode: "not_found"},
+		{name: "run with token reaches validation", method: "POST", path: "/agent/run", body: `{`, headers: bearer, wantStatus: 400, wantCode: "invalid_json"},
+		{name: "healthz needs no token", method: "GET", path: "/healthz", wantStatus: 200},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { checkHTTP(t, srv, tc) })
+	}
+}

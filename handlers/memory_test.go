@@ -1,0 +1,192 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/store"
+)
+
+func memScope(task string) MemoryScope {
+	return MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: task, UserID: testUser, PlanID: "plan-m", StepIndex: 1}
+}
+
+const outletIDsData = `{"outlet_ids":["out-001","out-002"]}`
+
+func TestMemoryScopeKey(t *testing.T) {
+	if got, want := memScope("task-1").Key("outlet_ids"), testTenant+":"+testSession+":task-1:outlet_ids"; got != want {
+		t.Errorf("Key = %q, want %q", got, want)
+	}
+}
+
+func TestMemoryWriterLabels(t *testing.T) {
+	env := newEnv(t)
+	w := &MemoryWriter{Store: env.st, Locks: env.locks}
+	cases := []struct {
+		label string
+		ok    bool
+	}{
+		{"outlet_ids", true},
+		{"a", true},
+		{"0results", true},
+		{strings.Repeat("a", 64), true},
+		{"../x", false},
+		{"a:b", false},
+		{"A", false},
+		{"", false},
+		{"_x", false},
+		{"a b", false},
+		{"a/b", false},
+		{"a.b", false},
+		{"é", false},
+		{strings.Repeat("a", 65), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.label, func(t *testing.T) {
+			scope := memScope("task-label")
+			key, _, err := w.Write(testCtx(t), scope, tc.label, json.RawMessage(outletIDsData), json.RawMessage(outletIDsShape))
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("Write(%q): %v", tc.label, err)
+				}
+				if key != scope.Key(tc.label) {
+					t.Errorf("key = %q, want %q", key, scope.Key(tc.label))
+				}
+				m, err := env.st.GetMemory(testCtx(t), key)
+				if err != nil || m.Text != outletIDsData || m.Source != "executor" || m.TaskID != "task-label" {
+					t.Errorf("stored %+v (%v)", m, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBadLabel) {
+				t.Fatalf("Write(%q) err = %v, want ErrBadLabel", tc.label, err)
+			}
+			if key != "" {
+				t.Errorf("key = %q on error", key)
+			}
+			if tc.label != "" {
+				if _, err := env.st.GetMemory(testCtx(t), scope.Key(tc.label)); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("GetMemory err = %v, want nothing written", err)
+				}
+			}
+		})
+	}
+}
+
+func TestMemoryWriterContract(t *testing.T) {
+	env := newEnv(t)
+	w := &MemoryWriter{Store: env.st, Locks: env.locks}
+	cases := []struct {
+		name       string
+		data       string
+		wantActual string
+	}{
+		{"wrong field type", `{"outlet_ids":"out-001"}`, `{"outlet_ids":"string"}`},
+		{"missing required field", `{"outlets":[1]}`, `{"outlets":"array"}`},
+		{"not an object", `["out-001"]`, `"array"`},
+		{"not JSON", `{`, `"not JSON"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			scope := memScope("task-contract")
+			_, _, err := w.Write(testCtx(t), scope, "outlet_ids", json.RawMessage(tc.data), json.RawMessage(outletIDsShape))
+			var cv *ContractViolation
+			if !errors.As(err, &cv) {
+				t.Fatalf("err = %v, want *ContractViolation", err)
+			}
+			if string(cv.Expected) != outletIDsShape || cv.Reason == "" {
+				t.Errorf("violation = %+v", cv)
+			}
+			assertJSON(t, cv.Actual, tc.wantActual)
+			if _, err := env.st.GetMemory(testCtx(t), scope.Key("outlet_ids")); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("GetMemory err = %v, want nothing written", err)
+			}
+		})
+	}
+}
+
+func TestMemoryWriterLock(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	w := &MemoryWriter{Store: env.st, Locks: env.locks, LockWait: 300 * time.Millisecond}
+	scope := memScope("task-1")
+	key := scope.Key("outlet_ids")
+	data, shape := json.RawMessage(outletIDsData), json.RawMessage(outletIDsShape)
+
+	// Another task holds the key, the way lock() takes it.
+	if _, err := env.locks.Create(ctx, lockKey(key), []byte("task-other")); err != nil {
+		t.Fatalf("take lock: %v", err)
+	}
+	got, waited, err := w.Write(ctx, scope, "outlet_ids", data, shape)
+	if !errors.Is(err, ErrMemoryLock) {
+		t.Fatalf("Write err = %v, want ErrMemoryLock", err)
+	}
+	if got != "" || waited < 300*time.Millisecond || waited > 5*time.Second {
+		t.Errorf("key %q waited %s, want no key after waiting about 300ms", got, waited)
+	}
+	if _, err := env.st.GetMemory(ctx, key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetMemory err = %v, want nothing written under a held lock", err)
+	}
+	if e, err := env.locks.Get(ctx, lockKey(key)); err != nil || string(e.Value()) != "task-other" {
+		t.Fatalf("the failed writer disturbed the holder's lock: %v", err)
+	}
+
+	// A different key is not blocked by it.
+	if _, _, err := w.Write(ctx, scope, "other_ids", json.RawMessage(`{}`), json.RawMessage(`{"type":"object"}`)); err != nil {
+		t.Errorf("Write of another key: %v", err)
+	}
+
+	// The holder releases while a writer waits: the writer gets it.
+	release := make(chan struct{})
+	go func() {
+		defer close(release)
+		time.Sleep(150 * time.Millisecond)
+		_ = env.locks.Delete(ctx, lockKey(key))
+	}()
+	patient := &MemoryWriter{Store: env.st, Locks: env.locks, LockWait: 5 * time.Second}
+	got, waited, err = patient.Write(ctx, scope, "outlet_ids", data, shape)
+	<-release
+	if err != nil || got != key {
+		t.Fatalf("Write after release = %q, %v", got, err)
+	}
+	if waited < 100*time.Millisecond {
+		t.Errorf("waited %s, want it to have waited for the release", waited)
+	}
+	if _, err := env.locks.Get(ctx, lockKey(key)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("lock not released after the write: %v", err)
+	}
+
+	// The same task re-enters a lock it holds (a redelivered step).
+	if _, err := env.locks.Create(ctx, lockKey(key), []byte("task-1")); err != nil {
+		t.Fatalf("take lock: %v", err)
+	}
+	got, waited, err = w.Write(ctx, scope, "outlet_ids", json.RawMessage(`{"outlet_ids":["out-009"]}`), shape)
+	if err != nil || got != key {
+		t.Fatalf("re-entrant Write = %q, %v", got, err)
+	}
+	if waited >= 300*time.Millisecond {
+		t.Errorf("re-entry waited %s", waited)
+	}
+	if m, err := env.st.GetMemory(ctx, key); err != nil || m.Text != `{"outlet_ids":["out-009"]}` {
+		t.Errorf("memory after re-entry = %q, %v", m.Text, err)
+	}
+}
+
+func TestMemoryWriterWithoutLocks(t *testing.T) {
+	env := newEnv(t)
+	fixed := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	w := &MemoryWriter{Store: env.st, Now: func() time.Time { return fixed }}
+	key, waited, err := w.Write(testCtx(t), memScope("task-nl"), "outlet_ids", json.RawMessage(outletIDsData), json.RawMessage(outletIDsShape))
+	if err != nil || waited != 0 {
+		t.Fatalf("Write = %v, waited %s", err, waited)
+	}
+	m, err := env.st.GetMemory(testCtx(t), key)
+	if err != nil || !m.CreatedAt.Equal(fixed) || m.PlanID != "plan-m" || m.StepIndex != 1 || m.UserID != testUser {
+		t.Errorf("stored %+v (%v)", m, err)
+	}
+}

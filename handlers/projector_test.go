@@ -1,0 +1,97 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/store"
+)
+
+func TestProjectorIndexesAuditEvents(t *testing.T) {
+	env := newEnv(t)
+	p := &Projector{Store: env.st}
+	skillEv, err := events.New("audit-1", events.AuditType("skill.called"),
+		events.Meta{Tenant: testTenant, Session: testSession, Run: "run-1", Task: "task-1"},
+		events.Audit{PlanID: "plan-1", TaskID: "task-1", SkillID: "outlet_list", Payload: json.RawMessage(`{"is_error":false}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bareEv := newEvent(t, "audit-2", events.AuditType("run.finished"), events.Audit{PlanID: "plan-1"})
+
+	// Each is handled twice, as a redelivery would: stored once.
+	for _, ev := range []string{"first", "redelivery"} {
+		if _, err := p.Handle(testCtx(t), skillEv); err != nil {
+			t.Fatalf("Handle (%s): %v", ev, err)
+		}
+		if _, err := p.Handle(testCtx(t), bareEv); err != nil {
+			t.Fatalf("Handle (%s): %v", ev, err)
+		}
+	}
+	got, err := env.st.Trace(testCtx(t), store.TraceQuery{TenantID: testTenant, SessionID: testSession})
+	if err != nil {
+		t.Fatalf("Trace: %v", err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("trace has %d events, want 2: %+v", len(got), got)
+	}
+	byID := map[string]store.Event{}
+	for _, e := range got {
+		byID[e.EventID] = e
+	}
+	cases := []struct {
+		id, typ, skill, task, payload string
+	}{
+		{"audit-1", "skill.called", "outlet_list", "task-1", `{"is_error":false}`},
+		{"audit-2", "run.finished", "", "", `{}`},
+	}
+	for _, tc := range cases {
+		e, ok := byID[tc.id]
+		if !ok {
+			t.Errorf("event %s not in the trace", tc.id)
+			continue
+		}
+		if e.EventType != tc.typ || e.SkillID != tc.skill || e.TaskID != tc.task || e.PlanID != "plan-1" ||
+			e.TenantID != testTenant || e.SessionID != testSession || e.TS.IsZero() {
+			t.Errorf("event %s = %+v", tc.id, e)
+		}
+		assertJSON(t, e.Payload, tc.payload)
+	}
+	byPlan, err := env.st.Trace(testCtx(t), store.TraceQuery{TenantID: testTenant, PlanID: "plan-1"})
+	if err != nil || len(byPlan) != 2 {
+		t.Errorf("trace by plan = %d events, %v", len(byPlan), err)
+	}
+}
+
+func TestProjectorRejects(t *testing.T) {
+	env := newEnv(t)
+	p := &Projector{Store: env.st}
+	noTenant, err := events.New("audit-nt", events.AuditType("skill.called"), events.Meta{Session: testSession}, events.Audit{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		ev      func() error
+		wantErr error
+	}{
+		{"no tenant", func() error { _, err := p.Handle(testCtx(t), noTenant); return err }, store.ErrSchema},
+		{"payload not an object", func() error {
+			_, err := p.Handle(testCtx(t), newEvent(t, "audit-arr", events.AuditType("x.y"), events.Audit{Payload: json.RawMessage(`[1]`)}))
+			return err
+		}, store.ErrSchema},
+		{"data not an audit", func() error {
+			_, err := p.Handle(testCtx(t), newEvent(t, "audit-str", events.AuditType("x.y"), "text"))
+			return err
+		}, events.ErrDecode},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.ev()
+			if !errors.Is(err, tc.wantErr) || !events.IsPermanent(err) {
+				t.Errorf("err = %v, want a permanent %v", err, tc.wantErr)
+			}
+		})
+	}
+}
