@@ -150,7 +150,7 @@ func TestPlannerRejectsUnverifiablePlan(t *testing.T) {
 	}{
 		{"unknown skill", plan(`[{"step":1,"task":"t","skills":["launch_rocket"],"return_spec":{"shape":{"type":"object"}}}]`), `unknown skill "launch_rocket"`},
 		{"skill outside the tenant catalog", plan(`[{"step":1,"task":"t","skills":["acme_loyalty_report"],"return_spec":{"shape":{"type":"object"}}}]`), `unknown skill "acme_loyalty_report"`},
-		{"no steps", plan(`[]`), "the plan needs 0 steps"},
+		{"no steps", plan(`[]`), "the planner proposed no step"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
