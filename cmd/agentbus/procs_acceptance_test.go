@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/events/eventstest"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/skills"
 )
@@ -21,16 +22,7 @@ const demoTask = "List the active outlets and rank them by engagement"
 
 func connect(t *testing.T, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
+	return eventstest.Connect(t, s)
 }
 
 // TestMultiProcess runs the five binaries as OS processes against one
