@@ -153,7 +153,9 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	}
 	switch {
 	case err == nil:
-		if err := msg.DoubleAck(ctx); err != nil {
+		// A plain ack: if it is lost, the redelivery re-emits the same
+		// derived ids, which the duplicate window drops.
+		if err := msg.Ack(); err != nil {
 			w.report(&ev, msg.Subject(), fmt.Errorf("events: ack: %w", err))
 		}
 	case IsPermanent(err):
