@@ -151,14 +151,18 @@ type StepRequest struct {
 	Step   int      `json:"step"`
 	Group  Group    `json:"group"`
 	Inputs []string `json:"inputs,omitempty"` // memory keys of the steps it depends on
-	Turns  []Turn   `json:"turns,omitempty"`
+	// Iteration counts the model turns taken so far; Turns holds the
+	// recent ones (older turns are compressed into a summary turn, so
+	// the message stays bounded however long the loop runs).
+	Iteration int    `json:"iteration,omitempty"`
+	Turns     []Turn `json:"turns,omitempty"`
 }
 
 // Turn is one exchange of an executor's loop: a model message, or a skill
 // result. Large results are never carried here: the executor stores them and
 // keeps a reference.
 type Turn struct {
-	Role       string          `json:"role"` // assistant | tool
+	Role       string          `json:"role"` // assistant | tool | summary
 	Content    string          `json:"content,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
 	ToolName   string          `json:"tool_name,omitempty"`

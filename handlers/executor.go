@@ -28,8 +28,11 @@ type Executor struct {
 	ToolCalls jetstream.KeyValue // idempotency records; nil disables reuse
 	Log       zerolog.Logger
 	Now       func() time.Time
-	// MaxTurns bounds the turns of one step; default 6.
+	// MaxTurns bounds the model turns of one step; default 6.
 	MaxTurns int
+	// KeepTurns is how many recent turns a step message carries; older
+	// ones are folded into one summary turn. Default 8.
+	KeepTurns int
 	// LargeResponse is the content-length gate in bytes; default 50 KB.
 	LargeResponse int
 }
@@ -39,7 +42,7 @@ func NewExecutor(model llm.Model, sk SkillCaller, mem MemoryStore, locks, toolca
 	return &Executor{
 		Model: model, Skills: sk, Memory: mem, ToolCalls: toolcalls, Log: log, Now: time.Now,
 		Writer:   &MemoryWriter{Store: mem, Locks: locks},
-		MaxTurns: 6, LargeResponse: 50 << 10,
+		MaxTurns: 6, KeepTurns: 8, LargeResponse: 50 << 10,
 	}
 }
 
@@ -83,7 +86,7 @@ func (t *turn) lineage() events.Audit {
 }
 
 func (t *turn) run(ctx context.Context) error {
-	if len(t.req.Turns)/2 >= t.x.MaxTurns {
+	if t.req.Iteration >= t.x.MaxTurns {
 		return t.finish(events.StepResult{Outcome: events.OutcomeFailed,
 			Reason: fmt.Sprintf("step used its %d turns without an answer", t.x.MaxTurns), Suggestion: "split the step"})
 	}
@@ -144,7 +147,7 @@ func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
 	turns := slices.Clone(t.req.Turns)
 	for i, c := range calls {
 		turns = append(turns, events.Turn{Role: "assistant", ToolCallID: c.ID, ToolName: c.Name, ToolArgs: c.Arguments})
-		result, isErr, err := t.callTool(ctx, len(t.req.Turns)+i, c)
+		result, isErr, err := t.callTool(ctx, t.req.Iteration*100+i, c)
 		if err != nil {
 			return err
 		}
@@ -156,9 +159,46 @@ func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
 		turns = append(turns, events.Turn{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: string(result), IsError: isErr})
 	}
 	next := t.req
-	next.Turns = turns
-	t.out.emit(fmt.Sprintf("turn/%d", len(turns)), events.TypeStepIterated, next)
+	next.Iteration++
+	next.Turns = compress(turns, t.x.KeepTurns)
+	t.out.emit(fmt.Sprintf("turn/%d", next.Iteration), events.TypeStepIterated, next)
 	return nil
+}
+
+// compress keeps the last keep turns and folds the older ones into a
+// single summary turn that counts the calls made per skill. The model sees
+// its recent observations; the message size stays bounded.
+func compress(turns []events.Turn, keep int) []events.Turn {
+	if keep <= 0 || len(turns) <= keep+1 {
+		return turns
+	}
+	old, recent := turns[:len(turns)-keep], turns[len(turns)-keep:]
+	counts := map[string]int{}
+	folded := 0
+	for _, tn := range old {
+		if tn.Role == "summary" {
+			var prev summary
+			if json.Unmarshal([]byte(tn.Content), &prev) == nil {
+				for k, v := range prev.Calls {
+					counts[k] += v
+				}
+				folded += prev.Turns
+			}
+			continue
+		}
+		folded++
+		if tn.Role == "assistant" && tn.ToolName != "" {
+			counts[tn.ToolName]++
+		}
+	}
+	b, _ := json.Marshal(summary{Turns: folded, Calls: counts})
+	return append([]events.Turn{{Role: "summary", Content: string(b)}}, recent...)
+}
+
+// summary is the content of a summary turn.
+type summary struct {
+	Turns int            `json:"compressed_turns"`
+	Calls map[string]int `json:"calls"`
 }
 
 // callTool enforces the step's limits, then calls the skill once per
@@ -233,6 +273,10 @@ func (t *turn) record(ctx context.Context, key string, rec toolRecord) {
 func toMessages(turns []events.Turn) []llm.Message {
 	msgs := make([]llm.Message, 0, len(turns))
 	for _, tn := range turns {
+		if tn.Role == "summary" {
+			msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: "Earlier turns, summarised: " + tn.Content})
+			continue
+		}
 		if tn.Role == "tool" {
 			msgs = append(msgs, llm.Message{Role: llm.RoleTool, ToolCallID: tn.ToolCallID, Content: tn.Content, IsError: tn.IsError})
 			continue

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -344,6 +345,7 @@ func TestExecutorFailsStep(t *testing.T) {
 		manyTurns.Turns = append(manyTurns.Turns,
 			events.Turn{Role: "assistant", ToolCallID: "c", ToolName: skills.SkillOutletList, ToolArgs: json.RawMessage(`{}`)},
 			events.Turn{Role: "tool", ToolCallID: "c", ToolName: skills.SkillOutletList, Content: `{"outlets":[]}`})
+		manyTurns.Iteration++
 	}
 	unknownSkill := execRequest("run-f2", 1)
 	unknownSkill.Run.Plan.Steps[0].Skills = []string{"teleport"}
@@ -420,5 +422,36 @@ func assertJSON(t *testing.T, got []byte, want string) {
 	wb, _ := json.Marshal(w)
 	if string(gb) != string(wb) {
 		t.Errorf("JSON = %s, want %s", gb, wb)
+	}
+}
+
+// TestCompressKeepsMessagesBounded folds old turns into one summary turn
+// that keeps counting calls, so a long loop's messages stop growing.
+func TestCompressKeepsMessagesBounded(t *testing.T) {
+	var turns []events.Turn
+	var sizes []int
+	for i := range 500 {
+		turns = append(turns,
+			events.Turn{Role: "assistant", ToolCallID: "c", ToolName: "probe", ToolArgs: json.RawMessage(`{}`)},
+			events.Turn{Role: "tool", ToolCallID: "c", ToolName: "probe", Content: `{"i":` + strconv.Itoa(i) + `}`})
+		turns = compress(turns, 8)
+		b, _ := json.Marshal(turns)
+		sizes = append(sizes, len(b))
+	}
+	if len(turns) != 9 || turns[0].Role != "summary" {
+		t.Fatalf("compressed to %d turns, first %q", len(turns), turns[0].Role)
+	}
+	var sum summary
+	if err := json.Unmarshal([]byte(turns[0].Content), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Calls["probe"] != 500-4 || sum.Turns != 1000-8 {
+		t.Fatalf("summary = %+v, want 496 folded calls over 992 turns", sum)
+	}
+	if last := turns[len(turns)-1].Content; last != `{"i":499}` {
+		t.Fatalf("latest observation lost: %s", last)
+	}
+	if sizes[499] > sizes[20]+8 {
+		t.Fatalf("message grew from %d to %d bytes", sizes[20], sizes[499])
 	}
 }
