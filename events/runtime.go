@@ -195,13 +195,33 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 	return func() { close(done) }
 }
 
-// publishAll publishes every output and waits for each PubAck. A
-// duplicate PubAck is success: the output was already stored by an earlier
-// attempt at the same input.
+// publishAll publishes every output and waits for each PubAck. The
+// publishes are pipelined: all are sent, then all acks are awaited, so a
+// hop with several outputs costs about one round trip. A duplicate PubAck
+// is success: an earlier attempt at the same input stored the output.
 func (w *Worker) publishAll(ctx context.Context, outs []event.Event) error {
+	if len(outs) == 1 {
+		return Publish(ctx, w.js, outs[0])
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(outs))
 	for _, out := range outs {
-		if err := Publish(ctx, w.js, out); err != nil {
-			return err
+		m, err := ToMsg(out)
+		if err != nil {
+			return Permanent(err)
+		}
+		f, err := w.js.PublishMsgAsync(m)
+		if err != nil {
+			return fmt.Errorf("%w: %s %s: %v", ErrPublish, m.Subject, out.ID(), err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("%w: %s: %v", ErrPublish, f.Msg().Subject, err)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %v", ErrPublish, ctx.Err())
 		}
 	}
 	return nil

@@ -16,6 +16,7 @@ Usage:
   agentbus demo [--task "..."]                            run the demo task end to end and exit
   agentbus run  [--url http://127.0.0.1:8080] "<task>"    submit a task to a running agentbus up
   agentbus skills [--addr 127.0.0.1:7070]                 serve the demo Skill Service alone
+  agentbus bench [--quick] [--skip-peer]                  measure agentbus beside the JetStream floor and LangGraph
 
 Run "agentbus <command> --help" for the flags of a command.
 `
@@ -25,7 +26,7 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	cmds := map[string]func([]string) int{"up": up, "demo": demo, "run": run, "skills": serveSkills}
+	cmds := map[string]func([]string) int{"up": up, "demo": demo, "run": run, "skills": serveSkills, "bench": runBench}
 	switch cmd := os.Args[1]; cmd {
 	case "-h", "--help", "help":
 		fmt.Print(usage)

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/cmd/internal/bench"
+)
+
+// runBench measures agentbus beside the JetStream floor and LangGraph.
+func runBench(args []string) int {
+	fs := flag.NewFlagSet("agentbus bench", flag.ExitOnError)
+	var cfg bench.Config
+	fs.StringVar(&cfg.Root, "root", ".", "repository root (holds bench/langgraph)")
+	fs.StringVar(&cfg.OutDir, "out", "bench/out", "where bench.json and latency.svg are written")
+	fs.BoolVar(&cfg.Quick, "quick", false, "small samples (smoke test)")
+	fs.BoolVar(&cfg.SkipPeer, "skip-peer", false, "do not measure the LangGraph peer")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
+	_ = fs.Parse(args)
+	ctx, stop := app.SignalContext()
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	r, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	r.Print(os.Stdout)
+	return 0
+}

@@ -1,0 +1,190 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Config sizes a benchmark run.
+type Config struct {
+	Root          string // repository root (for bench/langgraph); default "."
+	OutDir        string // JSON and chart; default bench/out
+	Quick         bool   // small samples, for tests
+	SkipPeer      bool
+	FloorTrips    int
+	HopRuns       int
+	Concurrency   []int
+	Executors     []int
+	LLMLatency    time.Duration
+	LLMRuns       int
+	Iterations    int
+	Log           io.Writer // progress; default stderr
+	ModesToRun    []string  // default both
+	ThroughputMin int       // minimum runs per throughput point
+}
+
+func (c *Config) defaults() {
+	if c.Root == "" {
+		c.Root = "."
+	}
+	if c.OutDir == "" {
+		c.OutDir = "bench/out"
+	}
+	if c.Log == nil {
+		c.Log = os.Stderr
+	}
+	set := func(v *int, full, quick int) {
+		if *v == 0 {
+			*v = full
+			if c.Quick {
+				*v = quick
+			}
+		}
+	}
+	set(&c.FloorTrips, 2000, 200)
+	set(&c.HopRuns, 40, 4)
+	set(&c.LLMRuns, 8, 2)
+	set(&c.Iterations, 1000, 120)
+	set(&c.ThroughputMin, 30, 4)
+	if len(c.Concurrency) == 0 {
+		c.Concurrency = []int{1, 8, 64}
+		if c.Quick {
+			c.Concurrency = []int{1, 8}
+		}
+	}
+	if len(c.Executors) == 0 {
+		c.Executors = []int{1, 2, 4}
+		if c.Quick {
+			c.Executors = []int{1, 2}
+		}
+	}
+	if c.LLMLatency == 0 {
+		c.LLMLatency = 500 * time.Millisecond
+		if c.Quick {
+			c.LLMLatency = 50 * time.Millisecond
+		}
+	}
+}
+
+// Run measures everything and writes the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	r := &Report{Time: time.Now().UTC(), Machine: machine(), Quick: cfg.Quick}
+	for _, m := range modes {
+		if len(cfg.ModesToRun) > 0 && !contains(cfg.ModesToRun, m.Name) {
+			continue
+		}
+		fmt.Fprintf(cfg.Log, "bench: durability mode %s\n", m.Name)
+		mr, err := runMode(ctx, cfg, m)
+		if err != nil {
+			return nil, fmt.Errorf("mode %s: %w", m.Name, err)
+		}
+		r.Modes = append(r.Modes, *mr)
+	}
+	r.Peer = runPeer(ctx, cfg)
+	r.compare()
+	return r, r.write(cfg.OutDir)
+}
+
+func runMode(ctx context.Context, cfg Config, m mode) (*ModeReport, error) {
+	srv, err := startServer(m)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.close()
+	mr := &ModeReport{Mode: m.Name}
+	step := func(what string) { fmt.Fprintf(cfg.Log, "bench:   %s\n", what) }
+	step("floor: JetStream publish+PubAck, pull, ack")
+	if mr.FloorInProc, err = floor(ctx, srv, false, cfg.FloorTrips); err != nil {
+		return nil, err
+	}
+	if mr.FloorTCP, err = floor(ctx, srv, true, cfg.FloorTrips); err != nil {
+		return nil, err
+	}
+	step("agentbus per hop: sequential 5-step runs")
+	if mr.HopInProc, err = perHop(ctx, srv, false, cfg.HopRuns); err != nil {
+		return nil, err
+	}
+	if mr.HopTCP, err = perHop(ctx, srv, true, cfg.HopRuns); err != nil {
+		return nil, err
+	}
+	mr.OverheadP50 = ratio(mr.HopTCP.Hop.P50, mr.FloorTCP.P50)
+	mr.OverheadP99 = ratio(mr.HopTCP.Hop.P99, mr.FloorTCP.P99)
+	mr.OverheadInProcP50 = ratio(mr.HopInProc.Hop.P50, mr.FloorInProc.P50)
+	mr.OverheadInProcP99 = ratio(mr.HopInProc.Hop.P99, mr.FloorInProc.P99)
+	for _, ex := range cfg.Executors {
+		for _, c := range cfg.Concurrency {
+			step(fmt.Sprintf("throughput: %d executor(s), concurrency %d", ex, c))
+			tp, err := throughput(ctx, srv, ex, c, max(cfg.ThroughputMin, 3*c), mr.HopTCP.HopsPerRun)
+			if err != nil {
+				return nil, err
+			}
+			mr.Throughput = append(mr.Throughput, tp)
+		}
+	}
+	step(fmt.Sprintf("LLM share: model sleeping %s per call", cfg.LLMLatency))
+	if mr.LLM, err = llmShare(ctx, srv, cfg.LLMLatency, cfg.LLMRuns); err != nil {
+		return nil, err
+	}
+	step(fmt.Sprintf("run length: a %d-iteration loop", cfg.Iterations))
+	if mr.RunLength, err = runLength(ctx, srv, cfg.Iterations); err != nil {
+		return nil, err
+	}
+	return mr, nil
+}
+
+func runPeer(ctx context.Context, cfg Config) PeerReport {
+	if cfg.SkipPeer {
+		return PeerReport{Reason: "skipped (--skip-peer)"}
+	}
+	fmt.Fprintln(cfg.Log, "bench: LangGraph peer (installing into bench/.venv if needed)")
+	p, err := setupPeer(ctx, cfg.Root)
+	if err != nil {
+		return PeerReport{Reason: err.Error()}
+	}
+	pr := PeerReport{Available: true}
+	for _, cp := range []string{"memory", "sqlite"} {
+		for _, c := range cfg.Concurrency {
+			res, err := p.measure(ctx, cp, c, max(cfg.ThroughputMin, 3*c), 0)
+			if err != nil {
+				return PeerReport{Reason: err.Error()}
+			}
+			pr.Results = append(pr.Results, res)
+		}
+	}
+	if res, err := p.measure(ctx, "sqlite", cfg.LLMRuns, cfg.LLMRuns, int(cfg.LLMLatency.Milliseconds())); err == nil {
+		pr.WithLatency = &res
+	}
+	if len(pr.Results) > 0 {
+		pr.Version = pr.Results[0].Version
+	}
+	return pr
+}
+
+func machine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if name, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+				break
+			}
+		}
+	}
+	m.Hostname, _ = os.Hostname()
+	return m
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

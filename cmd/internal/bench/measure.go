@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
+)
+
+// floor measures the JetStream round trip agentbus cannot beat: publish
+// with PubAck, receive from a pull consumer, ack. One at a time.
+func floor(ctx context.Context, srv *benchServer, tcp bool, n int) (Dist, error) {
+	nc, js, err := srv.connect(tcp)
+	if err != nil {
+		return Dist{}, err
+	}
+	defer nc.Close()
+	name := fmt.Sprintf("FLOOR_%v", tcp)
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"floor." + name},
+		Storage: jetstream.FileStorage, Duplicates: 15 * time.Minute}); err != nil {
+		return Dist{}, err
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, name, jetstream.ConsumerConfig{Durable: "floor", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		return Dist{}, err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(16))
+	if err != nil {
+		return Dist{}, err
+	}
+	defer it.Stop()
+	warm := n / 10
+	var lat []time.Duration
+	payload := make([]byte, 512)
+	for i := range n + warm {
+		start := time.Now()
+		if _, err := js.Publish(ctx, "floor."+name, payload, jetstream.WithMsgID(fmt.Sprint(i))); err != nil {
+			return Dist{}, err
+		}
+		msg, err := it.Next()
+		if err != nil {
+			return Dist{}, err
+		}
+		if err := msg.Ack(); err != nil {
+			return Dist{}, err
+		}
+		if i >= warm {
+			lat = append(lat, time.Since(start))
+		}
+	}
+	return distOf(lat), nil
+}
+
+// hopResult is the per-hop latency of sequential runs.
+type hopResult struct {
+	Hop        Dist            `json:"hop"`
+	HopsPerRun float64         `json:"hops_per_run"`
+	Run        Dist            `json:"run"`
+	ByOutput   map[string]Dist `json:"by_output_type"` // hop latency by the type the hop emitted
+}
+
+// perHop runs n sequential pipeline runs and measures every hop: the time
+// between an input's and its output's stored timestamps, which covers the
+// consume, the handler (model, skill, store and KV work) and the publish.
+func perHop(ctx context.Context, srv *benchServer, tcp bool, n int) (hopResult, error) {
+	d, err := deploy(ctx, srv, deployConfig{tcp: tcp, executors: 1, model: llm.NewOffline()})
+	if err != nil {
+		return hopResult{}, err
+	}
+	defer d.close()
+	warm := max(n/10, 2)
+	ids := map[string]bool{}
+	var runLat []time.Duration
+	for i := range n + warm {
+		res, took, err := d.run(ctx, PipelineTask)
+		if err != nil {
+			return hopResult{}, err
+		}
+		if i >= warm {
+			ids[res.RunID] = true
+			runLat = append(runLat, took)
+		}
+	}
+	runs, err := storedRuns(ctx, d.js)
+	if err != nil {
+		return hopResult{}, err
+	}
+	var hops []time.Duration
+	byType := map[string][]time.Duration{}
+	for id, st := range runs {
+		if !ids[id] {
+			continue
+		}
+		for i := 1; i < len(st); i++ {
+			d := st[i].ts.Sub(st[i-1].ts)
+			hops = append(hops, d)
+			byType[st[i].typ] = append(byType[st[i].typ], d)
+		}
+	}
+	by := map[string]Dist{}
+	for typ, ds := range byType {
+		by[strings.TrimPrefix(typ, "io.agentbus.")] = distOf(ds)
+	}
+	return hopResult{Hop: distOf(hops), HopsPerRun: float64(len(hops)) / float64(max(len(ids), 1)), Run: distOf(runLat), ByOutput: by}, nil
+}
+
+// Throughput is one closed-loop load point.
+type Throughput struct {
+	Executors   int     `json:"executors"`
+	Concurrency int     `json:"concurrency"`
+	Runs        int     `json:"runs"`
+	RunsPerS    float64 `json:"runs_per_s"`
+	HopsPerS    float64 `json:"hops_per_s"`
+	Latency     Dist    `json:"run_latency"`
+}
+
+// throughput keeps conc runs in flight until total runs have finished.
+func throughput(ctx context.Context, srv *benchServer, executors, conc, total int, hopsPerRun float64) (Throughput, error) {
+	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: executors, model: llm.NewOffline()})
+	if err != nil {
+		return Throughput{}, err
+	}
+	defer d.close()
+	for range min(conc, 4) { // warm up the connections and caches
+		if _, _, err := d.run(ctx, PipelineTask); err != nil {
+			return Throughput{}, err
+		}
+	}
+	var (
+		mu   sync.Mutex
+		lat  []time.Duration
+		errs []error
+		wg   sync.WaitGroup
+	)
+	next := make(chan struct{}, total)
+	for range total {
+		next <- struct{}{}
+	}
+	close(next)
+	start := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				_, took, err := d.run(ctx, PipelineTask)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					lat = append(lat, took)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if len(errs) > 0 {
+		return Throughput{}, fmt.Errorf("%d of %d runs failed: %w", len(errs), total, errs[0])
+	}
+	rps := float64(total) / elapsed.Seconds()
+	return Throughput{Executors: executors, Concurrency: conc, Runs: total, RunsPerS: rps, HopsPerS: rps * hopsPerRun, Latency: distOf(lat)}, nil
+}
+
+// LLMShare is the fraction of run time spent in the model.
+type LLMShare struct {
+	ModelLatencyMS int     `json:"model_latency_ms"`
+	Runs           int     `json:"runs"`
+	ModelCalls     int     `json:"model_calls_per_run"`
+	Share          float64 `json:"llm_share"`
+	OutsideMS      Dist    `json:"outside_model_ms"`
+}
+
+// llmShare runs n concurrent runs with a model that sleeps latency per
+// call, and compares each run's model time with its wall time.
+func llmShare(ctx context.Context, srv *benchServer, latency time.Duration, n int) (LLMShare, error) {
+	m := newSleepyModel(latency)
+	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: 1, model: m})
+	if err != nil {
+		return LLMShare{}, err
+	}
+	defer d.close()
+	type one struct {
+		tag  string
+		took time.Duration
+		err  error
+	}
+	out := make(chan one, n)
+	for i := range n {
+		go func() {
+			tag := fmt.Sprintf("(run %d)", i)
+			_, took, err := d.run(ctx, PipelineTask+" "+tag)
+			out <- one{tag, took, err}
+		}()
+	}
+	var model, wall time.Duration
+	var outside []time.Duration
+	for range n {
+		o := <-out
+		if o.err != nil {
+			return LLMShare{}, o.err
+		}
+		mt := m.modelTime(o.tag)
+		model += mt
+		wall += o.took
+		outside = append(outside, o.took-mt)
+	}
+	calls := int(model / time.Duration(n) / latency)
+	return LLMShare{ModelLatencyMS: int(latency.Milliseconds()), Runs: n, ModelCalls: calls,
+		Share: model.Seconds() / wall.Seconds(), OutsideMS: distOf(outside)}, nil
+}
+
+// RunLength compares hop latency early and late in a long loop.
+type RunLength struct {
+	Iterations int     `json:"iterations"`
+	Early      Dist    `json:"hop_iter_1_50"`
+	Late       Dist    `json:"hop_last_50"`
+	Ratio      float64 `json:"late_over_early_p50"`
+}
+
+// runLength runs one run whose first step loops iterations times and
+// compares the executor hop latency of the first and last 50 iterations.
+func runLength(ctx context.Context, srv *benchServer, iterations int) (RunLength, error) {
+	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: 1, maxTurns: iterations + 10,
+		model: &loopModel{inner: llm.NewOffline(), iterations: iterations}})
+	if err != nil {
+		return RunLength{}, err
+	}
+	defer d.close()
+	res, _, err := d.run(ctx, PipelineTask)
+	if err != nil {
+		return RunLength{}, err
+	}
+	runs, err := storedRuns(ctx, d.js)
+	if err != nil {
+		return RunLength{}, err
+	}
+	var iters []time.Duration
+	st := runs[res.RunID]
+	for i := 1; i < len(st); i++ {
+		if st[i].typ == events.TypeStepIterated {
+			iters = append(iters, st[i].ts.Sub(st[i-1].ts))
+		}
+	}
+	if len(iters) < 100 {
+		return RunLength{}, fmt.Errorf("the loop made %d iterations, want %d", len(iters), iterations)
+	}
+	early, late := distOf(iters[:50]), distOf(iters[len(iters)-50:])
+	return RunLength{Iterations: len(iters), Early: early, Late: late, Ratio: ratio(late.P50, early.P50)}, nil
+}

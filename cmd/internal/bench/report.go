@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+)
+
+// Machine describes where the figures came from.
+type Machine struct {
+	CPU      string `json:"cpu"`
+	Cores    int    `json:"cores"`
+	GOOS     string `json:"goos"`
+	GOARCH   string `json:"goarch"`
+	Go       string `json:"go"`
+	Hostname string `json:"hostname"`
+}
+
+// ModeReport holds every figure of one durability mode.
+type ModeReport struct {
+	Mode              string       `json:"mode"`
+	FloorInProc       Dist         `json:"floor_inprocess"`
+	FloorTCP          Dist         `json:"floor_tcp"`
+	HopInProc         hopResult    `json:"hop_inprocess"`
+	HopTCP            hopResult    `json:"hop_tcp"`
+	OverheadP50       float64      `json:"overhead_ratio_p50"`
+	OverheadP99       float64      `json:"overhead_ratio_p99"`
+	OverheadInProcP50 float64      `json:"overhead_ratio_inprocess_p50"`
+	OverheadInProcP99 float64      `json:"overhead_ratio_inprocess_p99"`
+	Throughput        []Throughput `json:"throughput"`
+	LLM               LLMShare     `json:"llm_share"`
+	RunLength         RunLength    `json:"run_length"`
+}
+
+// PeerReport holds the LangGraph figures, or why there are none.
+type PeerReport struct {
+	Available   bool         `json:"available"`
+	Reason      string       `json:"reason,omitempty"`
+	Version     string       `json:"version,omitempty"`
+	Results     []PeerResult `json:"results,omitempty"`
+	WithLatency *PeerResult  `json:"with_model_latency,omitempty"`
+}
+
+// Comparison is agentbus over LangGraph at one concurrency.
+type Comparison struct {
+	Checkpointer string  `json:"checkpointer"`
+	Concurrency  int     `json:"concurrency"`
+	RunsPerS     float64 `json:"runs_per_s_ratio"`   // agentbus / LangGraph
+	P50Speedup   float64 `json:"p50_latency_ratio"` // LangGraph p50 / agentbus p50
+}
+
+// Report is the whole benchmark result.
+type Report struct {
+	Time        time.Time    `json:"time"`
+	Machine     Machine      `json:"machine"`
+	Quick       bool         `json:"quick"`
+	Modes       []ModeReport `json:"modes"`
+	Peer        PeerReport   `json:"langgraph"`
+	Comparisons []Comparison `json:"vs_langgraph"`
+	Summary     string       `json:"summary"`
+}
+
+// compare computes the LangGraph ratios (default mode, one executor) and
+// the summary line.
+func (r *Report) compare() {
+	if len(r.Modes) == 0 {
+		return
+	}
+	m := r.Modes[0]
+	ours := map[int]Throughput{}
+	maxC := 0
+	for _, tp := range m.Throughput {
+		if tp.Executors == 1 {
+			ours[tp.Concurrency] = tp
+			maxC = max(maxC, tp.Concurrency)
+		}
+	}
+	vsSQLite := "unavailable"
+	for _, pr := range r.Peer.Results {
+		tp, ok := ours[pr.Concurrency]
+		if !ok {
+			continue
+		}
+		c := Comparison{Checkpointer: pr.Checkpointer, Concurrency: pr.Concurrency,
+			RunsPerS: ratio(tp.RunsPerS, pr.RunsPerS), P50Speedup: ratio(pr.P50, tp.Latency.P50)}
+		r.Comparisons = append(r.Comparisons, c)
+		if pr.Checkpointer == "sqlite" && pr.Concurrency == maxC {
+			vsSQLite = fmt.Sprintf("%.1fx", c.RunsPerS)
+		}
+	}
+	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f runs_per_s_c%d=%.1f vs_langgraph_sqlite=%s",
+		m.OverheadP50, maxC, ours[maxC].RunsPerS, vsSQLite)
+}
+
+// write saves the JSON report and the chart under dir.
+func (r *Report) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.json"), b, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "latency.svg"), []byte(r.chart()), 0o644)
+}
+
+// Print writes the human-readable tables, ending with the summary line.
+func (r *Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "\nagentbus bench — %s, %d cores, %s\n", r.Machine.CPU, r.Machine.Cores, r.Machine.Go)
+	for _, m := range r.Modes {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(w, "\n== durability mode: %s ==\n", m.Mode)
+		fmt.Fprintln(tw, "measure\tp50 ms\tp99 ms\tn")
+		row := func(name string, d Dist) { fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%d\n", name, d.P50, d.P99, d.N) }
+		row("floor: JetStream round trip, in-process", m.FloorInProc)
+		row("floor: JetStream round trip, TCP", m.FloorTCP)
+		row("agentbus per hop, in-process", m.HopInProc.Hop)
+		row("agentbus per hop, TCP", m.HopTCP.Hop)
+		row(fmt.Sprintf("agentbus 5-step run (%.0f hops), TCP", m.HopTCP.HopsPerRun), m.HopTCP.Run)
+		tw.Flush()
+		fmt.Fprintf(w, "overhead ratio (hop / floor): TCP p50 %.2f, p99 %.2f; in-process p50 %.2f, p99 %.2f\n",
+			m.OverheadP50, m.OverheadP99, m.OverheadInProcP50, m.OverheadInProcP99)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "executors\tconcurrency\truns/s\thops/s\trun p50 ms\trun p99 ms")
+		for _, tp := range m.Throughput {
+			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\n", tp.Executors, tp.Concurrency, tp.RunsPerS, tp.HopsPerS, tp.Latency.P50, tp.Latency.P99)
+		}
+		tw.Flush()
+		fmt.Fprintf(w, "LLM share at %d ms per call (%d calls/run, %d runs): %.2f%% of run time in the model; outside the model p50 %.1f ms per run\n",
+			m.LLM.ModelLatencyMS, m.LLM.ModelCalls, m.LLM.Runs, 100*m.LLM.Share, m.LLM.OutsideMS.P50)
+		fmt.Fprintf(w, "run length: hop p50 %.3f ms at iterations 1-50, %.3f ms at the last 50 of %d (ratio %.2f)\n",
+			m.RunLength.Early.P50, m.RunLength.Late.P50, m.RunLength.Iterations, m.RunLength.Ratio)
+	}
+	fmt.Fprintln(w, "\n== LangGraph peer, same 5-step plan, fake LLM with no latency ==")
+	if !r.Peer.Available {
+		fmt.Fprintf(w, "not measured: %s\n", r.Peer.Reason)
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "checkpointer\tconcurrency\truns/s\trun p50 ms\tagentbus/LangGraph runs/s\tLangGraph/agentbus p50")
+		for i, pr := range r.Peer.Results {
+			c := Comparison{}
+			if i < len(r.Comparisons) {
+				c = r.Comparisons[i]
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1fx\t%.1fx\n", pr.Checkpointer, pr.Concurrency, pr.RunsPerS, pr.P50, c.RunsPerS, c.P50Speedup)
+		}
+		tw.Flush()
+		if wl := r.Peer.WithLatency; wl != nil {
+			fmt.Fprintf(w, "LangGraph sqlite with %d ms model latency: run p50 %.0f ms (%d model calls/run)\n", wl.LatencyMS, wl.P50, wl.ModelCalls)
+		}
+	}
+	fmt.Fprintf(w, "\nwritten: bench/out/bench.json, bench/out/latency.svg\n%s\n", r.Summary)
+}

@@ -1,0 +1,88 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentbus/agentbus/skills"
+)
+
+// PipelineTask is the task whose offline plan chains the five pipeline
+// skills: five steps, each feeding the next.
+const PipelineTask = "Run the five stage bench pipeline"
+
+// pipelineSkills is an in-process Skill Service of five chained skills:
+// stage k takes the ids stage k-1 produced. It satisfies the planner's and
+// the executor's skill interfaces without a network hop, so the benchmark
+// measures orchestration, not HTTP.
+type pipelineSkills struct {
+	manifests map[string]skills.Manifest
+	names     []string
+}
+
+const stages = 5
+
+func newPipelineSkills() *pipelineSkills {
+	p := &pipelineSkills{manifests: map[string]skills.Manifest{}}
+	for k := 1; k <= stages; k++ {
+		name := fmt.Sprintf("stage%d", k)
+		in := `{"type":"object","properties":{}}`
+		if k > 1 {
+			in = fmt.Sprintf(`{"type":"object","required":["s%d_ids"],"properties":{"s%d_ids":{"type":"array","items":{"type":"string"}}}}`, k-1, k-1)
+		}
+		out := fmt.Sprintf(`{"type":"object","properties":{"s%d_items":{"type":"array","items":{"type":"object","properties":{"s%d_id":{"type":"string"},"value":{"type":"number"}}}}}}`, k, k)
+		if k == stages {
+			out = `{"type":"object","properties":{"results":{"type":"array","items":{"type":"object","properties":{"item_id":{"type":"string"},"name":{"type":"string"},"score":{"type":"number"},"rank":{"type":"integer"}}}}}}`
+		}
+		p.manifests[name] = skills.Manifest{Name: name, Description: fmt.Sprintf("Bench pipeline stage %d of five", k),
+			InputSchema: json.RawMessage(in), OutputSchema: json.RawMessage(out), ExecutionMode: skills.ExecutionModeSync}
+		p.names = append(p.names, name)
+	}
+	return p
+}
+
+// Find returns every stage, last stage first, as a relevance ranking would.
+func (p *pipelineSkills) Find(_ context.Context, _, _ string, limit int) ([]skills.Summary, error) {
+	var out []skills.Summary
+	for i := len(p.names) - 1; i >= 0 && len(out) < limit; i-- {
+		m := p.manifests[p.names[i]]
+		out = append(out, skills.Summary{Name: m.Name, Description: m.Description, Score: 1})
+	}
+	return out, nil
+}
+
+// Load returns a stage's manifest.
+func (p *pipelineSkills) Load(_ context.Context, _, name string) (skills.Manifest, error) {
+	m, ok := p.manifests[name]
+	if !ok {
+		return m, fmt.Errorf("%w: %s", skills.ErrSkillNotFound, name)
+	}
+	return m, nil
+}
+
+// Call runs a stage: eight items derived from its input ids.
+func (p *pipelineSkills) Call(_ context.Context, _, name string, args json.RawMessage, _ string) ([]byte, error) {
+	k := 0
+	if _, err := fmt.Sscanf(name, "stage%d", &k); err != nil || k < 1 || k > stages {
+		return nil, fmt.Errorf("%w: %s", skills.ErrSkillNotFound, name)
+	}
+	var in map[string][]string
+	_ = json.Unmarshal(args, &in)
+	seed := strings.Join(in[fmt.Sprintf("s%d_ids", k-1)], ",")
+	items := make([]map[string]any, 8)
+	for i := range items {
+		id := fmt.Sprintf("s%d-%d", k, i+1)
+		if k == stages {
+			items[i] = map[string]any{"item_id": id, "name": "item " + id, "score": float64(100 - 10*i), "rank": i + 1}
+			continue
+		}
+		items[i] = map[string]any{fmt.Sprintf("s%d_id", k): id, "value": len(seed) + i}
+	}
+	key := fmt.Sprintf("s%d_items", k)
+	if k == stages {
+		key = "results"
+	}
+	return json.Marshal(map[string]any{key: items})
+}

@@ -1,0 +1,248 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/store/embedded"
+)
+
+// mode is a durability mode of the embedded server.
+type mode struct {
+	Name       string
+	SyncAlways bool
+}
+
+var modes = []mode{{"default", false}, {"sync_always", true}}
+
+// server starts an embedded nats-server in a temporary directory.
+type benchServer struct {
+	srv *server.Server
+	dir string
+}
+
+func startServer(m mode) (*benchServer, error) {
+	dir, err := os.MkdirTemp("", "agentbus-bench-")
+	if err != nil {
+		return nil, err
+	}
+	s, err := events.RunServer(events.ServerConfig{Port: -1, StoreDir: dir, SyncAlways: m.SyncAlways})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &benchServer{srv: s, dir: dir}, nil
+}
+
+func (b *benchServer) close() {
+	b.srv.Shutdown()
+	b.srv.WaitForShutdown()
+	os.RemoveAll(b.dir)
+}
+
+// connect opens a connection in-process (no socket) or over loopback TCP.
+func (b *benchServer) connect(tcp bool) (*nats.Conn, jetstream.JetStream, error) {
+	opts := []nats.Option{nats.Name("agentbus-bench")}
+	if !tcp {
+		opts = append(opts, nats.InProcessServer(b.srv))
+	}
+	nc, err := nats.Connect(b.srv.ClientURL(), opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// deployment is every agentbus role on one server, with a number of
+// executor instances (each its own connection and worker).
+type deployment struct {
+	srv     *benchServer
+	conns   []*nats.Conn
+	js      jetstream.JetStream // the client's connection
+	store   *embedded.Store
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	waiters map[string]chan events.RunResult
+	sub     *nats.Subscription
+}
+
+type deployConfig struct {
+	tcp       bool
+	executors int
+	model     llm.Model
+	maxTurns  int
+}
+
+func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deployment, error) {
+	d := &deployment{srv: srv, waiters: map[string]chan events.RunResult{}}
+	nc, js, err := srv.connect(cfg.tcp)
+	if err != nil {
+		return nil, err
+	}
+	d.conns, d.js = append(d.conns, nc), js
+	if err := events.Bootstrap(ctx, js, events.Topology{}); err != nil {
+		d.close()
+		return nil, err
+	}
+	if d.store, err = embedded.New(ctx, js, embedded.Config{}); err != nil {
+		d.close()
+		return nil, err
+	}
+	sk := newPipelineSkills()
+	log := zerolog.Nop()
+	kv := func(b string) jetstream.KeyValue { v, _ := js.KeyValue(ctx, b); return v }
+	runCtx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	roles := map[string]events.Handler{
+		events.RoleRouter:     handlers.NewRouter(cfg.model, d.store, kv(events.BucketConfig), log).Handle,
+		events.RolePlanner:    handlers.NewPlanner(cfg.model, sk, log).Handle,
+		events.RoleAggregator: handlers.NewAggregator(kv(events.BucketFanin), log).Handle,
+		events.RoleProjector:  (&handlers.Projector{Store: d.store}).Handle,
+	}
+	for role, h := range roles {
+		if err := d.startWorker(ctx, runCtx, js, role, h); err != nil {
+			d.close()
+			return nil, err
+		}
+	}
+	for range max(cfg.executors, 1) {
+		enc, ejs, err := srv.connect(cfg.tcp)
+		if err != nil {
+			d.close()
+			return nil, err
+		}
+		d.conns = append(d.conns, enc)
+		x := handlers.NewExecutor(cfg.model, sk, d.store, kv(events.BucketLocks), kv(events.BucketToolcalls), log)
+		if cfg.maxTurns > 0 {
+			x.MaxTurns = cfg.maxTurns
+		}
+		if err := d.startWorker(ctx, runCtx, ejs, events.RoleExecutor, x.Handle); err != nil {
+			d.close()
+			return nil, err
+		}
+	}
+	d.sub, err = nc.Subscribe("agent.run.finished.*", d.finished)
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nc.Flush()
+}
+
+func (d *deployment) startWorker(ctx, runCtx context.Context, js jetstream.JetStream, role string, h events.Handler) error {
+	cons, err := js.Consumer(ctx, events.StreamOf(role), role)
+	if err != nil {
+		return err
+	}
+	w, err := events.NewWorker(ctx, js, cons, events.Chain(h, events.Recover()), events.WorkerConfig{Role: role, Concurrency: 64})
+	if err != nil {
+		return err
+	}
+	d.wg.Add(1)
+	go func() { defer d.wg.Done(); _ = w.Run(runCtx) }()
+	return nil
+}
+
+func (d *deployment) finished(m *nats.Msg) {
+	ev, err := events.FromMsg(m.Header, m.Data)
+	if err != nil {
+		return
+	}
+	var res events.RunResult
+	if events.Decode(ev, &res) != nil {
+		return
+	}
+	d.mu.Lock()
+	ch := d.waiters[res.RunID]
+	d.mu.Unlock()
+	if ch != nil {
+		ch <- res
+	}
+}
+
+// run submits one run of task on NATS and waits for its result.
+func (d *deployment) run(ctx context.Context, task string) (events.RunResult, time.Duration, error) {
+	id := uuid.NewString()
+	ch := make(chan events.RunResult, 1)
+	d.mu.Lock()
+	d.waiters[id] = ch
+	d.mu.Unlock()
+	defer func() { d.mu.Lock(); delete(d.waiters, id); d.mu.Unlock() }()
+	req := events.RunRequest{RunID: id, TenantID: "bench", UserID: "bench", SessionID: "s-" + id[:8], Message: task}
+	ev, err := events.New(id, events.TypeRunRequested, events.Meta{Tenant: "bench", Session: req.SessionID, Run: id}, req)
+	if err != nil {
+		return events.RunResult{}, 0, err
+	}
+	start := time.Now()
+	if err := events.Publish(ctx, d.js, ev); err != nil {
+		return events.RunResult{}, 0, err
+	}
+	select {
+	case res := <-ch:
+		if res.TerminalCode != events.CodeSuccess {
+			return res, 0, fmt.Errorf("run %s ended %s: %s", id, res.TerminalCode, res.Reason)
+		}
+		return res, time.Since(start), nil
+	case <-ctx.Done():
+		return events.RunResult{}, 0, fmt.Errorf("run %s: %w", id, ctx.Err())
+	}
+}
+
+func (d *deployment) close() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.wg.Wait()
+	if d.sub != nil {
+		_ = d.sub.Unsubscribe()
+	}
+	for _, c := range d.conns {
+		c.Close()
+	}
+}
+
+// stamp is one stored orchestration event of a run.
+type stamp struct {
+	typ string
+	ts  time.Time
+}
+
+// storedRuns reads the AGENT stream once and returns every run's events in
+// stream order with their stored timestamps.
+func storedRuns(ctx context.Context, js jetstream.JetStream) (map[string][]stamp, error) {
+	c, err := js.OrderedConsumer(ctx, events.StreamAgent, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"agent.*.*.bench"}})
+	if err != nil {
+		return nil, err
+	}
+	runs := map[string][]stamp{}
+	for {
+		msg, err := c.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
+		if err != nil {
+			return runs, nil
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return nil, err
+		}
+		id := msg.Headers().Get("ce-" + events.ExtRun)
+		runs[id] = append(runs[id], stamp{typ: msg.Headers().Get("ce-type"), ts: md.Timestamp})
+	}
+}
