@@ -62,9 +62,9 @@ func TestPlannerProposes(t *testing.T) {
 		{name: "fresh plan", run: planRun("run-p1", rankTask), wantSteps: []int{1, 2}},
 		{name: "unrelated task", run: planRun("run-p2", "bake a cake"), wantInfeasible: "no discovered skill fits the task"},
 		{name: "replan numbers after existing steps", run: failedRun,
-			failure: &events.StepResult{Step: 2, TaskID: "task-2", Outcome: events.OutcomeFailed, Reason: "boom", Suggestion: "retry"}, wantSteps: []int{3, 4}},
-		{name: "replan over the step limit", run: fullRun,
-			failure: &events.StepResult{Step: 10, Outcome: events.OutcomeFailed, Reason: "boom"}, wantInfeasible: "the plan needs 11 steps; the limit is 10"},
+			failure: &events.StepResult{Step: 2, TaskID: "task-2", Outcome: events.OutcomeFailed, Reason: "boom", Suggestion: "retry"}, wantSteps: []int{3}},
+		{name: "replan of the tenth step stays within the limit", run: fullRun,
+			failure: &events.StepResult{Step: 10, Outcome: events.OutcomeFailed, Reason: "boom"}, wantSteps: []int{11}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,6 +90,18 @@ func TestPlannerProposes(t *testing.T) {
 			}
 			if got := stepIndexes(prop.Steps); !slices.Equal(got, tc.wantSteps) {
 				t.Fatalf("steps %v, want %v", got, tc.wantSteps)
+			}
+			if tc.failure != nil {
+				// A replan revises only the failed step: same skill, and
+				// its dependency on the completed step is kept.
+				rev := prop.Steps[0]
+				if len(prop.Steps) != 1 || !slices.Equal(rev.Skills, []string{skills.SkillEngagementAnalytics}) {
+					t.Fatalf("revised steps %+v", prop.Steps)
+				}
+				if tc.name == "replan numbers after existing steps" && !slices.Equal(rev.DependsOn, []int{1}) {
+					t.Fatalf("revised step depends on %v, want the completed step 1", rev.DependsOn)
+				}
+				return
 			}
 			first, second := prop.Steps[0], prop.Steps[1]
 			if !slices.Equal(first.Skills, []string{skills.SkillOutletList}) || !slices.Equal(second.Skills, []string{skills.SkillEngagementAnalytics}) {

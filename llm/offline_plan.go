@@ -20,6 +20,9 @@ type planSkill struct {
 // input), orders producers first and derives each step's return_spec from
 // what its consumers need, or from its whole output for a final step.
 func plan(in PlanInput) PlanOutput {
+	if in.Failed != nil && len(in.Remaining) > 0 {
+		return replan(in)
+	}
 	words := wordSet(in.Task)
 	var cands []*planSkill
 	for _, s := range in.Skills {
@@ -175,4 +178,36 @@ func dedup(s []string) []string {
 		}
 	}
 	return out
+}
+
+// replan revises only the remaining work: it issues the remaining steps
+// again, numbered from FirstStep, keeping dependencies on completed steps
+// and pointing dependencies on remaining steps at their new numbers. The
+// failed step's skill is retried: the offline model has no better one.
+func replan(in PlanInput) PlanOutput {
+	first := in.FirstStep
+	if first <= 0 {
+		first = 1
+	}
+	renumber := map[int]int{}
+	for i, s := range in.Remaining {
+		renumber[s.Step] = first + i
+	}
+	out := make([]PlannedStep, len(in.Remaining))
+	for i, s := range in.Remaining {
+		s.Step = first + i
+		deps := make([]int, 0, len(s.DependsOn))
+		for _, d := range s.DependsOn {
+			if n, ok := renumber[d]; ok {
+				d = n
+			}
+			deps = append(deps, d)
+		}
+		s.DependsOn = deps
+		if s.ReturnSpec.Reason == "" {
+			s.ReturnSpec.Reason = "revised after step " + fmt.Sprint(in.Failed.Step) + " failed"
+		}
+		out[i] = s
+	}
+	return PlanOutput{Steps: out}
 }

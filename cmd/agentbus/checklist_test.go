@@ -1,0 +1,115 @@
+package main
+
+// Tests named after the items of the seed 000 §12 acceptance checklist that
+// are proved end to end, through a running agentbus.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/store"
+)
+
+func startStackWith(t *testing.T, demo skills.DemoConfig) *app.Stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+		Log: zerolog.Nop(), Demo: demo, Process: app.Config{AckWait: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestReplan_SkillFailingOnceReplansAndAnswers: a demo skill that fails on
+// its first call produces a run with replan_count 1 and a correct answer,
+// and GET /agent/plans/{id} shows the revision.
+func TestReplan_SkillFailingOnceReplansAndAnswers(t *testing.T) {
+	s := startStackWith(t, skills.DemoConfig{FailFirst: map[string]int{skills.SkillEngagementAnalytics: 1}})
+	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-replan", Message: demoTask})
+	if res.TerminalCode != events.CodeSuccess {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
+	}
+	outletCalls := s.DemoSkills.Calls(skills.SkillOutletList)
+	assertRanked(t, res.Response, expectedRanking(t, s.SkillsURL, "demo"))
+
+	resp, err := http.Get("http://" + s.IngressAddr + "/agent/plans/" + res.PlanID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Plan store.Plan `json:"plan"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	p := body.Plan
+	if p.ReplanCount != 1 || len(p.ReplanHistory) != 1 || p.Status != store.PlanStatusComplete {
+		t.Fatalf("plan: status %s, replan_count %d, history %+v", p.Status, p.ReplanCount, p.ReplanHistory)
+	}
+	h := p.ReplanHistory[0]
+	if h.FailedStep != 2 || h.Trigger != events.OutcomeFailed {
+		t.Fatalf("replan record %+v, want step 2 failed", h)
+	}
+	// Step 1 completed once and was kept; step 2 was revised and step 3
+	// replaced it.
+	statuses := map[int]string{}
+	for _, st := range p.Steps {
+		statuses[st.StepIndex] = st.Status
+	}
+	if statuses[1] != store.StepStatusComplete || statuses[2] != store.StepStatusRevised || statuses[3] != store.StepStatusComplete || len(p.Steps) != 3 {
+		t.Fatalf("step statuses %v", statuses)
+	}
+	if outletCalls != 1 {
+		t.Fatalf("the completed step ran %d times, want once", outletCalls)
+	}
+}
+
+// TestBoundary_ChatAPIReplacedByNATSPublisher: the Chat API is replaceable
+// without touching the service: any NATS publisher can submit a run and
+// read its answer, with no ingress involved.
+func TestBoundary_ChatAPIReplacedByNATSPublisher(t *testing.T) {
+	s := startStackWith(t, skills.DemoConfig{})
+	got := make(chan events.RunResult, 1)
+	sub, err := s.Deps.NC.Subscribe("agent.run.finished.viaNATS", func(m *nats.Msg) {
+		ev, err := events.FromMsg(m.Header, m.Data)
+		var r events.RunResult
+		if err == nil && events.Decode(ev, &r) == nil {
+			got <- r
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	req := events.RunRequest{RunID: "run-nats-1", TenantID: "viaNATS", UserID: "u", SessionID: "s1", Message: demoTask}
+	ev, err := events.New(req.RunID, events.TypeRunRequested, events.Meta{Tenant: req.TenantID, Session: req.SessionID, Run: req.RunID}, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := events.Publish(context.Background(), s.Deps.JS, ev); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.RunID != req.RunID || r.TerminalCode != events.CodeSuccess {
+			t.Fatalf("result %+v", r)
+		}
+		assertRanked(t, r.Response, expectedRanking(t, s.SkillsURL, "viaNATS"))
+	case <-time.After(20 * time.Second):
+		t.Fatal("no run.finished for a run submitted on NATS")
+	}
+}
