@@ -5,6 +5,7 @@
 #   make test   # every test, with the race detector, against real in-process NATS and real MCP servers
 #
 # Other targets: make build (binaries in bin/), make up (all-in-one on 127.0.0.1:8080),
+# make bench (ratios against the JetStream floor and LangGraph; writes bench/out/),
 # make lint, make stream-view (the AGENT stream of a running `make up`).
 
 GO      ?= go
@@ -12,7 +13,7 @@ BIN     := bin
 ROLES   := router planner executor aggregator ingress
 TESTFLAGS ?=
 
-.PHONY: all build run up test lint stream-view clean
+.PHONY: all build run up test bench lint stream-view clean
 
 all: build
 
@@ -26,6 +27,9 @@ run: build
 
 up: build
 	$(BIN)/agentbus up --http 127.0.0.1:8080 --data ./data
+
+bench: build
+	$(BIN)/agentbus bench
 
 test:
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...
