@@ -164,60 +164,6 @@ func TestExecutorReadsInputs(t *testing.T) {
 	}
 }
 
-func TestExecutorEnforcesLimits(t *testing.T) {
-	env := newEnv(t)
-	cases := []struct {
-		name        string
-		model       llm.Response
-		wantContent string
-		wantAudit   string
-		notCalled   string
-	}{
-		{"skill outside allowed_skills", toolCallResp("c1", skills.SkillEngagementAnalytics, `{"outlet_ids":["out-001"]}`),
-			"permission denied", "skill.denied", skills.SkillEngagementAnalytics},
-		{"private skill of another tenant", toolCallResp("c1", skills.SkillAcmeLoyaltyReport, `{}`),
-			"permission denied", "skill.denied", skills.SkillAcmeLoyaltyReport},
-		{"spawn_subagent", toolCallResp("c1", "spawn_subagent", `{"task":"do it for me"}`),
-			"cannot spawn subagents", "subagent.spawn_denied", ""},
-		{"delegate", toolCallResp("c1", "delegate", `{}`),
-			"cannot spawn subagents", "subagent.spawn_denied", ""},
-	}
-	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			model := &scriptedModel{resps: []llm.Response{tc.model}}
-			x := newTestExecutor(env, model, env.toolcalls)
-			req := execRequest("run-lim"+string(rune('a'+i)), 1)
-			outs := handle(t, x, newEvent(t, "step-lim-"+tc.name, events.TypeStepRequested, req))
-			it := decode[events.StepRequest](t, only(t, outs, events.TypeStepIterated))
-			if len(it.Turns) != 2 {
-				t.Fatalf("turns = %+v", it.Turns)
-			}
-			tool := it.Turns[1]
-			if !tool.IsError || !strings.Contains(tool.Content, tc.wantContent) || tool.ToolCallID != "c1" {
-				t.Errorf("tool turn = %+v, want an error containing %q", tool, tc.wantContent)
-			}
-			a, _ := auditOf(t, outs, tc.wantAudit)
-			if a.SkillID != tc.model.Message.ToolCalls[0].Name || a.TaskID != "task-1" {
-				t.Errorf("%s audit = %+v", tc.wantAudit, a)
-			}
-			if slices.Contains(auditNames(outs), "skill.called") {
-				t.Error("a denied call was audited as skill.called")
-			}
-			if tc.notCalled != "" && env.svc.Calls(tc.notCalled) != 0 {
-				t.Errorf("the Skill Service recorded %d calls of %s", env.svc.Calls(tc.notCalled), tc.notCalled)
-			}
-			// The model was offered the allowed skills only.
-			var offered []string
-			for _, tool := range model.reqs[0].Tools {
-				offered = append(offered, tool.Name)
-			}
-			if !slices.Equal(offered, []string{skills.SkillOutletList}) {
-				t.Errorf("tools offered = %v", offered)
-			}
-		})
-	}
-}
-
 func TestExecutorAnswers(t *testing.T) {
 	env := newEnv(t)
 	cases := []struct {

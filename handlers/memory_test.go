@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -107,73 +105,6 @@ func TestMemoryWriterContract(t *testing.T) {
 				t.Errorf("GetMemory err = %v, want nothing written", err)
 			}
 		})
-	}
-}
-
-func TestMemoryWriterLock(t *testing.T) {
-	env := newEnv(t)
-	ctx := testCtx(t)
-	w := &MemoryWriter{Store: env.st, Locks: env.locks, LockWait: 300 * time.Millisecond}
-	scope := memScope("task-1")
-	key := scope.Key("outlet_ids")
-	data, shape := json.RawMessage(outletIDsData), json.RawMessage(outletIDsShape)
-
-	// Another task holds the key, the way lock() takes it.
-	if _, err := env.locks.Create(ctx, lockKey(key), []byte("task-other")); err != nil {
-		t.Fatalf("take lock: %v", err)
-	}
-	got, waited, err := w.Write(ctx, scope, "outlet_ids", data, shape)
-	if !errors.Is(err, ErrMemoryLock) {
-		t.Fatalf("Write err = %v, want ErrMemoryLock", err)
-	}
-	if got != "" || waited < 300*time.Millisecond || waited > 5*time.Second {
-		t.Errorf("key %q waited %s, want no key after waiting about 300ms", got, waited)
-	}
-	if _, err := env.st.GetMemory(ctx, key); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetMemory err = %v, want nothing written under a held lock", err)
-	}
-	if e, err := env.locks.Get(ctx, lockKey(key)); err != nil || string(e.Value()) != "task-other" {
-		t.Fatalf("the failed writer disturbed the holder's lock: %v", err)
-	}
-
-	// A different key is not blocked by it.
-	if _, _, err := w.Write(ctx, scope, "other_ids", json.RawMessage(`{}`), json.RawMessage(`{"type":"object"}`)); err != nil {
-		t.Errorf("Write of another key: %v", err)
-	}
-
-	// The holder releases while a writer waits: the writer gets it.
-	release := make(chan struct{})
-	go func() {
-		defer close(release)
-		time.Sleep(150 * time.Millisecond)
-		_ = env.locks.Delete(ctx, lockKey(key))
-	}()
-	patient := &MemoryWriter{Store: env.st, Locks: env.locks, LockWait: 5 * time.Second}
-	got, waited, err = patient.Write(ctx, scope, "outlet_ids", data, shape)
-	<-release
-	if err != nil || got != key {
-		t.Fatalf("Write after release = %q, %v", got, err)
-	}
-	if waited < 100*time.Millisecond {
-		t.Errorf("waited %s, want it to have waited for the release", waited)
-	}
-	if _, err := env.locks.Get(ctx, lockKey(key)); !errors.Is(err, jetstream.ErrKeyNotFound) {
-		t.Errorf("lock not released after the write: %v", err)
-	}
-
-	// The same task re-enters a lock it holds (a redelivered step).
-	if _, err := env.locks.Create(ctx, lockKey(key), []byte("task-1")); err != nil {
-		t.Fatalf("take lock: %v", err)
-	}
-	got, waited, err = w.Write(ctx, scope, "outlet_ids", json.RawMessage(`{"outlet_ids":["out-009"]}`), shape)
-	if err != nil || got != key {
-		t.Fatalf("re-entrant Write = %q, %v", got, err)
-	}
-	if waited >= 300*time.Millisecond {
-		t.Errorf("re-entry waited %s", waited)
-	}
-	if m, err := env.st.GetMemory(ctx, key); err != nil || m.Text != `{"outlet_ids":["out-009"]}` {
-		t.Errorf("memory after re-entry = %q, %v", m.Text, err)
 	}
 }
 

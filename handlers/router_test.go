@@ -360,53 +360,6 @@ func TestRouterReplansFailedStep(t *testing.T) {
 	}
 }
 
-func TestRouterStopsAfterMaxReplans(t *testing.T) {
-	env := newEnv(t)
-	r := newTestRouter(t, env)
-	prEv, pr := start(t, r, "run-max")
-	s1Ev := only(t, propose(t, r, prEv, pr.Run, twoSteps()), events.TypeStepRequested)
-	s1 := decode[events.StepRequest](t, s1Ev)
-	step1 := stepOf(t, s1.Run.Plan, 1)
-	key1 := writeMemory(t, env, s1.Run, step1, "outlet_ids", step1Output)
-	s2Ev := only(t, join(t, r, s1Ev, s1, events.StepResult{Step: 1, TaskID: step1.TaskID,
-		Outcome: events.OutcomeComplete, MemoryKey: key1, Validated: true}), events.TypeStepRequested)
-	s2 := decode[events.StepRequest](t, s2Ev)
-
-	// Step 2 fails with every revision already spent.
-	s2.Run.Plan.ReplanCount = MaxReplans
-	step2 := stepOf(t, s2.Run.Plan, 2)
-	outs := join(t, r, s2Ev, s2, events.StepResult{Step: 2, TaskID: step2.TaskID, Outcome: events.OutcomeFailed, Reason: "skill timed out"})
-	if n := len(ofType(outs, events.TypePlanRequested)); n != 0 {
-		t.Fatalf("got %d plan.requested past the replan limit", n)
-	}
-	res := decode[events.RunResult](t, only(t, outs, events.TypeRunFinished))
-	if res.TerminalCode != events.CodeRepeatedFailure || res.Status != events.PlanFailed {
-		t.Fatalf("run finished %s/%s, want REPEATED_FAILURE/failed", res.TerminalCode, res.Status)
-	}
-	if !strings.Contains(res.Reason, "max replan attempts reached") {
-		t.Errorf("reason = %q", res.Reason)
-	}
-	var detail struct {
-		Status         string           `json:"status"`
-		Reason         string           `json:"reason"`
-		CompletedSteps []map[string]any `json:"completed_steps"`
-		LastFailure    map[string]any   `json:"last_failure"`
-	}
-	if err := json.Unmarshal(res.Detail, &detail); err != nil {
-		t.Fatalf("detail %s: %v", res.Detail, err)
-	}
-	if detail.Status != "failed" || !strings.Contains(detail.Reason, "max replan attempts reached") {
-		t.Errorf("detail = %s", res.Detail)
-	}
-	if len(detail.CompletedSteps) != 1 || detail.CompletedSteps[0]["step"] != 1.0 || detail.CompletedSteps[0]["memory_key"] != key1 {
-		t.Errorf("completed_steps = %v, want step 1 with %s", detail.CompletedSteps, key1)
-	}
-	if detail.LastFailure["step"] != 2.0 || detail.LastFailure["reason"] != "skill timed out" {
-		t.Errorf("last_failure = %v", detail.LastFailure)
-	}
-	assertProjection(t, env, s2.Run.Plan.PlanID, store.PlanStatusFailed, s2.Run.Seq+2)
-}
-
 func TestRouterInfeasiblePlan(t *testing.T) {
 	env := newEnv(t)
 	r := newTestRouter(t, env)
