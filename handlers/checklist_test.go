@@ -453,15 +453,20 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 				}
 			})
 		}
-		// More than 10 steps never becomes a proposal: the plan schema
-		// (maxItems 10) sends it back for repair, then gives up.
+		// More than 10 steps never becomes a plan: the plan schema
+		// (maxItems 10) sends it back for repair, then the planner gives
+		// up with an infeasibility signal instead of a redelivery.
 		t.Run("eleven steps", func(t *testing.T) {
 			eleven := textResp(elevenSteps())
 			model := &scriptedModel{resps: []llm.Response{eleven, eleven, eleven}}
 			p := NewPlanner(model, env.sk, nopLog)
 			outs, err := p.Handle(testCtx(t), newEvent(t, "plan-verify-eleven", events.TypePlanRequested, events.PlanRequest{Run: run}))
-			if !errors.Is(err, llm.ErrInvalidOutput) || len(outs) != 0 {
-				t.Fatalf("Handle = %v, %v; want llm.ErrInvalidOutput and no proposal", types(outs), err)
+			if err != nil {
+				t.Fatalf("Handle: %v", err)
+			}
+			prop := decode[events.PlanProposal](t, only(t, outs, events.TypePlanProposed))
+			if len(prop.Steps) != 0 || !strings.Contains(prop.Infeasible, "no valid plan") {
+				t.Fatalf("proposal steps %d infeasible %q, want infeasible", len(prop.Steps), prop.Infeasible)
 			}
 			if len(model.reqs) != 1+llm.MaxRepairs {
 				t.Errorf("model asked %d times, want 1 + %d repairs", len(model.reqs), llm.MaxRepairs)

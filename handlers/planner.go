@@ -80,7 +80,13 @@ func (p *Planner) plan(ctx context.Context, run events.RunState, failure *events
 		addReplanContext(&in, run.Plan, *failure)
 	}
 	var po llm.PlanOutput
-	if _, err := llm.Structured(ctx, p.Model, llm.Request{Task: llm.TaskPlan, System: planSystem, Schema: llm.PlanSchema, Input: in}, &po); err != nil {
+	_, err = llm.Structured(ctx, p.Model, llm.Request{Task: llm.TaskPlan, System: planSystem, Schema: llm.PlanSchema, Input: in}, &po)
+	if errors.Is(err, llm.ErrInvalidOutput) {
+		// Repairs were spent: another delivery would ask the same model
+		// the same question, so the plan is infeasible, not pending.
+		return nil, "the model produced no valid plan: " + err.Error(), nil
+	}
+	if err != nil {
 		return nil, "", fmt.Errorf("handlers: plan: %w", err)
 	}
 	if po.Infeasible != "" {
