@@ -48,7 +48,7 @@ func (c *Config) defaults() {
 	}
 	set(&c.FloorTrips, 2000, 200)
 	set(&c.HopRuns, 40, 4)
-	set(&c.LLMRuns, 8, 2)
+	set(&c.LLMRuns, 3, 2)
 	set(&c.Iterations, 1000, 120)
 	set(&c.ThroughputMin, 30, 4)
 	if len(c.Concurrency) == 0 {

@@ -178,8 +178,8 @@ type LLMShare struct {
 	OutsideMS      Dist    `json:"outside_model_ms"`
 }
 
-// llmShare runs n concurrent runs with a model that sleeps latency per
-// call, and compares each run's model time with its wall time.
+// llmShare runs n runs one after another with a model that sleeps latency
+// per call, and compares each run's model time with its wall time.
 func llmShare(ctx context.Context, srv *benchServer, latency time.Duration, n int) (LLMShare, error) {
 	m := newSleepyModel(latency)
 	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: 1, model: m})
@@ -194,11 +194,9 @@ func llmShare(ctx context.Context, srv *benchServer, latency time.Duration, n in
 	}
 	out := make(chan one, n)
 	for i := range n {
-		go func() {
-			tag := fmt.Sprintf("(run %d)", i)
-			_, took, err := d.run(ctx, PipelineTask+" "+tag)
-			out <- one{tag, took, err}
-		}()
+		tag := fmt.Sprintf("(run %d)", i)
+		_, took, err := d.run(ctx, PipelineTask+" "+tag)
+		out <- one{tag, took, err}
 	}
 	var model, wall time.Duration
 	var outside []time.Duration
