@@ -32,6 +32,7 @@ bench: build
 	$(BIN)/agentbus bench
 
 test:
+	deploy/mcp/setup.sh
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...
 
 lint:

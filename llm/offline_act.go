@@ -44,11 +44,12 @@ func callSkill(in ActInput, skill SkillInfo, turn int) (Message, error) {
 		return Message{}, fmt.Errorf("llm: offline: %w", err)
 	}
 	inputs := decodeInputs(in.Inputs)
+	given := taskArgs(in.Task, schema)
 	args := map[string]any{}
 	for _, field := range sortedNames(schema.Properties) {
 		if v := fromInputs(inputs, field, schema.Properties[field]); v != nil {
 			args[field] = v
-		} else if v := fromTask(in.Task, schema.Properties[field]); v != nil {
+		} else if v, ok := given[field]; ok {
 			args[field] = v
 		}
 	}

@@ -3,6 +3,7 @@ package llm
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -86,8 +87,9 @@ func (p *planner) add(s *planSkill, depth int) error {
 		return fmt.Errorf("skill %s: input chain is too deep", s.info.Name)
 	}
 	var deps []string
+	given := taskArgs(p.task, s.in)
 	for _, field := range s.in.Required {
-		if fromTask(p.task, s.in.Properties[field]) != nil {
+		if given[field] != nil {
 			continue
 		}
 		prod := p.producer(field, s.in.Properties[field], s.info.Name)
@@ -150,17 +152,51 @@ func (p *planner) steps(first int) []PlannedStep {
 	return out
 }
 
-// fromTask returns a value for an input field taken from the task text: an
-// enum value the task mentions.
-func fromTask(task string, s skills.Schema) any {
+// taskArgs takes the input values a task states outright: an enum value
+// the task mentions, the numbers it contains (in order, for the required
+// number fields in the schema's required order) and a quoted phrase (for
+// the first required free-text field). Step tasks carry the user's task
+// as "(for: …)"; only that part is read, so a skill description's own
+// numbers are never taken for arguments.
+func taskArgs(task string, s skills.Schema) map[string]any {
+	if i := strings.LastIndex(task, "(for: "); i >= 0 {
+		task = strings.TrimSuffix(task[i+len("(for: "):], ")")
+	}
 	words := wordSet(task)
-	for _, e := range s.Enum {
-		if str, ok := e.(string); ok && words[stem(strings.ToLower(str))] {
-			return str
+	args := map[string]any{}
+	for _, name := range sortedNames(s.Properties) {
+		for _, e := range s.Properties[name].Enum {
+			if str, ok := e.(string); ok && words[stem(strings.ToLower(str))] {
+				args[name] = str
+				break
+			}
 		}
 	}
-	return nil
+	numbers := numberRE.FindAllString(task, -1)
+	quoted := quotedRE.FindStringSubmatch(task)
+	for _, name := range s.Required {
+		if _, done := args[name]; done {
+			continue
+		}
+		switch prop := s.Properties[name]; {
+		case (prop.Type == "number" || prop.Type == "integer") && len(numbers) > 0:
+			var v float64
+			if _, err := fmt.Sscan(numbers[0], &v); err == nil {
+				args[name] = v
+			}
+			numbers = numbers[1:]
+		case prop.Type == "string" && len(prop.Enum) == 0 && quoted != nil:
+			args[name] = quoted[1] + quoted[2]
+			quoted = nil
+		}
+	}
+	return args
 }
+
+var (
+	numberRE = regexp.MustCompile(`-?\b\d+(?:\.\d+)?\b`)
+	quotedRE = regexp.MustCompile(`"([^"]+)"|'([^']+)'`)
+)
 
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)

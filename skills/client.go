@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,10 +24,41 @@ const TenantPlaceholder = "{tenant}"
 // DefaultTimeout is the per-call timeout used when Config.Timeout is zero.
 const DefaultTimeout = 30 * time.Second
 
-// apiKeyHeader carries Config.APIKey to the Skill Service.
+// DefaultToolsTTL is how long a tools/list answer is reused when
+// Config.ToolsTTL is zero.
+const DefaultToolsTTL = 30 * time.Second
+
+// Transports of Config.Transport.
+const (
+	// TransportStreamableHTTP is MCP streamable HTTP (the default).
+	TransportStreamableHTTP = "streamable-http"
+	// TransportSSE is the legacy MCP HTTP+SSE transport: a GET event
+	// stream plus a message endpoint the server announces on it.
+	TransportSSE = "sse"
+	// TransportStdio launches Config.Command and speaks MCP on its stdin
+	// and stdout.
+	TransportStdio = "stdio"
+)
+
+// Modes of Config.Mode: how the server's tools become skills.
+const (
+	// ModeAuto picks ModeSkillService when the server's tools/list holds
+	// find_relevant_skills and load_skill, and ModePlain otherwise (the
+	// default).
+	ModeAuto = "auto"
+	// ModeSkillService uses the server's find_relevant_skills and
+	// load_skill; skills run with tools/call.
+	ModeSkillService = "skill-service"
+	// ModePlain turns any MCP server's tools/list into the catalog: Find
+	// ranks the tools locally, Load builds a Manifest from a tool, and
+	// Call is tools/call.
+	ModePlain = "plain"
+)
+
+// apiKeyHeader carries the API key to the server on HTTP transports.
 const apiKeyHeader = "X-Api-Key"
 
-// clientName and clientVersion identify this client to Skill Services.
+// clientName and clientVersion identify this client to MCP servers.
 const (
 	clientName    = "agentbus-skills"
 	clientVersion = "1.0.0"
@@ -36,21 +66,48 @@ const (
 
 // Config configures a Client.
 type Config struct {
-	// URL is the Skill Service endpoint, e.g.
-	// http://127.0.0.1:7070/tenants/{tenant}/mcp. It must contain
-	// "{tenant}", which is replaced per call by the tenant id
-	// (URL-path-escaped).
+	// Transport is TransportStreamableHTTP (default), TransportSSE or
+	// TransportStdio.
+	Transport string
+	// Mode is ModeAuto (default), ModeSkillService or ModePlain.
+	Mode string
+
+	// URL is the endpoint of the HTTP transports, an absolute http(s) URL,
+	// e.g. http://127.0.0.1:7070/tenants/{tenant}/mcp (streamable HTTP) or
+	// http://127.0.0.1:7070/tenants/{tenant}/sse (SSE). "{tenant}", when
+	// present, is replaced per call by the tenant id (URL-path-escaped), so
+	// the server scopes the catalog per tenant; without it every tenant
+	// reaches the same endpoint. Must be empty for stdio.
 	URL string
-	// APIKey is optional; it is sent as the X-Api-Key header and is never
-	// included in any error string.
+	// APIKey is optional; on HTTP transports it is sent as the X-Api-Key
+	// header unless the call's context carries a key (WithAPIKey). It is
+	// never included in any error string.
 	APIKey string
+
+	// Command is the stdio server's command line: the program and its
+	// arguments. A stdio server is single-scope: the Client runs one
+	// process for the configured command and sends every tenant's calls
+	// to it; there is no tenant substitution (tenant ids are still
+	// validated). Required for stdio, empty otherwise.
+	Command []string
+	// Env holds "NAME=value" entries added to the stdio server's
+	// environment. The process does not inherit the caller's environment
+	// beyond a few basics (PATH, HOME, USER, LOGNAME, SHELL, TERM, TMPDIR,
+	// LANG), so secrets of this process do not leak to it.
+	Env []string
+
 	// Timeout bounds each call, including session set-up. Default 30s.
 	Timeout time.Duration
+	// ToolsTTL is how long a session reuses a tools/list answer (auto and
+	// plain modes). It is a cache, not state: an expired or failed list is
+	// fetched again. Default 30s.
+	ToolsTTL time.Duration
 }
 
-// Client calls skills on a Skill Service over MCP streamable HTTP. It keeps
-// one initialized MCP session per resolved URL, created lazily and reused by
-// all calls. A Client is safe for concurrent use.
+// Client calls skills on an MCP server: a Skill Service or, in plain mode,
+// any MCP server. It keeps one initialized MCP session per resolved URL
+// (per URL and API key on SSE, one process on stdio), created lazily and
+// reused by all calls. A Client is safe for concurrent use.
 type Client struct {
 	cfg        Config
 	httpClient *http.Client
@@ -60,14 +117,44 @@ type Client struct {
 	sessions map[string]*session
 }
 
-// session is the lazily initialized MCP connection to one resolved URL.
+// session is the lazily (re)connected MCP connection of one session key.
 type session struct {
-	mu sync.Mutex
-	mc *mcpclient.Client // nil until initialized
+	mu   sync.Mutex
+	conn *conn // nil until connected, and after a transport failure
+}
+
+// conn is one initialized MCP connection and its tools/list cache.
+type conn struct {
+	mc   *mcpclient.Client
+	lost chan struct{} // closed when the transport reports the connection lost
+	once sync.Once
+
+	mu    sync.Mutex
+	tools map[string]toolList // by keyID of the listing's API key
+}
+
+// toolList is a cached tools/list answer.
+type toolList struct {
+	tools []mcp.Tool
+	at    time.Time
+}
+
+// markLost records that the connection is gone; the next call reconnects.
+func (cn *conn) markLost(error) {
+	cn.once.Do(func() { close(cn.lost) })
+}
+
+func (cn *conn) isLost() bool {
+	select {
+	case <-cn.lost:
+		return true
+	default:
+		return false
+	}
 }
 
 // NewClient validates cfg, applies defaults and returns a Client. No
-// connection is made until the first call.
+// connection is made (and no process started) until the first call.
 func NewClient(cfg Config) (*Client, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
@@ -75,16 +162,53 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
 	}
-	if !strings.Contains(cfg.URL, TenantPlaceholder) {
-		return nil, fmt.Errorf("%w: URL must contain %s", ErrInvalidConfig, TenantPlaceholder)
+	if cfg.ToolsTTL == 0 {
+		cfg.ToolsTTL = DefaultToolsTTL
 	}
-	u, err := url.Parse(strings.ReplaceAll(cfg.URL, TenantPlaceholder, "tenant"))
-	if err != nil {
-		return nil, fmt.Errorf("%w: URL does not parse", ErrInvalidConfig)
+	if cfg.ToolsTTL < 0 {
+		return nil, fmt.Errorf("%w: negative tools TTL", ErrInvalidConfig)
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: URL must be an absolute http(s) URL", ErrInvalidConfig)
+	if cfg.Mode == "" {
+		cfg.Mode = ModeAuto
 	}
+	switch cfg.Mode {
+	case ModeAuto, ModeSkillService, ModePlain:
+	default:
+		return nil, fmt.Errorf("%w: unknown mode %q (want %s, %s or %s)", ErrInvalidConfig, cfg.Mode, ModeAuto, ModeSkillService, ModePlain)
+	}
+	if cfg.Transport == "" {
+		cfg.Transport = TransportStreamableHTTP
+	}
+	switch cfg.Transport {
+	case TransportStreamableHTTP, TransportSSE:
+		if len(cfg.Command) > 0 || len(cfg.Env) > 0 {
+			return nil, fmt.Errorf("%w: Command and Env are for the stdio transport", ErrInvalidConfig)
+		}
+		u, err := url.Parse(strings.ReplaceAll(cfg.URL, TenantPlaceholder, "tenant"))
+		if err != nil {
+			return nil, fmt.Errorf("%w: URL does not parse", ErrInvalidConfig)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%w: URL must be an absolute http(s) URL", ErrInvalidConfig)
+		}
+	case TransportStdio:
+		if cfg.URL != "" {
+			return nil, fmt.Errorf("%w: the stdio transport takes a Command, not a URL", ErrInvalidConfig)
+		}
+		if len(cfg.Command) == 0 || cfg.Command[0] == "" {
+			return nil, fmt.Errorf("%w: the stdio transport needs a Command", ErrInvalidConfig)
+		}
+		for _, kv := range cfg.Env {
+			if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+				return nil, fmt.Errorf("%w: Env entries must be NAME=value", ErrInvalidConfig)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown transport %q (want %s, %s or %s)", ErrInvalidConfig, cfg.Transport,
+			TransportStreamableHTTP, TransportSSE, TransportStdio)
+	}
+	cfg.Command = append([]string(nil), cfg.Command...)
+	cfg.Env = append([]string(nil), cfg.Env...)
 	return &Client{
 		cfg:        cfg,
 		httpClient: &http.Client{},
@@ -92,48 +216,99 @@ func NewClient(cfg Config) (*Client, error) {
 	}, nil
 }
 
-// Find asks the tenant's Skill Service for the skills most relevant to query
-// (find_relevant_skills). A limit <= 0 lets the service choose.
+// Find returns the skills most relevant to query, best first: the tenant's
+// Skill Service ranks them (find_relevant_skills), or, in plain mode, the
+// client ranks the server's tools. A limit <= 0 lets the service choose
+// (DefaultFindLimit in plain mode).
 func (c *Client) Find(ctx context.Context, tenant, query string, limit int) ([]Summary, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	out, err := c.find(ctx, tenant, query, limit)
+	if err != nil {
+		return nil, c.redact(ctx, fmt.Errorf("skills: find for tenant %q: %w", tenant, err))
+	}
+	return out, nil
+}
+
+func (c *Client) find(ctx context.Context, tenant, query string, limit int) ([]Summary, error) {
+	mode, tools, err := c.mode(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if mode == ModePlain {
+		return rankTools(query, tools, limit), nil
+	}
 	args := map[string]any{"query": query}
 	if limit > 0 {
 		args["limit"] = limit
 	}
-	text, err := c.callTool(ctx, tenant, ToolFindRelevantSkills, args, "")
+	res, err := c.callTool(ctx, tenant, ToolFindRelevantSkills, args, "")
 	if err != nil {
-		return nil, c.redact(fmt.Errorf("skills: find for tenant %q: %w", tenant, err))
+		return nil, err
+	}
+	text, err := serviceResult(res)
+	if err != nil {
+		return nil, err
 	}
 	var out struct {
 		Skills []Summary `json:"skills"`
 	}
 	if err := json.Unmarshal(text, &out); err != nil {
-		return nil, c.redact(fmt.Errorf("skills: find for tenant %q: %w: %v", tenant, ErrInvalidResponse, err))
+		return nil, fmt.Errorf("%w: %v", ErrInvalidResponse, err)
 	}
 	return out.Skills, nil
 }
 
 // Load returns the Manifest of skill name from the tenant's catalog
-// (load_skill). A skill outside the catalog yields an error wrapping
-// ErrSkillNotFound.
+// (load_skill, or in plain mode one built from the tool's definition). A
+// skill outside the catalog yields an error wrapping ErrSkillNotFound.
 func (c *Client) Load(ctx context.Context, tenant, name string) (Manifest, error) {
-	text, err := c.callTool(ctx, tenant, ToolLoadSkill, map[string]any{"name": name}, "")
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	m, err := c.load(ctx, tenant, name)
 	if err != nil {
-		return Manifest{}, c.redact(fmt.Errorf("skills: load %q for tenant %q: %w", name, tenant, err))
+		return Manifest{}, c.redact(ctx, fmt.Errorf("skills: load %q for tenant %q: %w", name, tenant, err))
+	}
+	return m, nil
+}
+
+func (c *Client) load(ctx context.Context, tenant, name string) (Manifest, error) {
+	mode, tools, err := c.mode(ctx, tenant)
+	if err != nil {
+		return Manifest{}, err
+	}
+	if mode == ModePlain {
+		tool, err := c.tool(ctx, tenant, tools, name)
+		if err != nil {
+			return Manifest{}, err
+		}
+		return toolManifest(tool)
+	}
+	res, err := c.callTool(ctx, tenant, ToolLoadSkill, map[string]any{"name": name}, "")
+	if err != nil {
+		return Manifest{}, err
+	}
+	text, err := serviceResult(res)
+	if err != nil {
+		return Manifest{}, err
 	}
 	var m Manifest
 	if err := json.Unmarshal(text, &m); err != nil {
-		return Manifest{}, c.redact(fmt.Errorf("skills: load %q for tenant %q: %w: %v", name, tenant, ErrInvalidResponse, err))
+		return Manifest{}, fmt.Errorf("%w: %v", ErrInvalidResponse, err)
 	}
 	if m.Name == "" {
-		return Manifest{}, fmt.Errorf("skills: load %q for tenant %q: %w: manifest has no name", name, tenant, ErrInvalidResponse)
+		return Manifest{}, fmt.Errorf("%w: manifest has no name", ErrInvalidResponse)
 	}
 	return m, nil
 }
 
 // Call invokes skill name for tenant with args (a JSON object; empty means
-// {}) and returns the text content of the result. idempotencyKey, when not
-// empty, is sent in the request's _meta as "idempotency_key"; services use it
-// to deduplicate, since a call that fails with a transport error is retried
+// {}) and returns its result: for a Skill Service, the text content of the
+// result; in plain mode, a JSON object matching the Manifest's
+// OutputSchema (the structured content of a tool that declares an output
+// schema, else {"text": ...}). idempotencyKey, when not empty, is sent in
+// the request's _meta as "idempotency_key"; services use it to
+// deduplicate, since a call that fails with a transport error is retried
 // once on a fresh session. A tool error yields an error wrapping
 // ErrSkillFailed with the tool's message; a skill unknown to the tenant
 // yields an error wrapping ErrSkillNotFound.
@@ -145,14 +320,40 @@ func (c *Client) Call(ctx context.Context, tenant, name string, args json.RawMes
 	if !json.Valid(trimmed) || trimmed[0] != '{' {
 		return nil, fmt.Errorf("skills: call %q for tenant %q: %w: must be a JSON object", name, tenant, ErrInvalidArguments)
 	}
-	text, err := c.callTool(ctx, tenant, name, json.RawMessage(trimmed), idempotencyKey)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	out, err := c.call(ctx, tenant, name, json.RawMessage(trimmed), idempotencyKey)
 	if err != nil {
-		return nil, c.redact(fmt.Errorf("skills: call %q for tenant %q: %w", name, tenant, err))
+		return nil, c.redact(ctx, fmt.Errorf("skills: call %q for tenant %q: %w", name, tenant, err))
 	}
-	return text, nil
+	return out, nil
 }
 
-// Close closes every session. Calls made after Close fail with ErrClosed.
+func (c *Client) call(ctx context.Context, tenant, name string, args json.RawMessage, idempotencyKey string) ([]byte, error) {
+	mode, tools, err := c.mode(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if mode == ModePlain {
+		tool, err := c.tool(ctx, tenant, tools, name)
+		if err != nil {
+			return nil, err
+		}
+		res, err := c.callTool(ctx, tenant, name, args, idempotencyKey)
+		if err != nil {
+			return nil, err
+		}
+		return plainResult(tool, res)
+	}
+	res, err := c.callTool(ctx, tenant, name, args, idempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	return serviceResult(res)
+}
+
+// Close closes every session (stopping a stdio server). Calls made after
+// Close fail with ErrClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
@@ -163,68 +364,94 @@ func (c *Client) Close() error {
 	var errs []error
 	for _, s := range sessions {
 		s.mu.Lock()
-		if s.mc != nil {
-			if err := s.mc.Close(); err != nil {
+		if s.conn != nil {
+			if err := s.conn.mc.Close(); err != nil {
 				errs = append(errs, err)
 			}
-			s.mc = nil
+			s.conn = nil
 		}
 		s.mu.Unlock()
 	}
-	return c.redact(errors.Join(errs...))
+	return c.redact(context.Background(), errors.Join(errs...))
 }
 
-// resolve validates tenant and returns the tenant's endpoint URL.
-func (c *Client) resolve(tenant string) (string, error) {
+// target is where the calls of one tenant go: the resolved endpoint (empty
+// for stdio) and the key of the session that serves them.
+type target struct {
+	endpoint string
+	session  string
+}
+
+// resolve validates tenant and returns its target. Streamable HTTP shares
+// one session per endpoint among API keys, since every request carries its
+// own key; SSE binds a session to the event stream its first request
+// opened, so each API key gets its own; stdio has one session.
+func (c *Client) resolve(ctx context.Context, tenant string) (target, error) {
 	if !ValidTenant(tenant) {
-		return "", ErrInvalidTenant
+		return target{}, ErrInvalidTenant
 	}
-	return strings.ReplaceAll(c.cfg.URL, TenantPlaceholder, url.PathEscape(tenant)), nil
+	switch c.cfg.Transport {
+	case TransportStdio:
+		return target{session: TransportStdio}, nil
+	case TransportSSE:
+		endpoint := strings.ReplaceAll(c.cfg.URL, TenantPlaceholder, url.PathEscape(tenant))
+		return target{endpoint: endpoint, session: endpoint + " " + keyID(c.apiKey(ctx))}, nil
+	default:
+		endpoint := strings.ReplaceAll(c.cfg.URL, TenantPlaceholder, url.PathEscape(tenant))
+		return target{endpoint: endpoint, session: endpoint}, nil
+	}
 }
 
-// callTool runs one tools/call on the tenant's session and returns the text
-// content of a successful result. A transport failure discards the session
-// and retries once on a fresh one.
-func (c *Client) callTool(ctx context.Context, tenant, name string, args any, idempotencyKey string) ([]byte, error) {
-	endpoint, err := c.resolve(tenant)
+// withConn runs fn on the tenant's connection. A transport failure
+// discards the connection and runs fn once more on a fresh one.
+func (c *Client) withConn(ctx context.Context, tenant string, fn func(*conn) error) error {
+	t, err := c.resolve(ctx, tenant)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
+	for attempt := 0; ; attempt++ {
+		cn, err := c.conn(ctx, t)
+		if err != nil {
+			return err
+		}
+		err = fn(cn)
+		if err == nil {
+			return nil
+		}
+		var terr *transport.Error
+		if errors.As(err, &terr) {
+			c.discard(t.session, cn)
+			if attempt == 0 && ctx.Err() == nil {
+				continue
+			}
+		}
+		return err
+	}
+}
 
+// callTool runs one tools/call and returns its result, mapping an unknown
+// tool to ErrSkillNotFound and a tool error to ErrSkillFailed.
+func (c *Client) callTool(ctx context.Context, tenant, name string, args any, idempotencyKey string) (*mcp.CallToolResult, error) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
 	if idempotencyKey != "" {
 		req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{MetaIdempotencyKey: idempotencyKey}}
 	}
-
 	var result *mcp.CallToolResult
-	for attempt := 0; ; attempt++ {
-		mc, err := c.session(ctx, endpoint)
-		if err != nil {
-			return nil, err
-		}
-		result, err = mc.CallTool(ctx, req)
-		if err == nil {
-			break
-		}
-		var terr *transport.Error
-		if errors.As(err, &terr) {
-			c.discard(endpoint, mc)
-			if attempt == 0 && ctx.Err() == nil {
-				continue
-			}
-		}
+	err := c.withConn(ctx, tenant, func(cn *conn) error {
+		var err error
+		result, err = cn.mc.CallTool(ctx, req)
+		return err
+	})
+	if err != nil {
 		if errors.Is(err, mcp.ErrInvalidParams) && strings.Contains(err.Error(), "not found") {
 			return nil, fmt.Errorf("%w: %w", ErrSkillNotFound, err)
 		}
 		return nil, err
 	}
-	text := resultText(result)
 	if result.IsError {
-		msg := strings.TrimSpace(string(text))
+		msg := strings.TrimSpace(string(resultText(result)))
 		if rest, ok := strings.CutPrefix(msg, notFoundMessage); ok {
 			return nil, fmt.Errorf("%w%s", ErrSkillNotFound, rest)
 		}
@@ -233,6 +460,12 @@ func (c *Client) callTool(ctx context.Context, tenant, name string, args any, id
 		}
 		return nil, fmt.Errorf("%w: %s", ErrSkillFailed, msg)
 	}
+	return result, nil
+}
+
+// serviceResult is a Skill Service answer: the result's text content.
+func serviceResult(r *mcp.CallToolResult) ([]byte, error) {
+	text := resultText(r)
 	if text == nil {
 		return nil, fmt.Errorf("%w: result has no text content", ErrInvalidResponse)
 	}
@@ -262,27 +495,30 @@ func resultText(r *mcp.CallToolResult) []byte {
 	return nil
 }
 
-// session returns the initialized MCP client for endpoint, creating and
-// initializing it if needed.
-func (c *Client) session(ctx context.Context, endpoint string) (*mcpclient.Client, error) {
+// conn returns the initialized connection of t, connecting if needed.
+func (c *Client) conn(ctx context.Context, t target) (*conn, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	s := c.sessions[endpoint]
+	s := c.sessions[t.session]
 	if s == nil {
 		s = &session{}
-		c.sessions[endpoint] = s
+		c.sessions[t.session] = s
 	}
 	c.mu.Unlock()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mc != nil {
-		return s.mc, nil
+	if s.conn != nil && !s.conn.isLost() {
+		return s.conn, nil
 	}
-	mc, err := c.connect(ctx, endpoint)
+	if s.conn != nil {
+		_ = s.conn.mc.Close()
+		s.conn = nil
+	}
+	cn, err := c.connect(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -290,64 +526,85 @@ func (c *Client) session(ctx context.Context, endpoint string) (*mcpclient.Clien
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		_ = mc.Close()
+		_ = cn.mc.Close()
 		return nil, ErrClosed
 	}
-	s.mc = mc
-	return mc, nil
+	s.conn = cn
+	return cn, nil
 }
 
-// connect opens and initializes a new MCP session to endpoint.
-func (c *Client) connect(ctx context.Context, endpoint string) (*mcpclient.Client, error) {
-	opts := []transport.StreamableHTTPCOption{
-		transport.WithHTTPBasicClient(c.httpClient),
-		transport.WithHTTPLogger(slog.New(slog.DiscardHandler)),
-	}
-	if c.cfg.APIKey != "" {
-		opts = append(opts, transport.WithHTTPHeaders(map[string]string{apiKeyHeader: c.cfg.APIKey}))
-	}
-	trans, err := transport.NewStreamableHTTP(endpoint, opts...)
+// connect opens and initializes a new MCP connection for t.
+func (c *Client) connect(ctx context.Context, t target) (*conn, error) {
+	trans, err := c.newTransport(t)
 	if err != nil {
 		return nil, fmt.Errorf("skills: create transport: %w", err)
 	}
-	mc := mcpclient.NewClient(trans)
-	if err := mc.Start(ctx); err != nil {
-		_ = mc.Close()
+	cn := &conn{mc: mcpclient.NewClient(trans), lost: make(chan struct{}), tools: map[string]toolList{}}
+	cn.mc.OnConnectionLost(cn.markLost)
+	if err := c.start(ctx, cn.mc); err != nil {
+		_ = cn.mc.Close()
 		return nil, fmt.Errorf("skills: start session: %w", err)
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: clientName, Version: clientVersion}
-	if _, err := mc.Initialize(ctx, init); err != nil {
-		_ = mc.Close()
+	if _, err := cn.mc.Initialize(ctx, init); err != nil {
+		_ = cn.mc.Close()
 		return nil, fmt.Errorf("skills: initialize session: %w", err)
 	}
-	return mc, nil
+	return cn, nil
 }
 
-// discard drops mc as the session for endpoint if it still is, so that the
-// next call starts a new one.
-func (c *Client) discard(endpoint string, mc *mcpclient.Client) {
+// start starts mc's transport. An SSE stream and a stdio process outlive
+// the call that opens them, so the transport starts on a context that is
+// not cancelled with the call (it carries only the call's API key, for the
+// SSE stream's request); the call's context bounds the wait.
+func (c *Client) start(ctx context.Context, mc *mcpclient.Client) error {
+	startCtx := WithAPIKey(context.Background(), c.apiKey(ctx))
+	done := make(chan error, 1)
+	go func() { done <- mc.Start(startCtx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		_ = mc.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// discard drops cn as the connection of session key if it still is, so
+// that the next call starts a new one.
+func (c *Client) discard(key string, cn *conn) {
 	c.mu.Lock()
-	s := c.sessions[endpoint]
+	s := c.sessions[key]
 	c.mu.Unlock()
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mc == mc {
-		s.mc = nil
-		_ = mc.Close()
+	if s.conn == cn {
+		s.conn = nil
+		_ = cn.mc.Close()
 	}
 }
 
-// redact replaces the API key in err's message. The returned error still
-// wraps err for errors.Is and errors.As.
-func (c *Client) redact(err error) error {
-	if err == nil || c.cfg.APIKey == "" || !strings.Contains(err.Error(), c.cfg.APIKey) {
+// redact removes the API keys of ctx and of the config from err's message.
+// The returned error still wraps err for errors.Is and errors.As.
+func (c *Client) redact(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, key := range []string{c.apiKey(ctx), c.cfg.APIKey} {
+		if key != "" {
+			msg = strings.ReplaceAll(msg, key, "[REDACTED]")
+		}
+	}
+	if msg == err.Error() {
 		return err
 	}
-	return &redactedError{msg: strings.ReplaceAll(err.Error(), c.cfg.APIKey, "[REDACTED]"), err: err}
+	return &redactedError{msg: msg, err: err}
 }
 
 // redactedError is an error whose message has had a secret removed.

@@ -332,6 +332,24 @@ func TestIdempotencyKeysAndFailFirst(t *testing.T) {
 	if n := env.svc.Calls(SkillOutletList); n != 2 {
 		t.Fatalf("Calls(outlet_list) = %d, want 2", n)
 	}
+
+	// GET /invocations reports both, for a harness that runs the service
+	// as a separate process.
+	resp, err := http.Get(env.srv.URL + "/invocations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep InvocationReport
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		t.Fatalf("decode /invocations: %v", err)
+	}
+	if len(rep.Executions) != 3 || rep.Executions["key-1"] != 1 || rep.Executions["key-2"] != 1 || rep.Executions[""] != 1 {
+		t.Fatalf("/invocations executions = %v, want one execution per key", rep.Executions)
+	}
+	if len(rep.Replays) != 2 || rep.Replays["key-1"] != 1 || rep.Replays["key-2"] != 1 {
+		t.Fatalf("/invocations replays = %v, want one replay per key", rep.Replays)
+	}
 }
 
 func TestAPIKeyHeaderAndRedaction(t *testing.T) {

@@ -49,14 +49,16 @@ type DemoConfig struct {
 }
 
 // DemoService is a demo Skill Service: a tenant-scoped skill catalog served
-// over MCP streamable HTTP at /tenants/{tenant}/mcp. It records every skill
-// invocation for fault-injection tests. A DemoService is safe for concurrent
-// use.
+// over MCP streamable HTTP at /tenants/{tenant}/mcp, over SSE at
+// /tenants/{tenant}/sse and, one tenant per stream, over stdio
+// (ServeStdio). It records every skill invocation for fault-injection
+// tests. A DemoService is safe for concurrent use.
 type DemoService struct {
 	cfg     DemoConfig
 	skills  map[string]*demoSkill
 	names   []string // sorted skill names
 	handler http.Handler
+	mcpSrv  *server.MCPServer // the catalog's MCP server, behind every transport
 
 	mu          sync.Mutex
 	invocations map[string]int        // idempotency key -> executions (side effects)
@@ -148,13 +150,17 @@ func NewDemoService(cfg DemoConfig) *DemoService {
 
 	mux := http.NewServeMux()
 	mux.Handle("/tenants/{tenant}/mcp", tenantScope(streamable))
+	mountSSE(mux, mcpServer)
 	mux.HandleFunc("GET /invocations", s.serveInvocations)
 	s.handler = mux
+	s.mcpSrv = mcpServer
 	return s
 }
 
-// Handler returns the HTTP handler serving MCP at /tenants/{tenant}/mcp and
-// the invocation counts at GET /invocations.
+// Handler returns the HTTP handler serving MCP streamable HTTP at
+// /tenants/{tenant}/mcp, MCP over SSE at /tenants/{tenant}/sse (messages
+// at /tenants/{tenant}/message) and the executions and replays per
+// idempotency key at GET /invocations (an InvocationReport).
 func (s *DemoService) Handler() http.Handler {
 	return s.handler
 }
@@ -217,9 +223,22 @@ func (s *DemoService) abandon(key string, kc *keyedCall) {
 	close(kc.done)
 }
 
-// serveInvocations answers GET /invocations with Invocations as JSON.
+// InvocationReport is the body of GET /invocations: executions (side
+// effects) and replays per idempotency key, as Invocations and Replays
+// return them.
+type InvocationReport struct {
+	Executions map[string]int `json:"executions"`
+	Replays    map[string]int `json:"replays"`
+}
+
+// serveInvocations answers GET /invocations with an InvocationReport, so a
+// harness running the service as a separate process can check that no key
+// was executed twice.
 func (s *DemoService) serveInvocations(w http.ResponseWriter, _ *http.Request) {
-	body, err := json.Marshal(s.Invocations())
+	s.mu.Lock()
+	rep := InvocationReport{Executions: maps.Clone(s.invocations), Replays: maps.Clone(s.replays)}
+	s.mu.Unlock()
+	body, err := json.Marshal(rep)
 	if err != nil {
 		http.Error(w, "encode invocations", http.StatusInternalServerError)
 		return

@@ -1,16 +1,40 @@
 // Package skills contains the MCP skill client used by agentbus to discover,
 // describe and invoke skills, and a demo Skill Service that serves a small,
-// deterministic, tenant-scoped skill catalog over MCP streamable HTTP.
+// deterministic, tenant-scoped skill catalog over MCP.
 //
-// A Skill Service exposes two discovery tools, find_relevant_skills and
-// load_skill, next to the skills themselves. Every tool answers with a single
-// text content item holding JSON. The tenant is part of the URL path
-// (/tenants/{tenant}/mcp) and scopes the catalog: a tenant can neither see nor
-// call another tenant's private skills.
+// The client reaches skills in one of two modes (Config.Mode):
 //
-// Client keeps one initialized MCP session per resolved URL and passes the
-// caller's idempotency key in the _meta field "idempotency_key" of every skill
-// call, so that a Skill Service can deduplicate retried invocations.
+//   - Skill Service mode. The server exposes two discovery tools,
+//     find_relevant_skills and load_skill, next to the skills themselves;
+//     every tool answers with a single text content item holding JSON.
+//   - Plain mode. Any MCP server's tools/list is the catalog: Find ranks the
+//     tools locally by word relevance to the query, Load builds a Manifest
+//     from a tool's input schema and its output schema (or, when it declares
+//     none, TextOutputSchema), and Call returns a JSON object matching it.
+//
+// ModeAuto (the default) picks Skill Service mode when tools/list holds both
+// discovery tools. A session's tools/list is cached for Config.ToolsTTL.
+//
+// Transports (Config.Transport) are streamable HTTP (the default), the
+// legacy HTTP+SSE transport, and stdio, which launches Config.Command. On
+// the HTTP transports the tenant is part of the URL ("{tenant}" in
+// Config.URL, e.g. /tenants/{tenant}/mcp) and scopes the catalog: a tenant
+// can neither see nor call another tenant's private skills. A stdio server
+// is single-scope: one process serves every tenant. Tenant ids are always
+// validated.
+//
+// The X-Api-Key header is set per request: the key of the call's context
+// (WithAPIKey) or else Config.APIKey, so one Client serves many callers. No
+// error includes a key.
+//
+// The client keeps one initialized MCP session per resolved URL (on SSE, per
+// URL and API key; on stdio, one process) and passes the caller's
+// idempotency key in the _meta field "idempotency_key" of every skill call,
+// so that a Skill Service can deduplicate retried invocations.
+//
+// The demo service is served over streamable HTTP at /tenants/{tenant}/mcp,
+// over SSE at /tenants/{tenant}/sse, and over stdio for one tenant
+// (DemoService.ServeStdio).
 //
 // The package never logs; failures are reported as errors wrapping the
 // sentinels declared in types.go.

@@ -84,10 +84,21 @@ func relevance(query, name, description string) float64 {
 // rankSkills returns the skills with a positive relevance to query, best
 // first; ties are broken by name.
 func rankSkills(query string, catalog []*demoSkill) []Summary {
-	out := make([]Summary, 0, len(catalog))
+	items := make([]Summary, 0, len(catalog))
 	for _, sk := range catalog {
-		if score := relevance(query, sk.name, sk.description); score > 0 {
-			out = append(out, Summary{Name: sk.name, Description: sk.description, Score: score})
+		items = append(items, Summary{Name: sk.name, Description: sk.description})
+	}
+	return rankSummaries(query, items)
+}
+
+// rankSummaries scores items by the relevance of their name and
+// description to query and returns those with a positive score, best
+// first; ties are broken by name.
+func rankSummaries(query string, items []Summary) []Summary {
+	out := make([]Summary, 0, len(items))
+	for _, it := range items {
+		if score := relevance(query, it.Name, it.Description); score > 0 {
+			out = append(out, Summary{Name: it.Name, Description: it.Description, Score: score})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -1,12 +1,15 @@
 package app
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbus/agentbus/skills"
 )
 
 // Config is the configuration shared by every agentbus process. Each field
@@ -18,6 +21,9 @@ type Config struct {
 	Model           string
 	SkillServiceURL string
 	SkillAPIKey     string
+	SkillTransport  string // streamable-http (default), sse or stdio
+	SkillMode       string // auto (default), skill-service or plain
+	SkillCommand    string // stdio server command line: words split on spaces, or a JSON array
 	LogLevel        string
 	Concurrency     int
 	HandleTimeout   time.Duration
@@ -32,8 +38,14 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.StorePrefix, "store-prefix", env("STORE_PREFIX", ""), "name prefix of the store's buckets and indices (env STORE_PREFIX)")
 	fs.StringVar(&c.Model, "model", env("MODEL", "offline"), "model provider: offline (env MODEL)")
 	fs.StringVar(&c.SkillServiceURL, "skills", env("SKILL_SERVICE_URL", "http://127.0.0.1:7070/tenants/{tenant}/mcp"),
-		"Skill Service MCP URL; {tenant} is replaced by the run's tenant (env SKILL_SERVICE_URL)")
+		"MCP server URL of the HTTP skill transports (.../sse for sse); {tenant}, if present, is replaced by the run's tenant (env SKILL_SERVICE_URL)")
 	c.SkillAPIKey = os.Getenv("SKILL_SERVICE_API_KEY") // secrets come from the environment only
+	fs.StringVar(&c.SkillTransport, "skill-transport", env("SKILL_TRANSPORT", skills.TransportStreamableHTTP),
+		"MCP transport to the skills: streamable-http, sse or stdio (env SKILL_TRANSPORT)")
+	fs.StringVar(&c.SkillMode, "skill-mode", env("SKILL_MODE", skills.ModeAuto),
+		"auto, skill-service (find_relevant_skills/load_skill) or plain (any MCP server's tools) (env SKILL_MODE)")
+	fs.StringVar(&c.SkillCommand, "skill-command", env("SKILL_COMMAND", ""),
+		"stdio MCP server command line, split on spaces or a JSON array; one server serves every tenant (env SKILL_COMMAND)")
 	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
 	fs.IntVar(&c.Concurrency, "concurrency", envInt("CONCURRENCY", 16), "messages handled at once per process (env CONCURRENCY)")
 	fs.DurationVar(&c.HandleTimeout, "handle-timeout", envDuration("HANDLE_TIMEOUT", 5*time.Minute), "deadline of one message's work (env HANDLE_TIMEOUT)")
@@ -49,13 +61,63 @@ func (c *Config) Validate() error {
 	if c.Model != "offline" {
 		return fmt.Errorf("model %q is not supported (use offline)", c.Model)
 	}
-	if !strings.Contains(c.SkillServiceURL, "{tenant}") {
-		return fmt.Errorf("SKILL_SERVICE_URL must contain {tenant}")
+	if _, err := c.SkillsConfig(); err != nil {
+		return err
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("concurrency must be at least 1")
 	}
 	return nil
+}
+
+// SkillsConfig is the skill client's configuration: the URL for the HTTP
+// transports, the parsed command for stdio. It reports what skills.NewClient
+// would refuse, naming the setting.
+func (c *Config) SkillsConfig() (skills.Config, error) {
+	sc := skills.Config{Transport: c.SkillTransport, Mode: c.SkillMode, APIKey: c.SkillAPIKey}
+	switch c.SkillTransport {
+	case "", skills.TransportStreamableHTTP, skills.TransportSSE:
+		u := c.SkillServiceURL
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return sc, fmt.Errorf("SKILL_SERVICE_URL must be an http(s) URL")
+		}
+		sc.URL = u
+	case skills.TransportStdio:
+		cmd, err := splitCommand(c.SkillCommand)
+		if err != nil {
+			return sc, fmt.Errorf("SKILL_COMMAND: %w", err)
+		}
+		if len(cmd) == 0 {
+			return sc, fmt.Errorf("SKILL_TRANSPORT=stdio needs SKILL_COMMAND (--skill-command)")
+		}
+		sc.Command = cmd
+	default:
+		return sc, fmt.Errorf("SKILL_TRANSPORT %q is not supported (use streamable-http, sse or stdio)", c.SkillTransport)
+	}
+	switch c.SkillMode {
+	case "", skills.ModeAuto, skills.ModeSkillService, skills.ModePlain:
+	default:
+		return sc, fmt.Errorf("SKILL_MODE %q is not supported (use auto, skill-service or plain)", c.SkillMode)
+	}
+	if _, err := skills.NewClient(sc); err != nil { // validation only: a Client holds nothing until used
+		return sc, err
+	}
+	return sc, nil
+}
+
+// splitCommand splits a command line: a JSON array of strings, or words
+// separated by spaces (no quoting; use the JSON form for arguments with
+// spaces).
+func splitCommand(line string) ([]string, error) {
+	line = strings.TrimSpace(line)
+	if strings.HasPrefix(line, "[") {
+		var words []string
+		if err := json.Unmarshal([]byte(line), &words); err != nil {
+			return nil, fmt.Errorf("not a JSON array of strings: %w", err)
+		}
+		return words, nil
+	}
+	return strings.Fields(line), nil
 }
 
 // Parse registers the shared flags plus extra on a new flag set named

@@ -69,7 +69,8 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	s.SkillsURL = "http://" + ln.Addr().String() + "/tenants/{tenant}/mcp"
 
 	pc := cfg.Process
-	pc.NATSURL, pc.SkillServiceURL = ns.ClientURL(), s.SkillsURL
+	// The all-in-one serves its own demo Skill Service over streamable HTTP.
+	pc.NATSURL, pc.SkillServiceURL, pc.SkillTransport, pc.SkillCommand = ns.ClientURL(), s.SkillsURL, "", ""
 	fillDefaults(&pc)
 	d, err := Connect(ctx, "agentbus", &pc, cfg.Log)
 	if err != nil {

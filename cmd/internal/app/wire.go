@@ -67,7 +67,12 @@ func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger)
 		nc.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	sk, err := skills.NewClient(skills.Config{URL: c.SkillServiceURL, APIKey: c.SkillAPIKey})
+	skCfg, err := c.SkillsConfig()
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("skills: %w", err)
+	}
+	sk, err := skills.NewClient(skCfg)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("skills: %w", err)

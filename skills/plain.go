@@ -1,0 +1,238 @@
+package skills
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// TextOutputField is the field under which plain mode returns the text of
+// a tool that declares no output schema: Call yields {"text": "..."}.
+const TextOutputField = "text"
+
+// TextOutputSchema is the OutputSchema plain mode gives a tool that
+// declares none: an object holding the tool's text content under
+// TextOutputField. (A bare {"type":"object"} would describe no field, so a
+// plan could neither chain nor project anything from the tool.)
+var TextOutputSchema = json.RawMessage(`{"type":"object","properties":{"text":{"type":"string",` +
+	`"description":"The text content of the tool result"}},"required":["text"]}`)
+
+// mode returns how the tenant's server is used and, unless that is the
+// configured ModeSkillService, the server's tools.
+func (c *Client) mode(ctx context.Context, tenant string) (string, []mcp.Tool, error) {
+	if c.cfg.Mode == ModeSkillService {
+		if !ValidTenant(tenant) {
+			return "", nil, ErrInvalidTenant
+		}
+		return ModeSkillService, nil, nil
+	}
+	tools, _, err := c.listTools(ctx, tenant, false)
+	if err != nil {
+		return "", nil, err
+	}
+	if c.cfg.Mode == ModeAuto && isSkillService(tools) {
+		return ModeSkillService, tools, nil
+	}
+	return ModePlain, tools, nil
+}
+
+// isSkillService reports whether tools hold both discovery tools.
+func isSkillService(tools []mcp.Tool) bool {
+	var find, load bool
+	for _, t := range tools {
+		find = find || t.Name == ToolFindRelevantSkills
+		load = load || t.Name == ToolLoadSkill
+	}
+	return find && load
+}
+
+// listTools returns the tools/list of the tenant's server, from the
+// connection's cache while it is younger than Config.ToolsTTL unless
+// refresh is set. fetched reports a list fetched by this call. The cache
+// is per API key, as a server may scope its tools by key.
+func (c *Client) listTools(ctx context.Context, tenant string, refresh bool) (tools []mcp.Tool, fetched bool, err error) {
+	id := keyID(c.apiKey(ctx))
+	err = c.withConn(ctx, tenant, func(cn *conn) error {
+		cn.mu.Lock()
+		cached, ok := cn.tools[id]
+		cn.mu.Unlock()
+		if ok && !refresh && time.Since(cached.at) < c.cfg.ToolsTTL {
+			tools, fetched = cached.tools, false
+			return nil
+		}
+		res, err := cn.mc.ListTools(ctx, mcp.ListToolsRequest{})
+		if err != nil {
+			return err
+		}
+		cn.mu.Lock()
+		cn.tools[id] = toolList{tools: res.Tools, at: time.Now()}
+		cn.mu.Unlock()
+		tools, fetched = res.Tools, true
+		return nil
+	})
+	return tools, fetched, err
+}
+
+// tool returns the tool called name: from tools, or from a fresh list when
+// tools came from the cache and lack it (the server may have added it).
+func (c *Client) tool(ctx context.Context, tenant string, tools []mcp.Tool, name string) (mcp.Tool, error) {
+	if t, ok := findTool(tools, name); ok {
+		return t, nil
+	}
+	fresh, _, err := c.listTools(ctx, tenant, true)
+	if err != nil {
+		return mcp.Tool{}, err
+	}
+	if t, ok := findTool(fresh, name); ok {
+		return t, nil
+	}
+	return mcp.Tool{}, fmt.Errorf("%w: %q", ErrSkillNotFound, name)
+}
+
+func findTool(tools []mcp.Tool, name string) (mcp.Tool, bool) {
+	for _, t := range tools {
+		if t.Name == name && !isDiscoveryTool(name) {
+			return t, true
+		}
+	}
+	return mcp.Tool{}, false
+}
+
+func isDiscoveryTool(name string) bool {
+	return name == ToolFindRelevantSkills || name == ToolLoadSkill
+}
+
+// toolDescription is what plain mode shows of a tool: its description, or
+// its title when it has none.
+func toolDescription(t mcp.Tool) string {
+	if d := strings.TrimSpace(t.Description); d != "" {
+		return d
+	}
+	if t.Title != "" {
+		return t.Title
+	}
+	return t.Annotations.Title
+}
+
+// rankTools ranks tools against query with the same relevance score as
+// the demo Skill Service, best first, at most limit of them
+// (DefaultFindLimit when limit <= 0, never more than MaxFindLimit).
+func rankTools(query string, tools []mcp.Tool, limit int) []Summary {
+	if limit <= 0 {
+		limit = DefaultFindLimit
+	}
+	limit = min(limit, MaxFindLimit)
+	items := make([]Summary, 0, len(tools))
+	for _, t := range tools {
+		if isDiscoveryTool(t.Name) {
+			continue
+		}
+		items = append(items, Summary{Name: t.Name, Description: toolDescription(t)})
+	}
+	ranked := rankSummaries(query, items)
+	if len(ranked) > limit {
+		ranked = ranked[:limit]
+	}
+	return ranked
+}
+
+// toolManifest builds the Manifest of a plain MCP tool: its input schema,
+// its declared output schema or else TextOutputSchema, and the sync
+// execution mode (the result comes back in the tools/call response).
+func toolManifest(t mcp.Tool) (Manifest, error) {
+	in, err := inputSchema(t)
+	if err != nil {
+		return Manifest{}, err
+	}
+	out, err := outputSchema(t)
+	if err != nil {
+		return Manifest{}, err
+	}
+	return Manifest{
+		Name:          t.Name,
+		Description:   toolDescription(t),
+		InputSchema:   in,
+		OutputSchema:  out,
+		ExecutionMode: ExecutionModeSync,
+	}, nil
+}
+
+func inputSchema(t mcp.Tool) (json.RawMessage, error) {
+	if len(t.RawInputSchema) > 0 {
+		return t.RawInputSchema, nil
+	}
+	s := t.InputSchema
+	if s.Type == "" {
+		s.Type = "object"
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: input schema of %q: %v", ErrInvalidResponse, t.Name, err)
+	}
+	return b, nil
+}
+
+// declaresOutput reports whether t has an output schema of its own.
+func declaresOutput(t mcp.Tool) bool {
+	return len(t.RawOutputSchema) > 0 || t.OutputSchema.Type != ""
+}
+
+func outputSchema(t mcp.Tool) (json.RawMessage, error) {
+	if len(t.RawOutputSchema) > 0 {
+		return t.RawOutputSchema, nil
+	}
+	if t.OutputSchema.Type == "" {
+		return TextOutputSchema, nil
+	}
+	b, err := json.Marshal(t.OutputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("%w: output schema of %q: %v", ErrInvalidResponse, t.Name, err)
+	}
+	return b, nil
+}
+
+// plainResult turns a plain tool's result into a JSON object matching its
+// Manifest's OutputSchema: the structured content (or a JSON object text)
+// of a tool that declares an output schema, else {"text": <text content>}.
+func plainResult(t mcp.Tool, r *mcp.CallToolResult) ([]byte, error) {
+	if declaresOutput(t) {
+		if r.StructuredContent != nil {
+			b, err := json.Marshal(r.StructuredContent)
+			if err == nil && len(b) > 0 && b[0] == '{' {
+				return b, nil
+			}
+		}
+		text := strings.TrimSpace(strings.Join(textItems(r), ""))
+		if strings.HasPrefix(text, "{") && json.Valid([]byte(text)) {
+			return []byte(text), nil
+		}
+		return nil, fmt.Errorf("%w: %q declares an output schema but returned no JSON object", ErrInvalidResponse, t.Name)
+	}
+	texts := textItems(r)
+	if len(texts) == 0 {
+		if r.StructuredContent == nil {
+			return nil, fmt.Errorf("%w: result has no text content", ErrInvalidResponse)
+		}
+		b, err := json.Marshal(r.StructuredContent)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidResponse, err)
+		}
+		texts = []string{string(b)}
+	}
+	return json.Marshal(map[string]string{TextOutputField: strings.Join(texts, "\n")})
+}
+
+// textItems returns the text content items of r.
+func textItems(r *mcp.CallToolResult) []string {
+	var out []string
+	for _, content := range r.Content {
+		if tc, ok := mcp.AsTextContent(content); ok {
+			out = append(out, tc.Text)
+		}
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package skills_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/skills"
+)
+
+// The Client serves the planner and the executor in both modes.
+var (
+	_ handlers.SkillFinder = (*skills.Client)(nil)
+	_ handlers.SkillCaller = (*skills.Client)(nil)
+)
+
+// TestPlannerOverPlainMCPServer plans tasks with the offline model over
+// the reference MCP server's tools/list (plain mode, auto-detected). One
+// tool declares an output schema and takes an enum input the task names;
+// the other declares none and plans through the synthesised
+// skills.TextOutputSchema. Both plans pass the verification pass.
+func TestPlannerOverPlainMCPServer(t *testing.T) {
+	c, err := skills.NewClient(skills.EverythingStdioConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	planner := handlers.NewPlanner(llm.NewOffline(), c, zerolog.Nop())
+
+	cases := []struct {
+		task, skill, field, fieldType string // the step's skill and one field of its return_spec
+	}{
+		{"structured weather for Chicago", "get-structured-content", "temperature", "number"},
+		{"print the environment variables", "get-env", skills.TextOutputField, "string"},
+		{"What is the sum of 2 and 3?", "get-sum", skills.TextOutputField, "string"},
+	}
+	for i, tc := range cases {
+		const tenant, session = "t1", "s1"
+		runID := fmt.Sprintf("run-everything-%d", i)
+		run := events.RunState{
+			Request:  events.RunRequest{RunID: runID, TenantID: tenant, UserID: "u1", SessionID: session, Message: tc.task},
+			TaskType: "general", Pattern: handlers.PatternPlanThenExecute, Seq: 1,
+			Plan: events.Plan{PlanID: "plan-" + runID, Status: events.PlanPlanning},
+		}
+		ev, err := events.New("plan-req-"+runID, events.TypePlanRequested, events.Meta{Tenant: tenant, Session: session, Run: runID},
+			events.PlanRequest{Run: run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs, err := planner.Handle(ctx, ev)
+		if err != nil {
+			t.Fatalf("%q: plan: %v", tc.task, err)
+		}
+		var prop events.PlanProposal
+		found := false
+		for _, out := range outs {
+			if out.Type() == events.TypePlanProposed {
+				if err := events.Decode(out, &prop); err != nil {
+					t.Fatal(err)
+				}
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("%q: no %s among the outputs", tc.task, events.TypePlanProposed)
+		}
+		if prop.Infeasible != "" || len(prop.Steps) != 1 {
+			t.Fatalf("%q: plan = %+v, infeasible %q; want one step", tc.task, prop.Steps, prop.Infeasible)
+		}
+		step := prop.Steps[0]
+		if !slices.Equal(step.Skills, []string{tc.skill}) {
+			t.Fatalf("%q: step skills = %v, want [%s]", tc.task, step.Skills, tc.skill)
+		}
+		var shape skills.Schema
+		if err := json.Unmarshal(step.ReturnSpec.Shape, &shape); err != nil || shape.Properties[tc.field].Type != tc.fieldType {
+			t.Fatalf("%q: return_spec shape = %s (%v), want %s %s", tc.task, step.ReturnSpec.Shape, err, tc.field, tc.fieldType)
+		}
+	}
+}

@@ -1,0 +1,374 @@
+package skills
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// stdioTenantEnv makes the test binary serve the demo catalog of the named
+// tenant over stdio (see TestStdioDemoHelper).
+const stdioTenantEnv = "AGENTBUS_SKILLS_TEST_STDIO_TENANT"
+
+// TestStdioDemoHelper is not a test: run by stdioDemoCommand as a child
+// process, it serves the demo Skill Service over stdio. In a normal test
+// run it returns at once.
+func TestStdioDemoHelper(t *testing.T) {
+	tenant := os.Getenv(stdioTenantEnv)
+	if tenant == "" {
+		return
+	}
+	if err := NewDemoService(DemoConfig{}).ServeStdio(context.Background(), tenant, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "serve stdio:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// stdioDemoConfig is a stdio Config whose command is this test binary
+// serving tenant's demo catalog.
+func stdioDemoConfig(tenant string) Config {
+	return Config{
+		Transport: TransportStdio,
+		Command:   []string{os.Args[0], "-test.run=^TestStdioDemoHelper$", "-test.count=1"},
+		// The race detector sleeps a second before a process exits unless told not to.
+		Env: []string{stdioTenantEnv + "=" + tenant, "GORACE=atexit_sleep_ms=0"},
+	}
+}
+
+// newDemoServer starts the demo service on a loopback listener.
+func newDemoServer(t *testing.T, wrap func(http.Handler) http.Handler) *httptest.Server {
+	t.Helper()
+	h := NewDemoService(DemoConfig{}).Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func newClient(t *testing.T, cfg Config) *Client {
+	t.Helper()
+	c, err := NewClient(cfg)
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestTransportsSkillService runs discovery, manifests and calls against
+// the demo Skill Service over each transport, with the mode auto-detected.
+func TestTransportsSkillService(t *testing.T) {
+	srv := newDemoServer(t, nil)
+	cases := map[string]Config{
+		TransportStreamableHTTP: {URL: srv.URL + "/tenants/{tenant}/mcp"},
+		TransportSSE:            {Transport: TransportSSE, URL: srv.URL + "/tenants/{tenant}/sse"},
+		TransportStdio:          stdioDemoConfig("acme"),
+	}
+	for name, cfg := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(t, cfg)
+			ctx := testCtx(t)
+
+			got, err := c.Find(ctx, "acme", "loyalty report for members", 3)
+			if err != nil {
+				t.Fatalf("Find: %v", err)
+			}
+			if len(got) == 0 || got[0].Name != SkillAcmeLoyaltyReport {
+				t.Fatalf("Find = %v, want %s first", names(got), SkillAcmeLoyaltyReport)
+			}
+			m, err := c.Load(ctx, "acme", SkillOutletList)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			// A Skill Service manifest carries the service's own output schema.
+			if !strings.Contains(string(m.OutputSchema), `"outlets"`) || m.ExecutionMode != ExecutionModeSync {
+				t.Fatalf("Load = %+v", m)
+			}
+			out, err := c.Call(ctx, "acme", SkillOutletList, json.RawMessage(`{"status":"inactive"}`), "")
+			if err != nil {
+				t.Fatalf("Call: %v", err)
+			}
+			var res struct {
+				Outlets []outlet `json:"outlets"`
+			}
+			if err := json.Unmarshal(out, &res); err != nil || len(res.Outlets) != 4 {
+				t.Fatalf("Call = %s (%v)", out, err)
+			}
+			if _, err := c.Call(ctx, "acme", "no_such_skill", nil, ""); !errors.Is(err, ErrSkillNotFound) {
+				t.Fatalf("Call(unknown) err = %v, want ErrSkillNotFound", err)
+			}
+			if _, err := c.Find(ctx, "../acme", "outlets", 1); !errors.Is(err, ErrInvalidTenant) {
+				t.Fatalf("Find(bad tenant) err = %v, want ErrInvalidTenant", err)
+			}
+		})
+	}
+}
+
+// TestTransportTenantScope: HTTP transports scope by the URL; a stdio
+// server is single-scope, so every tenant reaches the configured one.
+func TestTransportTenantScope(t *testing.T) {
+	srv := newDemoServer(t, nil)
+	ctx := testCtx(t)
+	sse := newClient(t, Config{Transport: TransportSSE, URL: srv.URL + "/tenants/{tenant}/sse"})
+	if _, err := sse.Load(ctx, "beta", SkillAcmeLoyaltyReport); !errors.Is(err, ErrSkillNotFound) {
+		t.Fatalf("SSE: beta loads acme's skill: err = %v", err)
+	}
+	if _, err := sse.Load(ctx, "acme", SkillAcmeLoyaltyReport); err != nil {
+		t.Fatalf("SSE: acme: %v", err)
+	}
+
+	stdio := newClient(t, stdioDemoConfig("beta"))
+	for _, tenant := range []string{"acme", "beta"} {
+		if _, err := stdio.Load(ctx, tenant, SkillAcmeLoyaltyReport); !errors.Is(err, ErrSkillNotFound) {
+			t.Fatalf("stdio scoped to beta: tenant %s loads acme's skill: err = %v", tenant, err)
+		}
+	}
+	if _, err := stdio.Find(ctx, "bad/tenant", "outlets", 1); !errors.Is(err, ErrInvalidTenant) {
+		t.Fatalf("stdio: bad tenant err = %v, want ErrInvalidTenant", err)
+	}
+}
+
+// TestDemoSSESessionBoundToTenant: a message for an SSE session opened on
+// one tenant's path is refused on another tenant's path.
+func TestDemoSSESessionBoundToTenant(t *testing.T) {
+	srv := newDemoServer(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/tenants/acme/sse", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var endpoint string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			endpoint = strings.TrimSpace(data)
+			break
+		}
+	}
+	if !strings.HasPrefix(endpoint, "/tenants/acme/message?sessionId=acme.") {
+		t.Fatalf("endpoint event = %q", endpoint)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	for path, want := range map[string]int{
+		strings.Replace(endpoint, "/tenants/acme/", "/tenants/beta/", 1): http.StatusNotFound,
+		endpoint: http.StatusAccepted,
+	} {
+		r, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = r.Body.Close()
+		if r.StatusCode != want {
+			t.Fatalf("POST %s: status %d, want %d", path, r.StatusCode, want)
+		}
+	}
+}
+
+// TestPlainModeOverDemo uses the demo service as a plain MCP server: its
+// tools/list is the catalog, ranked locally.
+func TestPlainModeOverDemo(t *testing.T) {
+	mc := &methodCounter{counts: map[string]int{}}
+	srv := newDemoServer(t, mc.wrap)
+	c := newClient(t, Config{URL: srv.URL + "/tenants/{tenant}/mcp", Mode: ModePlain})
+	ctx := testCtx(t)
+
+	got, err := c.Find(ctx, "beta", "rank outlets by engagement", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || got[0].Name != SkillEngagementAnalytics || slices.Contains(names(got), ToolFindRelevantSkills) {
+		t.Fatalf("Find = %+v", got)
+	}
+	m, err := c.Load(ctx, "beta", SkillOutletList)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(m.InputSchema), `"enum":["active","inactive","all"]`) ||
+		string(m.OutputSchema) != string(TextOutputSchema) || m.ExecutionMode != ExecutionModeSync {
+		t.Fatalf("Load = %s / %s / %s", m.InputSchema, m.OutputSchema, m.ExecutionMode)
+	}
+	for _, name := range []string{ToolLoadSkill, SkillAcmeLoyaltyReport, "nope"} {
+		if _, err := c.Load(ctx, "beta", name); !errors.Is(err, ErrSkillNotFound) {
+			t.Fatalf("Load(%s) err = %v, want ErrSkillNotFound", name, err)
+		}
+	}
+	out, err := c.Call(ctx, "beta", SkillOutletList, json.RawMessage(`{"status":"active"}`), "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrapped map[string]string
+	if err := json.Unmarshal(out, &wrapped); err != nil || !strings.Contains(wrapped[TextOutputField], `"out-001"`) {
+		t.Fatalf("Call = %s (%v)", out, err)
+	}
+	if _, err := c.Call(ctx, "beta", "nope", nil, ""); !errors.Is(err, ErrSkillNotFound) {
+		t.Fatalf("Call(nope) err = %v, want ErrSkillNotFound", err)
+	}
+	// One listing served Find, Load and Call; the unknown names each
+	// forced one refresh (3 Loads + 1 Call).
+	if n := mc.count("/tenants/beta/mcp tools/list"); n != 1+4 {
+		t.Fatalf("tools/list requests = %d, want 5", n)
+	}
+}
+
+// TestToolsListCached: the tools/list answer is reused for ToolsTTL, then
+// fetched again.
+func TestToolsListCached(t *testing.T) {
+	mc := &methodCounter{counts: map[string]int{}}
+	srv := newDemoServer(t, mc.wrap)
+	c := newClient(t, Config{URL: srv.URL + "/tenants/{tenant}/mcp", Mode: ModePlain, ToolsTTL: 300 * time.Millisecond})
+	ctx := testCtx(t)
+	for range 3 {
+		if _, err := c.Find(ctx, "beta", "outlets", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := mc.count("/tenants/beta/mcp tools/list"); n != 1 {
+		t.Fatalf("tools/list requests = %d, want 1", n)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if _, err := c.Find(ctx, "beta", "outlets", 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := mc.count("/tenants/beta/mcp tools/list"); n != 2 {
+		t.Fatalf("tools/list requests after the TTL = %d, want 2", n)
+	}
+}
+
+// TestAPIKeyPerCall: one client, many callers: each request carries the
+// key of the call's context, else Config.APIKey, on both HTTP transports;
+// no error shows a key.
+func TestAPIKeyPerCall(t *testing.T) {
+	const (
+		keyA   = "sk-caller-a-91c2"
+		keyB   = "sk-caller-b-5e7d"
+		keyCfg = "sk-config-0b44"
+	)
+	var mu sync.Mutex
+	seen := map[string][]string{} // "METHOD path" -> keys, in order
+	srv := newDemoServer(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			k := r.Method + " " + r.URL.Path
+			seen[k] = append(seen[k], r.Header.Get("X-Api-Key"))
+			mu.Unlock()
+			if strings.Contains(r.URL.Path, "/tenants/echo/") {
+				http.Error(w, "rejected key "+r.Header.Get("X-Api-Key"), http.StatusBadGateway)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	keysOf := func(k string) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := slices.Clone(seen[k])
+		delete(seen, k)
+		return out
+	}
+
+	for _, tc := range []struct {
+		transport, path string
+		post            string // the path the tools/call requests go to
+	}{
+		{TransportStreamableHTTP, "/tenants/{tenant}/mcp", "POST /tenants/beta/mcp"},
+		{TransportSSE, "/tenants/{tenant}/sse", "POST /tenants/beta/message"},
+	} {
+		t.Run(tc.transport, func(t *testing.T) {
+			c := newClient(t, Config{Transport: tc.transport, URL: srv.URL + tc.path, APIKey: keyCfg, Mode: ModeSkillService})
+			ctx := testCtx(t)
+			// Open the session first so that the calls below are one request each.
+			if _, err := c.Call(ctx, "beta", SkillOutletList, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			if tc.transport == TransportSSE {
+				// The caller-less session's stream, opened with the config key.
+				if got := keysOf("GET /tenants/beta/sse"); !slices.Equal(got, []string{keyCfg}) {
+					t.Fatalf("SSE stream keys = %v", got)
+				}
+			}
+			keysOf(tc.post)
+			for _, key := range []string{keyA, keyB, keyA} {
+				if _, err := c.Call(WithAPIKey(ctx, key), "beta", SkillOutletList, nil, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := c.Call(WithAPIKey(ctx, ""), "beta", SkillOutletList, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			got := keysOf(tc.post)
+			if tc.transport == TransportSSE {
+				// Each new key opened its own stream, whose handshake sent
+				// more than one message; every message carried its caller's key.
+				if streams := keysOf("GET /tenants/beta/sse"); !slices.Equal(streams, []string{keyA, keyB}) {
+					t.Fatalf("SSE streams opened with keys %v, want one per new key", streams)
+				}
+				got = compact(got)
+			}
+			if want := []string{keyA, keyB, keyA, keyCfg}; !slices.Equal(got, want) {
+				t.Fatalf("keys of the calls = %v, want %v", got, want)
+			}
+
+			_, err := c.Call(WithAPIKey(ctx, keyB), "echo", SkillOutletList, nil, "")
+			if err == nil || strings.Contains(err.Error(), keyB) || strings.Contains(err.Error(), keyCfg) {
+				t.Fatalf("error of a key-echoing server = %v", err)
+			}
+		})
+	}
+}
+
+// compact drops consecutive repeats: the SSE handshake of a new stream
+// (discover or initialize, then tools/call) sends several requests with
+// the same key.
+func compact(keys []string) []string {
+	var out []string
+	for i, k := range keys {
+		if i == 0 || k != keys[i-1] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// TestStdioServerRestarted: a stdio server that exits is started again by
+// the next call.
+func TestStdioServerRestarted(t *testing.T) {
+	c := newClient(t, stdioDemoConfig("beta"))
+	ctx := testCtx(t)
+	if _, err := c.Call(ctx, "beta", SkillOutletList, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Stop the process behind the client's back.
+	c.mu.Lock()
+	cn := c.sessions[TransportStdio].conn
+	c.mu.Unlock()
+	_ = cn.mc.Close()
+	if _, err := c.Call(ctx, "beta", SkillOutletList, nil, ""); err != nil {
+		t.Fatalf("call after the server exited: %v", err)
+	}
+}
+
+// count returns the requests of "path method" so far.
+func (m *methodCounter) count(key string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.counts[key]
+}
