@@ -28,6 +28,10 @@ const (
 	BucketBudgets   = "budgets"
 	BucketConfig    = "config"
 	BucketToolcalls = "toolcalls"
+	// BucketCredentials holds each run's forwarded API key, by run id, so
+	// the key never travels in an event. Entries expire after a day and
+	// the router deletes them when the run ends.
+	BucketCredentials = "credentials"
 )
 
 // Topology configures the streams, consumers and buckets agentbus needs.
@@ -130,6 +134,7 @@ func Bootstrap(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		{Bucket: BucketBudgets, TTL: t.AgentMaxAge, History: 1},
 		{Bucket: BucketConfig, History: 5},
 		{Bucket: BucketToolcalls, TTL: t.AgentMaxAge, History: 1},
+		{Bucket: BucketCredentials, TTL: 24 * time.Hour, History: 1},
 	}
 	for _, kc := range buckets {
 		kc.Storage = storage

@@ -303,7 +303,7 @@ func actAnswer(t *testing.T, v map[string]any) llm.Response {
 // locks bucket keeps the delete marker of a released lock.
 func lockTaken(t *testing.T, env *testEnv, key string) bool {
 	t.Helper()
-	_, err := env.locks.History(testCtx(t), lockKey(key))
+	_, err := env.locks.History(testCtx(t), kvKey(key))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false
 	}
@@ -542,7 +542,7 @@ func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
 			if !lockTaken(t, env, key) {
 				t.Error("the write did not go through the memory lock")
 			}
-			if _, err := env.locks.Get(testCtx(t), lockKey(key)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			if _, err := env.locks.Get(testCtx(t), kvKey(key)); !errors.Is(err, jetstream.ErrKeyNotFound) {
 				t.Errorf("lock still held after the write: %v", err)
 			}
 			if _, w := auditOf(t, outs, "memory.written"); w["key"] != key || w["validated"] != true {
@@ -807,7 +807,7 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 	data, shape := json.RawMessage(outletIDsData), json.RawMessage(outletIDsShape)
 
 	// Another task holds the key, the way lock() takes it.
-	if _, err := env.locks.Create(ctx, lockKey(key), []byte("task-other")); err != nil {
+	if _, err := env.locks.Create(ctx, kvKey(key), []byte("task-other")); err != nil {
 		t.Fatalf("take lock: %v", err)
 	}
 	got, waited, err := w.Write(ctx, scope, "outlet_ids", data, shape)
@@ -820,7 +820,7 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 	if _, err := env.st.GetMemory(ctx, key); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetMemory err = %v, want nothing written under a held lock", err)
 	}
-	if e, err := env.locks.Get(ctx, lockKey(key)); err != nil || string(e.Value()) != "task-other" {
+	if e, err := env.locks.Get(ctx, kvKey(key)); err != nil || string(e.Value()) != "task-other" {
 		t.Fatalf("the failed writer disturbed the holder's lock: %v", err)
 	}
 
@@ -837,7 +837,7 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 		defer close(release)
 		time.Sleep(150 * time.Millisecond)
 		releasedAt = time.Now()
-		_ = env.locks.Delete(ctx, lockKey(key))
+		_ = env.locks.Delete(ctx, kvKey(key))
 	}()
 	patient := &MemoryWriter{Store: env.st, Locks: env.locks, LockWait: 5 * time.Second}
 	got, waited, err = patient.Write(ctx, scope, "outlet_ids", data, shape)
@@ -855,12 +855,12 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 	if m.CreatedAt.Before(releasedAt) {
 		t.Errorf("the waiting writer wrote at %s, before the holder released at %s", m.CreatedAt, releasedAt)
 	}
-	if _, err := env.locks.Get(ctx, lockKey(key)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := env.locks.Get(ctx, kvKey(key)); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("lock not released after the write: %v", err)
 	}
 
 	// The same task re-enters a lock it holds (a redelivered step).
-	if _, err := env.locks.Create(ctx, lockKey(key), []byte("task-1")); err != nil {
+	if _, err := env.locks.Create(ctx, kvKey(key), []byte("task-1")); err != nil {
 		t.Fatalf("take lock: %v", err)
 	}
 	got, waited, err = w.Write(ctx, scope, "outlet_ids", json.RawMessage(`{"outlet_ids":["out-009"]}`), shape)

@@ -35,6 +35,9 @@ type Executor struct {
 	KeepTurns int
 	// LargeResponse is the content-length gate in bytes; default 50 KB.
 	LargeResponse int
+	// Credentials forwards the caller's API key to the Skill Service; nil
+	// uses the worker's configured key only.
+	Credentials *Credentials
 }
 
 // NewExecutor returns an executor.
@@ -64,6 +67,10 @@ func (x *Executor) Handle(ctx context.Context, ev event.Event) ([]event.Event, e
 	step := findStep(req.Run.Plan, req.Step)
 	if step == nil {
 		return nil, events.Permanent(fmt.Errorf("handlers: step %d is not in plan %s", req.Step, req.Run.Plan.PlanID))
+	}
+	ctx, err := x.Credentials.Context(ctx, req.Run.Request.RunID)
+	if err != nil {
+		return nil, err
 	}
 	t := turn{x: x, in: ev, req: req, step: *step, out: outbox{in: ev}}
 	if err := t.run(ctx); err != nil {
@@ -249,7 +256,7 @@ func (t *turn) recorded(ctx context.Context, key string) (toolRecord, bool) {
 	if t.x.ToolCalls == nil {
 		return toolRecord{}, false
 	}
-	e, err := t.x.ToolCalls.Get(ctx, lockKey(key))
+	e, err := t.x.ToolCalls.Get(ctx, kvKey(key))
 	if err != nil {
 		return toolRecord{}, false
 	}
@@ -263,7 +270,7 @@ func (t *turn) record(ctx context.Context, key string, rec toolRecord) {
 	}
 	b, err := json.Marshal(rec)
 	if err == nil {
-		_, err = t.x.ToolCalls.Put(ctx, lockKey(key), b)
+		_, err = t.x.ToolCalls.Put(ctx, kvKey(key), b)
 	}
 	if err != nil {
 		t.x.Log.Warn().Err(err).Msg("tool call not recorded; a redelivery may call the skill again")

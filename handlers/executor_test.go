@@ -133,7 +133,7 @@ func TestExecutorRunsStepToMemory(t *testing.T) {
 		t.Errorf("outlet_list called %d times after the answer, want 1", n)
 	}
 	// The memory lock was released.
-	if _, err := env.locks.Get(testCtx(t), lockKey(wantKey)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := env.locks.Get(testCtx(t), kvKey(wantKey)); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("lock still held after the write: %v", err)
 	}
 }

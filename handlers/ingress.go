@@ -30,6 +30,9 @@ type IngressConfig struct {
 	RunTimeout   time.Duration // how long POST /agent/run waits; default 5m
 	MaxBodyBytes int64         // default 64 KiB
 	ServiceToken string        // when set, every request needs Authorization: Bearer <token>
+	// Credentials receives the X-Api-Key of a request, to be forwarded on
+	// the run's skill calls; nil ignores the header.
+	Credentials *Credentials
 }
 
 // Ingress is the chat API bridge (seed 000 §11): it validates requests and
@@ -43,7 +46,7 @@ type Ingress struct {
 	cfg     IngressConfig
 	mu      sync.Mutex
 	waiters map[string]chan events.RunResult
-	sub     *nats.Subscription
+	results jetstream.ConsumeContext
 }
 
 // NewIngress returns the API. Call Start before serving.
@@ -57,11 +60,36 @@ func NewIngress(js jetstream.JetStream, st IngressStore, log zerolog.Logger, cfg
 	return &Ingress{js: js, nc: js.Conn(), store: st, log: log, cfg: cfg, waiters: map[string]chan events.RunResult{}}
 }
 
-// Start subscribes to finished runs. Every ingress instance sees every
-// run.finished and answers the callers it holds.
+// Start follows finished runs. Every ingress instance sees every
+// run.finished and answers the callers it holds. It reads them from the
+// AGENT stream with an ordered consumer, not a core subscription: after a
+// NATS restart or a dropped connection the consumer resumes after the last
+// result it saw, so a run that finished while the ingress was disconnected
+// still answers its caller.
 func (g *Ingress) Start() error {
-	sub, err := g.nc.Subscribe("agent.run.finished.*", func(m *nats.Msg) {
-		ev, err := events.FromMsg(m.Header, m.Data)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := g.js.Stream(ctx, events.StreamAgent)
+	if err != nil {
+		return fmt.Errorf("handlers: ingress: stream %s: %w", events.StreamAgent, err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("handlers: ingress: stream %s: %w", events.StreamAgent, err)
+	}
+	// Start after everything stored now, by sequence: a start policy of
+	// "new" would be applied again if the consumer is recreated before it
+	// delivered anything, and skip the results stored meanwhile.
+	cons, err := g.js.OrderedConsumer(ctx, events.StreamAgent, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"agent.run.finished.*"},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    info.State.LastSeq + 1,
+	})
+	if err != nil {
+		return fmt.Errorf("handlers: ingress: follow run.finished: %w", err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		ev, err := events.FromMsg(m.Headers(), m.Data())
 		if err != nil {
 			return
 		}
@@ -78,18 +106,20 @@ func (g *Ingress) Start() error {
 			default:
 			}
 		}
-	})
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		g.log.Debug().Err(err).Msg("run.finished consumer")
+	}))
 	if err != nil {
-		return fmt.Errorf("handlers: ingress subscribe: %w", err)
+		return fmt.Errorf("handlers: ingress: follow run.finished: %w", err)
 	}
-	g.sub = sub
-	return g.nc.Flush()
+	g.results = cc
+	return nil
 }
 
-// Stop unsubscribes.
+// Stop stops following finished runs.
 func (g *Ingress) Stop() {
-	if g.sub != nil {
-		_ = g.sub.Unsubscribe()
+	if g.results != nil {
+		g.results.Stop()
 	}
 }
 
@@ -165,6 +195,11 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer stream.close()
+	}
+	if err := g.cfg.Credentials.Put(r.Context(), req.RunID, r.Header.Get("X-Api-Key")); err != nil {
+		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("store credentials")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
+		return
 	}
 	ev, err := events.New(req.RunID, events.TypeRunRequested, events.Meta{
 		Tenant: req.TenantID, Session: req.SessionID, Run: req.RunID, SourceProcess: "ingress",

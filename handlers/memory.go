@@ -103,7 +103,7 @@ func (w *MemoryWriter) lock(ctx context.Context, key, owner string) (time.Durati
 	if wait <= 0 {
 		wait = 5 * time.Second
 	}
-	lk := lockKey(key)
+	lk := kvKey(key)
 	start := time.Now()
 	for {
 		_, err := w.Locks.Create(ctx, lk, []byte(owner))
@@ -129,10 +129,11 @@ func (w *MemoryWriter) lock(ctx context.Context, key, owner string) (time.Durati
 	return time.Since(start), release, nil
 }
 
-// lockKey maps a memory key onto the KV key alphabet.
-func lockKey(key string) string {
+// kvKey maps any string (a memory key, an idempotency key, a run id) onto
+// the KV key alphabet.
+func kvKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return "mem." + hex.EncodeToString(sum[:16])
+	return hex.EncodeToString(sum[:16])
 }
 
 // shapeOf describes the JSON type of every top-level field of data, for a

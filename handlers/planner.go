@@ -25,6 +25,9 @@ type Planner struct {
 	// planner loads at most MaxLoads of them (2–6 in seed 000).
 	Candidates int
 	MaxLoads   int
+	// Credentials forwards the caller's API key to the Skill Service; nil
+	// uses the worker's configured key only.
+	Credentials *Credentials
 }
 
 // NewPlanner returns a planner.
@@ -43,6 +46,10 @@ func (p *Planner) Handle(ctx context.Context, ev event.Event) ([]event.Event, er
 	}
 	run := req.Run
 	out := outbox{in: ev}
+	ctx, err := p.Credentials.Context(ctx, run.Request.RunID)
+	if err != nil {
+		return nil, err
+	}
 	steps, infeasible, err := p.plan(ctx, run, req.Failure)
 	if err != nil {
 		return nil, err

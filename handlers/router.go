@@ -31,6 +31,9 @@ type Router struct {
 	Config jetstream.KeyValue // task types; nil uses the defaults
 	Log    zerolog.Logger
 	Now    func() time.Time
+	// Credentials, when set, forgets a run's forwarded API key once the
+	// run has ended.
+	Credentials *Credentials
 }
 
 // NewRouter returns a router.

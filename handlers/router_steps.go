@@ -213,6 +213,7 @@ func (r *Router) end(ctx context.Context, out *outbox, run events.RunState, code
 		}
 		res.Detail = b
 	}
+	r.Credentials.Forget(ctx, run.Request.RunID)
 	out.audit("run.finished", events.Audit{PlanID: run.Plan.PlanID, UserID: run.Request.UserID},
 		map[string]any{"status": res.Status, "terminal_code": code, "reason": reason})
 	out.emit("run.finished", events.TypeRunFinished, res)

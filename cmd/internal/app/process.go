@@ -56,8 +56,12 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	if err := checkBind(opts.Addr, opts.Token); err != nil {
 		return err
 	}
+	creds, err := d.Credentials(ctx)
+	if err != nil {
+		return err
+	}
 	g := handlers.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
-		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token})
+		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Credentials: creds})
 	if err := g.Start(); err != nil {
 		return err
 	}

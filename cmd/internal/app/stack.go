@@ -23,6 +23,7 @@ type StackConfig struct {
 	NATSPort   int    // -1 picks a free port
 	HTTPAddr   string // ingress; "" disables it
 	SkillsAddr string // demo Skill Service; default 127.0.0.1:0
+	SkillsURL  string // an external Skill Service (streamable HTTP) instead of the demo one
 	Token      string
 	Log        zerolog.Logger
 	Process    Config // shared settings (concurrency, timeouts); NATS and skills URLs are filled in
@@ -54,19 +55,13 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Server: ns}
-	if cfg.SkillsAddr == "" {
-		cfg.SkillsAddr = "127.0.0.1:0"
+	s := &Stack{Server: ns, SkillsURL: cfg.SkillsURL}
+	if s.SkillsURL == "" {
+		if err := s.serveDemoSkills(cfg); err != nil {
+			ns.Shutdown()
+			return nil, err
+		}
 	}
-	s.DemoSkills = skills.NewDemoService(cfg.Demo)
-	ln, err := net.Listen("tcp", cfg.SkillsAddr)
-	if err != nil {
-		ns.Shutdown()
-		return nil, fmt.Errorf("demo skills: %w", err)
-	}
-	s.httpSrv = &http.Server{Handler: s.DemoSkills.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.httpSrv.Serve(ln) }()
-	s.SkillsURL = "http://" + ln.Addr().String() + "/tenants/{tenant}/mcp"
 
 	pc := cfg.Process
 	// The all-in-one serves its own demo Skill Service over streamable HTTP.
@@ -94,6 +89,22 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 		}
 	}
 	return s, nil
+}
+
+// serveDemoSkills starts the demo Skill Service on cfg.SkillsAddr.
+func (s *Stack) serveDemoSkills(cfg StackConfig) error {
+	if cfg.SkillsAddr == "" {
+		cfg.SkillsAddr = "127.0.0.1:0"
+	}
+	s.DemoSkills = skills.NewDemoService(cfg.Demo)
+	ln, err := net.Listen("tcp", cfg.SkillsAddr)
+	if err != nil {
+		return fmt.Errorf("demo skills: %w", err)
+	}
+	s.httpSrv = &http.Server{Handler: s.DemoSkills.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.httpSrv.Serve(ln) }()
+	s.SkillsURL = "http://" + ln.Addr().String() + "/tenants/{tenant}/mcp"
+	return nil
 }
 
 func (s *Stack) goRun(fn func() error) {
@@ -135,7 +146,9 @@ func (s *Stack) Close() {
 func (s *Stack) shutdownInfra() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = s.httpSrv.Shutdown(ctx)
+	if s.httpSrv != nil {
+		_ = s.httpSrv.Shutdown(ctx)
+	}
 	s.Server.Shutdown()
 	s.Server.WaitForShutdown()
 }

@@ -107,6 +107,10 @@ func (d *Deps) Close() {
 func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error) {
 	kv := func(bucket string) (jetstream.KeyValue, error) { return d.JS.KeyValue(ctx, bucket) }
 	log := d.Log.With().Str("role", role).Logger()
+	creds, err := d.Credentials(ctx)
+	if err != nil {
+		return nil, err
+	}
 	switch role {
 	case events.RoleRouter:
 		cfg, err := kv(events.BucketConfig)
@@ -116,9 +120,13 @@ func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error)
 		if err := handlers.SeedConfig(ctx, cfg); err != nil {
 			return nil, err
 		}
-		return handlers.NewRouter(d.Model, d.Store, cfg, log).Handle, nil
+		r := handlers.NewRouter(d.Model, d.Store, cfg, log)
+		r.Credentials = creds
+		return r.Handle, nil
 	case events.RolePlanner:
-		return handlers.NewPlanner(d.Model, d.Skills, log).Handle, nil
+		p := handlers.NewPlanner(d.Model, d.Skills, log)
+		p.Credentials = creds
+		return p.Handle, nil
 	case events.RoleExecutor:
 		locks, err := kv(events.BucketLocks)
 		if err != nil {
@@ -128,7 +136,9 @@ func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error)
 		if err != nil {
 			return nil, err
 		}
-		return handlers.NewExecutor(d.Model, d.Skills, d.Store, locks, calls, log).Handle, nil
+		x := handlers.NewExecutor(d.Model, d.Skills, d.Store, locks, calls, log)
+		x.Credentials = creds
+		return x.Handle, nil
 	case events.RoleAggregator:
 		fanin, err := kv(events.BucketFanin)
 		if err != nil {
@@ -178,4 +188,13 @@ func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
 		}
 	}
 	return first
+}
+
+// Credentials returns the store of forwarded API keys.
+func (d *Deps) Credentials(ctx context.Context) (*handlers.Credentials, error) {
+	kv, err := d.JS.KeyValue(ctx, events.BucketCredentials)
+	if err != nil {
+		return nil, fmt.Errorf("credentials bucket: %w", err)
+	}
+	return &handlers.Credentials{KV: kv}, nil
 }

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/store"
+)
+
+// keyRecorder records the X-Api-Key of every request to the Skill Service.
+type keyRecorder struct {
+	mu   sync.Mutex
+	keys map[string]int
+}
+
+func (k *keyRecorder) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k.mu.Lock()
+		k.keys[r.Header.Get("X-Api-Key")]++
+		k.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// TestAPIKeyForwardedToSkillsAndNeverRecorded: the caller's X-Api-Key
+// reaches every Skill Service request of its run, and appears in no log
+// line (debug level), no stored event of any stream, no audit document,
+// and no longer in the credentials bucket once the run has ended.
+func TestAPIKeyForwardedToSkillsAndNeverRecorded(t *testing.T) {
+	const secret = "sk-agentbus-test-4f1d9c0e7b2a"
+	rec := &keyRecorder{keys: map[string]int{}}
+	demo := httptest.NewServer(rec.wrap(skills.NewDemoService(skills.DemoConfig{}).Handler()))
+	defer demo.Close()
+	var logs syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+		SkillsURL: demo.URL + "/tenants/{tenant}/mcp", Log: zerolog.New(&logs).Level(zerolog.DebugLevel),
+		Process: app.Config{AckWait: 2 * time.Second, LogLevel: "debug"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	body, _ := json.Marshal(handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-key", Message: demoTask})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+s.IngressAddr+"/agent/run", bytes.NewReader(body))
+	req.Header.Set("X-Api-Key", secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res handlers.RunResponse
+	_ = json.NewDecoder(resp.Body).Decode(&res)
+	resp.Body.Close()
+	if res.TerminalCode != events.CodeSuccess {
+		t.Fatalf("run ended %q: %s", res.TerminalCode, res.Response)
+	}
+
+	rec.mu.Lock()
+	forwarded, other := rec.keys[secret], len(rec.keys)
+	rec.mu.Unlock()
+	if forwarded == 0 || other != 1 {
+		t.Fatalf("Skill Service saw keys %v; want every request to carry the caller's key", rec.keys)
+	}
+
+	// The trace is indexed once the run has finished; wait for it.
+	var trace []store.Event
+	eventually(t, 10*time.Second, "the trace", func() bool {
+		trace, err = s.Deps.Store.Trace(ctx, store.TraceQuery{TenantID: "demo", SessionID: "s-key"})
+		return err == nil && len(trace) > 0 && trace[len(trace)-1].EventType == "run.finished"
+	})
+	for _, e := range trace {
+		if b, _ := json.Marshal(e); bytes.Contains(b, []byte(secret)) {
+			t.Fatalf("audit document %s holds the key", e.EventType)
+		}
+	}
+	for _, stream := range []string{events.StreamAgent, events.StreamAudit, events.StreamReply} {
+		if n := rawContains(t, s.Deps.JS, stream, secret); n > 0 {
+			t.Fatalf("%d messages of stream %s hold the key", n, stream)
+		}
+	}
+	creds, err := s.Deps.JS.KeyValue(ctx, events.BucketCredentials)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := creds.Keys(ctx); len(keys) != 0 {
+		t.Fatalf("credentials bucket still holds %d keys after the run ended", len(keys))
+	}
+	if l := logs.String(); strings.Contains(l, secret) || !strings.Contains(l, "run requested") {
+		t.Fatalf("logs hold the key, or logging was not captured (%d bytes)", len(l))
+	}
+}
+
+// rawContains counts the stored messages of stream whose headers or data
+// contain s.
+func rawContains(t *testing.T, js jetstream.JetStream, stream, s string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, seen := 0, 0
+	for {
+		msg, err := c.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
+		if err != nil {
+			break
+		}
+		seen++
+		hdr, _ := json.Marshal(msg.Headers())
+		if bytes.Contains(msg.Data(), []byte(s)) || bytes.Contains(hdr, []byte(s)) {
+			n++
+		}
+	}
+	if seen == 0 && stream != events.StreamReply {
+		t.Fatalf("stream %s is empty: nothing was checked", stream)
+	}
+	return n
+}

@@ -1,0 +1,55 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/skills"
+)
+
+// Credentials keeps the API key a caller sent with a run, by run id, in
+// the credentials bucket. The key reaches the skill calls of that run
+// through the context and never appears in an event or a log line.
+type Credentials struct {
+	KV jetstream.KeyValue
+}
+
+// Put stores the run's key. An empty key stores nothing.
+func (c *Credentials) Put(ctx context.Context, runID, apiKey string) error {
+	if c == nil || c.KV == nil || apiKey == "" {
+		return nil
+	}
+	if _, err := c.KV.Put(ctx, credentialKey(runID), []byte(apiKey)); err != nil {
+		return fmt.Errorf("handlers: store credentials: %w", err)
+	}
+	return nil
+}
+
+// Context returns ctx carrying the run's key for skill calls, or ctx
+// unchanged when the run has none (the worker's configured key applies).
+func (c *Credentials) Context(ctx context.Context, runID string) (context.Context, error) {
+	if c == nil || c.KV == nil {
+		return ctx, nil
+	}
+	e, err := c.KV.Get(ctx, credentialKey(runID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return ctx, nil
+	}
+	if err != nil {
+		return ctx, fmt.Errorf("handlers: read credentials: %w", err)
+	}
+	return skills.WithAPIKey(ctx, string(e.Value())), nil
+}
+
+// Forget deletes the run's key once the run has ended.
+func (c *Credentials) Forget(ctx context.Context, runID string) {
+	if c == nil || c.KV == nil {
+		return
+	}
+	_ = c.KV.Purge(ctx, credentialKey(runID))
+}
+
+func credentialKey(runID string) string { return kvKey("run/" + runID) }
