@@ -49,7 +49,7 @@ type PeerReport struct {
 type Comparison struct {
 	Checkpointer string  `json:"checkpointer"`
 	Concurrency  int     `json:"concurrency"`
-	RunsPerS     float64 `json:"runs_per_s_ratio"`   // agentbus / LangGraph
+	RunsPerS     float64 `json:"runs_per_s_ratio"`  // agentbus / LangGraph
 	P50Speedup   float64 `json:"p50_latency_ratio"` // LangGraph p50 / agentbus p50
 }
 
