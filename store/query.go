@@ -53,24 +53,33 @@ type PlanHealth struct {
 // ComputePlanHealth aggregates plans into a PlanHealth. It defines the
 // aggregation semantics every backend must reproduce.
 func ComputePlanHealth(plans []Plan) PlanHealth {
-	h := PlanHealth{ByStatus: map[string]int{}}
+	byStatus := map[string]int{}
 	replans := 0
 	for _, p := range plans {
-		h.Plans++
-		h.ByStatus[p.Status]++
+		byStatus[p.Status]++
 		replans += p.ReplanCount
-		switch p.Status {
-		case PlanStatusComplete:
-			h.Complete++
-		case PlanStatusFailed:
-			h.Failed++
-		}
 	}
+	return PlanHealthFromCounts(byStatus, replans)
+}
+
+// PlanHealthFromCounts builds the PlanHealth of a set of plans from its
+// number of plans per status and its total replan_count, for backends
+// that aggregate server-side. It takes ownership of byStatus.
+func PlanHealthFromCounts(byStatus map[string]int, totalReplans int) PlanHealth {
+	if byStatus == nil {
+		byStatus = map[string]int{}
+	}
+	h := PlanHealth{ByStatus: byStatus}
+	for _, n := range byStatus {
+		h.Plans += n
+	}
+	h.Complete = byStatus[PlanStatusComplete]
+	h.Failed = byStatus[PlanStatusFailed]
 	if done := h.Complete + h.Failed; done > 0 {
 		h.SuccessRate = float64(h.Complete) / float64(done)
 	}
 	if h.Plans > 0 {
-		h.AvgReplans = float64(replans) / float64(h.Plans)
+		h.AvgReplans = float64(totalReplans) / float64(h.Plans)
 	}
 	return h
 }

@@ -15,7 +15,7 @@ func testRoundTrip(t *testing.T, b Backend) {
 	f := newFixture()
 
 	m := f.memory("result", `{"answer":42}`)
-	m.Embedding = []float32{0.25, -0.5, 0.125, 1}
+	m.Embedding = vec(0.25, -0.5, 0.125, 1)
 	m.StepIndex = 2
 	m.PlanID = "plan-1"
 	m.LockedBy = "worker-1"
@@ -101,7 +101,7 @@ func testNotFound(t *testing.T, b Backend) {
 	if len(trace) != 0 {
 		t.Fatalf("Trace of empty session returned %d events", len(trace))
 	}
-	hits, err := b.QueryMemory(ctx, store.MemoryQuery{TenantID: f.tenant, Vector: []float32{1, 0}})
+	hits, err := b.QueryMemory(ctx, store.MemoryQuery{TenantID: f.tenant, Vector: vec(1, 0)})
 	must(t, "QueryMemory", err)
 	if len(hits) != 0 {
 		t.Fatalf("QueryMemory of empty tenant returned %d hits", len(hits))

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -13,17 +14,19 @@ import (
 
 func testTenantFilteredSimilarity(t *testing.T, b Backend) {
 	ctx := ctxFor(t)
-	emb := store.NewHashEmbedder(64)
+	emb := store.NewHashEmbedder(Dimension)
 	a, other := newFixture(), newFixture()
 	const query = "quarterly revenue report for the sales team"
 
+	versions := map[string]store.Version{}
 	put := func(f fixture, label, text, scope, user string) store.Memory {
 		t.Helper()
 		m := f.memory(label, text)
 		m.Scope, m.UserID = scope, user
 		m.Embedding = embed(ctx, t, emb, text)
-		_, err := b.PutMemory(ctx, m)
+		stored, err := b.PutMemory(ctx, m)
 		must(t, "PutMemory", err)
+		versions[m.Key] = stored.Version
 		return m
 	}
 	// Tenant B holds the exact query text: the closest possible vector.
@@ -50,6 +53,9 @@ func testTenantFilteredSimilarity(t *testing.T, b Backend) {
 		}
 		if want := store.Cosine(qv, h.Embedding); math.Abs(float64(want-h.Score)) > 1e-3 {
 			t.Fatalf("hit %q score %v, cosine %v", h.Key, h.Score, want)
+		}
+		if h.Version != versions[h.Key] {
+			t.Fatalf("hit %q version %+v, PutMemory returned %+v", h.Key, h.Version, versions[h.Key])
 		}
 	}
 	if len(hits) != 4 || hits[len(hits)-1].Key != far.Key {
@@ -136,6 +142,20 @@ func testTraceOrdered(t *testing.T, b Backend) {
 	if ids := eventIDs(got); !slices.Equal(ids, []string{e0.EventID}) {
 		t.Fatalf("session+plan trace %v, want [%s]", ids, e0.EventID)
 	}
+
+	// Within one millisecond ts still decides (some backends sort dates
+	// in milliseconds), whatever the append order.
+	late, early := f.event("late", 40), f.event("early", 40)
+	late.TS = late.TS.Add(300 * time.Microsecond)
+	early.TS = early.TS.Add(100 * time.Microsecond)
+	must(t, "AppendEvents", b.AppendEvents(ctx, []store.Event{late, early}))
+	got, err = b.Trace(ctx, store.TraceQuery{TenantID: f.tenant, SessionID: f.session})
+	must(t, "Trace by session", err)
+	want = []string{unrelated.EventID, e1.EventID, e2.EventID, e2b.EventID, e3.EventID, early.EventID, late.EventID}
+	if ids := eventIDs(got); !slices.Equal(ids, want) {
+		t.Fatalf("session trace %v, want %v", ids, want)
+	}
+	sameJSON(t, "sub-millisecond event", got[5], early)
 }
 
 func testDuplicateEventIDs(t *testing.T, b Backend) {

@@ -7,7 +7,10 @@
 //	}
 //
 // The suite uses random tenant, session and plan ids, so backends may share
-// one underlying cluster between sub-tests. It assumes read-your-writes: a
-// document written by a successful call is visible to the next query (an
-// OpenSearch backend must refresh, e.g. refresh=wait_for).
+// one underlying cluster (and indices) between sub-tests. It assumes
+// read-your-writes: a document written by a successful call is visible to
+// the next query (an OpenSearch backend must refresh, e.g.
+// refresh=wait_for). Every vector it stores or queries has Dimension
+// elements, so backends with a fixed vector dimension can run it. Ids
+// contain characters special to URLs, KV keys and subjects.
 package storetest

@@ -19,7 +19,7 @@ func RunRestart(t *testing.T, open, reopen func(t *testing.T) Backend) {
 
 	b := open(t)
 	m := f.memory("durable", `{"kept":true}`)
-	m.Embedding = []float32{1, 0, 0}
+	m.Embedding = vec(1, 0, 0)
 	putM, err := b.PutMemory(ctx, m)
 	must(t, "PutMemory", err)
 	p := f.plan(store.PlanStatusComplete, 1)
@@ -41,7 +41,7 @@ func RunRestart(t *testing.T, open, reopen func(t *testing.T) Backend) {
 	if gotM.Version != putM.Version {
 		t.Fatalf("memory version %+v after restart, want %+v", gotM.Version, putM.Version)
 	}
-	hits, err := b.QueryMemory(ctx, store.MemoryQuery{TenantID: f.tenant, Vector: []float32{1, 0, 0}})
+	hits, err := b.QueryMemory(ctx, store.MemoryQuery{TenantID: f.tenant, Vector: vec(1, 0, 0)})
 	must(t, "QueryMemory after restart", err)
 	if len(hits) != 1 || hits[0].Key != m.Key {
 		t.Fatalf("QueryMemory after restart returned %v", hitKeys(hits))

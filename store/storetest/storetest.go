@@ -75,6 +75,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Backend) {
 		{"TraceOrdered", testTraceOrdered},
 		{"DuplicateEventIDs", testDuplicateEventIDs},
 		{"PlanHealth", testPlanHealth},
+		{"SpecialCharacterIDs", testSpecialCharacterIDs},
+		{"TraceLarge", testTraceLarge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -87,6 +89,19 @@ func Run(t *testing.T, newStore func(t *testing.T) Backend) {
 			c.fn(t, b)
 		})
 	}
+}
+
+// Dimension is the length of every embedding and query vector the suite
+// stores or queries with. A backend whose vector field has a fixed
+// dimension (OpenSearch's knn_vector) must be configured with it.
+const Dimension = 64
+
+// vec returns a Dimension-long vector starting with head, zero-padded.
+// Padding with zeros changes no cosine similarity.
+func vec(head ...float32) []float32 {
+	v := make([]float32, Dimension)
+	copy(v, head)
+	return v
 }
 
 // fixture produces unique ids and sample documents for one sub-test.

@@ -1,0 +1,96 @@
+package opensearch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
+
+	"github.com/agentbus/agentbus/store"
+)
+
+// soulID is the document id of the soul of (tenantID, userID). The tenant
+// is length-prefixed, so ("a:b", "c") and ("a", "b:c") differ, and an
+// empty user (the tenant-wide soul) is its own id.
+func soulID(tenantID, userID string) string {
+	return strconv.Itoa(len(tenantID)) + ":" + tenantID + ":" + userID
+}
+
+// PutSoul validates soul and stores it under (soul.TenantID, soul.UserID),
+// replacing any previous one.
+func (s *Store) PutSoul(ctx context.Context, soul store.Soul) error {
+	if err := store.Validate(store.IndexSouls, soul); err != nil {
+		return err
+	}
+	return s.putDoc(ctx, s.names.souls, "soul", soulID(soul.TenantID, soul.UserID), soul)
+}
+
+// GetSoul returns the soul of (tenantID, userID); userID may be empty for
+// the tenant-wide soul. It returns store.ErrNotFound if there is none.
+func (s *Store) GetSoul(ctx context.Context, tenantID, userID string) (store.Soul, error) {
+	if tenantID == "" {
+		return store.Soul{}, fmt.Errorf("opensearch: soul without tenant: %w", store.ErrInvalidArgument)
+	}
+	var soul store.Soul
+	err := s.getDoc(ctx, s.names.souls, "soul", soulID(tenantID, userID), &soul)
+	return soul, err
+}
+
+// PutSession validates sess and stores it under sess.SessionID, replacing
+// any previous one.
+func (s *Store) PutSession(ctx context.Context, sess store.Session) error {
+	if err := store.Validate(store.IndexSessions, sess); err != nil {
+		return err
+	}
+	return s.putDoc(ctx, s.names.sessions, "session", sess.SessionID, sess)
+}
+
+// GetSession returns the session stored under sessionID, or
+// store.ErrNotFound.
+func (s *Store) GetSession(ctx context.Context, sessionID string) (store.Session, error) {
+	var sess store.Session
+	err := s.getDoc(ctx, s.names.sessions, "session", sessionID, &sess)
+	return sess, err
+}
+
+// putDoc indexes an already validated doc under id. Souls and sessions
+// are only read by id, which is real-time, so the write does not wait
+// for a refresh.
+func (s *Store) putDoc(ctx context.Context, index, what, id string, doc any) error {
+	if _, err := docID(what+" id", id); err != nil {
+		return err
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("opensearch: encode %s %q: %w", what, id, err)
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	resp, err := s.api.Index(ctx, opensearchapi.IndexReq{Index: index, DocumentID: id, Body: bytes.NewReader(data)})
+	return check(resp.Inspect().Response, err, fmt.Sprintf("index %s %q", what, id))
+}
+
+// getDoc decodes the document id of index into dst, or returns
+// store.ErrNotFound.
+func (s *Store) getDoc(ctx context.Context, index, what, id string, dst any) error {
+	if _, err := docID(what+" id", id); err != nil {
+		return err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	resp, err := s.api.Document.Get(ctx, opensearchapi.DocumentGetReq{Index: index, DocumentID: id})
+	if status(resp.Inspect().Response) == http.StatusNotFound {
+		return fmt.Errorf("opensearch: %s %q: %w", what, id, store.ErrNotFound)
+	}
+	if err := check(resp.Inspect().Response, err, fmt.Sprintf("get %s %q", what, id)); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(resp.Source, dst); err != nil {
+		return fmt.Errorf("opensearch: decode %s %q: %w", what, id, err)
+	}
+	return nil
+}
