@@ -2,10 +2,12 @@
 #
 # Quick start (fresh machine, Go 1.26 installed):
 #   make run    # build and run the demo task end to end: embedded NATS, store, demo skills, offline model
-#   make test   # every test, with the race detector, against real in-process NATS and real MCP servers
+#   make test   # every test, with the race detector: real in-process NATS, a real OpenSearch node
+#               # (started by `make opensearch`), real MCP servers
 #
 # Other targets: make build (binaries in bin/), make up (all-in-one on 127.0.0.1:8080),
 # make bench (ratios against the JetStream floor and LangGraph; writes bench/out/),
+# make opensearch / opensearch-stop (the dev OpenSearch node on 127.0.0.1:9200, cached under .cache/),
 # make lint, make stream-view (the AGENT stream of a running `make up`).
 
 GO      ?= go
@@ -13,7 +15,7 @@ BIN     := bin
 ROLES   := router planner executor aggregator ingress
 TESTFLAGS ?=
 
-.PHONY: all build run up test bench lint stream-view clean
+.PHONY: all build run up test bench chaos lint stream-view clean
 
 all: build
 
@@ -31,7 +33,16 @@ up: build
 bench: build
 	$(BIN)/agentbus bench
 
-test:
+chaos: build
+	$(BIN)/agentbus chaos --bin $(BIN) --runs 500 $(CHAOSFLAGS)
+
+opensearch:
+	deploy/opensearch/run.sh start
+
+opensearch-stop:
+	deploy/opensearch/run.sh stop
+
+test: opensearch
 	deploy/mcp/setup.sh
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...
 

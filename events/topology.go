@@ -43,7 +43,7 @@ type Topology struct {
 	AuditMaxAge     time.Duration // default 7 days
 	DuplicateWindow time.Duration // default 15 minutes; at least 10 minutes
 	AckWait         time.Duration // default 30s; heartbeats keep long work alive
-	MaxDeliver      int           // default 5
+	MaxDeliver      int           // default 10; the projector's is unlimited
 	MaxAckPending   int           // default 1000
 }
 
@@ -62,7 +62,7 @@ func (t Topology) withDefaults() Topology {
 	def(&t.DuplicateWindow, 15*time.Minute)
 	def(&t.AckWait, 30*time.Second)
 	if t.MaxDeliver == 0 {
-		t.MaxDeliver = 5
+		t.MaxDeliver = 10
 	}
 	if t.MaxAckPending == 0 {
 		t.MaxAckPending = 1000
@@ -153,12 +153,18 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, role string, t 
 		return nil, fmt.Errorf("events: unknown role %q", role)
 	}
 	t = t.withDefaults()
+	maxDeliver := t.MaxDeliver
+	if role == RoleProjector {
+		// Audit events wait in the stream for as long as the store is
+		// down; only a permanent error (a schema violation) dead-letters.
+		maxDeliver = -1
+	}
 	c, err := js.CreateOrUpdateConsumer(ctx, spec.stream, jetstream.ConsumerConfig{
 		Durable:        role,
 		Description:    "agentbus " + role,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        t.AckWait,
-		MaxDeliver:     t.MaxDeliver,
+		MaxDeliver:     maxDeliver,
 		MaxAckPending:  t.MaxAckPending,
 		FilterSubjects: spec.filters,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,

@@ -25,6 +25,7 @@ func up(args []string) int {
 	abs, _ := filepath.Abs(*data)
 	s, err := app.StartStack(ctx, app.StackConfig{
 		DataDir: abs, NATSPort: *natsPort, HTTPAddr: *httpAddr, SkillsAddr: *skillsAddr, Token: *token, Log: log,
+		Process: app.Config{Store: app.Env("STORE", "embedded"), StorePrefix: app.Env("STORE_PREFIX", "")},
 	})
 	if err != nil {
 		return app.LogFatal(log, "start", err)

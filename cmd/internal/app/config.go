@@ -34,7 +34,7 @@ type Config struct {
 // Register adds the shared flags to fs, with defaults from the environment.
 func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats", env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (env NATS_URL)")
-	fs.StringVar(&c.Store, "store", env("STORE", "embedded"), "storage backend: embedded (env STORE)")
+	fs.StringVar(&c.Store, "store", env("STORE", "embedded"), "storage backend: embedded (in JetStream) or opensearch (OPENSEARCH_URL and friends) (env STORE)")
 	fs.StringVar(&c.StorePrefix, "store-prefix", env("STORE_PREFIX", ""), "name prefix of the store's buckets and indices (env STORE_PREFIX)")
 	fs.StringVar(&c.Model, "model", env("MODEL", "offline"), "model provider: offline (env MODEL)")
 	fs.StringVar(&c.SkillServiceURL, "skills", env("SKILL_SERVICE_URL", "http://127.0.0.1:7070/tenants/{tenant}/mcp"),
@@ -50,13 +50,13 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Concurrency, "concurrency", envInt("CONCURRENCY", 16), "messages handled at once per process (env CONCURRENCY)")
 	fs.DurationVar(&c.HandleTimeout, "handle-timeout", envDuration("HANDLE_TIMEOUT", 5*time.Minute), "deadline of one message's work (env HANDLE_TIMEOUT)")
 	fs.DurationVar(&c.AckWait, "ack-wait", envDuration("ACK_WAIT", 30*time.Second), "JetStream ack wait of the role consumers (env ACK_WAIT)")
-	fs.IntVar(&c.MaxDeliver, "max-deliver", envInt("MAX_DELIVER", 5), "deliveries before a message is dead-lettered (env MAX_DELIVER)")
+	fs.IntVar(&c.MaxDeliver, "max-deliver", envInt("MAX_DELIVER", 10), "deliveries before a message is dead-lettered (env MAX_DELIVER)")
 }
 
 // Validate checks the values the process cannot run with.
 func (c *Config) Validate() error {
-	if c.Store != "embedded" {
-		return fmt.Errorf("store %q is not supported (use embedded)", c.Store)
+	if c.Store != "embedded" && c.Store != "opensearch" {
+		return fmt.Errorf("store %q is not supported (use embedded or opensearch)", c.Store)
 	}
 	if c.Model != "offline" {
 		return fmt.Errorf("model %q is not supported (use offline)", c.Model)

@@ -170,6 +170,6 @@ func fillDefaults(c *Config) {
 		c.AckWait = 30 * time.Second
 	}
 	if c.MaxDeliver == 0 {
-		c.MaxDeliver = 5
+		c.MaxDeliver = 10
 	}
 }

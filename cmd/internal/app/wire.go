@@ -16,6 +16,7 @@ import (
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store/embedded"
+	"github.com/agentbus/agentbus/store/opensearch"
 )
 
 // Logger returns a JSON logger on stderr carrying the process name.
@@ -27,13 +28,50 @@ func Logger(process, level string) zerolog.Logger {
 	return zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Str("process", process).Logger()
 }
 
+// Store is everything the processes need from the storage adapter; both
+// backends provide it.
+type Store interface {
+	handlers.RouterStore
+	handlers.MemoryStore
+	handlers.EventStore
+	handlers.IngressStore
+	Close() error
+}
+
+var (
+	_ Store = (*embedded.Store)(nil)
+	_ Store = (*opensearch.Store)(nil)
+)
+
+// openStore opens the configured backend: the embedded one on the NATS
+// connection, or OpenSearch configured by the OPENSEARCH_* environment.
+func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, error) {
+	if c.Store != "opensearch" {
+		return embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix})
+	}
+	cfg, err := opensearch.ConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if c.StorePrefix != "" {
+		cfg.IndexPrefix = c.StorePrefix
+	}
+	var st *opensearch.Store
+	err = retry(ctx, func() error {
+		var err error
+		st, err = opensearch.New(ctx, cfg)
+		return err
+	})
+	return st, err
+}
+
 // Deps are the connections a process works with.
 type Deps struct {
 	Config *Config
 	Log    zerolog.Logger
 	NC     *nats.Conn
 	JS     jetstream.JetStream
-	Store  *embedded.Store
+	Store  Store
 	Skills *skills.Client
 	Model  llm.Model
 }
@@ -62,7 +100,7 @@ func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger)
 		nc.Close()
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
-	st, err := embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix})
+	st, err := openStore(ctx, c, js)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("store: %w", err)
