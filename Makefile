@@ -43,6 +43,7 @@ opensearch-stop:
 	deploy/opensearch/run.sh stop
 
 test: opensearch
+	deploy/sandbox/setup.sh
 	deploy/mcp/setup.sh
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...
 
