@@ -38,6 +38,9 @@ type Executor struct {
 	// Credentials forwards the caller's API key to the Skill Service; nil
 	// uses the worker's configured key only.
 	Credentials *Credentials
+	// Sandbox extracts from responses at or above LargeResponse; nil
+	// reports them to the model as errors.
+	Sandbox Sandbox
 }
 
 // NewExecutor returns an executor.
@@ -81,11 +84,12 @@ func (x *Executor) Handle(ctx context.Context, ev event.Event) ([]event.Event, e
 
 // turn is the work of one executor message.
 type turn struct {
-	x    *Executor
-	in   event.Event
-	req  events.StepRequest
-	step events.Step
-	out  outbox
+	x      *Executor
+	in     event.Event
+	req    events.StepRequest
+	step   events.Step
+	out    outbox
+	skills map[string]llm.SkillInfo // the step's allowed skills, by name
 }
 
 func (t *turn) lineage() events.Audit {
@@ -100,6 +104,7 @@ func (t *turn) run(ctx context.Context) error {
 	tenant := t.req.Run.Request.TenantID
 	var infos []llm.SkillInfo
 	var tools []llm.Tool
+	t.skills = map[string]llm.SkillInfo{}
 	for _, name := range t.step.Skills {
 		m, err := t.x.Skills.Load(ctx, tenant, name)
 		if errors.Is(err, skills.ErrSkillNotFound) {
@@ -108,7 +113,9 @@ func (t *turn) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("handlers: load_skill %s: %w", name, err)
 		}
-		infos = append(infos, llm.SkillInfo{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, OutputSchema: m.OutputSchema})
+		info := llm.SkillInfo{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, OutputSchema: m.OutputSchema}
+		infos = append(infos, info)
+		t.skills[m.Name] = info
 		tools = append(tools, llm.Tool{Name: m.Name, Description: m.Description, Parameters: m.InputSchema})
 	}
 	inputs, err := t.inputs(ctx)
@@ -157,11 +164,6 @@ func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
 		result, isErr, err := t.callTool(ctx, t.req.Iteration*100+i, c)
 		if err != nil {
 			return err
-		}
-		if !isErr && len(result) >= t.x.LargeResponse {
-			return t.finish(events.StepResult{Outcome: events.OutcomeFailed,
-				Reason:     fmt.Sprintf("large_response: skill %s returned %d bytes, at or above the %d-byte gate", c.Name, len(result), t.x.LargeResponse),
-				Suggestion: "use a skill or arguments that return less data"})
 		}
 		turns = append(turns, events.Turn{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: string(result), IsError: isErr})
 	}
@@ -240,9 +242,12 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 		"duration_ms": time.Since(start).Milliseconds(), "is_error": isErr,
 		"large_response_triggered": len(result) >= t.x.LargeResponse, "ts": time.Now().UTC(),
 	})
-	if len(result) < t.x.LargeResponse {
-		t.record(ctx, key, toolRecord{Result: result, IsError: isErr})
+	if !isErr && len(result) >= t.x.LargeResponse {
+		if result, isErr, err = t.extractLarge(ctx, c.Name, result); err != nil {
+			return nil, false, err
+		}
 	}
+	t.record(ctx, key, toolRecord{Result: result, IsError: isErr})
 	return result, isErr, nil
 }
 

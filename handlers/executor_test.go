@@ -303,7 +303,6 @@ func TestExecutorFailsStep(t *testing.T) {
 		wantCalls  int
 	}{
 		{"turn budget spent", manyTurns, 0, "used its 6 turns", 0},
-		{"large response", execRequest("run-f3", 1), 100, "large_response", 1},
 		{"skill unavailable", unknownSkill, 0, "skill teleport unavailable", 0},
 	}
 	for _, tc := range cases {

@@ -51,6 +51,7 @@ const (
 	TaskPlan       Task = "plan"
 	TaskAct        Task = "act"
 	TaskSynthesize Task = "synthesize"
+	TaskExtract    Task = "extract"
 )
 
 // Request is one chat completion request.

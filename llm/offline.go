@@ -37,6 +37,8 @@ func (o *Offline) Complete(ctx context.Context, req Request) (Response, error) {
 		msg, err = act(in, req.Messages)
 	case SynthInput:
 		msg = Message{Role: RoleAssistant, Content: synthesize(in)}
+	case ExtractInput:
+		msg, err = extract(in)
 	default:
 		return Response{}, fmt.Errorf("%w: %s with %T", ErrBadInput, req.Task, req.Input)
 	}

@@ -125,6 +125,11 @@ func project(in ActInput, skill SkillInfo, result []byte) (Message, error) {
 		return jsonMessage(ActOutput{Status: "insufficient", Reason: err.Error(),
 			Suggestion: "choose a skill whose output provides the return_spec"})
 	}
+	if ValidateJSON(in.ReturnSpec.Shape, result) == nil {
+		// The result already is the contract's shape: an extraction
+		// script produced it from a large response.
+		return jsonMessage(ActOutput{Status: "complete", Label: label(shape), Data: result})
+	}
 	var decoded map[string]any
 	if err := json.Unmarshal(result, &decoded); err != nil {
 		return jsonMessage(ActOutput{Status: "failed", Reason: "skill output is not a JSON object", Suggestion: "retry the step"})

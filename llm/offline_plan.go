@@ -131,7 +131,8 @@ func (p *planner) steps(first int) []PlannedStep {
 		}
 		needs := p.needs[s.info.Name]
 		if len(needs) == 0 {
-			step.ReturnSpec = ReturnSpec{Shape: mustJSON(s.out), Reason: "the final answer is synthesised from it"}
+			shape, reason := narrow(s.out, p.task)
+			step.ReturnSpec = ReturnSpec{Shape: mustJSON(shape), Reason: reason}
 			step.Task = fmt.Sprintf("%s (for: %s)", strings.TrimSuffix(s.info.Description, "."), p.task)
 		} else {
 			shape := skills.Schema{Type: "object", Properties: map[string]skills.Schema{}}
@@ -246,4 +247,44 @@ func replan(in PlanInput) PlanOutput {
 		out[i] = s
 	}
 	return PlanOutput{Steps: out}
+}
+
+// narrow limits a final step's return_spec to the record fields the task
+// names, when it names at least two fields of one list ("every menu item
+// id with its category" keeps item_id and category): a response may be
+// megabytes, and the answer needs only those. Otherwise the whole output.
+func narrow(out skills.Schema, task string) (skills.Schema, string) {
+	words := wordSet(task)
+	named := func(field string) bool {
+		for _, tok := range strings.Split(field, "_") {
+			if !words[stem(strings.ToLower(tok))] {
+				return false
+			}
+		}
+		return true
+	}
+	shape := skills.Schema{Type: "object", Properties: map[string]skills.Schema{}}
+	var kept []string
+	for _, name := range sortedNames(out.Properties) {
+		prop := out.Properties[name]
+		if prop.Type != "array" || prop.Items == nil || prop.Items.Type != "object" {
+			continue
+		}
+		item := skills.Schema{Type: "object", Properties: map[string]skills.Schema{}}
+		for _, f := range sortedNames(prop.Items.Properties) {
+			if named(f) {
+				item.Properties[f] = prop.Items.Properties[f]
+				item.Required = append(item.Required, f)
+				kept = append(kept, f)
+			}
+		}
+		if len(item.Properties) >= 2 {
+			shape.Properties[name] = skills.Schema{Type: "array", Items: &item}
+			shape.Required = append(shape.Required, name)
+		}
+	}
+	if len(shape.Properties) == 0 {
+		return out, "the final answer is synthesised from it"
+	}
+	return shape, "the task asks only for " + strings.Join(kept, ", ")
 }

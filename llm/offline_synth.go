@@ -33,6 +33,9 @@ func synthesize(in SynthInput) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
+// maxListed bounds the records an answer lists; the rest are counted.
+const maxListed = 50
+
 func writeList(b *strings.Builder, items []any) {
 	recs := make([]map[string]any, 0, len(items))
 	for _, it := range items {
@@ -52,6 +55,10 @@ func writeList(b *strings.Builder, items []any) {
 		}
 	}
 	for i, r := range recs {
+		if i == maxListed {
+			fmt.Fprintf(b, "… and %d more\n", len(recs)-maxListed)
+			break
+		}
 		fmt.Fprintf(b, "%d. %s\n", i+1, record(r))
 	}
 }

@@ -15,6 +15,9 @@ var (
 			"skills":{"type":"array","minItems":1,"items":{"type":"string"}},
 			"return_spec":{"type":"object","required":["shape"],"properties":{"shape":{"type":"object"},"reason":{"type":"string"}}},
 			"depends_on":{"type":"array","items":{"type":"integer"}}}}}}}`)
+	// ExtractSchema constrains an extraction script.
+	ExtractSchema = json.RawMessage(`{"type":"object","required":["language","script"],"properties":{
+		"language":{"enum":["python","jq"]},"script":{"type":"string","minLength":1,"maxLength":20000}}}`)
 	// ActSchema constrains an executor's final answer.
 	ActSchema = json.RawMessage(`{"type":"object","required":["status"],"properties":{
 		"status":{"enum":["complete","insufficient","failed"]},"label":{"type":"string","pattern":"^[a-z0-9_]{1,64}$"},

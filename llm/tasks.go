@@ -111,3 +111,25 @@ type SynthInput struct {
 	Outputs []StepOutput `json:"outputs"`
 	Persona string       `json:"persona,omitempty"`
 }
+
+// ExtractInput asks for an extraction script for a skill response too large
+// for the context (seed 000 §6): the model sees a sample of the file and
+// writes a script that keeps only the return_spec fields.
+type ExtractInput struct {
+	Task       string     `json:"task"`
+	Skill      SkillInfo  `json:"skill"`
+	ReturnSpec ReturnSpec `json:"return_spec"`
+	FileID     string     `json:"file_id"`
+	SizeBytes  int        `json:"size_bytes"`
+	Sample     []string   `json:"sample"`
+	// Languages the sandbox offers: "python" and/or "jq".
+	Languages []string `json:"languages"`
+	// Feedback explains why the previous script was rejected, if any.
+	Feedback string `json:"feedback,omitempty"`
+}
+
+// ExtractOutput is the extraction script and its language.
+type ExtractOutput struct {
+	Language string `json:"language"`
+	Script   string `json:"script"`
+}

@@ -61,6 +61,15 @@ func Derive(output, shape Schema) ([]Derivation, error) {
 
 func deriveField(output Schema, name string, want Schema) (Derivation, bool) {
 	if have, ok := output.Properties[name]; ok && compatible(have, want) {
+		// A list of records keeps only the record fields the shape asks for.
+		if want.Type == "array" && want.Items != nil && want.Items.Type == "object" && len(want.Items.Properties) > 0 &&
+			have.Items != nil && have.Items.Type == "object" {
+			keep := sortedKeys(want.Items.Properties)
+			if covers(*have.Items, keep) {
+				return Derivation{Field: name, Source: name, Keep: keep}, true
+			}
+			return Derivation{}, false
+		}
 		return Derivation{Field: name, Source: name}, true
 	}
 	if want.Type != "array" || want.Items == nil {
@@ -182,3 +191,31 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// Python renders derivations as a Python extraction script: it reads the
+// JSON file named by argv[1] and prints only the derived fields as JSON.
+func Python(ds []Derivation) string {
+	var b strings.Builder
+	b.WriteString("import json, sys\n\nwith open(sys.argv[1]) as f:\n    data = json.load(f)\nout = {}\n")
+	for _, d := range ds {
+		src, field := pyStr(d.Source), pyStr(d.Field)
+		switch {
+		case d.Item != "":
+			fmt.Fprintf(&b, "out[%s] = [el.get(%s) for el in data.get(%s) or [] if isinstance(el, dict)]\n", field, pyStr(d.Item), src)
+		case len(d.Keep) > 0:
+			keys := make([]string, len(d.Keep))
+			for i, k := range d.Keep {
+				keys[i] = pyStr(k)
+			}
+			fmt.Fprintf(&b, "out[%s] = [{k: el.get(k) for k in (%s,)} for el in data.get(%s) or [] if isinstance(el, dict)]\n",
+				field, strings.Join(keys, ", "), src)
+		default:
+			fmt.Fprintf(&b, "out[%s] = data.get(%s)\n", field, src)
+		}
+	}
+	b.WriteString("print(json.dumps(out))\n")
+	return b.String()
+}
+
+// pyStr quotes s as a Python string literal (JSON strings are valid ones).
+func pyStr(s string) string { return jqKey(s) }
