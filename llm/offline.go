@@ -98,6 +98,8 @@ var stopwords = map[string]bool{
 	"the": true, "a": true, "an": true, "and": true, "or": true, "of": true, "to": true, "for": true,
 	"by": true, "them": true, "it": true, "in": true, "on": true, "with": true, "their": true, "its": true,
 	"is": true, "are": true, "be": true, "all": true, "every": true, "from": true, "me": true, "my": true,
+	// Verbs every task uses say nothing about which skill fits.
+	"list": true, "show": true, "get": true, "give": true, "return": true, "find": true, "what": true,
 }
 
 // words splits s into lower-case stems without stop words.

@@ -24,6 +24,7 @@ type Config struct {
 	SkillTransport  string // streamable-http (default), sse or stdio
 	SkillMode       string // auto (default), skill-service or plain
 	SkillCommand    string // stdio server command line: words split on spaces, or a JSON array
+	SandboxUnsafe   bool // run extraction scripts without isolation (development only)
 	LogLevel        string
 	Concurrency     int
 	HandleTimeout   time.Duration
@@ -46,6 +47,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 		"auto, skill-service (find_relevant_skills/load_skill) or plain (any MCP server's tools) (env SKILL_MODE)")
 	fs.StringVar(&c.SkillCommand, "skill-command", env("SKILL_COMMAND", ""),
 		"stdio MCP server command line, split on spaces or a JSON array; one server serves every tenant (env SKILL_COMMAND)")
+	fs.BoolVar(&c.SandboxUnsafe, "sandbox-unsafe", env("SANDBOX_ALLOW_UNSAFE", "") == "1",
+		"DEVELOPMENT ONLY: run extraction scripts without isolation when none is available (env SANDBOX_ALLOW_UNSAFE=1)")
 	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
 	fs.IntVar(&c.Concurrency, "concurrency", envInt("CONCURRENCY", 16), "messages handled at once per process (env CONCURRENCY)")
 	fs.DurationVar(&c.HandleTimeout, "handle-timeout", envDuration("HANDLE_TIMEOUT", 5*time.Minute), "deadline of one message's work (env HANDLE_TIMEOUT)")

@@ -14,6 +14,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/sandbox"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store/embedded"
 	"github.com/agentbus/agentbus/store/opensearch"
@@ -176,6 +177,9 @@ func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error)
 		}
 		x := handlers.NewExecutor(d.Model, d.Skills, d.Store, locks, calls, log)
 		x.Credentials = creds
+		if sb := d.sandbox(ctx, log); sb != nil {
+			x.Sandbox = sb
+		}
 		return x.Handle, nil
 	case events.RoleAggregator:
 		fanin, err := kv(events.BucketFanin)
@@ -235,4 +239,24 @@ func (d *Deps) Credentials(ctx context.Context) (*handlers.Credentials, error) {
 		return nil, fmt.Errorf("credentials bucket: %w", err)
 	}
 	return &handlers.Credentials{KV: kv}, nil
+}
+
+// sandbox opens the extraction sandbox and starts its sweeper, or returns
+// nil, logging why: the executor then reports large responses to the model
+// as errors instead of running scripts unconfined.
+func (d *Deps) sandbox(ctx context.Context, log zerolog.Logger) *sandbox.Sandbox {
+	sb, err := sandbox.New(sandbox.Config{AllowUnsafeNoIsolation: d.Config.SandboxUnsafe})
+	if err != nil {
+		log.Error().Err(err).Msg("no sandbox: large skill responses will fail their step (run deploy/sandbox/setup.sh)")
+		return nil
+	}
+	if sb.Isolation() == sandbox.IsolationNone {
+		log.Warn().Msg("SANDBOX ISOLATION IS OFF (development flag): extraction scripts run unconfined on this host")
+	} else {
+		log.Info().Str("isolation", sb.Isolation()).Msg("sandbox ready")
+	}
+	go func() {
+		_ = sb.RunSweeper(ctx, 10*time.Minute, time.Hour, func(err error) { log.Warn().Err(err).Msg("sandbox sweep") })
+	}()
+	return sb
 }
