@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/agentbus/agentbus/sandbox"
 )
 
 // Config sizes a benchmark run.
@@ -86,6 +88,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		r.Modes = append(r.Modes, *mr)
 	}
+	r.Sandbox = runSandbox(ctx, cfg)
 	r.Peer = runPeer(ctx, cfg)
 	r.compare()
 	return r, r.write(cfg.OutDir)
@@ -187,4 +190,23 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// runSandbox measures start-to-result latency of a trivial extraction
+// script, in Python under the sandbox's isolation and in jq.
+func runSandbox(ctx context.Context, cfg Config) SandboxReport {
+	fmt.Fprintln(cfg.Log, "bench: sandbox start-to-result (python, jq)")
+	sb, err := sandbox.New(sandbox.Config{})
+	if err != nil {
+		return SandboxReport{Reason: err.Error()}
+	}
+	n := 50
+	if cfg.Quick {
+		n = 5
+	}
+	py, jq, err := sandbox.BenchStartToResult(ctx, sb, n)
+	if err != nil {
+		return SandboxReport{Reason: err.Error()}
+	}
+	return SandboxReport{Isolation: sb.Isolation(), Runs: n, PythonP50: ms(py), JQP50: ms(jq)}
 }

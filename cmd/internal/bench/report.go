@@ -45,6 +45,15 @@ type PeerReport struct {
 	WithLatency *PeerResult  `json:"with_model_latency,omitempty"`
 }
 
+// SandboxReport is the start-to-result latency of trivial extraction scripts.
+type SandboxReport struct {
+	Isolation string  `json:"isolation,omitempty"`
+	Runs      int     `json:"runs,omitempty"`
+	PythonP50 float64 `json:"python_p50_ms,omitempty"`
+	JQP50     float64 `json:"jq_p50_ms,omitempty"`
+	Reason    string  `json:"unavailable,omitempty"`
+}
+
 // Comparison is agentbus over LangGraph at one concurrency.
 type Comparison struct {
 	Checkpointer string  `json:"checkpointer"`
@@ -55,13 +64,14 @@ type Comparison struct {
 
 // Report is the whole benchmark result.
 type Report struct {
-	Time        time.Time    `json:"time"`
-	Machine     Machine      `json:"machine"`
-	Quick       bool         `json:"quick"`
-	Modes       []ModeReport `json:"modes"`
-	Peer        PeerReport   `json:"langgraph"`
-	Comparisons []Comparison `json:"vs_langgraph"`
-	Summary     string       `json:"summary"`
+	Time        time.Time     `json:"time"`
+	Machine     Machine       `json:"machine"`
+	Quick       bool          `json:"quick"`
+	Modes       []ModeReport  `json:"modes"`
+	Sandbox     SandboxReport `json:"sandbox"`
+	Peer        PeerReport    `json:"langgraph"`
+	Comparisons []Comparison  `json:"vs_langgraph"`
+	Summary     string        `json:"summary"`
 }
 
 // compare computes the LangGraph ratios (default mode, one executor) and
@@ -137,6 +147,12 @@ func (r *Report) Print(w io.Writer) {
 			m.LLM.ModelLatencyMS, m.LLM.ModelCalls, m.LLM.Runs, 100*m.LLM.Share, m.LLM.OutsideMS.P50)
 		fmt.Fprintf(w, "run length: hop p50 %.3f ms at iterations 1-50, %.3f ms at the last 50 of %d (ratio %.2f)\n",
 			m.RunLength.Early.P50, m.RunLength.Late.P50, m.RunLength.Iterations, m.RunLength.Ratio)
+	}
+	if r.Sandbox.Reason != "" {
+		fmt.Fprintf(w, "\nsandbox: not measured: %s\n", r.Sandbox.Reason)
+	} else {
+		fmt.Fprintf(w, "\nsandbox start-to-result p50 (%s, %d runs): exec_python %.1f ms, exec_jq %.1f ms\n",
+			r.Sandbox.Isolation, r.Sandbox.Runs, r.Sandbox.PythonP50, r.Sandbox.JQP50)
 	}
 	fmt.Fprintln(w, "\n== LangGraph peer, same 5-step plan, fake LLM with no latency ==")
 	if !r.Peer.Available {
