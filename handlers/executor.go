@@ -225,8 +225,15 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	}
 	key := fmt.Sprintf("%s/%d/%s/%d", t.req.Run.Request.RunID, t.step.Index, t.step.TaskID, n)
 	if rec, ok := t.recorded(ctx, key); ok {
+		// Emit the call's audit events again: if the first attempt's
+		// outputs were stored, their derived ids make these duplicates;
+		// if they were lost, the trace still records the call.
+		for _, a := range rec.Audits {
+			t.out.audit(a.Name, a.Lineage, nil)
+		}
 		return rec.Result, rec.IsError, nil
 	}
+	audited := len(t.out.audits)
 	start := time.Now()
 	result, err := t.x.Skills.Call(ctx, t.req.Run.Request.TenantID, c.Name, c.Arguments, key)
 	isErr := false
@@ -247,14 +254,16 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 			return nil, false, err
 		}
 	}
-	t.record(ctx, key, toolRecord{Result: result, IsError: isErr})
+	t.record(ctx, key, toolRecord{Result: result, IsError: isErr, Audits: t.out.auditsSince(audited)})
 	return result, isErr, nil
 }
 
-// toolRecord is an idempotency record of a finished skill call.
+// toolRecord is an idempotency record of a finished skill call, with the
+// audit events the call emitted.
 type toolRecord struct {
-	Result  []byte `json:"result"`
-	IsError bool   `json:"is_error"`
+	Result  []byte        `json:"result"`
+	IsError bool          `json:"is_error"`
+	Audits  []auditRecord `json:"audits,omitempty"`
 }
 
 func (t *turn) recorded(ctx context.Context, key string) (toolRecord, bool) {

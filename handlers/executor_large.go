@@ -55,7 +55,7 @@ func (t *turn) extractLarge(ctx context.Context, skill string, data []byte) ([]b
 		"threshold_bytes": t.x.LargeResponse, "strategy": "sandbox_extract", "sample_lines": len(sample)})
 	in := llm.ExtractInput{Task: t.step.Task, Skill: t.skills[skill], FileID: fileID, SizeBytes: len(data), Sample: sample,
 		ReturnSpec: llm.ReturnSpec{Shape: t.step.ReturnSpec.Shape, Reason: t.step.ReturnSpec.Reason},
-		Languages: []string{"python", "jq"}}
+		Languages:  []string{"python", "jq"}}
 	for range maxExtractAttempts {
 		var script llm.ExtractOutput
 		if _, err := llm.Structured(ctx, t.x.Model, llm.Request{Task: llm.TaskExtract, System: extractSystem,

@@ -258,8 +258,15 @@ func TestExecutorRedeliveryReusesToolResult(t *testing.T) {
 			if !slices.Contains(auditNames(first), "skill.called") {
 				t.Errorf("first delivery audit %v lacks skill.called", auditNames(first))
 			}
-			if got := slices.Contains(auditNames(second), "skill.called"); got != tc.wantRecall {
+			// The demo service answers a repeated key from its record: a
+			// replay there means the executor called the skill again.
+			if got := len(env.svc.Replays()) > 0; got != tc.wantRecall {
 				t.Errorf("redelivery called the skill again: %v, want %v", got, tc.wantRecall)
+			}
+			// Either way the redelivery emits the call's audit event again
+			// under the same id, so a lost first publish loses no trace.
+			if !slices.Contains(auditNames(second), "skill.called") {
+				t.Errorf("redelivery audit %v lacks skill.called", auditNames(second))
 			}
 			inv := env.svc.Invocations()
 			if len(inv) != 1 {

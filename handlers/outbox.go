@@ -13,10 +13,25 @@ import (
 // input's id and a key (a per-input counter for audit events), so a
 // redelivered input emits the same ids and the streams keep one copy.
 type outbox struct {
-	in   event.Event
-	n    int
-	outs []event.Event
-	err  error
+	in     event.Event
+	n      int
+	outs   []event.Event
+	audits []auditRecord // every audit call, in order
+	err    error
+}
+
+// auditRecord is one audit call of an outbox: name and lineage with its
+// payload. A handler that records a side effect keeps the audit events
+// the effect produced, so a redelivery that reuses the record emits them
+// again (same position, so same derived ids) instead of losing them.
+type auditRecord struct {
+	Name    string       `json:"name"`
+	Lineage events.Audit `json:"lineage"`
+}
+
+// auditsSince returns the audit calls made after the first n.
+func (a *outbox) auditsSince(n int) []auditRecord {
+	return append([]auditRecord(nil), a.audits[n:]...)
 }
 
 // add appends an audit event name ("step_1.started") with its lineage and payload.
@@ -32,6 +47,7 @@ func (a *outbox) audit(name string, lineage events.Audit, payload any) {
 		}
 		lineage.Payload = b
 	}
+	a.audits = append(a.audits, auditRecord{Name: name, Lineage: lineage})
 	a.n++
 	ev, err := events.Child(a.in, "audit/"+name+"/"+strconv.Itoa(a.n), events.AuditType(name), lineage)
 	if err != nil {

@@ -1,7 +1,9 @@
 // Command agentbus is the all-in-one agentbus: `up` runs embedded NATS,
 // every role, the embedded store, the demo Skill Service and the ingress in
 // one process; `demo` does the same in a temporary directory, runs the demo
-// task and exits; `run` is a client for a running `up`.
+// task and exits; `run` is a client for a running `up`. `skills` and `nats`
+// run the demo Skill Service and a nats-server alone, for multi-process
+// deployments; `chaos` injects faults into one and checks nothing is lost.
 package main
 
 import (
@@ -16,6 +18,8 @@ Usage:
   agentbus demo [--task "..."]                            run the demo task end to end and exit
   agentbus run  [--url http://127.0.0.1:8080] "<task>"    submit a task to a running agentbus up
   agentbus skills [--addr 127.0.0.1:7070]                 serve the demo Skill Service alone
+  agentbus nats [--port 4222] [--store DIR] [--sync-always]  run nats-server with JetStream alone
+  agentbus chaos [--runs 500] [--seed N] [--concurrency 8]  fault-injection run against the multi-process deployment
   agentbus bench [--quick] [--skip-peer]                  measure agentbus beside the JetStream floor and LangGraph
 
 Run "agentbus <command> --help" for the flags of a command.
@@ -26,7 +30,7 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	cmds := map[string]func([]string) int{"up": up, "demo": demo, "run": run, "skills": serveSkills, "bench": runBench}
+	cmds := map[string]func([]string) int{"up": up, "demo": demo, "run": run, "skills": serveSkills, "nats": serveNATS, "chaos": runChaos, "bench": runBench}
 	switch cmd := os.Args[1]; cmd {
 	case "-h", "--help", "help":
 		fmt.Print(usage)

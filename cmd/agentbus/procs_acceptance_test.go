@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,7 +48,7 @@ func TestRedeliveryAfterExecutorKill(t *testing.T) {
 		done <- postRun(t, c.ingURL, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-kill", Message: demoTask})
 	}()
 	eventually(t, 20*time.Second, "the executor to hold a step", func() bool { return c.ackPending(events.RoleExecutor) > 0 })
-	procs["executor1"].stop(syscall.SIGKILL, time.Second)
+	procs["executor1"].Kill()
 	c.start("executor")
 
 	select {

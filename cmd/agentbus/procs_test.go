@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/skills"
 )
@@ -35,13 +35,9 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		for _, r := range []string{"router", "planner", "executor", "aggregator", "ingress"} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, r), "github.com/agentbus/agentbus/cmd/"+r).CombinedOutput()
-			if err != nil {
-				buildErr = fmt.Errorf("build %s: %v\n%s", r, err, out)
-				return
-			}
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		buildErr = procs.BuildRoles(ctx, binDir, false)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -87,12 +83,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// proc is one running role binary.
+// proc is one running role binary and its output.
 type proc struct {
-	name string
-	cmd  *exec.Cmd
+	*procs.Proc
 	logs *syncBuffer
-	done chan struct{}
 }
 
 func newCluster(t *testing.T, demo skills.DemoConfig, env ...string) *cluster {
@@ -114,37 +108,19 @@ func newCluster(t *testing.T, demo skills.DemoConfig, env ...string) *cluster {
 // start runs a role binary with extra environment.
 func (c *cluster) start(role string, env ...string) *proc {
 	c.t.Helper()
-	cmd := exec.Command(filepath.Join(c.bin, role))
-	cmd.Env = append(append(os.Environ(), c.env...), env...)
-	p := &proc{name: role, cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	if err := cmd.Start(); err != nil {
+	logs := &syncBuffer{}
+	p, err := procs.Start(procs.Spec{Name: role, Path: filepath.Join(c.bin, role),
+		Env: append(append([]string(nil), c.env...), env...), Output: logs})
+	if err != nil {
 		c.t.Fatal(err)
 	}
-	go func() { _ = cmd.Wait(); close(p.done) }()
 	c.t.Cleanup(func() {
-		p.stop(syscall.SIGTERM, 15*time.Second)
+		p.Stop(syscall.SIGTERM, 15*time.Second)
 		if c.t.Failed() {
-			c.t.Logf("--- %s logs ---\n%s", role, tail(p.logs.String(), 4000))
+			c.t.Logf("--- %s logs ---\n%s", role, tail(logs.String(), 4000))
 		}
 	})
-	return p
-}
-
-// stop signals the process and waits; it kills it after the grace time.
-func (p *proc) stop(sig syscall.Signal, grace time.Duration) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	return &proc{Proc: p, logs: logs}
 }
 
 // startAll runs one of every role, the ingress on a free port, and waits

@@ -24,7 +24,7 @@ type Config struct {
 	SkillTransport  string // streamable-http (default), sse or stdio
 	SkillMode       string // auto (default), skill-service or plain
 	SkillCommand    string // stdio server command line: words split on spaces, or a JSON array
-	SandboxUnsafe   bool // run extraction scripts without isolation (development only)
+	SandboxUnsafe   bool   // run extraction scripts without isolation (development only)
 	LogLevel        string
 	Concurrency     int
 	HandleTimeout   time.Duration

@@ -62,7 +62,7 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	}
 	g := handlers.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
 		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Credentials: creds})
-	if err := g.Start(); err != nil {
+	if err := retry(ctx, g.Start); err != nil {
 		return err
 	}
 	defer g.Stop()

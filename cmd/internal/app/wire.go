@@ -48,7 +48,9 @@ var (
 // connection, or OpenSearch configured by the OPENSEARCH_* environment.
 func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, error) {
 	if c.Store != "opensearch" {
-		return embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix})
+		return retryValue(ctx, func() (*embedded.Store, error) {
+			return embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix})
+		})
 	}
 	cfg, err := opensearch.ConfigFromEnv()
 	if err != nil {
@@ -135,6 +137,20 @@ func retry(ctx context.Context, fn func() error) error {
 	}
 }
 
+// retryValue is retry for a call that returns a value. Every NATS call a
+// process makes while it starts goes through retry: NATS may restart
+// between the bootstrap and the consumers being set up, and the process
+// must wait for it rather than exit.
+func retryValue[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	var v T
+	err := retry(ctx, func() error {
+		var err error
+		v, err = fn()
+		return err
+	})
+	return v, err
+}
+
 // Close releases the connections.
 func (d *Deps) Close() {
 	_ = d.Skills.Close()
@@ -144,7 +160,9 @@ func (d *Deps) Close() {
 
 // Handler builds the handler of role from d.
 func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error) {
-	kv := func(bucket string) (jetstream.KeyValue, error) { return d.JS.KeyValue(ctx, bucket) }
+	kv := func(bucket string) (jetstream.KeyValue, error) {
+		return retryValue(ctx, func() (jetstream.KeyValue, error) { return d.JS.KeyValue(ctx, bucket) })
+	}
 	log := d.Log.With().Str("role", role).Logger()
 	creds, err := d.Credentials(ctx)
 	if err != nil {
@@ -156,7 +174,7 @@ func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error)
 		if err != nil {
 			return nil, err
 		}
-		if err := handlers.SeedConfig(ctx, cfg); err != nil {
+		if err := retry(ctx, func() error { return handlers.SeedConfig(ctx, cfg) }); err != nil {
 			return nil, err
 		}
 		r := handlers.NewRouter(d.Model, d.Store, cfg, log)
@@ -201,21 +219,23 @@ func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", role, err)
 		}
-		cons, err := d.JS.Consumer(ctx, events.StreamOf(role), role)
+		cons, err := retryValue(ctx, func() (jetstream.Consumer, error) { return d.JS.Consumer(ctx, events.StreamOf(role), role) })
 		if err != nil {
 			return fmt.Errorf("%s consumer: %w", role, err)
 		}
 		log := d.Log.With().Str("role", role).Logger()
 		h = events.Chain(h, events.Recover(), handlers.Logging(log), events.Timeout(d.Config.HandleTimeout))
-		w, err := events.NewWorker(ctx, d.JS, cons, h, events.WorkerConfig{
-			Role: role, Concurrency: d.Config.Concurrency,
-			OnError: func(ev *event.Event, subject string, err error) {
-				l := log.Warn().Err(err).Str("subject", subject)
-				if ev != nil {
-					l = l.Str("event_id", ev.ID()).Str("run_id", events.Ext(*ev, events.ExtRun))
-				}
-				l.Msg("message not handled")
-			},
+		w, err := retryValue(ctx, func() (*events.Worker, error) {
+			return events.NewWorker(ctx, d.JS, cons, h, events.WorkerConfig{
+				Role: role, Concurrency: d.Config.Concurrency,
+				OnError: func(ev *event.Event, subject string, err error) {
+					l := log.Warn().Err(err).Str("subject", subject)
+					if ev != nil {
+						l = l.Str("event_id", ev.ID()).Str("run_id", events.Ext(*ev, events.ExtRun))
+					}
+					l.Msg("message not handled")
+				},
+			})
 		})
 		if err != nil {
 			return err
@@ -234,7 +254,7 @@ func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
 
 // Credentials returns the store of forwarded API keys.
 func (d *Deps) Credentials(ctx context.Context) (*handlers.Credentials, error) {
-	kv, err := d.JS.KeyValue(ctx, events.BucketCredentials)
+	kv, err := retryValue(ctx, func() (jetstream.KeyValue, error) { return d.JS.KeyValue(ctx, events.BucketCredentials) })
 	if err != nil {
 		return nil, fmt.Errorf("credentials bucket: %w", err)
 	}

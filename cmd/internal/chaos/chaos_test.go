@@ -1,0 +1,76 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/cmd/internal/procs"
+)
+
+// syncBuffer is a goroutine-safe buffer for the harness output.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestChaos is a small `make chaos`: 20 runs against the multi-process
+// deployment while four faults of each kind strike: kill -9 of a role
+// (seed 18 picks the ingress, router, an executor and the planner), a
+// nats-server stop (SIGKILL and SIGTERM) and restart, a SIGSTOPped
+// executor (each of the two). No run may be lost, no skill key executed
+// twice, no answer differ from the fault-free one. AGENTBUS_CHAOS_SEED
+// picks another fault schedule.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills OS processes for about a minute")
+	}
+	seed := int64(18)
+	if v, err := strconv.ParseInt(os.Getenv("AGENTBUS_CHAOS_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	bin := t.TempDir()
+	if err := procs.BuildRoles(ctx, bin, true); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	start := time.Now()
+	sum, err := Run(ctx, Config{
+		BinDir: bin, Runs: 20, Faults: 12, Seed: seed, Concurrency: 4,
+		HTTPTimeout: 20 * time.Second, RunWait: 20 * time.Second, Settle: 60 * time.Second,
+		WorkDir: t.TempDir(), Out: &out,
+	})
+	t.Logf("chaos output (%s):\n%s", time.Since(start).Round(time.Second), out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.OK() {
+		t.Fatalf("chaos found problems: %s", sum.Line())
+	}
+	for _, k := range FaultKinds {
+		if sum.Faults[k] < 4 {
+			t.Errorf("%d %s faults injected, want 4", sum.Faults[k], k)
+		}
+	}
+	if sum.Runs != 20 || sum.Executions < 2*sum.Runs {
+		t.Errorf("summary %s: want 20 runs and at least 2 skill executions each", sum.Line())
+	}
+}

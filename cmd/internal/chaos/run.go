@@ -1,0 +1,776 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/cmd/internal/procs"
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/store"
+)
+
+// harness is one chaos run.
+type harness struct {
+	cfg   Config
+	start time.Time
+	d     *deployment
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	w     *watcher
+	http  *http.Client
+
+	reference string // the fault-free answer
+	refPlan   string // the reference run's plan
+
+	released atomic.Int64 // runs of segments up to this one may be submitted
+	inflight atomic.Int64
+
+	mu       sync.Mutex
+	faults   map[string]int
+	crashes  int
+	problems []string
+	crashLog []string // log files of crashed processes
+	retries  int
+	stalls   int
+}
+
+// runRec is one submitted run.
+type runRec struct {
+	idx     int
+	viaHTTP bool
+	session string
+	runIDs  []string
+	httpRes *handlers.RunResponse
+	stalled time.Time // when a POST timed out without an answer
+	err     error
+}
+
+// Run starts the deployment, takes a reference run, submits cfg.Runs runs
+// under faults, waits for them and checks the outcome. The error reports a
+// harness failure (a process that cannot start); findings are in the
+// Summary, whose OK method says whether the deployment passed.
+func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
+	cfg.defaults()
+	cfg.Out = &lockedWriter{w: cfg.Out}
+	h := &harness{cfg: cfg, start: time.Now(), faults: map[string]int{}, http: &http.Client{Timeout: cfg.HTTPTimeout}}
+	sum.Seed, sum.Runs = cfg.Seed, cfg.Runs
+
+	dir := cfg.WorkDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "agentbus-chaos-"); err != nil {
+			return sum, err
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return sum, err
+	}
+	sum.WorkDir = dir
+	bin := cfg.BinDir
+	if bin == "" {
+		bin = dir + "/bin"
+		h.logf("building the agentbus binaries into %s", bin)
+		if err := procs.BuildRoles(ctx, bin, true); err != nil {
+			return sum, err
+		}
+	}
+	h.logf("chaos: seed %d, %d runs, %d faults, %d in flight; logs in %s", cfg.Seed, cfg.Runs, cfg.Faults, cfg.Concurrency, dir)
+
+	d, err := newDeployment(h, bin, dir)
+	if err != nil {
+		return sum, err
+	}
+	h.d = d
+	defer func() {
+		d.close()
+		if err == nil && sum.OK() && cfg.WorkDir == "" {
+			_ = os.RemoveAll(dir)
+			sum.WorkDir = ""
+		}
+	}()
+	if err := d.start(ctx); err != nil {
+		h.printTails(nil)
+		return sum, err
+	}
+	h.nc, err = nats.Connect(d.natsURL, nats.Name("agentbus-chaos"), nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		return sum, err
+	}
+	defer h.nc.Close()
+	if h.js, err = jetstream.New(h.nc); err != nil {
+		return sum, err
+	}
+	h.w = newWatcher(h.js)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go h.w.run(wctx)
+
+	if err := h.referenceRun(ctx); err != nil {
+		h.printTails(nil)
+		return sum, err
+	}
+	h.logf("reference answer (%d bytes) taken in a fault-free run", len(h.reference))
+
+	recs := h.submitUnderFaults(ctx)
+	settleCtx, cancel := context.WithTimeout(ctx, cfg.Settle)
+	h.settle(settleCtx, recs)
+	cancel()
+	if err := ctx.Err(); err != nil {
+		return sum, err
+	}
+	h.analyse(ctx, recs, &sum)
+	h.checkProjections(ctx, recs, &sum)
+	sum.Duration = time.Since(h.start)
+	fmt.Fprintln(cfg.Out, sum.Line())
+	for _, p := range sum.Problems {
+		fmt.Fprintln(cfg.Out, "  problem:", p)
+	}
+	if !sum.OK() {
+		h.printTails(recs)
+		fmt.Fprintf(cfg.Out, "process logs: %s\n", dir)
+	}
+	return sum, nil
+}
+
+func (h *harness) logf(format string, args ...any) {
+	if h.cfg.Quiet && !strings.HasPrefix(format, "chaos:") {
+		return
+	}
+	fmt.Fprintf(h.cfg.Out, "[%7.1fs] %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (h *harness) problem(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.problems = append(h.problems, fmt.Sprintf(format, args...))
+}
+
+func (h *harness) crashed(name string, exit error, logPath string) {
+	h.mu.Lock()
+	h.crashes++
+	h.crashLog = append(h.crashLog, logPath)
+	h.mu.Unlock()
+	h.problem("%s exited on its own (%v); restarted", name, exit)
+	h.logf("%s exited on its own (%v); restarting it", name, exit)
+}
+
+// referenceRun submits one run before any fault and keeps its answer.
+func (h *harness) referenceRun(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res, status, err := h.post(ctx, "chaos-reference")
+		if err == nil && status == http.StatusOK {
+			if res.TerminalCode != events.CodeSuccess {
+				return fmt.Errorf("the fault-free reference run ended %s: %s", res.TerminalCode, res.Response)
+			}
+			h.reference, h.refPlan = res.Response, res.PlanID
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the fault-free reference run failed: status %d, %v", status, err)
+		}
+		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// submitUnderFaults submits every run, cfg.Concurrency at a time, while
+// the fault injector runs. Run i belongs to segment i*Faults/Runs and is
+// released when fault number segment is about to be injected, so the runs
+// are spread over the faults.
+func (h *harness) submitUnderFaults(ctx context.Context) []*runRec {
+	cfg := h.cfg
+	recs := make([]*runRec, cfg.Runs)
+	queue := make(chan *runRec, cfg.Runs)
+	for i := range recs {
+		r := &runRec{idx: i, viaHTTP: cfg.HTTPEvery > 0 && i%cfg.HTTPEvery == 0}
+		if r.viaHTTP {
+			r.session = fmt.Sprintf("chaos-h-%d", i)
+		} else {
+			r.session = fmt.Sprintf("chaos-n-%d", i)
+		}
+		recs[i] = r
+		queue <- r
+	}
+	close(queue)
+	h.released.Store(-1)
+	if cfg.Faults == 0 {
+		h.released.Store(1 << 40)
+	}
+	var wg sync.WaitGroup
+	var finished atomic.Int64
+	for range cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range queue {
+				seg := int64(r.idx * cfg.Faults / cfg.Runs)
+				for h.released.Load() < seg {
+					if sleep(ctx, 10*time.Millisecond) != nil {
+						return
+					}
+				}
+				h.inflight.Add(1)
+				h.submit(ctx, r)
+				h.inflight.Add(-1)
+				if n := finished.Add(1); n%max(1, int64(cfg.Runs/10)) == 0 {
+					h.logf("%d/%d runs submitted and waited for", n, cfg.Runs)
+				}
+			}
+		}()
+	}
+	submitted := make(chan struct{})
+	go func() { wg.Wait(); close(submitted) }()
+	h.injectFaults(ctx)
+	<-submitted
+	return recs
+}
+
+// submit sends one run and waits (up to RunWait) for its run.finished.
+func (h *harness) submit(ctx context.Context, r *runRec) {
+	if r.viaHTTP {
+		h.submitHTTP(ctx, r)
+		return
+	}
+	id := uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "agentbus-chaos/%d/%d", h.cfg.Seed, r.idx)).String()
+	r.runIDs = []string{id}
+	req := events.RunRequest{RunID: id, TenantID: Tenant, UserID: "chaos", SessionID: r.session, Message: DemoTask}
+	ev, err := events.New(id, events.TypeRunRequested, events.Meta{Tenant: Tenant, Session: r.session, Run: id, SourceProcess: "chaos"}, req)
+	if err != nil {
+		r.err = err
+		return
+	}
+	// The id is the Nats-Msg-Id: retrying through an outage stores one run.
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := events.Publish(pctx, h.js, ev)
+		cancel()
+		if err == nil {
+			break
+		}
+		if sleep(ctx, 200*time.Millisecond) != nil {
+			r.err = err
+			return
+		}
+	}
+	h.w.waitFinished(ctx, id, h.cfg.RunWait)
+}
+
+// submitHTTP posts the run to the ingress. A POST that fails without an
+// answer (the ingress was killed, NATS was down, the answer never came)
+// is ambiguous: the harness waits for the ingress to be back, reads the
+// stream, and adopts the run requested with the run's session id if there
+// is one; otherwise it posts again.
+func (h *harness) submitHTTP(ctx context.Context, r *runRec) {
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			h.mu.Lock()
+			h.retries++
+			h.mu.Unlock()
+		}
+		res, status, err := h.post(ctx, r.session)
+		switch {
+		case err == nil && status == http.StatusOK:
+			r.httpRes = &res
+			r.runIDs = []string{res.RunID}
+			return
+		case err == nil && status >= 400 && status < 500:
+			r.err = fmt.Errorf("POST /agent/run: status %d", status)
+			return
+		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+			h.mu.Lock()
+			h.stalls++
+			h.mu.Unlock()
+			r.stalled = time.Now()
+		}
+		if ctx.Err() != nil {
+			r.err = ctx.Err()
+			return
+		}
+		_ = waitHTTP(ctx, "http://"+h.d.ingress+"/healthz", 2*time.Minute)
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_ = h.w.catchUp(cctx)
+		cancel()
+		if ids := h.w.runsOf(r.session); len(ids) > 0 {
+			r.runIDs = ids
+			for _, id := range ids {
+				h.w.waitFinished(ctx, id, h.cfg.RunWait)
+			}
+			return
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// post sends POST /agent/run for session.
+func (h *harness) post(ctx context.Context, session string) (handlers.RunResponse, int, error) {
+	var res handlers.RunResponse
+	body, _ := json.Marshal(handlers.RunBody{TenantID: Tenant, UserID: "chaos", SessionID: session, Message: DemoTask})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+h.d.ingress+"/agent/run", bytes.NewReader(body))
+	if err != nil {
+		return res, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.http.Do(req)
+	if err != nil {
+		return res, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return res, resp.StatusCode, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return res, resp.StatusCode, nil
+	}
+	return res, resp.StatusCode, json.Unmarshal(b, &res)
+}
+
+// injectFaults injects cfg.Faults faults, evenly split across the kinds in
+// a seeded random order, each after a random pause, releasing the runs of
+// each segment just before its pause. It returns after the last fault.
+func (h *harness) injectFaults(ctx context.Context) {
+	n := h.cfg.Faults
+	if n == 0 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), 0x636861_6f73))
+	schedule := make([]string, n)
+	for i := range schedule {
+		schedule[i] = FaultKinds[i%len(FaultKinds)]
+	}
+	rng.Shuffle(n, func(i, j int) { schedule[i], schedule[j] = schedule[j], schedule[i] })
+	for i, kind := range schedule {
+		h.released.Store(int64(i))
+		// Strike while the segment's runs are in flight: they take a few
+		// skill latencies each.
+		if sleep(ctx, between(rng, 0, 400*time.Millisecond)) != nil {
+			return
+		}
+		h.inject(ctx, rng, i+1, kind)
+	}
+	h.released.Store(1 << 40)
+}
+
+// inject performs one fault.
+func (h *harness) inject(ctx context.Context, rng *rand.Rand, nth int, kind string) {
+	h.mu.Lock()
+	h.faults[kind]++
+	h.mu.Unlock()
+	d := h.d
+	switch kind {
+	case FaultKill:
+		names := d.roleNames()
+		m := d.members[names[rng.IntN(len(names))]]
+		back := between(rng, 200*time.Millisecond, 1500*time.Millisecond)
+		h.logf("fault %d/%d: kill -9 %s (%d in flight), restart after %s", nth, h.cfg.Faults, m.name, h.inflight.Load(), back)
+		m.halt(syscall.SIGKILL, 5*time.Second)
+		_ = sleep(ctx, back)
+		if err := d.launch(m); err != nil {
+			h.problem("restart %s: %v", m.name, err)
+		}
+	case FaultNATS:
+		m := d.members["nats"]
+		sig, name := syscall.SIGTERM, "SIGTERM"
+		if rng.IntN(2) == 0 {
+			sig, name = syscall.SIGKILL, "SIGKILL"
+		}
+		down := between(rng, time.Second, h.cfg.NATSDown)
+		h.logf("fault %d/%d: %s nats-server (%d in flight), restart after %s", nth, h.cfg.Faults, name, h.inflight.Load(), down)
+		m.halt(sig, 10*time.Second)
+		_ = sleep(ctx, down)
+		if err := d.launch(m); err != nil {
+			h.problem("restart nats-server: %v", err)
+			return
+		}
+		if err := d.waitNATS(ctx, 30*time.Second); err != nil {
+			h.problem("nats-server after restart: %v", err)
+		}
+	case FaultStop:
+		names := d.executors()
+		m := d.members[names[rng.IntN(len(names))]]
+		hold := h.cfg.AckWait + between(rng, 500*time.Millisecond, 2*time.Second)
+		h.logf("fault %d/%d: SIGSTOP %s for %s (%d in flight)", nth, h.cfg.Faults, m.name, hold, h.inflight.Load())
+		p := m.current()
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
+			return
+		}
+		_ = sleep(ctx, hold)
+		_ = p.Signal(syscall.SIGCONT)
+	}
+}
+
+func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
+}
+
+// settle waits until every submitted run has a run.finished or ctx ends.
+func (h *harness) settle(ctx context.Context, recs []*runRec) {
+	h.logf("faults stopped; waiting for unfinished runs (up to %s)", h.cfg.Settle)
+	for {
+		_ = h.w.catchUp(ctx)
+		pending := 0
+		for _, r := range recs {
+			ids := h.idsOf(r)
+			if len(ids) == 0 {
+				pending++
+			}
+			for _, id := range ids {
+				if len(h.w.results(id)) == 0 {
+					pending++
+				}
+			}
+		}
+		if pending == 0 {
+			return
+		}
+		if sleep(ctx, 250*time.Millisecond) != nil {
+			h.logf("%d runs still unfinished at the deadline", pending)
+			return
+		}
+	}
+}
+
+// idsOf returns every run id of r: the one it submitted or was answered
+// with, and for an HTTP run every run requested with its session.
+func (h *harness) idsOf(r *runRec) []string {
+	ids := append([]string(nil), r.runIDs...)
+	if r.viaHTTP {
+		for _, id := range h.w.runsOf(r.session) {
+			if !contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// analyse fills sum from the stream, the Skill Service and the records.
+func (h *harness) analyse(ctx context.Context, recs []*runRec, sum *Summary) {
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_ = h.w.catchUp(cctx)
+	var problems []string
+	note := func(format string, args ...any) {
+		if len(problems) < 20 {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+	for _, r := range recs {
+		if r.viaHTTP {
+			sum.HTTPRuns++
+		}
+		ids := h.idsOf(r)
+		if r.viaHTTP && len(ids) > 1 {
+			sum.Resubmitted += len(ids) - 1
+		}
+		lost, mismatched := len(ids) == 0, false
+		if len(ids) == 0 {
+			note("run %d (session %s) was never requested: %v", r.idx, r.session, r.err)
+		}
+		for _, id := range ids {
+			res := h.w.results(id)
+			if len(res) == 0 {
+				lost = true
+				note("run %d (session %s, run %s) has no run.finished", r.idx, r.session, id)
+			}
+			if len(res) > 1 {
+				sum.MultiFinished++
+				note("run %s has %d run.finished", id, len(res))
+			}
+			for _, f := range res {
+				if f.TerminalCode != events.CodeSuccess || f.Response != h.reference {
+					mismatched = true
+					note("run %d (run %s) ended %s: %.300s", r.idx, id, f.TerminalCode, f.Response)
+				}
+			}
+		}
+		if !r.stalled.IsZero() {
+			for _, id := range ids {
+				for _, f := range h.w.results(id) {
+					note("run %d: POST /agent/run got no answer within %s although run %s finished (%s)",
+						r.idx, h.cfg.HTTPTimeout, id, f.TerminalCode)
+				}
+			}
+		}
+		if r.httpRes != nil && (r.httpRes.TerminalCode != events.CodeSuccess || r.httpRes.Response != h.reference) {
+			mismatched = true
+			note("run %d: POST /agent/run answered %s: %.300s", r.idx, r.httpRes.TerminalCode, r.httpRes.Response)
+		}
+		if lost {
+			sum.Lost++
+		}
+		if mismatched && !lost {
+			sum.Mismatched++
+		}
+	}
+	if rep, err := h.invocations(cctx); err != nil {
+		note("GET /invocations: %v", err)
+		sum.DuplicateEffects = -1
+	} else {
+		keys := make([]string, 0, len(rep.Executions))
+		for k := range rep.Executions {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			n := rep.Executions[k]
+			sum.Executions += n
+			if k != "" && n > 1 {
+				sum.DuplicateEffects++
+				note("idempotency key %s executed %d times", k, n)
+			}
+		}
+		for _, n := range rep.Replays {
+			sum.Replays += n
+		}
+	}
+	if n, err := countSubject(cctx, h.js, "agent.dead.>"); err == nil {
+		sum.DeadLetters = n
+	}
+	h.mu.Lock()
+	sum.Faults = h.faults
+	sum.Crashes = h.crashes
+	sum.HTTPRetries, sum.HTTPStalls = h.retries, h.stalls
+	sum.Problems = append(append([]string(nil), h.problems...), problems...)
+	h.mu.Unlock()
+}
+
+// invocations reads the Skill Service's executions and replays.
+func (h *harness) invocations(ctx context.Context) (skills.InvocationReport, error) {
+	var rep skills.InvocationReport
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.d.skills+"/invocations", nil)
+	if err != nil {
+		return rep, err
+	}
+	resp, err := h.http.Do(req)
+	if err != nil {
+		return rep, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return rep, fmt.Errorf("status %s", resp.Status)
+	}
+	return rep, json.NewDecoder(resp.Body).Decode(&rep)
+}
+
+// printTails prints the end of every process log, and the lines that
+// mention the first failed runs.
+func (h *harness) printTails(recs []*runRec) {
+	out := h.cfg.Out
+	var failed []string
+	for _, r := range recs {
+		for _, id := range h.idsOf(r) {
+			res := h.w.results(id)
+			if len(res) == 0 || res[0].TerminalCode != events.CodeSuccess || res[0].Response != h.reference {
+				failed = append(failed, id)
+			}
+		}
+	}
+	for _, name := range h.d.order {
+		m := h.d.members[name]
+		fmt.Fprintf(out, "----- %s (%s), last lines -----\n%s\n", name, m.logPath, tail(m.logPath, 25))
+		for _, id := range failed[:min(3, len(failed))] {
+			if lines := grep(m.logPath, id, 15); len(lines) > 0 {
+				fmt.Fprintf(out, "----- %s, lines about run %s -----\n%s\n", name, id, strings.Join(lines, "\n"))
+			}
+		}
+	}
+}
+
+// checkProjections reads, through the ingress API, the plan projection and
+// the audit trace of every finished run once the projector has caught up:
+// the plan must be complete and the trace must hold the same audit events
+// (by type, with multiplicity) as the reference run's.
+func (h *harness) checkProjections(ctx context.Context, recs []*runRec, sum *Summary) {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := h.waitConsumerIdle(cctx, events.StreamAudit, events.RoleProjector); err != nil {
+		sum.Problems = append(sum.Problems, "the projector did not catch up: "+err.Error())
+	}
+	want, err := h.traceTypes(cctx, h.refPlan)
+	if err != nil {
+		sum.Problems = append(sum.Problems, "reference trace: "+err.Error())
+		return
+	}
+	type job struct{ run, plan string }
+	jobs := make(chan job)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				stale, gap := h.checkProjection(cctx, j.plan, want)
+				mu.Lock()
+				if stale != "" {
+					sum.StaleProjections++
+					if len(sum.Problems) < 40 {
+						sum.Problems = append(sum.Problems, fmt.Sprintf("run %s: plan %s: %s", j.run, j.plan, stale))
+					}
+				}
+				if gap != "" {
+					sum.TraceGaps++
+					if len(sum.Problems) < 40 {
+						sum.Problems = append(sum.Problems, fmt.Sprintf("run %s: trace of plan %s: %s", j.run, j.plan, gap))
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, r := range recs {
+		for _, id := range h.idsOf(r) {
+			res := h.w.results(id)
+			if len(res) == 0 || res[0].TerminalCode != events.CodeSuccess {
+				continue
+			}
+			jobs <- job{id, res[0].PlanID}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+}
+
+// checkProjection describes what is wrong with one run's plan projection
+// and trace ("" when nothing is).
+func (h *harness) checkProjection(ctx context.Context, planID string, want map[string]int) (stale, gap string) {
+	var p struct {
+		Plan store.Plan `json:"plan"`
+	}
+	if err := h.getJSON(ctx, "/agent/plans/"+planID, &p); err != nil {
+		stale = err.Error()
+	} else if p.Plan.Status != events.PlanComplete {
+		stale = "status " + p.Plan.Status
+	} else {
+		for _, st := range p.Plan.Steps {
+			if st.Status != events.StepComplete {
+				stale = fmt.Sprintf("step %d is %s", st.StepIndex, st.Status)
+			}
+		}
+	}
+	got, err := h.traceTypes(ctx, planID)
+	if err != nil {
+		return stale, err.Error()
+	}
+	var diffs []string
+	for typ, n := range want {
+		if got[typ] != n {
+			diffs = append(diffs, fmt.Sprintf("%s %d (want %d)", typ, got[typ], n))
+		}
+	}
+	for typ, n := range got {
+		if _, ok := want[typ]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s %d (want 0)", typ, n))
+		}
+	}
+	sort.Strings(diffs)
+	return stale, strings.Join(diffs, ", ")
+}
+
+// traceTypes counts the audit events of a plan's trace by type.
+func (h *harness) traceTypes(ctx context.Context, planID string) (map[string]int, error) {
+	var tr struct {
+		Events []store.Event `json:"events"`
+	}
+	if err := h.getJSON(ctx, "/agent/plans/"+planID+"/trace", &tr); err != nil {
+		return nil, err
+	}
+	types := map[string]int{}
+	for _, ev := range tr.Events {
+		types[ev.EventType]++
+	}
+	return types, nil
+}
+
+// getJSON GETs path from the ingress, retrying through faults until ctx ends.
+func (h *harness) getJSON(ctx context.Context, path string, v any) error {
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.d.ingress+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := h.http.Do(req)
+		if err == nil {
+			b, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch {
+			case rerr != nil:
+				err = rerr
+			case resp.StatusCode == http.StatusOK:
+				return json.Unmarshal(b, v)
+			case resp.StatusCode == http.StatusNotFound:
+				return fmt.Errorf("GET %s: not found", path)
+			default:
+				err = fmt.Errorf("GET %s: %s", path, resp.Status)
+			}
+		}
+		if sleep(ctx, 250*time.Millisecond) != nil {
+			return err
+		}
+	}
+}
+
+// waitConsumerIdle waits until a role's consumer has nothing pending or unacked.
+func (h *harness) waitConsumerIdle(ctx context.Context, stream, durable string) error {
+	for {
+		cons, err := h.js.Consumer(ctx, stream, durable)
+		if err == nil {
+			var info *jetstream.ConsumerInfo
+			if info, err = cons.Info(ctx); err == nil {
+				if info.NumPending == 0 && info.NumAckPending == 0 {
+					return nil
+				}
+				err = fmt.Errorf("%d pending, %d unacked", info.NumPending, info.NumAckPending)
+			}
+		}
+		if sleep(ctx, 250*time.Millisecond) != nil {
+			return err
+		}
+	}
+}
+
+// lockedWriter serialises the writes of the harness's goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
