@@ -218,13 +218,15 @@ func llmShare(ctx context.Context, srv *benchServer, latency time.Duration, n in
 // RunLength compares hop latency early and late in a long loop.
 type RunLength struct {
 	Iterations int     `json:"iterations"`
-	Early      Dist    `json:"hop_iter_1_50"`
-	Late       Dist    `json:"hop_last_50"`
+	Window     int     `json:"window"`
+	Early      Dist    `json:"hop_first_window"`
+	Late       Dist    `json:"hop_last_window"`
 	Ratio      float64 `json:"late_over_early_p50"`
 }
 
 // runLength runs one run whose first step loops iterations times and
-// compares the executor hop latency of the first and last 50 iterations.
+// compares the executor hop latency of the first and the last fifth of
+// the iterations (200 each of 1,000).
 func runLength(ctx context.Context, srv *benchServer, iterations int) (RunLength, error) {
 	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: 1, maxTurns: iterations + 10,
 		model: &loopModel{inner: llm.NewOffline(), iterations: iterations}})
@@ -247,9 +249,10 @@ func runLength(ctx context.Context, srv *benchServer, iterations int) (RunLength
 			iters = append(iters, st[i].ts.Sub(st[i-1].ts))
 		}
 	}
-	if len(iters) < 100 {
+	if len(iters) < iterations {
 		return RunLength{}, fmt.Errorf("the loop made %d iterations, want %d", len(iters), iterations)
 	}
-	early, late := distOf(iters[:50]), distOf(iters[len(iters)-50:])
-	return RunLength{Iterations: len(iters), Early: early, Late: late, Ratio: ratio(late.P50, early.P50)}, nil
+	w := iterations / 5
+	early, late := distOf(iters[:w]), distOf(iters[len(iters)-w:])
+	return RunLength{Iterations: len(iters), Window: w, Early: early, Late: late, Ratio: ratio(late.P50, early.P50)}, nil
 }

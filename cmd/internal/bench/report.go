@@ -145,8 +145,8 @@ func (r *Report) Print(w io.Writer) {
 		tw.Flush()
 		fmt.Fprintf(w, "LLM share at %d ms per call (%d calls/run, %d runs): %.2f%% of run time in the model; outside the model p50 %.1f ms per run\n",
 			m.LLM.ModelLatencyMS, m.LLM.ModelCalls, m.LLM.Runs, 100*m.LLM.Share, m.LLM.OutsideMS.P50)
-		fmt.Fprintf(w, "run length: hop p50 %.3f ms at iterations 1-50, %.3f ms at the last 50 of %d (ratio %.2f)\n",
-			m.RunLength.Early.P50, m.RunLength.Late.P50, m.RunLength.Iterations, m.RunLength.Ratio)
+		fmt.Fprintf(w, "run length: hop p50 %.3f ms over iterations 1-%d, %.3f ms over the last %d of %d (ratio %.2f)\n",
+			m.RunLength.Early.P50, m.RunLength.Window, m.RunLength.Late.P50, m.RunLength.Window, m.RunLength.Iterations, m.RunLength.Ratio)
 	}
 	if r.Sandbox.Reason != "" {
 		fmt.Fprintf(w, "\nsandbox: not measured: %s\n", r.Sandbox.Reason)
