@@ -32,10 +32,10 @@ func startStack(t *testing.T) *app.Stack {
 	return s
 }
 
-// TestEndToEndInProcess posts the demo task to the ingress of an
+// TestCoreFlow_ManagerDelegatesAndSynthesisesEndToEnd posts the demo task to the ingress of an
 // in-process agentbus (embedded NATS, every role, the demo Skill Service)
 // and checks the answer, the plan's steps, the memory written and the trace.
-func TestEndToEndInProcess(t *testing.T) {
+func TestCoreFlow_ManagerDelegatesAndSynthesisesEndToEnd(t *testing.T) {
 	s := startStack(t)
 	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "demo", UserID: "u1", SessionID: "sess-e2e",
 		Message: "List the active outlets and rank them by engagement"})
