@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/skills"
@@ -45,7 +46,7 @@ func TestAPIKeyForwardedToSkillsAndNeverRecorded(t *testing.T) {
 	rec := &keyRecorder{keys: map[string]int{}}
 	demo := httptest.NewServer(rec.wrap(skills.NewDemoService(skills.DemoConfig{}).Handler()))
 	defer demo.Close()
-	var logs syncBuffer
+	var logs procs.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",

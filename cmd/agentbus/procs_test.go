@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -65,28 +64,10 @@ type cluster struct {
 	ingURL string
 }
 
-// syncBuffer is a goroutine-safe log sink for a process.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is one running role binary and its output.
 type proc struct {
 	*procs.Proc
-	logs *syncBuffer
+	logs *procs.Buffer
 }
 
 func newCluster(t *testing.T, demo skills.DemoConfig, env ...string) *cluster {
@@ -108,7 +89,7 @@ func newCluster(t *testing.T, demo skills.DemoConfig, env ...string) *cluster {
 // start runs a role binary with extra environment.
 func (c *cluster) start(role string, env ...string) *proc {
 	c.t.Helper()
-	logs := &syncBuffer{}
+	logs := &procs.Buffer{}
 	p, err := procs.Start(procs.Spec{Name: role, Path: filepath.Join(c.bin, role),
 		Env: append(append([]string(nil), c.env...), env...), Output: logs})
 	if err != nil {

@@ -1,34 +1,14 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 )
-
-// syncBuffer is a goroutine-safe buffer for the harness output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestChaos is a small `make chaos`: 20 runs against the multi-process
 // deployment while four faults of each kind strike: kill -9 of a role
@@ -51,7 +31,7 @@ func TestChaos(t *testing.T) {
 	if err := procs.BuildRoles(ctx, bin, true); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out procs.Buffer
 	start := time.Now()
 	sum, err := Run(ctx, Config{
 		BinDir: bin, Runs: 20, Faults: 12, Seed: seed, Concurrency: 4,
