@@ -115,6 +115,14 @@ type Client struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[string]*session
+
+	manifests sync.Map // tenant, key id and name → cachedManifest
+}
+
+// cachedManifest is a loaded manifest and when it goes stale.
+type cachedManifest struct {
+	m       Manifest
+	expires time.Time
 }
 
 // session is the lazily (re)connected MCP connection of one session key.
@@ -262,13 +270,21 @@ func (c *Client) find(ctx context.Context, tenant, query string, limit int) ([]S
 // Load returns the Manifest of skill name from the tenant's catalog
 // (load_skill, or in plain mode one built from the tool's definition). A
 // skill outside the catalog yields an error wrapping ErrSkillNotFound.
+//
+// Manifests are reused for ToolsTTL per tenant and API key, since an
+// executor loads its step's skills on every turn.
 func (c *Client) Load(ctx context.Context, tenant, name string) (Manifest, error) {
+	ck := tenant + "\x00" + keyID(c.apiKey(ctx)) + "\x00" + name
+	if v, ok := c.manifests.Load(ck); ok && time.Now().Before(v.(cachedManifest).expires) {
+		return v.(cachedManifest).m, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	m, err := c.load(ctx, tenant, name)
 	if err != nil {
 		return Manifest{}, c.redact(ctx, fmt.Errorf("skills: load %q for tenant %q: %w", name, tenant, err))
 	}
+	c.manifests.Store(ck, cachedManifest{m: m, expires: time.Now().Add(c.cfg.ToolsTTL)})
 	return m, nil
 }
 

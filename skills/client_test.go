@@ -441,3 +441,46 @@ func TestInvalidTenantRejected(t *testing.T) {
 		t.Fatalf("invalid tenant path status = %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestLoadReusesManifests: an executor loads its step's skills on every
+// turn; within ToolsTTL the second load sends nothing, and a different
+// tenant or API key is loaded on its own.
+func TestLoadReusesManifests(t *testing.T) {
+	var mu sync.Mutex
+	requests := 0
+	env := newTestEnv(t, DemoConfig{}, Config{}, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			requests++
+			mu.Unlock()
+			next.ServeHTTP(w, r)
+		})
+	})
+	count := func() int { mu.Lock(); defer mu.Unlock(); return requests }
+	ctx := testCtx(t)
+	first, err := env.client.Load(ctx, "beta", SkillOutletList)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := count()
+	again, err := env.client.Load(ctx, "beta", SkillOutletList)
+	if err != nil || again.Name != first.Name || string(again.OutputSchema) != string(first.OutputSchema) {
+		t.Fatalf("second load = %+v, %v", again, err)
+	}
+	if n := count() - before; n != 0 {
+		t.Fatalf("second load sent %d requests, want 0", n)
+	}
+	if _, err := env.client.Load(ctx, "acme", SkillOutletList); err != nil {
+		t.Fatal(err)
+	}
+	if count() == before {
+		t.Fatal("another tenant's load was answered from beta's cache")
+	}
+	before = count()
+	if _, err := env.client.Load(WithAPIKey(ctx, "other-key"), "beta", SkillOutletList); err != nil {
+		t.Fatal(err)
+	}
+	if count() == before {
+		t.Fatal("a load with another API key was answered from the cache")
+	}
+}
