@@ -102,9 +102,8 @@ func (p *Planner) plan(ctx context.Context, run events.RunState, failure *events
 	if len(po.Steps) == 0 {
 		return nil, "the planner proposed no step", nil
 	}
-	live := len(run.Plan.Steps) - countRevisable(run.Plan)
-	if live+len(po.Steps) > events.MaxPlanSteps {
-		return nil, fmt.Sprintf("the plan needs %d steps; the limit is %d", live+len(po.Steps), events.MaxPlanSteps), nil
+	if n := countComplete(run.Plan) + len(po.Steps); n > events.MaxPlanSteps {
+		return nil, fmt.Sprintf("the plan needs %d steps; the limit is %d", n, events.MaxPlanSteps), nil
 	}
 	steps, err := verifyPlan(po.Steps, manifests, in.FirstStep, run.Plan)
 	if err != nil {
@@ -136,10 +135,11 @@ func addReplanContext(in *llm.PlanInput, plan events.Plan, f events.StepResult) 
 	in.FirstStep = maxIdx + 1
 }
 
-func countRevisable(p events.Plan) int {
+// countComplete counts the steps a revision keeps.
+func countComplete(p events.Plan) int {
 	n := 0
 	for _, s := range p.Steps {
-		if s.Status != events.StepComplete {
+		if s.Status == events.StepComplete {
 			n++
 		}
 	}

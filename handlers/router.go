@@ -166,17 +166,12 @@ func (r *Router) planned(ctx context.Context, ev event.Event) ([]event.Event, er
 // mergeSteps keeps every completed step and replaces the rest with the
 // proposed steps: a revision never re-runs completed work.
 func mergeSteps(old, proposed []events.Step) []events.Step {
-	var merged []events.Step
+	merged := make([]events.Step, 0, len(old)+len(proposed))
 	for _, s := range old {
-		switch s.Status {
-		case events.StepComplete:
-			merged = append(merged, s)
-		case events.StepFailed, events.StepPending, events.StepRunning:
+		if s.Status != events.StepComplete {
 			s.Status = events.StepRevised
-			merged = append(merged, s)
-		default:
-			merged = append(merged, s)
 		}
+		merged = append(merged, s)
 	}
 	for _, s := range proposed {
 		s.Status = events.StepPending
