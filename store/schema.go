@@ -69,23 +69,40 @@ func SchemaJSON(index string) ([]byte, error) {
 // field; an unknown index wraps ErrUnknownIndex. doc may be any value that
 // encodes to a JSON object, including json.RawMessage.
 func Validate(index string, doc any) error {
+	_, err := Encode(index, doc)
+	return err
+}
+
+// Encode marshals doc to JSON, validates it against the schema of index
+// like Validate, and returns the JSON, so a backend encodes each document
+// once.
+func Encode(index string, doc any) ([]byte, error) {
 	schemas, err := compiledSchemas()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sch, ok := schemas[index]
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownIndex, index)
+		return nil, fmt.Errorf("%w: %q", ErrUnknownIndex, index)
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
-		return &SchemaError{Index: index, Reason: "document is not JSON-encodable: " + err.Error()}
+		return nil, &SchemaError{Index: index, Reason: "document is not JSON-encodable: " + err.Error()}
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return &SchemaError{Index: index, Reason: "document is not valid JSON: " + err.Error()}
+		return nil, &SchemaError{Index: index, Reason: "document is not valid JSON: " + err.Error()}
 	}
-	err = sch.Validate(inst)
+	if err := validateInstance(index, sch, inst); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// validateInstance validates a decoded document, reporting the first
+// violation as a *SchemaError.
+func validateInstance(index string, sch *jsonschema.Schema, inst any) error {
+	err := sch.Validate(inst)
 	if err == nil {
 		return nil
 	}

@@ -16,10 +16,7 @@ func soulKey(tenantID, userID string) string {
 // PutSoul validates soul and stores it under (soul.TenantID, soul.UserID),
 // replacing any previous one.
 func (s *Store) PutSoul(ctx context.Context, soul store.Soul) error {
-	if err := store.Validate(store.IndexSouls, soul); err != nil {
-		return err
-	}
-	data, err := json.Marshal(soul)
+	data, err := store.Encode(store.IndexSouls, soul)
 	if err != nil {
 		return fmt.Errorf("embedded: encode soul %q: %w", soul.ID, err)
 	}
@@ -49,10 +46,7 @@ func (s *Store) GetSoul(ctx context.Context, tenantID, userID string) (store.Sou
 // PutSession validates sess and stores it under sess.SessionID, replacing
 // any previous one.
 func (s *Store) PutSession(ctx context.Context, sess store.Session) error {
-	if err := store.Validate(store.IndexSessions, sess); err != nil {
-		return err
-	}
-	data, err := json.Marshal(sess)
+	data, err := store.Encode(store.IndexSessions, sess)
 	if err != nil {
 		return fmt.Errorf("embedded: encode session %q: %w", sess.SessionID, err)
 	}

@@ -31,12 +31,9 @@ func (s *Store) eventSubject(ev store.Event) string {
 func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 	payloads := make([][]byte, len(evs))
 	for i, ev := range evs {
-		if err := store.Validate(store.IndexEvents, ev); err != nil {
-			return err
-		}
-		data, err := json.Marshal(ev)
+		data, err := store.Encode(store.IndexEvents, ev)
 		if err != nil {
-			return fmt.Errorf("embedded: encode event %q: %w", ev.EventID, err)
+			return err
 		}
 		payloads[i] = data
 	}

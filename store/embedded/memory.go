@@ -130,14 +130,7 @@ func (s *Store) QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.M
 }
 
 func encodeMemory(m store.Memory) ([]byte, error) {
-	if err := store.Validate(store.IndexMemory, m); err != nil {
-		return nil, err
-	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("embedded: encode memory %q: %w", m.Key, err)
-	}
-	return data, nil
+	return store.Encode(store.IndexMemory, m)
 }
 
 func decodeMemory(e jetstream.KeyValueEntry) (store.Memory, error) {

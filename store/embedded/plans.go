@@ -32,12 +32,9 @@ func (s *Store) PutPlan(ctx context.Context, p store.Plan, version int64) error 
 	if version < 0 {
 		return fmt.Errorf("embedded: plan %q: negative version %d: %w", p.PlanID, version, store.ErrInvalidArgument)
 	}
-	if err := store.Validate(store.IndexPlans, p); err != nil {
-		return err
-	}
-	doc, err := json.Marshal(p)
+	doc, err := store.Encode(store.IndexPlans, p)
 	if err != nil {
-		return fmt.Errorf("embedded: encode plan %q: %w", p.PlanID, err)
+		return err
 	}
 	env, err := json.Marshal(planEnvelope{Version: version, Plan: doc})
 	if err != nil {
