@@ -241,6 +241,7 @@ func (r *Router) deadLettered(ctx context.Context, ev event.Event) ([]event.Even
 	if json.Unmarshal(dl.Original, &carried) == nil && carried.Run != nil && carried.Run.Request.RunID == dl.RunID {
 		return r.finish(ctx, &out, *carried.Run, code, "message dead-lettered: "+dl.Reason)
 	}
+	r.Credentials.Forget(ctx, dl.RunID)
 	session := ""
 	if v := dl.Headers["ce-"+events.ExtSession]; len(v) > 0 {
 		session = v[0]
