@@ -1,5 +1,3 @@
-// Command aggregator runs agentbus's aggregator role: fan-in of step results per group, and the audit projection into the store.
-// Run any number of copies against one NATS; they share the work.
 package main
 
 import (

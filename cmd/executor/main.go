@@ -1,5 +1,3 @@
-// Command executor runs agentbus's executor role: SubAgent-B: runs plan steps with only their allowed skills and writes outputs to memory.
-// Run any number of copies against one NATS; they share the work.
 package main
 
 import (

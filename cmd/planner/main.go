@@ -1,5 +1,3 @@
-// Command planner runs agentbus's planner role: SubAgent-A: discovers skills over MCP and writes verified plans.
-// Run any number of copies against one NATS; they share the work.
 package main
 
 import (

@@ -1,5 +1,3 @@
-// Command router runs agentbus's router role: the manager role: routes tasks, dispatches plan steps, replans, synthesises answers.
-// Run any number of copies against one NATS; they share the work.
 package main
 
 import (
