@@ -1,0 +1,232 @@
+package skills
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	mcpclient "github.com/mark3labs/mcp-go/client"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// target is where the calls of one tenant go: the resolved endpoint (empty
+// for stdio) and the key of the session that serves them.
+type target struct {
+	endpoint string
+	session  string
+}
+
+// resolve validates tenant and returns its target. Streamable HTTP shares
+// one session per endpoint among API keys, since every request carries its
+// own key; SSE binds a session to the event stream its first request
+// opened, so each API key gets its own; stdio has one session.
+func (c *Client) resolve(ctx context.Context, tenant string) (target, error) {
+	if !ValidTenant(tenant) {
+		return target{}, ErrInvalidTenant
+	}
+	switch c.cfg.Transport {
+	case TransportStdio:
+		return target{session: TransportStdio}, nil
+	case TransportSSE:
+		endpoint := strings.ReplaceAll(c.cfg.URL, TenantPlaceholder, url.PathEscape(tenant))
+		return target{endpoint: endpoint, session: endpoint + " " + keyID(c.apiKey(ctx))}, nil
+	default:
+		endpoint := strings.ReplaceAll(c.cfg.URL, TenantPlaceholder, url.PathEscape(tenant))
+		return target{endpoint: endpoint, session: endpoint}, nil
+	}
+}
+
+// withConn runs fn on the tenant's connection. A transport failure
+// discards the connection and runs fn once more on a fresh one.
+func (c *Client) withConn(ctx context.Context, tenant string, fn func(*conn) error) error {
+	t, err := c.resolve(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		cn, err := c.conn(ctx, t)
+		if err != nil {
+			return err
+		}
+		err = fn(cn)
+		if err == nil {
+			return nil
+		}
+		var terr *transport.Error
+		if errors.As(err, &terr) {
+			c.discard(t.session, cn)
+			if attempt == 0 && ctx.Err() == nil {
+				continue
+			}
+		}
+		return err
+	}
+}
+
+// callTool runs one tools/call and returns its result, mapping an unknown
+// tool to ErrSkillNotFound and a tool error to ErrSkillFailed.
+func (c *Client) callTool(ctx context.Context, tenant, name string, args any, idempotencyKey string) (*mcp.CallToolResult, error) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	if idempotencyKey != "" {
+		req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{MetaIdempotencyKey: idempotencyKey}}
+	}
+	var result *mcp.CallToolResult
+	err := c.withConn(ctx, tenant, func(cn *conn) error {
+		var err error
+		result, err = cn.mc.CallTool(ctx, req)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, mcp.ErrInvalidParams) && strings.Contains(err.Error(), "not found") {
+			return nil, fmt.Errorf("%w: %w", ErrSkillNotFound, err)
+		}
+		return nil, err
+	}
+	if result.IsError {
+		msg := strings.TrimSpace(string(resultText(result)))
+		if rest, ok := strings.CutPrefix(msg, notFoundMessage); ok {
+			return nil, fmt.Errorf("%w%s", ErrSkillNotFound, rest)
+		}
+		if msg == "" {
+			msg = "tool returned an error without a message"
+		}
+		return nil, fmt.Errorf("%w: %s", ErrSkillFailed, msg)
+	}
+	return result, nil
+}
+
+// serviceResult is a Skill Service answer: the result's text content.
+func serviceResult(r *mcp.CallToolResult) ([]byte, error) {
+	text := resultText(r)
+	if text == nil {
+		return nil, fmt.Errorf("%w: result has no text content", ErrInvalidResponse)
+	}
+	return text, nil
+}
+
+// resultText concatenates the text content items of r. When there are none
+// it falls back to the structured content encoded as JSON; it returns nil
+// when neither is present.
+func resultText(r *mcp.CallToolResult) []byte {
+	var buf []byte
+	found := false
+	for _, content := range r.Content {
+		if tc, ok := mcp.AsTextContent(content); ok {
+			buf = append(buf, tc.Text...)
+			found = true
+		}
+	}
+	if found {
+		return buf
+	}
+	if r.StructuredContent != nil {
+		if b, err := json.Marshal(r.StructuredContent); err == nil {
+			return b
+		}
+	}
+	return nil
+}
+
+// conn returns the initialized connection of t, connecting if needed.
+func (c *Client) conn(ctx context.Context, t target) (*conn, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s := c.sessions[t.session]
+	if s == nil {
+		s = &session{}
+		c.sessions[t.session] = s
+	}
+	c.mu.Unlock()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil && !s.conn.isLost() {
+		return s.conn, nil
+	}
+	if s.conn != nil {
+		_ = s.conn.mc.Close()
+		s.conn = nil
+	}
+	cn, err := c.connect(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		_ = cn.mc.Close()
+		return nil, ErrClosed
+	}
+	s.conn = cn
+	return cn, nil
+}
+
+// connect opens and initializes a new MCP connection for t.
+func (c *Client) connect(ctx context.Context, t target) (*conn, error) {
+	trans, err := c.newTransport(t)
+	if err != nil {
+		return nil, fmt.Errorf("skills: create transport: %w", err)
+	}
+	cn := &conn{mc: mcpclient.NewClient(trans), lost: make(chan struct{}), tools: map[string]toolList{}}
+	cn.mc.OnConnectionLost(cn.markLost)
+	if err := c.start(ctx, cn.mc); err != nil {
+		_ = cn.mc.Close()
+		return nil, fmt.Errorf("skills: start session: %w", err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: clientName, Version: clientVersion}
+	if _, err := cn.mc.Initialize(ctx, init); err != nil {
+		_ = cn.mc.Close()
+		return nil, fmt.Errorf("skills: initialize session: %w", err)
+	}
+	return cn, nil
+}
+
+// start starts mc's transport. An SSE stream and a stdio process outlive
+// the call that opens them, so the transport starts on a context that is
+// not cancelled with the call (it carries only the call's API key, for the
+// SSE stream's request); the call's context bounds the wait.
+func (c *Client) start(ctx context.Context, mc *mcpclient.Client) error {
+	startCtx := WithAPIKey(context.Background(), c.apiKey(ctx))
+	done := make(chan error, 1)
+	go func() { done <- mc.Start(startCtx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		_ = mc.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// discard drops cn as the connection of session key if it still is, so
+// that the next call starts a new one.
+func (c *Client) discard(key string, cn *conn) {
+	c.mu.Lock()
+	s := c.sessions[key]
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == cn {
+		s.conn = nil
+		_ = cn.mc.Close()
+	}
+}
+
+// redact removes the API keys of ctx and of the config from err's message.
+// The returned error still wraps err for errors.Is and errors.As.
