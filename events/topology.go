@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -119,7 +120,7 @@ func Bootstrap(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		sc.Replicas = t.Replicas
 		sc.Duplicates = t.DuplicateWindow
 		sc.Retention = jetstream.LimitsPolicy
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		if _, err := EnsureStream(ctx, js, sc); err != nil {
 			return fmt.Errorf("events: stream %s: %w", sc.Name, err)
 		}
 	}
@@ -139,7 +140,7 @@ func Bootstrap(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	for _, kc := range buckets {
 		kc.Storage = storage
 		kc.Replicas = t.Replicas
-		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+		if _, err := EnsureKeyValue(ctx, js, kc); err != nil {
 			return fmt.Errorf("events: bucket %s: %w", kc.Bucket, err)
 		}
 	}
@@ -159,7 +160,7 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, role string, t 
 		// down; only a permanent error (a schema violation) dead-letters.
 		maxDeliver = -1
 	}
-	c, err := js.CreateOrUpdateConsumer(ctx, spec.stream, jetstream.ConsumerConfig{
+	want := jetstream.ConsumerConfig{
 		Durable:        role,
 		Description:    "agentbus " + role,
 		AckPolicy:      jetstream.AckExplicitPolicy,
@@ -168,7 +169,16 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, role string, t 
 		MaxAckPending:  t.MaxAckPending,
 		FilterSubjects: spec.filters,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
+	}
+	// An unchanged consumer is left alone, like an unchanged stream.
+	if c, err := js.Consumer(ctx, spec.stream, role); err == nil {
+		have := c.CachedInfo().Config
+		if have.AckWait == want.AckWait && have.MaxDeliver == want.MaxDeliver && have.MaxAckPending == want.MaxAckPending &&
+			slices.Equal(have.FilterSubjects, want.FilterSubjects) {
+			return c, nil
+		}
+	}
+	c, err := js.CreateOrUpdateConsumer(ctx, spec.stream, want)
 	if err != nil {
 		return nil, fmt.Errorf("events: consumer %s: %w", role, err)
 	}

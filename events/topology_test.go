@@ -1,11 +1,15 @@
 package events_test
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
@@ -202,5 +206,49 @@ func TestBootstrapRejectsInvalidTopology(t *testing.T) {
 func TestRunServerNeedsStoreDir(t *testing.T) {
 	if _, err := events.RunServer(events.ServerConfig{Port: -1}); err == nil {
 		t.Fatal("RunServer without a store dir succeeded")
+	}
+}
+
+// TestBootstrapLeavesAnUnchangedTopologyAlone: a second bootstrap with the
+// same settings sends no stream or consumer update, so processes starting
+// together do not race the server with updates for nothing; a changed
+// setting is still applied.
+func TestBootstrapLeavesAnUnchangedTopologyAlone(t *testing.T) {
+	_, nc, js := eventstest.Bootstrap(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var updates []string
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.>", func(m *nats.Msg) {
+		if strings.Contains(m.Subject, "UPDATED") || strings.Contains(m.Subject, "CREATED") {
+			mu.Lock()
+			updates = append(updates, m.Subject)
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := events.Bootstrap(ctx, js, eventstest.TestTopology()); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.Flush()
+	time.Sleep(200 * time.Millisecond) // advisories are asynchronous
+	mu.Lock()
+	got := slices.Clone(updates)
+	mu.Unlock()
+	if len(got) != 0 {
+		t.Fatalf("an unchanged bootstrap sent %v", got)
+	}
+	changed := eventstest.TestTopology()
+	changed.AckWait = 3 * time.Second
+	if err := events.Bootstrap(ctx, js, changed); err != nil {
+		t.Fatal(err)
+	}
+	if ci := consumerInfo(t, js, events.RoleRouter); ci.Config.AckWait != 3*time.Second {
+		t.Fatalf("changed ack wait not applied: %v", ci.Config.AckWait)
 	}
 }

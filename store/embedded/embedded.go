@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -90,7 +91,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 		{&s.sessions, BucketSessions, "agentbus agent_sessions documents"},
 	}
 	for _, b := range buckets {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		kv, err := events.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 			Bucket:      name(b.name),
 			Description: b.desc,
 			History:     1,
@@ -102,7 +103,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 		}
 		*b.kv = kv
 	}
-	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	stream, err := events.EnsureStream(ctx, js, jetstream.StreamConfig{
 		Name:        name(StreamEvents),
 		Description: "agentbus agent_events documents",
 		Subjects:    []string{s.subjectRoot + ".>"},

@@ -1,0 +1,54 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// EnsureStream creates the stream of cfg, or updates it when the stored
+// configuration differs in a field agentbus sets. Every process calls it
+// at start; leaving an unchanged stream alone keeps N processes starting
+// together from sending N concurrent updates for nothing.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, cfg.Name)
+	if err == nil && sameStream(st.CachedInfo().Config, cfg) {
+		return st, nil
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, err
+	}
+	return js.CreateOrUpdateStream(ctx, cfg)
+}
+
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.MaxAge == want.MaxAge &&
+		(want.Duplicates == 0 || have.Duplicates == want.Duplicates) && have.Storage == want.Storage &&
+		have.Replicas == max(want.Replicas, 1) && have.AllowMsgSchedules == want.AllowMsgSchedules &&
+		have.Retention == want.Retention
+}
+
+// EnsureKeyValue opens the bucket of cfg, creating it, or updating it when
+// its TTL, history or storage differ.
+func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if err == nil {
+		st, serr := kv.Status(ctx)
+		if serr == nil && st.TTL() == cfg.TTL && st.History() == int64(max(cfg.History, 1)) &&
+			st.BackingStore() == "JetStream" && kvStorage(st) == cfg.Storage {
+			return kv, nil
+		}
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, err
+	}
+	return js.CreateOrUpdateKeyValue(ctx, cfg)
+}
+
+func kvStorage(st jetstream.KeyValueStatus) jetstream.StorageType {
+	if js, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		return js.StreamInfo().Config.Storage
+	}
+	return -1
+}
