@@ -18,6 +18,7 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/store/embedded"
 )
 
 var (
@@ -78,6 +79,19 @@ func newCluster(t *testing.T, demo skills.DemoConfig, env ...string) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	// Bootstrap once, with the processes' settings, before they start: the
+	// in-process server runs under the race detector, and nats-server has a
+	// data race between a stream update and a consumer creation that
+	// processes bootstrapping a fresh server at the same moment can hit.
+	_, js := connect(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := events.Bootstrap(ctx, js, events.Topology{AckWait: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := embedded.New(ctx, js, embedded.Config{}); err != nil {
+		t.Fatal(err)
+	}
 	svc := skills.NewDemoService(demo)
 	hs := httptest.NewServer(svc.Handler())
 	t.Cleanup(hs.Close)
