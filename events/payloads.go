@@ -64,6 +64,9 @@ type RunRequest struct {
 	SessionID string `json:"session_id"`
 	Message   string `json:"message"`
 	Stream    bool   `json:"stream,omitempty"`
+	// KeyForwarded says the caller sent an API key, kept in the
+	// credentials bucket; the key itself never travels in an event.
+	KeyForwarded bool `json:"key_forwarded,omitempty"`
 }
 
 // RunState is the whole state of a run. It travels in every orchestration

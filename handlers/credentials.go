@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -17,24 +18,26 @@ type Credentials struct {
 	KV jetstream.KeyValue
 }
 
-// Put stores the run's key. An empty key stores nothing.
-func (c *Credentials) Put(ctx context.Context, runID, apiKey string) error {
+// Put stores the run's key and reports whether it did. An empty key
+// stores nothing.
+func (c *Credentials) Put(ctx context.Context, runID, apiKey string) (bool, error) {
 	if c == nil || c.KV == nil || apiKey == "" {
-		return nil
+		return false, nil
 	}
 	if _, err := c.KV.Put(ctx, credentialKey(runID), []byte(apiKey)); err != nil {
-		return fmt.Errorf("handlers: store credentials: %w", err)
+		return false, fmt.Errorf("handlers: store credentials: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // Context returns ctx carrying the run's key for skill calls, or ctx
 // unchanged when the run has none (the worker's configured key applies).
-func (c *Credentials) Context(ctx context.Context, runID string) (context.Context, error) {
-	if c == nil || c.KV == nil {
+// Runs whose caller sent no key cost no lookup.
+func (c *Credentials) Context(ctx context.Context, req events.RunRequest) (context.Context, error) {
+	if c == nil || c.KV == nil || !req.KeyForwarded {
 		return ctx, nil
 	}
-	e, err := c.KV.Get(ctx, credentialKey(runID))
+	e, err := c.KV.Get(ctx, credentialKey(req.RunID))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return ctx, nil
 	}

@@ -71,7 +71,7 @@ func (x *Executor) Handle(ctx context.Context, ev event.Event) ([]event.Event, e
 	if step == nil {
 		return nil, events.Permanent(fmt.Errorf("handlers: step %d is not in plan %s", req.Step, req.Run.Plan.PlanID))
 	}
-	ctx, err := x.Credentials.Context(ctx, req.Run.Request.RunID)
+	ctx, err := x.Credentials.Context(ctx, req.Run.Request)
 	if err != nil {
 		return nil, err
 	}

@@ -196,7 +196,7 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 		}
 		defer stream.close()
 	}
-	if err := g.cfg.Credentials.Put(r.Context(), req.RunID, r.Header.Get("X-Api-Key")); err != nil {
+	if req.KeyForwarded, err = g.cfg.Credentials.Put(r.Context(), req.RunID, r.Header.Get("X-Api-Key")); err != nil {
 		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("store credentials")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
 		return

@@ -46,7 +46,7 @@ func (p *Planner) Handle(ctx context.Context, ev event.Event) ([]event.Event, er
 	}
 	run := req.Run
 	out := outbox{in: ev}
-	ctx, err := p.Credentials.Context(ctx, run.Request.RunID)
+	ctx, err := p.Credentials.Context(ctx, run.Request)
 	if err != nil {
 		return nil, err
 	}
