@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
@@ -103,14 +104,6 @@ func (t *turn) runScript(ctx context.Context, task *sandbox.Task, fileID string,
 }
 
 func lastLine(b []byte) string {
-	s := string(b)
-	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == ' ') {
-		s = s[:len(s)-1]
-	}
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '\n' {
-			return s[i+1:]
-		}
-	}
-	return s
+	s := strings.TrimRight(string(b), "\n ")
+	return s[strings.LastIndex(s, "\n")+1:]
 }
