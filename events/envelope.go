@@ -118,7 +118,7 @@ func ToMsg(ev event.Event) (*nats.Msg, error) {
 	if err := ev.Validate(); err != nil {
 		return nil, fmt.Errorf("events: invalid event: %w", err)
 	}
-	subject, err := Subject(ev.Type(), Ext(ev, ExtTenant))
+	subject, err := subjectOf(ev)
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +143,20 @@ func ToMsg(ev event.Event) (*nats.Msg, error) {
 	h.Set(nats.MsgIdHdr, ev.ID())
 	m.Data = ev.Data()
 	return m, nil
+}
+
+// subjectOf is the subject ev is published on: Subject of its type and
+// tenant, or the session's reply subject for a reply chunk.
+func subjectOf(ev event.Event) (string, error) {
+	tenant := Ext(ev, ExtTenant)
+	if ev.Type() != TypeReplyChunk {
+		return Subject(ev.Type(), tenant)
+	}
+	session := Ext(ev, ExtSession)
+	if !ValidToken(tenant) || !ValidToken(session) {
+		return "", fmt.Errorf("%w: reply chunk of tenant %q, session %q", ErrInvalidToken, tenant, session)
+	}
+	return ReplySubject(tenant, session), nil
 }
 
 // FromMsg decodes a binary-mode CloudEvents NATS message. Any failure wraps

@@ -3,6 +3,8 @@ package events
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/agentbus/agentbus/llm"
 )
 
 // Plan states (seed 000 §3.3).
@@ -30,6 +32,12 @@ const (
 	OutcomeFailed            = "failed"
 	OutcomeInsufficient      = "insufficient"
 	OutcomeContractViolation = "contract_violation"
+	// OutcomeInvalidOutput: the model's output stayed invalid after its
+	// repairs; the run ends VALIDATION_FAIL.
+	OutcomeInvalidOutput = "invalid_output"
+	// OutcomeUnavailable: the model provider was unavailable; the run ends
+	// UNAVAILABLE_DEP.
+	OutcomeUnavailable = "unavailable"
 )
 
 // Terminal codes (seed 003). Every run ends with exactly one.
@@ -80,6 +88,9 @@ type RunState struct {
 	Plan     Plan       `json:"plan"`
 	Seq      int64      `json:"seq"`
 	Deadline time.Time  `json:"deadline,omitzero"`
+	// Usage totals every model call of the run that the router has been
+	// told of: its own, the planner's and those of finished steps.
+	Usage llm.Usage `json:"usage,omitzero"`
 }
 
 // Plan is the run's plan, with every step's status (seed 000 §2.2, §5).
@@ -138,6 +149,12 @@ type PlanProposal struct {
 	Run        RunState `json:"run"`
 	Steps      []Step   `json:"steps,omitempty"`
 	Infeasible string   `json:"infeasible,omitempty"`
+	// Code, when set, ends the run with that terminal code and Infeasible
+	// as the reason: VALIDATION_FAIL when the model's plan stayed invalid
+	// after its repairs, UNAVAILABLE_DEP when the model was unavailable.
+	Code string `json:"code,omitempty"`
+	// Usage sums the planner's model calls.
+	Usage llm.Usage `json:"usage,omitzero"`
 }
 
 // Group identifies a set of steps dispatched together; the aggregator joins
@@ -159,13 +176,19 @@ type StepRequest struct {
 	// the message stays bounded however long the loop runs).
 	Iteration int    `json:"iteration,omitempty"`
 	Turns     []Turn `json:"turns,omitempty"`
+	// Repairs counts the consecutive turns whose output was invalid (a
+	// final answer off its schema, tool arguments off the tool's input
+	// schema); the third ends the step invalid_output.
+	Repairs int `json:"repairs,omitempty"`
+	// Usage sums the model calls of the step's turns so far.
+	Usage llm.Usage `json:"usage,omitzero"`
 }
 
 // Turn is one exchange of an executor's loop: a model message, or a skill
 // result. Large results are never carried here: the executor stores them and
 // keeps a reference.
 type Turn struct {
-	Role       string          `json:"role"` // assistant | tool | summary
+	Role       string          `json:"role"` // assistant | tool | user | summary
 	Content    string          `json:"content,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
 	ToolName   string          `json:"tool_name,omitempty"`
@@ -184,6 +207,8 @@ type StepResult struct {
 	Suggestion string    `json:"suggestion,omitempty"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Usage sums the model calls the step made.
+	Usage llm.Usage `json:"usage,omitzero"`
 }
 
 // StepFinished is the data of step.finished.
@@ -214,6 +239,8 @@ type RunResult struct {
 	Reason       string          `json:"reason,omitempty"`
 	Steps        []Step          `json:"steps,omitempty"`
 	Detail       json.RawMessage `json:"detail,omitempty"`
+	// Usage totals the run's model calls: tokens, cost and call count.
+	Usage llm.Usage `json:"usage,omitzero"`
 }
 
 // DeadLetter is the data of a dead-lettered message: why it was removed and

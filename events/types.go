@@ -18,6 +18,9 @@ const (
 	TypeStepFinished  = "io.agentbus.step.finished"
 	TypeGroupJoined   = "io.agentbus.group.joined"
 	TypeDeadLettered  = "io.agentbus.dead.lettered"
+	// TypeReplyChunk is a chunk of a streamed answer; its subject is
+	// reply.<tenant>.<session> (see ReplySubject), in the REPLY stream.
+	TypeReplyChunk = "io.agentbus.reply.chunk"
 	// TypeAuditPrefix starts every audit event type, for example
 	// io.agentbus.audit.skill.called; its subject is audit.<tenant>.skill.called.
 	TypeAuditPrefix = "io.agentbus.audit."

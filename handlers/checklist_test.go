@@ -25,6 +25,8 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/llmtest"
+	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/store/embedded"
@@ -54,9 +56,9 @@ func newFlow(t *testing.T, env *testEnv, st interface {
 		t.Fatalf("SeedConfig: %v", err)
 	}
 	return &flow{
-		router:  NewRouter(llm.NewOffline(), st, env.config, nopLog),
-		planner: NewPlanner(llm.NewOffline(), env.sk, nopLog),
-		exec:    NewExecutor(llm.NewOffline(), env.sk, st, env.locks, env.toolcalls, nopLog),
+		router:  NewRouter(offline.New(), st, env.config, nopLog),
+		planner: NewPlanner(offline.New(), env.sk, nopLog),
+		exec:    NewExecutor(offline.New(), env.sk, st, env.locks, env.toolcalls, nopLog),
 		agg:     NewAggregator(env.fanin, nopLog),
 		proj:    &Projector{Store: st},
 	}
@@ -328,7 +330,7 @@ func assertNoMemory(t *testing.T, env *testEnv, key string) {
 func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 	env := newEnv(t)
 	rf := &recordingFinder{inner: env.sk}
-	model := &recordingModel{}
+	model := recording()
 	p := NewPlanner(model, rf, nopLog)
 	run := planRun("run-core-plan", rankTask)
 	outs, err := p.Handle(testCtx(t), newEvent(t, "plan-req-core", events.TypePlanRequested, events.PlanRequest{Run: run}))
@@ -365,9 +367,9 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 		}
 	}
 	// The model reranks over the loaded manifests, schemas included.
-	in, ok := model.reqs[0].Input.(llm.PlanInput)
+	in, ok := model.Requests()[0].Input.(llm.PlanInput)
 	if !ok {
-		t.Fatalf("model input %T, want llm.PlanInput", model.reqs[0].Input)
+		t.Fatalf("model input %T, want llm.PlanInput", model.Requests()[0].Input)
 	}
 	var offered []string
 	for _, s := range in.Skills {
@@ -442,34 +444,42 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				p := NewPlanner(&scriptedModel{resps: []llm.Response{textResp(tc.plan)}}, env.sk, nopLog)
+				// The model keeps proposing the same plan: every repair
+				// turn quotes the verification error, then the run ends
+				// VALIDATION_FAIL.
+				model := repeating(textResp(tc.plan))
+				p := NewPlanner(model, env.sk, nopLog)
 				outs, err := p.Handle(testCtx(t), newEvent(t, "plan-verify-"+tc.name, events.TypePlanRequested, events.PlanRequest{Run: run}))
 				if err != nil {
 					t.Fatalf("Handle: %v", err)
 				}
 				prop := decode[events.PlanProposal](t, only(t, outs, events.TypePlanProposed))
-				if len(prop.Steps) != 0 || !strings.Contains(prop.Infeasible, tc.want) {
-					t.Errorf("proposal steps %d infeasible %q, want it rejected with %q", len(prop.Steps), prop.Infeasible, tc.want)
+				if len(prop.Steps) != 0 || prop.Code != events.CodeValidationFail || !strings.Contains(prop.Infeasible, tc.want) {
+					t.Errorf("proposal steps %d code %q reason %q, want it rejected with %q", len(prop.Steps), prop.Code, prop.Infeasible, tc.want)
+				}
+				reqs := model.Requests()
+				if len(reqs) != 1+llm.MaxRepairs || !strings.Contains(lastMessage(reqs[1]), tc.want) {
+					t.Errorf("model asked %d times; the repair turn must quote %q", len(reqs), tc.want)
 				}
 			})
 		}
 		// More than 10 steps never becomes a plan: the plan schema
-		// (maxItems 10) sends it back for repair, then the planner gives
-		// up with an infeasibility signal instead of a redelivery.
+		// (maxItems 10) sends it back for repair, then the run ends
+		// VALIDATION_FAIL instead of a redelivery.
 		t.Run("eleven steps", func(t *testing.T) {
 			eleven := textResp(elevenSteps())
-			model := &scriptedModel{resps: []llm.Response{eleven, eleven, eleven}}
+			model := llmtest.Sequence(eleven, eleven, eleven)
 			p := NewPlanner(model, env.sk, nopLog)
 			outs, err := p.Handle(testCtx(t), newEvent(t, "plan-verify-eleven", events.TypePlanRequested, events.PlanRequest{Run: run}))
 			if err != nil {
 				t.Fatalf("Handle: %v", err)
 			}
 			prop := decode[events.PlanProposal](t, only(t, outs, events.TypePlanProposed))
-			if len(prop.Steps) != 0 || !strings.Contains(prop.Infeasible, "no valid plan") {
-				t.Fatalf("proposal steps %d infeasible %q, want infeasible", len(prop.Steps), prop.Infeasible)
+			if len(prop.Steps) != 0 || prop.Code != events.CodeValidationFail || !strings.Contains(prop.Infeasible, "maxItems") {
+				t.Fatalf("proposal steps %d code %q reason %q, want VALIDATION_FAIL", len(prop.Steps), prop.Code, prop.Infeasible)
 			}
-			if len(model.reqs) != 1+llm.MaxRepairs {
-				t.Errorf("model asked %d times, want 1 + %d repairs", len(model.reqs), llm.MaxRepairs)
+			if len(model.Requests()) != 1+llm.MaxRepairs {
+				t.Errorf("model asked %d times, want 1 + %d repairs", len(model.Requests()), llm.MaxRepairs)
 			}
 		})
 	})
@@ -498,10 +508,10 @@ func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			model := &scriptedModel{resps: []llm.Response{
+			model := llmtest.Sequence(
 				toolCallResp("c1", skills.SkillOutletList, `{"status":"active"}`),
 				actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids", "data": tc.data}),
-			}}
+			)
 			x := newTestExecutor(env, model, env.toolcalls)
 			req := execRequest(fmt.Sprintf("run-validate-%d", i), 1)
 			req.Run.Plan.Steps[0].TaskID = fmt.Sprintf("task-validate-%d", i)
@@ -657,7 +667,7 @@ func runLimitCases(t *testing.T, prefix string, cases []limitCase) {
 	env := newEnv(t)
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			model := &scriptedModel{resps: []llm.Response{tc.call}}
+			model := llmtest.Sequence(tc.call)
 			x := newTestExecutor(env, model, env.toolcalls)
 			req := execRequest(fmt.Sprintf("run-%s-%d", prefix, i), 1)
 			outs := handle(t, x, newEvent(t, fmt.Sprintf("step-%s-%d", prefix, i), events.TypeStepRequested, req))
@@ -688,7 +698,7 @@ func runLimitCases(t *testing.T, prefix string, cases []limitCase) {
 			}
 			// The model was offered the allowed skills only.
 			var offered []string
-			for _, tool := range model.reqs[0].Tools {
+			for _, tool := range model.Requests()[0].Tools {
 				offered = append(offered, tool.Name)
 			}
 			if !slices.Equal(offered, []string{skills.SkillOutletList}) {
@@ -886,10 +896,10 @@ func TestMemory_ContractViolationIsStepFailureForOrchestrator(t *testing.T) {
 	step1 := stepOf(t, s1.Run.Plan, 1)
 
 	// The executor runs the dispatched step; the model's data breaks the contract.
-	model := &scriptedModel{resps: []llm.Response{
+	model := llmtest.Sequence(
 		toolCallResp("c1", skills.SkillOutletList, `{"status":"active"}`),
 		actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids", "data": map[string]any{"outlets": []string{"out-001"}}}),
-	}}
+	)
 	x := newTestExecutor(env, model, env.toolcalls)
 	itEv := only(t, handle(t, x, s1Ev), events.TypeStepIterated)
 	outs := handle(t, x, itEv)
@@ -972,17 +982,20 @@ func TestMemory_KeysAlwaysNamespaced(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			answer := map[string]any{"status": "complete", "label": tc.label, "data": data}
 			maps.Copy(answer, tc.answer)
-			x := newTestExecutor(env, &scriptedModel{resps: []llm.Response{actAnswer(t, answer)}}, env.toolcalls)
+			x := newTestExecutor(env, repeating(actAnswer(t, answer)), env.toolcalls)
 			req := execRequest(fmt.Sprintf("run-ns-%d", i), 1)
 			req.Run.Plan.Steps[0].TaskID = fmt.Sprintf("task-ns-%d", i)
 			scope := MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: req.Run.Plan.Steps[0].TaskID}
-			outs := handle(t, x, newEvent(t, fmt.Sprintf("step-ns-%d", i), events.TypeStepRequested, req))
+			// A label off the answer schema is sent back for repair; the
+			// model insists, so the step ends invalid_output.
+			outs := handleTurns(t, x, newEvent(t, fmt.Sprintf("step-ns-%d", i), events.TypeStepRequested, req))
 			sf := finished(t, outs)
 			if tc.foreign != "" {
 				assertNoMemory(t, env, tc.foreign)
 			}
 			if !tc.ok {
-				if sf.Result.Outcome != events.OutcomeFailed || sf.Result.MemoryKey != "" || sf.Result.Validated {
+				if (sf.Result.Outcome != events.OutcomeFailed && sf.Result.Outcome != events.OutcomeInvalidOutput) ||
+					sf.Result.MemoryKey != "" || sf.Result.Validated {
 					t.Fatalf("result = %+v, want the label %q rejected", sf.Result, tc.label)
 				}
 				if slices.Contains(auditNames(outs), "memory.written") {
@@ -1108,18 +1121,18 @@ func TestReplan_PlannerReceivesCompletedStepsAndFailure(t *testing.T) {
 	outs := f.fail(t, f.s2Ev, "engagement_analytics timed out")
 	rpEv := only(t, outs, events.TypePlanRequested)
 
-	model := &recordingModel{}
+	model := recording()
 	p := NewPlanner(model, f.env.sk, nopLog)
 	planned, err := p.Handle(testCtx(t), rpEv)
 	if err != nil {
 		t.Fatalf("planner: %v", err)
 	}
-	if len(model.reqs) != 1 {
-		t.Fatalf("model called %d times, want 1", len(model.reqs))
+	if len(model.Requests()) != 1 {
+		t.Fatalf("model called %d times, want 1", len(model.Requests()))
 	}
-	in, ok := model.reqs[0].Input.(llm.PlanInput)
+	in, ok := model.Requests()[0].Input.(llm.PlanInput)
 	if !ok {
-		t.Fatalf("model input %T", model.reqs[0].Input)
+		t.Fatalf("model input %T", model.Requests()[0].Input)
 	}
 	if in.Task != rankTask {
 		t.Errorf("task %q, want the original task", in.Task)
@@ -1154,7 +1167,7 @@ func TestReplan_PlannerReceivesCompletedStepsAndFailure(t *testing.T) {
 func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
 	f := newReplanFixture(t, "run-replan-keep")
 	rpEv := only(t, f.fail(t, f.s2Ev, "engagement_analytics timed out"), events.TypePlanRequested)
-	planned, err := NewPlanner(llm.NewOffline(), f.env.sk, nopLog).Handle(testCtx(t), rpEv)
+	planned, err := NewPlanner(offline.New(), f.env.sk, nopLog).Handle(testCtx(t), rpEv)
 	if err != nil {
 		t.Fatalf("planner: %v", err)
 	}
@@ -1220,7 +1233,7 @@ func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
 // failure — does not loop forever".
 func TestReplan_FourthFailureEndsInStructuredFailure(t *testing.T) {
 	f := newReplanFixture(t, "run-max")
-	planner := NewPlanner(llm.NewOffline(), f.env.sk, nopLog)
+	planner := NewPlanner(offline.New(), f.env.sk, nopLog)
 	srEv := f.s2Ev
 	replans := 0
 	var last []event.Event

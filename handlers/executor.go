@@ -75,9 +75,19 @@ func (x *Executor) Handle(ctx context.Context, ev event.Event) ([]event.Event, e
 	if err != nil {
 		return nil, err
 	}
-	t := turn{x: x, in: ev, req: req, step: *step, out: outbox{in: ev}}
+	t := turn{x: x, in: ev, req: req, step: *step, out: outbox{in: ev}, rec: llm.Record(x.Model)}
 	if err := t.run(ctx); err != nil {
-		return nil, err
+		code, ok := modelFailure(err)
+		if !ok {
+			return nil, err
+		}
+		outcome := events.OutcomeUnavailable
+		if code == events.CodeValidationFail {
+			outcome = events.OutcomeInvalidOutput
+		}
+		if err := t.finish(events.StepResult{Outcome: outcome, Reason: err.Error()}); err != nil {
+			return nil, err
+		}
 	}
 	return t.out.result()
 }
@@ -90,6 +100,14 @@ type turn struct {
 	step   events.Step
 	out    outbox
 	skills map[string]llm.SkillInfo // the step's allowed skills, by name
+	rec    *llm.Recorder            // the hop's model calls
+}
+
+// spent emits the hop's model.called events and returns the step's usage
+// so far: the earlier turns' and this hop's. Call it once, with the
+// hop's one orchestration output.
+func (t *turn) spent() llm.Usage {
+	return t.req.Usage.Add(t.out.modelCalls(t.lineage(), t.rec))
 }
 
 func (t *turn) lineage() events.Audit {
@@ -124,8 +142,9 @@ func (t *turn) run(ctx context.Context) error {
 	}
 	in := llm.ActInput{Task: t.step.Task, Skills: infos, Inputs: inputs,
 		ReturnSpec: llm.ReturnSpec{Shape: t.step.ReturnSpec.Shape, Reason: t.step.ReturnSpec.Reason}}
-	resp, err := t.x.Model.Complete(ctx, llm.Request{Task: llm.TaskAct, System: actSystem, Tools: tools,
-		Schema: llm.ActSchema, Messages: toMessages(t.req.Turns), Input: in})
+	req := llm.NewRequest(llm.TaskAct, in)
+	req.Tools, req.Schema, req.Messages = tools, llm.ActSchema, toMessages(t.req.Turns)
+	resp, err := t.rec.Complete(ctx, req)
 	if err != nil {
 		return fmt.Errorf("handlers: act: %w", err)
 	}
@@ -134,10 +153,6 @@ func (t *turn) run(ctx context.Context) error {
 	}
 	return t.answer(ctx, resp.Message.Content)
 }
-
-const actSystem = "You execute one plan step. Call only the allowed skills. When you have the data, answer JSON " +
-	"{status: complete, label, data} where data matches the return_spec shape exactly; if one step cannot do the work, " +
-	"answer {status: insufficient, reason, suggestion}. You cannot start other agents."
 
 // inputs reads the outputs of the steps this one depends on, by label.
 func (t *turn) inputs(ctx context.Context) (map[string]json.RawMessage, error) {
@@ -159,19 +174,46 @@ func (t *turn) inputs(ctx context.Context) (map[string]json.RawMessage, error) {
 // the next turn.
 func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
 	turns := slices.Clone(t.req.Turns)
+	invalid := ""
 	for i, c := range calls {
 		turns = append(turns, events.Turn{Role: "assistant", ToolCallID: c.ID, ToolName: c.Name, ToolArgs: c.Arguments})
 		result, isErr, err := t.callTool(ctx, t.req.Iteration*100+i, c)
+		var bad *invalidArgs
+		if errors.As(err, &bad) {
+			invalid, result, isErr, err = bad.Error(), []byte(bad.Error()), true, nil
+		}
 		if err != nil {
 			return err
 		}
 		turns = append(turns, events.Turn{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: string(result), IsError: isErr})
 	}
 	next := t.req
+	next.Repairs = 0
+	if invalid != "" {
+		if t.req.Repairs >= llm.MaxRepairs {
+			return t.finish(events.StepResult{Outcome: events.OutcomeInvalidOutput,
+				Reason:     fmt.Sprintf("tool arguments stayed invalid after %d repairs: %s", llm.MaxRepairs, invalid),
+				Suggestion: "use a model that follows the tool's input schema"})
+		}
+		next.Repairs = t.req.Repairs + 1
+	}
 	next.Iteration++
 	next.Turns = compress(turns, t.x.KeepTurns)
+	next.Usage = t.spent()
 	t.out.emit(fmt.Sprintf("turn/%d", next.Iteration), events.TypeStepIterated, next)
 	return nil
+}
+
+// invalidArgs reports tool-call arguments that do not validate against
+// the tool's input schema: the call is not made, and the model is told
+// why (a repair turn).
+type invalidArgs struct {
+	skill string
+	err   error
+}
+
+func (e *invalidArgs) Error() string {
+	return fmt.Sprintf("invalid arguments for %s: %v; call it again with arguments valid against its input schema", e.skill, e.err)
 }
 
 // compress keeps the last keep turns and folds the older ones into a
@@ -222,6 +264,12 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	if !slices.Contains(t.step.Skills, c.Name) {
 		t.out.audit("skill.denied", lin, map[string]any{"allowed_skills": t.step.Skills, "reason": "not in allowed_skills"})
 		return fmt.Appendf(nil, "permission denied: skill %q is not in this step's allowed_skills %v", c.Name, t.step.Skills), true, nil
+	}
+	if schema := t.skills[c.Name].InputSchema; len(schema) > 0 {
+		if err := llm.ValidateJSON(schema, c.Arguments); err != nil {
+			t.out.audit("skill.arguments_invalid", lin, map[string]any{"skill_id": c.Name, "reason": err.Error()})
+			return nil, false, &invalidArgs{skill: c.Name, err: err}
+		}
 	}
 	key := fmt.Sprintf("%s/%d/%s/%d", t.req.Run.Request.RunID, t.step.Index, t.step.TaskID, n)
 	if rec, ok := t.recorded(ctx, key); ok {
@@ -296,6 +344,10 @@ func toMessages(turns []events.Turn) []llm.Message {
 	for _, tn := range turns {
 		if tn.Role == "summary" {
 			msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: "Earlier turns, summarised: " + tn.Content})
+			continue
+		}
+		if tn.Role == "user" {
+			msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: tn.Content})
 			continue
 		}
 		if tn.Role == "tool" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
@@ -14,9 +15,12 @@ import (
 // the answer, writes it through write_memory and reports the outcome.
 func (t *turn) answer(ctx context.Context, content string) error {
 	var a llm.ActOutput
-	if err := llm.ValidateJSON(llm.ActSchema, []byte(content)); err != nil || json.Unmarshal([]byte(content), &a) != nil {
-		return t.finish(events.StepResult{Outcome: events.OutcomeFailed, Reason: "model answer is not a valid step result",
-			Suggestion: "retry the step"})
+	err := llm.ValidateJSON(llm.ActSchema, []byte(content))
+	if err == nil {
+		err = json.Unmarshal([]byte(content), &a)
+	}
+	if err != nil {
+		return t.repair(content, err)
 	}
 	lin := t.lineage()
 	switch a.Status {
@@ -47,8 +51,31 @@ func (t *turn) answer(ctx context.Context, content string) error {
 	return t.finish(events.StepResult{Outcome: events.OutcomeComplete, MemoryKey: key, Validated: true})
 }
 
+// repair sends an answer that is not a valid step result back to the
+// model with the validation error, as the step's next turn, at most
+// llm.MaxRepairs times in a row; then the step ends invalid_output.
+func (t *turn) repair(content string, verr error) error {
+	if t.req.Repairs >= llm.MaxRepairs {
+		return t.finish(events.StepResult{Outcome: events.OutcomeInvalidOutput,
+			Reason:     fmt.Sprintf("the step's answer stayed invalid after %d repairs: %v", llm.MaxRepairs, verr),
+			Suggestion: "use a model that follows the answer schema, or simplify the step"})
+	}
+	t.out.audit("output.repair_requested", t.lineage(), map[string]any{"attempt": t.req.Repairs + 1, "reason": verr.Error()})
+	next := t.req
+	next.Repairs++
+	next.Iteration++
+	next.Turns = compress(append(slices.Clone(t.req.Turns),
+		events.Turn{Role: "assistant", Content: content},
+		events.Turn{Role: "user", Content: "Your answer was rejected: " + verr.Error() + ". Answer again with a valid JSON step result only."}),
+		t.x.KeepTurns)
+	next.Usage = t.spent()
+	t.out.emit(fmt.Sprintf("turn/%d", next.Iteration), events.TypeStepIterated, next)
+	return nil
+}
+
 // finish emits step.finished and the subagent.finish audit event.
 func (t *turn) finish(res events.StepResult) error {
+	res.Usage = t.spent()
 	res.Step, res.TaskID = t.step.Index, t.step.TaskID
 	res.StartedAt, res.FinishedAt = t.step.StartedAt, t.x.Now().UTC()
 	t.out.audit("subagent.finish", t.lineage(), map[string]any{"status": res.Outcome, "memory_key": res.MemoryKey,

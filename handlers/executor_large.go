@@ -59,8 +59,9 @@ func (t *turn) extractLarge(ctx context.Context, skill string, data []byte) ([]b
 		Languages:  []string{"python", "jq"}}
 	for range maxExtractAttempts {
 		var script llm.ExtractOutput
-		if _, err := llm.Structured(ctx, t.x.Model, llm.Request{Task: llm.TaskExtract, System: extractSystem,
-			Schema: llm.ExtractSchema, Input: in}, &script); err != nil {
+		req := llm.NewRequest(llm.TaskExtract, in)
+		req.Schema = llm.ExtractSchema
+		if _, err := llm.Structured(ctx, t.rec, req, &script); err != nil {
 			if errors.Is(err, llm.ErrInvalidOutput) {
 				return []byte("large_response: no valid extraction script: " + err.Error()), true, nil
 			}
@@ -74,9 +75,6 @@ func (t *turn) extractLarge(ctx context.Context, skill string, data []byte) ([]b
 	}
 	return []byte("large_response: extraction failed: " + in.Feedback), true, nil
 }
-
-const extractSystem = "The skill response is too large for your context. From the sample, infer its structure and write a " +
-	"script that reads the JSON file given as argv[1] (python) or as input (jq) and prints only the return_spec fields as JSON."
 
 // runScript runs one extraction script and audits it. It returns the
 // output, or feedback for the next attempt when the script failed.

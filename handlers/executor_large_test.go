@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/sandbox"
 	"github.com/agentbus/agentbus/skills"
 )
@@ -28,7 +28,7 @@ func menuRequest(runID string) events.StepRequest {
 // never enters the context; with no sandbox the model is told so.
 func TestExecutorLargeResponseWithoutSandbox(t *testing.T) {
 	env := newEnv(t)
-	x := newTestExecutor(env, llm.NewOffline(), env.toolcalls)
+	x := newTestExecutor(env, offline.New(), env.toolcalls)
 	outs := handle(t, x, newEvent(t, "step-large-nosb", events.TypeStepRequested, menuRequest("run-large-0")))
 	it := decode[events.StepRequest](t, only(t, outs, events.TypeStepIterated))
 	tool := it.Turns[len(it.Turns)-1]
@@ -58,7 +58,7 @@ func TestCoreFlow_ExecutorHandlesLargeResponseInSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sandbox: %v (run deploy/sandbox/setup.sh)", err)
 	}
-	x := newTestExecutor(env, llm.NewOffline(), env.toolcalls)
+	x := newTestExecutor(env, offline.New(), env.toolcalls)
 	x.Sandbox = sb
 	outs := handle(t, x, newEvent(t, "step-large", events.TypeStepRequested, menuRequest("run-large-1")))
 	it := decode[events.StepRequest](t, only(t, outs, events.TypeStepIterated))

@@ -8,7 +8,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -20,7 +20,7 @@ import (
 // `make chaos`: traces lacked skill.called after a NATS restart.
 func TestExecutorRedeliveryReemitsSkillAudit(t *testing.T) {
 	env := newEnv(t)
-	x := newTestExecutor(env, llm.NewOffline(), env.toolcalls)
+	x := newTestExecutor(env, offline.New(), env.toolcalls)
 	ev := newEvent(t, "step-lost-outputs", events.TypeStepRequested, execRequest("run-lost-outputs", 1))
 	first := handle(t, x, ev)  // its outputs are lost: never published
 	second := handle(t, x, ev) // the redelivery

@@ -13,6 +13,8 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/llmtest"
+	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
 )
@@ -47,6 +49,28 @@ func handle(t *testing.T, x *Executor, ev event.Event) []event.Event {
 	return outs
 }
 
+// handleTurns handles ev, then every step.iterated it leads to, and
+// returns the outputs of the last hop.
+func handleTurns(t *testing.T, x *Executor, ev event.Event) []event.Event {
+	t.Helper()
+	outs := handle(t, x, ev)
+	for range x.MaxTurns {
+		next := ofType(outs, events.TypeStepIterated)
+		if len(next) == 0 {
+			break
+		}
+		outs = handle(t, x, next[0])
+	}
+	return outs
+}
+
+// repeating is a model that answers every request with resp.
+func repeating(resp llm.Response) *llmtest.Scripted {
+	m := llmtest.Sequence(resp)
+	m.Repeat = true
+	return m
+}
+
 func finished(t *testing.T, outs []event.Event) events.StepFinished {
 	t.Helper()
 	sf := decode[events.StepFinished](t, only(t, outs, events.TypeStepFinished))
@@ -61,7 +85,7 @@ func finished(t *testing.T, outs []event.Event) events.StepFinished {
 
 func TestExecutorRunsStepToMemory(t *testing.T) {
 	env := newEnv(t)
-	x := newTestExecutor(env, llm.NewOffline(), env.toolcalls)
+	x := newTestExecutor(env, offline.New(), env.toolcalls)
 	req := execRequest("run-x1", 1)
 	reqEv := newEvent(t, "step-x1", events.TypeStepRequested, req)
 
@@ -140,7 +164,7 @@ func TestExecutorRunsStepToMemory(t *testing.T) {
 
 func TestExecutorReadsInputs(t *testing.T) {
 	env := newEnv(t)
-	x := newTestExecutor(env, llm.NewOffline(), env.toolcalls)
+	x := newTestExecutor(env, offline.New(), env.toolcalls)
 	key := testTenant + ":" + testSession + ":task-1:outlet_ids"
 	req := execRequest("run-x2", 2, key)
 
@@ -187,7 +211,7 @@ func TestExecutorAnswers(t *testing.T) {
 		{"failed", `{"status":"failed","reason":"skill broke","suggestion":"retry the step"}`,
 			events.OutcomeFailed, "skill broke", "", false},
 		{"not a step result", `I think the outlets are fine.`,
-			events.OutcomeFailed, "not a valid step result", "", false},
+			events.OutcomeInvalidOutput, "stayed invalid after 2 repairs", "", false},
 		{"label with a leading underscore", `{"status":"complete","label":"_outlet_ids","data":{"outlet_ids":["out-001"]}}`,
 			events.OutcomeFailed, "invalid memory label", "", false},
 		{"no label", `{"status":"complete","data":{"outlet_ids":["out-001"]}}`,
@@ -195,10 +219,10 @@ func TestExecutorAnswers(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			x := newTestExecutor(env, &scriptedModel{resps: []llm.Response{textResp(tc.answer)}}, env.toolcalls)
+			x := newTestExecutor(env, repeating(textResp(tc.answer)), env.toolcalls)
 			req := execRequest("run-ans"+string(rune('a'+i)), 1)
 			req.Run.Plan.Steps[0].TaskID = "task-ans-" + string(rune('a'+i))
-			outs := handle(t, x, newEvent(t, "step-ans-"+tc.name, events.TypeStepRequested, req))
+			outs := handleTurns(t, x, newEvent(t, "step-ans-"+tc.name, events.TypeStepRequested, req))
 			sf := finished(t, outs)
 			if sf.Result.Outcome != tc.wantOutcome || !strings.Contains(sf.Result.Reason, tc.wantReason) {
 				t.Fatalf("result = %+v, want %s with reason containing %q", sf.Result, tc.wantOutcome, tc.wantReason)
@@ -248,7 +272,7 @@ func TestExecutorRedeliveryReusesToolResult(t *testing.T) {
 			if tc.record {
 				kv = env.toolcalls
 			}
-			x := newTestExecutor(env, llm.NewOffline(), kv)
+			x := newTestExecutor(env, offline.New(), kv)
 			ev := newEvent(t, "step-redeliver", events.TypeStepRequested, execRequest("run-redeliver", 1))
 			first := handle(t, x, ev)
 			second := handle(t, x, ev)
@@ -315,7 +339,7 @@ func TestExecutorFailsStep(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := env.svc.Calls(skills.SkillOutletList)
-			x := newTestExecutor(env, llm.NewOffline(), env.toolcalls)
+			x := newTestExecutor(env, offline.New(), env.toolcalls)
 			if tc.large > 0 {
 				x.LargeResponse = tc.large
 			}
@@ -332,7 +356,7 @@ func TestExecutorFailsStep(t *testing.T) {
 
 func TestExecutorRejects(t *testing.T) {
 	env := newEnv(t)
-	x := newTestExecutor(env, llm.NewOffline(), env.toolcalls)
+	x := newTestExecutor(env, offline.New(), env.toolcalls)
 	notInPlan := execRequest("run-r1", 1)
 	notInPlan.Step = 7
 	cases := []struct {

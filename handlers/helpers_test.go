@@ -3,10 +3,8 @@ package handlers
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -82,29 +80,17 @@ func newEnv(t *testing.T) *testEnv {
 		toolcalls: kv(events.BucketToolcalls), config: kv(events.BucketConfig)}
 }
 
-// scriptedModel is the only fake the handler tests use: a model that
-// returns canned responses in order and records every request.
-type scriptedModel struct {
-	mu    sync.Mutex
-	resps []llm.Response
-	reqs  []llm.Request
-}
-
-func (m *scriptedModel) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.reqs = append(m.reqs, req)
-	if len(m.resps) == 0 {
-		return llm.Response{}, errors.New("scripted model: no response left")
-	}
-	r := m.resps[0]
-	m.resps = m.resps[1:]
-	return r, nil
-}
-
 func toolCallResp(id, name, args string) llm.Response {
 	return llm.Response{Message: llm.Message{Role: llm.RoleAssistant,
 		ToolCalls: []llm.ToolCall{{ID: id, Name: name, Arguments: json.RawMessage(args)}}}}
+}
+
+// lastMessage is the content of req's last message.
+func lastMessage(req llm.Request) string {
+	if len(req.Messages) == 0 {
+		return ""
+	}
+	return req.Messages[len(req.Messages)-1].Content
 }
 
 func textResp(content string) llm.Response {

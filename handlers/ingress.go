@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -173,6 +174,14 @@ type RunResponse struct {
 	TerminalCode string          `json:"terminal_code"`
 	Steps        []events.Step   `json:"steps,omitempty"`
 	Detail       json.RawMessage `json:"detail,omitempty"`
+	// Usage totals the run's model calls: tokens, cost and call count.
+	Usage llm.Usage `json:"usage"`
+}
+
+// resultBody is the answer to the caller of a finished run.
+func resultBody(res events.RunResult) RunResponse {
+	return RunResponse{RunID: res.RunID, Response: res.Response, PlanID: res.PlanID, Status: res.Status,
+		TerminalCode: res.TerminalCode, Steps: res.Steps, Detail: res.Detail, Usage: res.Usage}
 }
 
 func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
@@ -221,8 +230,7 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 			g.streamEnd(stream, req, res)
 			return
 		}
-		writeJSON(w, http.StatusOK, RunResponse{RunID: res.RunID, Response: res.Response, PlanID: res.PlanID,
-			Status: res.Status, TerminalCode: res.TerminalCode, Steps: res.Steps, Detail: res.Detail})
+		writeJSON(w, http.StatusOK, resultBody(res))
 	case <-ctx.Done():
 		if stream != nil {
 			stream.send(Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: "error",

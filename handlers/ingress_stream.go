@@ -18,7 +18,7 @@ import (
 type Chunk struct {
 	MessageID    string `json:"message_id"`
 	SessionID    string `json:"session_id"`
-	MessageType  string `json:"message_type"` // progress | answer | error
+	MessageType  string `json:"message_type"` // progress | answer | result | error
 	Content      string `json:"content"`
 	EndOfMessage bool   `json:"end_of_message"`
 	EndOfDialog  bool   `json:"end_of_dialog"`
@@ -31,7 +31,7 @@ type sseWriter struct {
 	f      http.Flusher
 	n      int
 	closed bool
-	sub    *nats.Subscription
+	subs   []*nats.Subscription
 }
 
 func (s *sseWriter) send(c Chunk) {
@@ -48,22 +48,26 @@ func (s *sseWriter) send(c Chunk) {
 
 // close stops forwarding; no write happens after it returns.
 func (s *sseWriter) close() {
-	_ = s.sub.Unsubscribe()
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe()
+	}
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 }
 
-// streamStart opens the SSE response and forwards the run's progress: the
-// audit events of its steps, as progress chunks.
+// streamStart opens the SSE response and forwards the run's progress (the
+// audit events of its steps, as progress chunks) and its answer as the
+// synthesiser writes it (the run's chunks on the REPLY stream).
 func (g *Ingress) streamStart(w http.ResponseWriter, req events.RunRequest) (*sseWriter, error) {
 	f, ok := w.(http.Flusher)
 	if !ok {
 		return nil, fmt.Errorf("response writer cannot flush")
 	}
 	s := &sseWriter{w: w, f: f}
-	sub, err := g.nc.Subscribe("audit."+req.TenantID+".>", func(m *nats.Msg) {
-		if m.Header.Get("ce-"+events.ExtRun) != req.RunID {
+	ofRun := func(m *nats.Msg) bool { return m.Header.Get("ce-"+events.ExtRun) == req.RunID }
+	progress, err := g.nc.Subscribe("audit."+req.TenantID+".>", func(m *nats.Msg) {
+		if !ofRun(m) {
 			return
 		}
 		name := strings.TrimPrefix(m.Subject, "audit."+req.TenantID+".")
@@ -78,12 +82,25 @@ func (g *Ingress) streamStart(w http.ResponseWriter, req events.RunRequest) (*ss
 	if err != nil {
 		return nil, err
 	}
+	s.subs = append(s.subs, progress)
+	answer, err := g.nc.Subscribe(events.ReplySubject(req.TenantID, req.SessionID), func(m *nats.Msg) {
+		var c Chunk
+		if !ofRun(m) || json.Unmarshal(m.Data, &c) != nil {
+			return
+		}
+		c.EndOfDialog = false // only the result chunk ends the dialog
+		s.send(c)
+	})
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.subs = append(s.subs, answer)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Run-Id", req.RunID)
 	w.WriteHeader(http.StatusOK)
 	f.Flush()
-	s.sub = sub
 	return s, g.nc.Flush()
 }
 
@@ -92,13 +109,14 @@ func progressEvent(name string) bool {
 	return strings.HasPrefix(name, "step_") || name == "plan.received" || name == "plan.revised" || name == "routing.decided" || name == "replan.triggered"
 }
 
-// streamEnd sends the answer as the last chunk.
+// streamEnd sends the run's result as the last chunk: the whole answer,
+// terminal code and usage, whether or not the answer was streamed.
 func (g *Ingress) streamEnd(s *sseWriter, req events.RunRequest, res events.RunResult) {
-	typ := "answer"
+	typ := "result"
 	if res.TerminalCode != events.CodeSuccess {
 		typ = "error"
 	}
-	body, _ := json.Marshal(map[string]any{"response": res.Response, "plan_id": res.PlanID, "status": res.Status, "terminal_code": res.TerminalCode})
+	body, _ := json.Marshal(resultBody(res))
 	s.send(Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: typ, Content: string(body),
 		EndOfMessage: true, EndOfDialog: true})
 }

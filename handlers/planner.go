@@ -50,17 +50,26 @@ func (p *Planner) Handle(ctx context.Context, ev event.Event) ([]event.Event, er
 	if err != nil {
 		return nil, err
 	}
-	steps, infeasible, err := p.plan(ctx, run, req.Failure)
+	rec := llm.Record(p.Model)
+	steps, infeasible, err := p.plan(ctx, rec, run, req.Failure)
+	lin := events.Audit{PlanID: run.Plan.PlanID, UserID: run.Request.UserID}
+	prop := events.PlanProposal{Run: run, Steps: steps, Infeasible: infeasible, Usage: out.modelCalls(lin, rec)}
 	if err != nil {
-		return nil, err
+		code, ok := modelFailure(err)
+		if !ok {
+			return nil, err
+		}
+		prop.Code, prop.Infeasible = code, "planning failed: "+err.Error()
 	}
-	out.audit("plan.proposed", events.Audit{PlanID: run.Plan.PlanID, UserID: run.Request.UserID},
-		map[string]any{"steps": len(steps), "infeasible": infeasible, "replan": req.Failure != nil})
-	out.emit("plan.proposed", events.TypePlanProposed, events.PlanProposal{Run: run, Steps: steps, Infeasible: infeasible})
+	out.audit("plan.proposed", lin, map[string]any{"steps": len(steps), "infeasible": prop.Infeasible, "code": prop.Code,
+		"replan": req.Failure != nil})
+	out.emit("plan.proposed", events.TypePlanProposed, prop)
 	return out.result()
 }
 
-func (p *Planner) plan(ctx context.Context, run events.RunState, failure *events.StepResult) ([]events.Step, string, error) {
+// plan returns the verified steps, or the reason the task is infeasible.
+// Model calls go through model, which records them.
+func (p *Planner) plan(ctx context.Context, model llm.Model, run events.RunState, failure *events.StepResult) ([]events.Step, string, error) {
 	tenant := run.Request.TenantID
 	cands, err := p.Skills.Find(ctx, tenant, run.Request.Message, p.Candidates)
 	if err != nil {
@@ -86,35 +95,32 @@ func (p *Planner) plan(ctx context.Context, run events.RunState, failure *events
 	if failure != nil {
 		addReplanContext(&in, run.Plan, *failure)
 	}
+	req := llm.NewRequest(llm.TaskPlan, in)
+	req.Schema = llm.PlanSchema
 	var po llm.PlanOutput
-	_, err = llm.Structured(ctx, p.Model, llm.Request{Task: llm.TaskPlan, System: planSystem, Schema: llm.PlanSchema, Input: in}, &po)
-	if errors.Is(err, llm.ErrInvalidOutput) {
-		// Repairs were spent: another delivery would ask the same model
-		// the same question, so the plan is infeasible, not pending.
-		return nil, "the model produced no valid plan: " + err.Error(), nil
-	}
+	var steps []events.Step
+	_, err = llm.StructuredCheck(ctx, model, req, &po, func() error {
+		if po.Infeasible != "" {
+			return nil
+		}
+		if len(po.Steps) == 0 {
+			return errors.New("the plan has no step; propose steps or answer infeasible")
+		}
+		if n := countComplete(run.Plan) + len(po.Steps); n > events.MaxPlanSteps {
+			return fmt.Errorf("the plan needs %d steps; the limit is %d", n, events.MaxPlanSteps)
+		}
+		var err error
+		steps, err = verifyPlan(po.Steps, manifests, in.FirstStep, run.Plan)
+		return err
+	})
 	if err != nil {
-		return nil, "", fmt.Errorf("handlers: plan: %w", err)
+		return nil, "", err
 	}
 	if po.Infeasible != "" {
 		return nil, po.Infeasible, nil
 	}
-	if len(po.Steps) == 0 {
-		return nil, "the planner proposed no step", nil
-	}
-	if n := countComplete(run.Plan) + len(po.Steps); n > events.MaxPlanSteps {
-		return nil, fmt.Sprintf("the plan needs %d steps; the limit is %d", n, events.MaxPlanSteps), nil
-	}
-	steps, err := verifyPlan(po.Steps, manifests, in.FirstStep, run.Plan)
-	if err != nil {
-		return nil, "plan failed verification: " + err.Error(), nil
-	}
 	return steps, "", nil
 }
-
-const planSystem = "You are the planner. Using only the listed skills, write a plan of at most 10 steps. " +
-	"Each step names its skills and a return_spec whose shape (a JSON Schema) holds only the fields later steps or the answer need. " +
-	"Answer JSON {steps:[{step, task, skills, return_spec:{shape, reason}, depends_on}]} or {infeasible: reason}."
 
 // addReplanContext gives the model what completed, what failed and what
 // remains, and numbers new steps after every existing one.

@@ -1,33 +1,27 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/llmtest"
+	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/skills"
 )
 
-// recordingModel is the real offline model with its requests recorded.
-type recordingModel struct {
-	mu   sync.Mutex
-	reqs []llm.Request
-}
-
-func (m *recordingModel) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
-	m.mu.Lock()
-	m.reqs = append(m.reqs, req)
-	m.mu.Unlock()
-	return llm.NewOffline().Complete(ctx, req)
+// recording returns the real offline model with its requests recorded.
+func recording() *llmtest.Scripted {
+	m := llmtest.New()
+	m.Default = offline.New()
+	return m
 }
 
 func planRun(runID, message string, steps ...events.Step) events.RunState {
@@ -68,7 +62,7 @@ func TestPlannerProposes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			model := &recordingModel{}
+			model := recording()
 			p := NewPlanner(model, env.sk, nopLog)
 			ev := newEvent(t, "plan-req-"+tc.run.Request.RunID, events.TypePlanRequested, events.PlanRequest{Run: tc.run, Failure: tc.failure})
 			outs := handleTwice(t, func() ([]event.Event, error) { return p.Handle(testCtx(t), ev) })
@@ -123,9 +117,9 @@ func TestPlannerProposes(t *testing.T) {
 				t.Errorf("step 1 return_spec %s accepts data without outlet_ids", first.ReturnSpec.Shape)
 			}
 			// The model saw the loaded manifests and, on a replan, the context.
-			in, ok := model.reqs[0].Input.(llm.PlanInput)
+			in, ok := model.Requests()[0].Input.(llm.PlanInput)
 			if !ok {
-				t.Fatalf("model input %T", model.reqs[0].Input)
+				t.Fatalf("model input %T", model.Requests()[0].Input)
 			}
 			var names []string
 			for _, s := range in.Skills {
@@ -162,24 +156,24 @@ func TestPlannerRejectsUnverifiablePlan(t *testing.T) {
 	}{
 		{"unknown skill", plan(`[{"step":1,"task":"t","skills":["launch_rocket"],"return_spec":{"shape":{"type":"object"}}}]`), `unknown skill "launch_rocket"`},
 		{"skill outside the tenant catalog", plan(`[{"step":1,"task":"t","skills":["acme_loyalty_report"],"return_spec":{"shape":{"type":"object"}}}]`), `unknown skill "acme_loyalty_report"`},
-		{"no steps", plan(`[]`), "the planner proposed no step"},
+		{"no steps", plan(`[]`), "the plan has no step"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := NewPlanner(&scriptedModel{resps: []llm.Response{tc.resp}}, env.sk, nopLog)
+			p := NewPlanner(repeating(tc.resp), env.sk, nopLog)
 			ev := newEvent(t, "plan-req-"+tc.name, events.TypePlanRequested, events.PlanRequest{Run: planRun("run-v", rankTask)})
 			outs, err := p.Handle(testCtx(t), ev)
 			if err != nil {
 				t.Fatalf("Handle: %v", err)
 			}
 			prop := decode[events.PlanProposal](t, only(t, outs, events.TypePlanProposed))
-			if len(prop.Steps) != 0 || !strings.Contains(prop.Infeasible, tc.want) {
-				t.Errorf("proposal steps %v infeasible %q, want infeasible containing %q", prop.Steps, prop.Infeasible, tc.want)
+			if len(prop.Steps) != 0 || prop.Code != events.CodeValidationFail || !strings.Contains(prop.Infeasible, tc.want) {
+				t.Errorf("proposal steps %v code %q reason %q, want VALIDATION_FAIL naming %q", prop.Steps, prop.Code, prop.Infeasible, tc.want)
 			}
 		})
 	}
 	t.Run("wrong event type", func(t *testing.T) {
-		p := NewPlanner(llm.NewOffline(), env.sk, nopLog)
+		p := NewPlanner(offline.New(), env.sk, nopLog)
 		_, err := p.Handle(testCtx(t), newEvent(t, "x", events.TypeRunRequested, runRequest("r", rankTask)))
 		if !errors.Is(err, events.ErrUnknownType) || !events.IsPermanent(err) {
 			t.Errorf("err = %v, want a permanent ErrUnknownType", err)

@@ -26,14 +26,18 @@ const MaxReplans = 3
 // steps, synthesises the answer and ends every run with one terminal code.
 // It never calls a skill.
 type Router struct {
-	Model  llm.Model
-	Store  RouterStore
-	Config jetstream.KeyValue // task types; nil uses the defaults
-	Log    zerolog.Logger
-	Now    func() time.Time
+	Model llm.Model // routing
+	// Synthesiser writes the final answer; nil uses Model.
+	Synthesiser llm.Model
+	Store       RouterStore
+	Config      jetstream.KeyValue // task types; nil uses the defaults
+	Log         zerolog.Logger
+	Now         func() time.Time
 	// Credentials, when set, forgets a run's forwarded API key once the
 	// run has ended.
 	Credentials *Credentials
+	// Replies, when set, streams the answer of runs that asked for it.
+	Replies *Replies
 }
 
 // NewRouter returns a router.
@@ -90,31 +94,34 @@ func (r *Router) start(ctx context.Context, ev event.Event) ([]event.Event, erro
 	if err != nil {
 		return nil, err
 	}
-	var dec llm.RouteOutput
-	if _, err := llm.Structured(ctx, r.Model, llm.Request{Task: llm.TaskRoute, Schema: llm.RouteSchema,
-		System: routeSystem, Input: llm.RouteInput{Task: req.Message, TaskTypes: tts}}, &dec); err != nil {
-		return nil, fmt.Errorf("handlers: route: %w", err)
-	}
-	dec = constrainRoute(dec, tts)
-	now := r.Now().UTC()
-	run := events.RunState{
-		Request: req, TaskType: dec.TaskType, Pattern: dec.Pattern, Routing: dec.Reason, Seq: 1,
-		Plan: events.Plan{PlanID: "plan-" + events.DeriveID(req.RunID, "plan")[:18], Status: events.PlanPlanning, CreatedAt: now},
-	}
-	if err := r.persist(ctx, run); err != nil {
-		return nil, err
-	}
+	run := events.RunState{Request: req, Seq: 1,
+		Plan: events.Plan{PlanID: "plan-" + events.DeriveID(req.RunID, "plan")[:18], Status: events.PlanPlanning, CreatedAt: r.Now().UTC()}}
 	out := outbox{in: ev}
 	lin := events.Audit{PlanID: run.Plan.PlanID, UserID: req.UserID}
 	out.audit("user_message.received", lin, map[string]any{"message_bytes": len(req.Message)})
+	rec := llm.Record(r.Model)
+	mreq := llm.NewRequest(llm.TaskRoute, llm.RouteInput{Task: req.Message, TaskTypes: tts})
+	mreq.Schema = llm.RouteSchema
+	var dec llm.RouteOutput
+	_, err = llm.Structured(ctx, rec, mreq, &dec)
+	run.Usage = out.modelCalls(lin, rec)
+	if err != nil {
+		if code, ok := modelFailure(err); ok {
+			return r.finish(ctx, &out, run, code, "routing failed: "+err.Error())
+		}
+		return nil, fmt.Errorf("handlers: route: %w", err)
+	}
+	dec = constrainRoute(dec, tts)
+	run.TaskType, run.Pattern, run.Routing = dec.TaskType, dec.Pattern, dec.Reason
+	if err := r.persist(ctx, run); err != nil {
+		return nil, err
+	}
 	out.audit("routing.decided", lin, map[string]any{"task_type": dec.TaskType, "pattern": dec.Pattern,
 		"reason": dec.Reason, "options": taskTypeNames(tts)})
 	out.audit("subagent_a.spawned", lin, map[string]any{"mode": "plan"})
 	out.emit("plan.requested", events.TypePlanRequested, events.PlanRequest{Run: run})
 	return out.result()
 }
-
-const routeSystem = "You route a user task: choose exactly one task type from the list and one of its valid patterns. Answer JSON {task_type, pattern, reason}."
 
 // constrainRoute keeps the decision inside the configured options: an
 // unknown task type becomes the first configured one, an invalid pattern
@@ -146,8 +153,12 @@ func (r *Router) planned(ctx context.Context, ev event.Event) ([]event.Event, er
 		return nil, err
 	}
 	run := p.Run
+	run.Usage = run.Usage.Add(p.Usage)
 	out := outbox{in: ev}
 	lin := events.Audit{PlanID: run.Plan.PlanID, UserID: run.Request.UserID}
+	if p.Code != "" {
+		return r.finish(ctx, &out, run, p.Code, p.Infeasible)
+	}
 	if p.Infeasible != "" {
 		return r.finish(ctx, &out, run, events.CodeImpossible, "plan infeasible: "+p.Infeasible)
 	}
@@ -206,7 +217,7 @@ func Projection(run events.RunState) store.Plan {
 	p := store.Plan{
 		PlanID: run.Plan.PlanID, SessionID: run.Request.SessionID, TenantID: run.Request.TenantID,
 		UserID: run.Request.UserID, Status: run.Plan.Status, ReplanCount: run.Plan.ReplanCount,
-		CreatedAt: run.Plan.CreatedAt, CompletedAt: run.Plan.CompletedAt,
+		CreatedAt: run.Plan.CreatedAt, CompletedAt: run.Plan.CompletedAt, Usage: run.Usage,
 	}
 	for _, s := range run.Plan.Steps {
 		p.Steps = append(p.Steps, store.PlanStep{

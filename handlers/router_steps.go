@@ -103,10 +103,18 @@ func (r *Router) joined(ctx context.Context, ev event.Event) ([]event.Event, err
 	run.Seq++
 	out := outbox{in: ev}
 	var failed []events.StepResult
+	end := ""
 	for _, res := range j.Results {
 		s := findStep(run.Plan, res.Step)
 		if s == nil {
 			continue
+		}
+		run.Usage = run.Usage.Add(res.Usage)
+		switch res.Outcome {
+		case events.OutcomeInvalidOutput:
+			end = events.CodeValidationFail
+		case events.OutcomeUnavailable:
+			end = events.CodeUnavailableDep
 		}
 		s.FinishedAt = res.FinishedAt
 		lin := events.Audit{PlanID: run.Plan.PlanID, TaskID: s.TaskID, UserID: run.Request.UserID}
@@ -118,6 +126,11 @@ func (r *Router) joined(ctx context.Context, ev event.Event) ([]event.Event, err
 		s.Status, s.FailureReason = events.StepFailed, res.Reason
 		out.audit(fmt.Sprintf("step_%d.failed", s.Index), lin, map[string]any{"outcome": res.Outcome, "reason": res.Reason})
 		failed = append(failed, res)
+	}
+	if end != "" {
+		// Replanning cannot help: the model's output stays invalid, or
+		// the model is unavailable.
+		return r.finish(ctx, &out, run, end, failed[0].Reason)
 	}
 	if len(failed) > 0 {
 		return r.replan(ctx, &out, run, failed[0])
@@ -175,15 +188,31 @@ func (r *Router) succeed(ctx context.Context, out *outbox, run events.RunState) 
 		}
 		in.Outputs = append(in.Outputs, llm.StepOutput{Step: s.Index, Task: s.Task, Value: json.RawMessage(m.Text)})
 	}
-	resp, err := r.Model.Complete(ctx, llm.Request{Task: llm.TaskSynthesize, System: synthSystem, Input: in})
+	synth := r.Synthesiser
+	if synth == nil {
+		synth = r.Model
+	}
+	rec := llm.Record(synth)
+	req := llm.NewRequest(llm.TaskSynthesize, in)
+	var stream *replyStream
+	if run.Request.Stream {
+		stream = r.Replies.open(out.in, "answer")
+		req.Stream = func(delta string) { stream.write(delta, false) }
+	}
+	resp, err := rec.Complete(ctx, req)
+	if err := stream.close(ctx); err != nil {
+		r.Log.Warn().Err(err).Str("run_id", run.Request.RunID).Msg("answer not streamed; the caller gets it whole")
+	}
+	run.Usage = run.Usage.Add(out.modelCalls(events.Audit{PlanID: run.Plan.PlanID, UserID: run.Request.UserID}, rec))
 	if err != nil {
+		if code, ok := modelFailure(err); ok {
+			return r.finish(ctx, out, run, code, "synthesis failed: "+err.Error())
+		}
 		return nil, fmt.Errorf("handlers: synthesise: %w", err)
 	}
 	run.Plan.Status = events.PlanComplete
 	return r.end(ctx, out, run, events.CodeSuccess, resp.Message.Content, "", nil)
 }
-
-const synthSystem = "You write the final answer to the user's task from the step outputs, citing only what they contain."
 
 // finish ends a run that failed with code and reason.
 func (r *Router) finish(ctx context.Context, out *outbox, run events.RunState, code, reason string) ([]event.Event, error) {
@@ -204,7 +233,7 @@ func (r *Router) end(ctx context.Context, out *outbox, run events.RunState, code
 	res := events.RunResult{
 		RunID: run.Request.RunID, TenantID: run.Request.TenantID, SessionID: run.Request.SessionID,
 		PlanID: run.Plan.PlanID, Status: run.Plan.Status, TerminalCode: code, Response: response, Reason: reason,
-		Steps: run.Plan.Steps,
+		Steps: run.Plan.Steps, Usage: run.Usage,
 	}
 	if detail != nil {
 		b, err := json.Marshal(detail)
@@ -215,7 +244,7 @@ func (r *Router) end(ctx context.Context, out *outbox, run events.RunState, code
 	}
 	r.Credentials.Forget(ctx, run.Request.RunID)
 	out.audit("run.finished", events.Audit{PlanID: run.Plan.PlanID, UserID: run.Request.UserID},
-		map[string]any{"status": res.Status, "terminal_code": code, "reason": reason})
+		map[string]any{"status": res.Status, "terminal_code": code, "reason": reason, "usage": run.Usage})
 	out.emit("run.finished", events.TypeRunFinished, res)
 	return out.result()
 }

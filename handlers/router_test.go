@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -40,7 +41,7 @@ func newTestRouter(t *testing.T, env *testEnv) *Router {
 	if err := SeedConfig(testCtx(t), env.config); err != nil {
 		t.Fatalf("SeedConfig: %v", err)
 	}
-	return NewRouter(llm.NewOffline(), env.st, env.config, nopLog)
+	return NewRouter(offline.New(), env.st, env.config, nopLog)
 }
 
 // handleTwice handles ev twice, as a redelivery would, and checks that both

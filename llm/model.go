@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"time"
 )
 
 // Role is the author of a chat message.
@@ -65,19 +67,45 @@ type Request struct {
 	// Input is the typed input of Task (RouteInput, PlanInput, ActInput or
 	// SynthInput). Prompts are rendered from it; the offline model reads it.
 	Input any
+	// PromptVersion names the system prompt's file and version
+	// ("route@v1"); it is recorded with the call.
+	PromptVersion string
+	// Stream, when set, receives the answer's text as it is generated, in
+	// order; the Response still carries the whole answer. A provider that
+	// cannot stream calls it once with the whole text.
+	Stream func(delta string)
 }
 
-// Usage is the token usage of one call; it feeds budgets and the audit trail.
+// Usage is the token usage of one call, or the sum of several; it feeds
+// budgets and the audit trail. InputTokens includes CachedInputTokens.
 type Usage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
+	InputTokens       int     `json:"input_tokens"`
+	OutputTokens      int     `json:"output_tokens"`
+	CachedInputTokens int     `json:"cached_input_tokens,omitempty"`
+	CostUSD           float64 `json:"cost_usd"`
+	Calls             int     `json:"model_calls"`
 }
 
-// Response is the model's answer.
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens, CostUSD: u.CostUSD + v.CostUSD, Calls: u.Calls + v.Calls}
+}
+
+// Response is the model's answer. Providers report token counts and the
+// model id the server answered with; Priced fills in the cost, Metered the
+// latency and the call count.
 type Response struct {
 	Message Message
 	Usage   Usage
 	Model   string
+	// Provider names the provider that answered: offline, openai,
+	// anthropic or bedrock (the fallback may answer for another).
+	Provider string
+	Latency  time.Duration
+	// FallbackReason is set when the fallback model answered because the
+	// configured provider was unavailable.
+	FallbackReason string
 }
 
 // Model is a chat-completion model.
@@ -85,8 +113,28 @@ type Model interface {
 	Complete(ctx context.Context, req Request) (Response, error)
 }
 
+// ProviderConfig configures a real model provider. APIKey is a secret: it
+// is sent to the provider only, never logged, and never part of an error.
+type ProviderConfig struct {
+	Model       string        // the provider's model id
+	BaseURL     string        // "" uses the provider's default endpoint
+	APIKey      string        // "" uses the provider SDK's environment default
+	Temperature *float64      // nil leaves the provider default
+	MaxTokens   int           // output tokens per call; 0 uses 4096
+	Timeout     time.Duration // per HTTP attempt; 0 uses 2 minutes
+	// MaxRetries is how many times a 429, 5xx or connection failure is
+	// retried (with backoff, jitter and Retry-After); default 2, -1 none.
+	MaxRetries int
+	Region     string       // Bedrock: the AWS region ("" uses the standard chain)
+	HTTPClient *http.Client // nil uses a default client
+}
+
 // Sentinel errors of the llm package.
 var (
+	// ErrUnavailable marks a provider that failed after its retries (5xx,
+	// 429, refused connection, timeout) or refused the credentials: the
+	// run ends UNAVAILABLE_DEP unless a fallback model is configured.
+	ErrUnavailable = errors.New("llm: model provider unavailable")
 	// ErrInvalidOutput marks structured output that failed its schema after
 	// every repair attempt.
 	ErrInvalidOutput = errors.New("llm: invalid structured output")

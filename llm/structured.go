@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -56,29 +57,38 @@ func ValidateJSON(schema json.RawMessage, data []byte) error {
 // the validation error, at most MaxRepairs times; then ErrInvalidOutput.
 // Usage is summed over every attempt.
 func Structured(ctx context.Context, m Model, req Request, out any) (Usage, error) {
+	return StructuredCheck(ctx, m, req, out, nil)
+}
+
+// StructuredCheck is Structured with a further check of the decoded
+// answer (for example a plan's verification against the skills' schemas):
+// an answer check rejects is repaired like one that fails its schema.
+func StructuredCheck(ctx context.Context, m Model, req Request, out any, check func() error) (Usage, error) {
 	var total Usage
 	for attempt := 0; ; attempt++ {
 		resp, err := m.Complete(ctx, req)
 		if err != nil {
 			return total, err
 		}
-		total.InputTokens += resp.Usage.InputTokens
-		total.OutputTokens += resp.Usage.OutputTokens
+		total = total.Add(resp.Usage)
 		text := extractJSON(resp.Message.Content)
 		verr := ValidateJSON(req.Schema, []byte(text))
 		if verr == nil {
-			if err := json.Unmarshal([]byte(text), out); err == nil {
-				return total, nil
-			} else {
-				verr = err
-			}
+			reflect.ValueOf(out).Elem().SetZero() // nothing of a rejected answer survives
+			verr = json.Unmarshal([]byte(text), out)
+		}
+		if verr == nil && check != nil {
+			verr = check()
+		}
+		if verr == nil {
+			return total, nil
 		}
 		if attempt == MaxRepairs {
 			return total, fmt.Errorf("%w after %d repairs: %v", ErrInvalidOutput, MaxRepairs, verr)
 		}
 		req.Messages = append(append([]Message(nil), req.Messages...),
 			Message{Role: RoleAssistant, Content: resp.Message.Content},
-			Message{Role: RoleUser, Content: "Your answer did not match the required JSON schema: " + verr.Error() + ". Answer again with JSON only."})
+			Message{Role: RoleUser, Content: "Your answer was rejected: " + verr.Error() + ". Answer again with corrected JSON only."})
 	}
 }
 

@@ -4,35 +4,29 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/llmtest"
 )
 
-// scripted is a fake model (the only kind of fake agentbus tests allow):
-// it answers each call with the next canned content and records requests.
-type scripted struct {
-	mu      sync.Mutex
-	answers []string
-	usage   llm.Usage
-	reqs    []llm.Request
-	given   []string // the answers returned so far
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
-func (s *scripted) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reqs = append(s.reqs, req)
-	if len(s.answers) == 0 {
-		return llm.Response{}, errors.New("scripted: no answer left")
+// script answers with each of answers in turn, the last one repeating,
+// each reply using u.
+func script(u llm.Usage, answers ...string) *llmtest.Scripted {
+	m := llmtest.New()
+	m.Repeat = true
+	for _, a := range answers {
+		m.Then(llmtest.Text(a).WithUsage(u))
 	}
-	a := s.answers[0]
-	if len(s.answers) > 1 {
-		s.answers = s.answers[1:]
-	}
-	s.given = append(s.given, a)
-	return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: a}, Usage: s.usage, Model: "scripted"}, nil
+	return m
 }
 
 func TestStructured(t *testing.T) {
@@ -53,7 +47,7 @@ func TestStructured(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &scripted{answers: tc.answers, usage: llm.Usage{InputTokens: 10, OutputTokens: 3}}
+			m := script(llm.Usage{InputTokens: 10, OutputTokens: 3, CostUSD: 0.5, Calls: 1}, tc.answers...)
 			var out llm.RouteOutput
 			req := llm.Request{Task: llm.TaskRoute, Schema: llm.RouteSchema,
 				Messages: []llm.Message{{Role: llm.RoleUser, Content: "route this"}}}
@@ -61,10 +55,12 @@ func TestStructured(t *testing.T) {
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
-			if len(m.reqs) != tc.wantCalls {
-				t.Fatalf("model called %d times, want %d", len(m.reqs), tc.wantCalls)
+			reqs := m.Requests()
+			if len(reqs) != tc.wantCalls {
+				t.Fatalf("model called %d times, want %d", len(reqs), tc.wantCalls)
 			}
-			if want := (llm.Usage{InputTokens: 10 * tc.wantCalls, OutputTokens: 3 * tc.wantCalls}); usage != want {
+			if want := (llm.Usage{InputTokens: 10 * tc.wantCalls, OutputTokens: 3 * tc.wantCalls,
+				CostUSD: 0.5 * float64(tc.wantCalls), Calls: tc.wantCalls}); usage != want {
 				t.Errorf("usage = %+v, want %+v (summed over every attempt)", usage, want)
 			}
 			if out.TaskType != tc.wantType {
@@ -74,16 +70,16 @@ func TestStructured(t *testing.T) {
 				t.Errorf("caller's messages were modified: %d", len(req.Messages))
 			}
 			// Every repair sends the bad answer back with the validation error.
-			for i := 1; i < len(m.reqs); i++ {
-				msgs := m.reqs[i].Messages
+			for i := 1; i < len(reqs); i++ {
+				msgs := reqs[i].Messages
 				if len(msgs) != 1+2*i {
 					t.Fatalf("repair %d has %d messages, want %d", i, len(msgs), 1+2*i)
 				}
 				bad, ask := msgs[len(msgs)-2], msgs[len(msgs)-1]
-				if bad.Role != llm.RoleAssistant || bad.Content != m.given[i-1] {
+				if given := tc.answers[min(i-1, len(tc.answers)-1)]; bad.Role != llm.RoleAssistant || bad.Content != given {
 					t.Errorf("repair %d: previous answer not sent back: %+v", i, bad)
 				}
-				if ask.Role != llm.RoleUser || !strings.Contains(ask.Content, "did not match the required JSON schema") {
+				if ask.Role != llm.RoleUser || !strings.Contains(ask.Content, "was rejected") {
 					t.Errorf("repair %d: no repair instruction: %+v", i, ask)
 				}
 			}
@@ -92,14 +88,37 @@ func TestStructured(t *testing.T) {
 }
 
 func TestStructuredModelError(t *testing.T) {
-	m := &scripted{} // no answers: every call fails
+	m := llmtest.New().Then(llmtest.Fail(llm.ErrUnavailable))
 	var out llm.RouteOutput
 	_, err := llm.Structured(testCtx(t), m, llm.Request{Task: llm.TaskRoute, Schema: llm.RouteSchema}, &out)
-	if err == nil || errors.Is(err, llm.ErrInvalidOutput) {
+	if !errors.Is(err, llm.ErrUnavailable) || errors.Is(err, llm.ErrInvalidOutput) {
 		t.Fatalf("err = %v, want the model's error", err)
 	}
-	if len(m.reqs) != 1 {
-		t.Errorf("model called %d times, want 1 (a model error is not repaired)", len(m.reqs))
+	if n := len(m.Requests()); n != 1 {
+		t.Errorf("model called %d times, want 1 (a model error is not repaired)", n)
+	}
+}
+
+// TestStructuredCheckRepairsRejectedAnswers: an answer the caller's check
+// rejects (a plan naming an unknown skill) is repaired like a schema
+// violation, and nothing of the rejected answer survives in out.
+func TestStructuredCheckRepairsRejectedAnswers(t *testing.T) {
+	first := `{"task_type":"bogus","pattern":"react","reason":"first"}`
+	second := `{"task_type":"general","pattern":"react"}`
+	m := script(llm.Usage{}, first, second)
+	var out llm.RouteOutput
+	_, err := llm.StructuredCheck(testCtx(t), m, llm.Request{Task: llm.TaskRoute, Schema: llm.RouteSchema}, &out, func() error {
+		if out.TaskType != "general" {
+			return errors.New("unknown task type " + out.TaskType)
+		}
+		return nil
+	})
+	if err != nil || out.TaskType != "general" || out.Reason != "" {
+		t.Fatalf("out = %+v, err = %v; want the second answer alone", out, err)
+	}
+	reqs := m.Requests()
+	if len(reqs) != 2 || !strings.Contains(reqs[1].Messages[len(reqs[1].Messages)-1].Content, "unknown task type bogus") {
+		t.Fatalf("the repair turn does not quote the check's error: %+v", reqs)
 	}
 }
 

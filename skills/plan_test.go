@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -35,7 +35,7 @@ func TestPlannerOverPlainMCPServer(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	planner := handlers.NewPlanner(llm.NewOffline(), c, zerolog.Nop())
+	planner := handlers.NewPlanner(offline.New(), c, zerolog.Nop())
 
 	cases := []struct {
 		task, skill, field, fieldType string // the step's skill and one field of its return_spec

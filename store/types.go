@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/agentbus/agentbus/llm"
 )
 
 // Index names, one per document type. They are also the names of the
@@ -107,6 +109,8 @@ type Plan struct {
 	CompletedAt   time.Time      `json:"completed_at,omitzero"`
 	Steps         []PlanStep     `json:"steps,omitempty"`
 	ReplanHistory []ReplanRecord `json:"replan_history,omitempty"`
+	// Usage totals the run's model calls so far.
+	Usage llm.Usage `json:"usage,omitzero"`
 }
 
 // PlanStep is one step of a Plan.

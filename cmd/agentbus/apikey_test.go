@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -38,20 +40,30 @@ func (k *keyRecorder) wrap(next http.Handler) http.Handler {
 }
 
 // TestAPIKeyForwardedToSkillsAndNeverRecorded: the caller's X-Api-Key
-// reaches every Skill Service request of its run, and appears in no log
-// line (debug level), no stored event of any stream, no audit document,
-// and no longer in the credentials bucket once the run has ended.
+// reaches every Skill Service request of its run, and the model provider's
+// key every provider request; neither appears in a log line (debug level),
+// a stored event of any stream or an audit document, and the caller's key
+// is no longer in the credentials bucket once the run has ended.
 func TestAPIKeyForwardedToSkillsAndNeverRecorded(t *testing.T) {
 	const secret = "sk-agentbus-test-4f1d9c0e7b2a"
 	rec := &keyRecorder{keys: map[string]int{}}
 	demo := httptest.NewServer(rec.wrap(skills.NewDemoService(skills.DemoConfig{}).Handler()))
 	defer demo.Close()
+	chat := chatServer(t, "demo_conversation.json", nil)
+	keyFile := filepath.Join(t.TempDir(), "model.key")
+	if err := os.WriteFile(keyFile, []byte(modelKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	models := app.ModelConfig{Default: "openai:test-model", BaseURL: chat.URL, KeyFile: keyFile, MaxTokens: 1024}
+	if err := models.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	var logs procs.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
 		SkillsURL: demo.URL + "/tenants/{tenant}/mcp", Log: zerolog.New(&logs).Level(zerolog.DebugLevel),
-		Process: app.Config{AckWait: 2 * time.Second, LogLevel: "debug"}})
+		Process: app.Config{AckWait: 2 * time.Second, LogLevel: "debug", Models: models}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +82,11 @@ func TestAPIKeyForwardedToSkillsAndNeverRecorded(t *testing.T) {
 	if res.TerminalCode != events.CodeSuccess {
 		t.Fatalf("run ended %q: %s", res.TerminalCode, res.Response)
 	}
+	for _, r := range chat.Received() {
+		if r.Authorization != "Bearer "+modelKey {
+			t.Fatalf("a %s request to the provider carried %q, not the configured key", r.Task, r.Authorization)
+		}
+	}
 
 	rec.mu.Lock()
 	forwarded, other := rec.keys[secret], len(rec.keys)
@@ -84,14 +101,16 @@ func TestAPIKeyForwardedToSkillsAndNeverRecorded(t *testing.T) {
 		trace, err = s.Deps.Store.Trace(ctx, store.TraceQuery{TenantID: "demo", SessionID: "s-key"})
 		return err == nil && len(trace) > 0 && trace[len(trace)-1].EventType == "run.finished"
 	})
-	for _, e := range trace {
-		if b, _ := json.Marshal(e); bytes.Contains(b, []byte(secret)) {
-			t.Fatalf("audit document %s holds the key", e.EventType)
+	for _, key := range []string{secret, modelKey} {
+		for _, e := range trace {
+			if b, _ := json.Marshal(e); bytes.Contains(b, []byte(key)) {
+				t.Fatalf("audit document %s holds a key", e.EventType)
+			}
 		}
-	}
-	for _, stream := range []string{events.StreamAgent, events.StreamAudit, events.StreamReply} {
-		if n := rawContains(t, s.Deps.JS, stream, secret); n > 0 {
-			t.Fatalf("%d messages of stream %s hold the key", n, stream)
+		for _, stream := range []string{events.StreamAgent, events.StreamAudit, events.StreamReply} {
+			if n := rawContains(t, s.Deps.JS, stream, key); n > 0 {
+				t.Fatalf("%d messages of stream %s hold a key", n, stream)
+			}
 		}
 	}
 	creds, err := s.Deps.JS.KeyValue(ctx, events.BucketCredentials)
@@ -101,7 +120,7 @@ func TestAPIKeyForwardedToSkillsAndNeverRecorded(t *testing.T) {
 	if keys, _ := creds.Keys(ctx); len(keys) != 0 {
 		t.Fatalf("credentials bucket still holds %d keys after the run ended", len(keys))
 	}
-	if l := logs.String(); strings.Contains(l, secret) || !strings.Contains(l, "run requested") {
+	if l := logs.String(); strings.Contains(l, secret) || strings.Contains(l, modelKey) || !strings.Contains(l, "run requested") {
 		t.Fatalf("logs hold the key, or logging was not captured (%d bytes)", len(l))
 	}
 }

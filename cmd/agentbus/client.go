@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/llm"
 )
 
 // submit posts a streamed run and calls onChunk for every chunk. It
@@ -52,4 +53,32 @@ func submit(url string, body handlers.RunBody, onChunk func(handlers.Chunk)) (ha
 		return res, err
 	}
 	return res, fmt.Errorf("stream ended without an answer")
+}
+
+// printer prints a streamed run: progress lines as they come and the
+// answer as the model writes it.
+type printer struct {
+	progress func(handlers.Chunk)
+	answered bool // an answer chunk was printed
+}
+
+func (p *printer) chunk(c handlers.Chunk) {
+	if c.MessageType != "answer" {
+		p.progress(c)
+		return
+	}
+	if !p.answered {
+		fmt.Print("\nanswer:\n")
+		p.answered = true
+	}
+	fmt.Print(c.Content)
+	if c.EndOfMessage {
+		fmt.Println()
+	}
+}
+
+// usageLine summarises a run's model usage.
+func usageLine(u llm.Usage) string {
+	return fmt.Sprintf("%d model calls, %d tokens in (%d cached), %d out, $%.6f", u.Calls, u.InputTokens,
+		u.CachedInputTokens, u.OutputTokens, u.CostUSD)
 }

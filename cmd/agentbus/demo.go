@@ -22,7 +22,13 @@ func demo(args []string) int {
 	task := fs.String("task", DemoTask, "the task to run")
 	data := fs.String("data", "", "data directory (default: a temporary one, removed on exit)")
 	logLevel := fs.String("log-level", app.Env("LOG_LEVEL", "warn"), "log level of the embedded processes")
+	var pc app.Config
+	pc.Models.Register(fs)
 	_ = fs.Parse(args)
+	if err := pc.Models.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "agentbus demo:", err)
+		return 2
+	}
 
 	dir := *data
 	if dir == "" {
@@ -38,22 +44,26 @@ func demo(args []string) int {
 	ctx, stop := app.SignalContext()
 	defer stop()
 	fmt.Println("agentbus demo: starting embedded NATS, store, demo skills and every role…")
-	s, err := app.StartStack(ctx, app.StackConfig{DataDir: dir, NATSPort: -1, HTTPAddr: "127.0.0.1:0", Log: log})
+	s, err := app.StartStack(ctx, app.StackConfig{DataDir: dir, NATSPort: -1, HTTPAddr: "127.0.0.1:0", Log: log, Process: pc})
 	if err != nil {
 		return app.LogFatal(log, "start", err)
 	}
 	defer s.Close()
 	fmt.Printf("task: %q\n\n", *task)
 	start := time.Now()
+	p := &printer{progress: printProgress}
 	res, err := submit("http://"+s.IngressAddr, handlers.RunBody{
 		TenantID: "demo", UserID: "demo-user", SessionID: fmt.Sprintf("sess-%d", time.Now().UnixNano()), Message: *task,
-	}, printProgress)
+	}, p.chunk)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
+	if !p.answered {
+		fmt.Printf("\nanswer:\n%s\n", res.Response)
+	}
 	printPlan(ctx, s, res.PlanID)
-	fmt.Printf("\nanswer (%s, %s in %s):\n%s\n", res.Status, res.TerminalCode, time.Since(start).Round(time.Millisecond), res.Response)
+	fmt.Printf("\n%s, %s in %s; %s\n", res.Status, res.TerminalCode, time.Since(start).Round(time.Millisecond), usageLine(res.Usage))
 	if res.TerminalCode != events.CodeSuccess {
 		return 1
 	}

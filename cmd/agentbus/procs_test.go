@@ -27,7 +27,7 @@ var (
 	buildErr  error
 )
 
-// binaries builds the five role binaries once per test run.
+// binaries builds the five role binaries and agentbus once per test run.
 func binaries(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -37,7 +37,7 @@ func binaries(t *testing.T) string {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		buildErr = procs.BuildRoles(ctx, binDir, false)
+		buildErr = procs.BuildRoles(ctx, binDir, true)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

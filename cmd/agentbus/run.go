@@ -31,13 +31,16 @@ func run(args []string) int {
 	if *session == "" {
 		*session = fmt.Sprintf("sess-%d", time.Now().UnixNano())
 	}
-	res, err := submit(*url, handlers.RunBody{TenantID: *tenant, UserID: *user, SessionID: *session, Message: task},
-		func(c handlers.Chunk) { fmt.Println("  ·", c.Content) })
+	p := &printer{progress: func(c handlers.Chunk) { fmt.Println("  ·", c.Content) }}
+	res, err := submit(*url, handlers.RunBody{TenantID: *tenant, UserID: *user, SessionID: *session, Message: task}, p.chunk)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentbus run:", err)
 		return 1
 	}
-	fmt.Printf("\n%s\n\nplan %s · %s · %s\n", res.Response, res.PlanID, res.Status, res.TerminalCode)
+	if !p.answered {
+		fmt.Printf("\n%s\n", res.Response)
+	}
+	fmt.Printf("\nplan %s · %s · %s · %s\n", res.PlanID, res.Status, res.TerminalCode, usageLine(res.Usage))
 	if res.TerminalCode != events.CodeSuccess {
 		return 1
 	}

@@ -14,26 +14,48 @@ func up(args []string) int {
 	httpAddr := fs.String("http", app.Env("INGRESS_ADDR", "127.0.0.1:8080"), "ingress listen address (env INGRESS_ADDR)")
 	data := fs.String("data", app.Env("AGENTBUS_DATA", "./data"), "data directory: NATS file store and embedded store (env AGENTBUS_DATA)")
 	natsPort := fs.Int("nats-port", 4222, "port of the embedded NATS server (-1 picks a free one)")
-	skillsAddr := fs.String("skills", "127.0.0.1:7070", "listen address of the demo Skill Service")
+	demoAddr := fs.String("demo-skills", "127.0.0.1:7070",
+		"listen address of the demo Skill Service, served unless SKILL_SERVICE_URL, --skills or SKILL_TRANSPORT=stdio names other skills")
 	token := fs.String("token", os.Getenv("INGRESS_TOKEN"), "service token; required when --http is beyond loopback (env INGRESS_TOKEN)")
-	logLevel := fs.String("log-level", app.Env("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
+	var pc app.Config
+	pc.RegisterStack(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "agentbus up: embedded NATS, store, skills and every role, with the ingress API\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	_ = fs.Parse(args)
+	if err := pc.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "agentbus up:", err)
+		return 2
+	}
 
-	log := app.Logger("agentbus", *logLevel)
+	log := app.Logger("agentbus", pc.LogLevel)
 	ctx, stop := app.SignalContext()
 	defer stop()
 	abs, _ := filepath.Abs(*data)
 	s, err := app.StartStack(ctx, app.StackConfig{
-		DataDir: abs, NATSPort: *natsPort, HTTPAddr: *httpAddr, SkillsAddr: *skillsAddr, Token: *token, Log: log,
-		Process: app.Config{Store: app.Env("STORE", "embedded"), StorePrefix: app.Env("STORE_PREFIX", "")},
+		DataDir: abs, NATSPort: *natsPort, HTTPAddr: *httpAddr, SkillsAddr: *demoAddr, Token: *token, Log: log,
+		Process: pc, ExternalSkills: externalSkills(fs),
 	})
 	if err != nil {
 		return app.LogFatal(log, "start", err)
 	}
-	fmt.Printf("agentbus is up\n  ingress: http://%s (POST /agent/run)\n  nats:    %s\n  skills:  %s\n  data:    %s\nPress Ctrl-C to stop.\n",
-		s.IngressAddr, s.Server.ClientURL(), s.SkillsURL, abs)
+	fmt.Printf("agentbus is up\n  ingress: http://%s (POST /agent/run)\n  nats:    %s\n  skills:  %s\n  models:  %s\n  data:    %s\nPress Ctrl-C to stop.\n",
+		s.IngressAddr, s.Server.ClientURL(), s.SkillsURL, pc.Models.Summary(), abs)
 	<-ctx.Done()
 	fmt.Println("stopping: draining consumers…")
 	s.Close()
 	return 0
+}
+
+// externalSkills reports whether the configuration names skills of its
+// own (a Skill Service URL or a stdio server) instead of the demo ones.
+func externalSkills(fs *flag.FlagSet) bool {
+	set := os.Getenv("SKILL_SERVICE_URL") != "" || os.Getenv("SKILL_TRANSPORT") == "stdio"
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "skills" || (f.Name == "skill-transport" && f.Value.String() == "stdio") {
+			set = true
+		}
+	})
+	return set
 }

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# setup.sh: installs the MCP reference server the skills interop tests run
-# (skills/everything_test.go) against, on all three transports.
+# setup.sh: installs the MCP reference servers the tests run against:
+# server-everything (skills/everything_test.go, on all three transports) and
+# server-filesystem (the plain-MCP end-to-end run with a real model's wire
+# format, cmd/agentbus/model_test.go, over stdio).
 #
 #   deploy/mcp/setup.sh
 #
-# It installs @modelcontextprotocol/server-everything, pinned in
+# It installs @modelcontextprotocol/server-everything and
+# @modelcontextprotocol/server-filesystem, pinned in
 # deploy/mcp/package.json with every transitive dependency pinned in
 # deploy/mcp/package-lock.json, into .cache/mcp/ (git-ignored) with
 # `npm ci`, without running package install scripts. It does nothing when
@@ -15,6 +18,7 @@
 #   node .cache/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio
 #   PORT=<port> node .../dist/index.js sse              (GET /sse, POST /message)
 #   PORT=<port> node .../dist/index.js streamableHttp   (/mcp)
+#   node .cache/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js <allowed dir>...   (stdio)
 #
 # Environment (optional):
 #   MCP_CACHE   install folder (default <repo>/.cache/mcp)
@@ -25,7 +29,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 DEST="${MCP_CACHE:-$ROOT/.cache/mcp}"
-PKG="@modelcontextprotocol/server-everything"
+PKGS=("@modelcontextprotocol/server-everything" "@modelcontextprotocol/server-filesystem")
 
 die() { echo "deploy/mcp/setup.sh: $*" >&2; exit 1; }
 
@@ -34,15 +38,23 @@ command -v npm >/dev/null || die "npm is not installed"
 major="$(node -p 'process.versions.node.split(".")[0]')"
 [ "$major" -ge 20 ] || die "node $(node --version) is too old (need >= 20)"
 
-# The pinned version, from package.json.
-want="$(node -p "require('$HERE/package.json').dependencies['$PKG']")"
-
+# installed_all succeeds when every package is installed at its pinned
+# version (from package.json) from exactly this lockfile.
 installed() {
-	node -p "require('$DEST/node_modules/$PKG/package.json').version" 2>/dev/null || true
+	node -p "require('$DEST/node_modules/$1/package.json').version" 2>/dev/null || true
+}
+pinned() {
+	node -p "require('$HERE/package.json').dependencies['$1']"
+}
+installed_all() {
+	cmp -s "$HERE/package-lock.json" "$DEST/package-lock.json" || return 1
+	for pkg in "${PKGS[@]}"; do
+		[ "$(installed "$pkg")" = "$(pinned "$pkg")" ] || return 1
+	done
 }
 
-if [ "$(installed)" = "$want" ] && cmp -s "$HERE/package-lock.json" "$DEST/package-lock.json"; then
-	echo "$PKG@$want is installed in $DEST"
+if installed_all; then
+	echo "${PKGS[*]} are installed in $DEST"
 	exit 0
 fi
 
@@ -50,7 +62,9 @@ mkdir -p "$DEST"
 cp "$HERE/package.json" "$HERE/package-lock.json" "$DEST/"
 npm ci --prefix "$DEST" --no-audit --no-fund --ignore-scripts --loglevel=error
 
-got="$(installed)"
-[ "$got" = "$want" ] || die "installed $PKG version is '$got', want $want"
-[ -f "$DEST/node_modules/$PKG/dist/index.js" ] || die "$PKG has no dist/index.js"
-echo "installed $PKG@$want in $DEST"
+for pkg in "${PKGS[@]}"; do
+	got="$(installed "$pkg")"
+	[ "$got" = "$(pinned "$pkg")" ] || die "installed $pkg version is '$got', want $(pinned "$pkg")"
+	[ -f "$DEST/node_modules/$pkg/dist/index.js" ] || die "$pkg has no dist/index.js"
+	echo "installed $pkg@$got in $DEST"
+done

@@ -18,7 +18,7 @@ type Config struct {
 	NATSURL         string
 	Store           string
 	StorePrefix     string
-	Model           string
+	Models          ModelConfig
 	SkillServiceURL string
 	SkillAPIKey     string
 	SkillTransport  string // streamable-http (default), sse or stdio
@@ -35,9 +35,15 @@ type Config struct {
 // Register adds the shared flags to fs, with defaults from the environment.
 func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats", env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (env NATS_URL)")
+	c.RegisterStack(fs)
+}
+
+// RegisterStack adds every shared flag but the NATS URL, for the
+// all-in-one, which runs its own NATS server.
+func (c *Config) RegisterStack(fs *flag.FlagSet) {
 	fs.StringVar(&c.Store, "store", env("STORE", "embedded"), "storage backend: embedded (in JetStream) or opensearch (OPENSEARCH_URL and friends) (env STORE)")
 	fs.StringVar(&c.StorePrefix, "store-prefix", env("STORE_PREFIX", ""), "name prefix of the store's buckets and indices (env STORE_PREFIX)")
-	fs.StringVar(&c.Model, "model", env("MODEL", "offline"), "model provider: offline (env MODEL)")
+	c.Models.Register(fs)
 	fs.StringVar(&c.SkillServiceURL, "skills", env("SKILL_SERVICE_URL", "http://127.0.0.1:7070/tenants/{tenant}/mcp"),
 		"MCP server URL of the HTTP skill transports (.../sse for sse); {tenant}, if present, is replaced by the run's tenant (env SKILL_SERVICE_URL)")
 	c.SkillAPIKey = os.Getenv("SKILL_SERVICE_API_KEY") // secrets come from the environment only
@@ -61,8 +67,8 @@ func (c *Config) Validate() error {
 	if c.Store != "embedded" && c.Store != "opensearch" {
 		return fmt.Errorf("store %q is not supported (use embedded or opensearch)", c.Store)
 	}
-	if c.Model != "offline" {
-		return fmt.Errorf("model %q is not supported (use offline)", c.Model)
+	if err := c.Models.Validate(); err != nil {
+		return err
 	}
 	if _, err := c.SkillsConfig(); err != nil {
 		return err

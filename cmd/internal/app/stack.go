@@ -24,11 +24,14 @@ type StackConfig struct {
 	HTTPAddr   string // ingress; "" disables it
 	SkillsAddr string // demo Skill Service; default 127.0.0.1:0
 	SkillsURL  string // an external Skill Service (streamable HTTP) instead of the demo one
-	Token      string
-	Log        zerolog.Logger
-	Process    Config // shared settings (concurrency, timeouts); NATS and skills URLs are filled in
-	Demo       skills.DemoConfig
-	SyncAlways bool
+	// ExternalSkills uses the skill settings of Process as they are (a
+	// Skill Service URL, or a stdio server) instead of the demo skills.
+	ExternalSkills bool
+	Token          string
+	Log            zerolog.Logger
+	Process        Config // shared settings (concurrency, timeouts); NATS and skills URLs are filled in
+	Demo           skills.DemoConfig
+	SyncAlways     bool
 }
 
 // Stack is a running all-in-one agentbus: embedded NATS, the demo Skill
@@ -56,16 +59,23 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 		return nil, err
 	}
 	s := &Stack{Server: ns, SkillsURL: cfg.SkillsURL}
-	if s.SkillsURL == "" {
-		if err := s.serveDemoSkills(cfg); err != nil {
-			ns.Shutdown()
-			return nil, err
-		}
-	}
-
 	pc := cfg.Process
-	// The all-in-one serves its own demo Skill Service over streamable HTTP.
-	pc.NATSURL, pc.SkillServiceURL, pc.SkillTransport, pc.SkillCommand = ns.ClientURL(), s.SkillsURL, "", ""
+	pc.NATSURL = ns.ClientURL()
+	if cfg.ExternalSkills {
+		s.SkillsURL = pc.SkillServiceURL
+		if pc.SkillTransport == skills.TransportStdio {
+			s.SkillsURL = "stdio: " + pc.SkillCommand
+		}
+	} else {
+		if s.SkillsURL == "" {
+			if err := s.serveDemoSkills(cfg); err != nil {
+				ns.Shutdown()
+				return nil, err
+			}
+		}
+		// The demo Skill Service (or the given one) over streamable HTTP.
+		pc.SkillServiceURL, pc.SkillTransport, pc.SkillCommand = s.SkillsURL, "", ""
+	}
 	fillDefaults(&pc)
 	d, err := Connect(ctx, "agentbus", &pc, cfg.Log)
 	if err != nil {
@@ -157,8 +167,11 @@ func fillDefaults(c *Config) {
 	if c.Store == "" {
 		c.Store = "embedded"
 	}
-	if c.Model == "" {
-		c.Model = "offline"
+	if c.Models.Default == "" {
+		c.Models.Default = "offline"
+	}
+	if c.Models.MaxTokens == 0 {
+		c.Models.MaxTokens = 4096
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 16

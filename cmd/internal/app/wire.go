@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
-	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/sandbox"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store/embedded"
@@ -76,7 +75,7 @@ type Deps struct {
 	JS     jetstream.JetStream
 	Store  Store
 	Skills *skills.Client
-	Model  llm.Model
+	Models Models
 }
 
 // Connect dials NATS (retrying until ctx ends), bootstraps the topology
@@ -118,7 +117,12 @@ func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger)
 		nc.Close()
 		return nil, fmt.Errorf("skills: %w", err)
 	}
-	return &Deps{Config: c, Log: log, NC: nc, JS: js, Store: st, Skills: sk, Model: llm.NewOffline()}, nil
+	models, err := c.Models.Open(ctx)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("models: %w", err)
+	}
+	return &Deps{Config: c, Log: log, NC: nc, JS: js, Store: st, Skills: sk, Models: models}, nil
 }
 
 // retry calls fn until it succeeds or ctx ends, so a process may start
@@ -177,11 +181,11 @@ func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error)
 		if err := retry(ctx, func() error { return handlers.SeedConfig(ctx, cfg) }); err != nil {
 			return nil, err
 		}
-		r := handlers.NewRouter(d.Model, d.Store, cfg, log)
-		r.Credentials = creds
+		r := handlers.NewRouter(d.Models.Router, d.Store, cfg, log)
+		r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
 		return r.Handle, nil
 	case events.RolePlanner:
-		p := handlers.NewPlanner(d.Model, d.Skills, log)
+		p := handlers.NewPlanner(d.Models.Planner, d.Skills, log)
 		p.Credentials = creds
 		return p.Handle, nil
 	case events.RoleExecutor:
@@ -193,7 +197,7 @@ func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error)
 		if err != nil {
 			return nil, err
 		}
-		x := handlers.NewExecutor(d.Model, d.Skills, d.Store, locks, calls, log)
+		x := handlers.NewExecutor(d.Models.Executor, d.Skills, d.Store, locks, calls, log)
 		x.Credentials = creds
 		if sb := d.sandbox(ctx, log); sb != nil {
 			x.Sandbox = sb

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/offline"
 )
 
 // floor measures the JetStream round trip agentbus cannot beat: publish
@@ -69,7 +69,7 @@ type hopResult struct {
 // between an input's and its output's stored timestamps, which covers the
 // consume, the handler (model, skill, store and KV work) and the publish.
 func perHop(ctx context.Context, srv *benchServer, tcp bool, n int) (hopResult, error) {
-	d, err := deploy(ctx, srv, deployConfig{tcp: tcp, executors: 1, model: llm.NewOffline()})
+	d, err := deploy(ctx, srv, deployConfig{tcp: tcp, executors: 1, model: offline.New()})
 	if err != nil {
 		return hopResult{}, err
 	}
@@ -122,7 +122,7 @@ type Throughput struct {
 
 // throughput keeps conc runs in flight until total runs have finished.
 func throughput(ctx context.Context, srv *benchServer, executors, conc, total int, hopsPerRun float64) (Throughput, error) {
-	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: executors, model: llm.NewOffline()})
+	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: executors, model: offline.New()})
 	if err != nil {
 		return Throughput{}, err
 	}
@@ -229,7 +229,7 @@ type RunLength struct {
 // the iterations (200 each of 1,000).
 func runLength(ctx context.Context, srv *benchServer, iterations int) (RunLength, error) {
 	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: 1, maxTurns: iterations + 10,
-		model: &loopModel{inner: llm.NewOffline(), iterations: iterations}})
+		model: &loopModel{inner: offline.New(), iterations: iterations}})
 	if err != nil {
 		return RunLength{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/offline"
 )
 
 // sleepyModel is the offline model behind a fixed per-call latency. It
@@ -22,7 +23,7 @@ type sleepyModel struct {
 var runTag = regexp.MustCompile(`\(run [0-9a-z-]+\)`)
 
 func newSleepyModel(latency time.Duration) *sleepyModel {
-	return &sleepyModel{inner: llm.NewOffline(), latency: latency, byRun: map[string]time.Duration{}}
+	return &sleepyModel{inner: offline.New(), latency: latency, byRun: map[string]time.Duration{}}
 }
 
 // Complete sleeps, then answers like the offline model.

@@ -1,4 +1,4 @@
-package llm_test
+package offline_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -72,7 +73,7 @@ func allDemo(t *testing.T) []llm.SkillInfo {
 // complete runs the offline model on input and returns its message.
 func complete(t *testing.T, task llm.Task, input any, history []llm.Message) llm.Message {
 	t.Helper()
-	resp, err := llm.NewOffline().Complete(testCtx(t), llm.Request{Task: task, Input: input, Messages: history})
+	resp, err := offline.New().Complete(testCtx(t), llm.Request{Task: task, Input: input, Messages: history})
 	if err != nil {
 		t.Fatalf("Complete(%s): %v", task, err)
 	}
@@ -464,7 +465,7 @@ func TestOfflineRejectsUnknownInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := llm.NewOffline().Complete(testCtx(t), llm.Request{Task: llm.TaskRoute, Input: tc.input})
+			_, err := offline.New().Complete(testCtx(t), llm.Request{Task: llm.TaskRoute, Input: tc.input})
 			if !errors.Is(err, llm.ErrBadInput) {
 				t.Fatalf("err = %v, want ErrBadInput", err)
 			}
@@ -473,7 +474,7 @@ func TestOfflineRejectsUnknownInput(t *testing.T) {
 	t.Run("cancelled context", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err := llm.NewOffline().Complete(ctx, llm.Request{Task: llm.TaskRoute, Input: llm.RouteInput{Task: "x"}})
+		_, err := offline.New().Complete(ctx, llm.Request{Task: llm.TaskRoute, Input: llm.RouteInput{Task: "x"}})
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want context.Canceled", err)
 		}
@@ -491,5 +492,21 @@ func assertJSONEqual(t *testing.T, got []byte, want string) {
 	}
 	if !reflect.DeepEqual(g, w) {
 		t.Errorf("JSON = %s, want %s", got, want)
+	}
+}
+
+// TestOfflineStreamsItsAnswer: with Stream set, the answer arrives in
+// several deltas, in order, that add up to the whole answer.
+func TestOfflineStreamsItsAnswer(t *testing.T) {
+	var deltas []string
+	req := llm.NewRequest(llm.TaskSynthesize, llm.SynthInput{Task: rankTask, Outputs: []llm.StepOutput{
+		{Step: 1, Value: json.RawMessage(`{"outlets":[{"outlet_id":"b","name":"B"},{"outlet_id":"a","name":"A"}]}`)}}})
+	req.Stream = func(d string) { deltas = append(deltas, d) }
+	resp, err := offline.New().Complete(testCtx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deltas) < 2 || strings.Join(deltas, "") != resp.Message.Content || resp.Provider != "offline" {
+		t.Fatalf("deltas %q do not stream answer %q", deltas, resp.Message.Content)
 	}
 }

@@ -1,4 +1,4 @@
-package llm
+package offline
 
 import (
 	"encoding/json"
@@ -7,11 +7,12 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/skills"
 )
 
 type planSkill struct {
-	info      SkillInfo
+	info      llm.SkillInfo
 	in, out   skills.Schema
 	relevance float64
 }
@@ -20,7 +21,7 @@ type planSkill struct {
 // the producers their required inputs need (an output that derives the
 // input), orders producers first and derives each step's return_spec from
 // what its consumers need, or from its whole output for a final step.
-func plan(in PlanInput) PlanOutput {
+func plan(in llm.PlanInput) llm.PlanOutput {
 	if in.Failed != nil && len(in.Remaining) > 0 {
 		return replan(in)
 	}
@@ -39,13 +40,13 @@ func plan(in PlanInput) PlanOutput {
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].relevance > cands[j].relevance })
 	if len(cands) == 0 || cands[0].relevance == 0 {
-		return PlanOutput{Infeasible: "no discovered skill fits the task"}
+		return llm.PlanOutput{Infeasible: "no discovered skill fits the task"}
 	}
 	p := planner{task: in.Task, cands: cands, index: map[string]int{}, needs: map[string][]need{}}
 	for _, c := range cands {
 		if c.relevance*2 >= cands[0].relevance {
 			if err := p.add(c, 0); err != nil {
-				return PlanOutput{Infeasible: err.Error()}
+				return llm.PlanOutput{Infeasible: err.Error()}
 			}
 		}
 	}
@@ -54,13 +55,13 @@ func plan(in PlanInput) PlanOutput {
 		max = 10
 	}
 	if len(p.order) > max {
-		return PlanOutput{Infeasible: fmt.Sprintf("the task needs %d steps, more than the limit of %d", len(p.order), max)}
+		return llm.PlanOutput{Infeasible: fmt.Sprintf("the task needs %d steps, more than the limit of %d", len(p.order), max)}
 	}
 	first := in.FirstStep
 	if first <= 0 {
 		first = 1
 	}
-	return PlanOutput{Steps: p.steps(first)}
+	return llm.PlanOutput{Steps: p.steps(first)}
 }
 
 // need records that skill consumer takes input field from a producer.
@@ -122,17 +123,17 @@ func (p *planner) producer(field string, schema skills.Schema, consumer string) 
 	return nil
 }
 
-func (p *planner) steps(first int) []PlannedStep {
-	out := make([]PlannedStep, len(p.order))
+func (p *planner) steps(first int) []llm.PlannedStep {
+	out := make([]llm.PlannedStep, len(p.order))
 	for i, s := range p.order {
-		step := PlannedStep{Step: first + i, Skills: []string{s.info.Name}}
+		step := llm.PlannedStep{Step: first + i, Skills: []string{s.info.Name}}
 		for _, d := range p.deps[i] {
 			step.DependsOn = append(step.DependsOn, first+p.index[d])
 		}
 		needs := p.needs[s.info.Name]
 		if len(needs) == 0 {
 			shape, reason := narrow(s.out, p.task)
-			step.ReturnSpec = ReturnSpec{Shape: mustJSON(shape), Reason: reason}
+			step.ReturnSpec = llm.ReturnSpec{Shape: mustJSON(shape), Reason: reason}
 			step.Task = fmt.Sprintf("%s (for: %s)", strings.TrimSuffix(s.info.Description, "."), p.task)
 		} else {
 			shape := skills.Schema{Type: "object", Properties: map[string]skills.Schema{}}
@@ -145,7 +146,7 @@ func (p *planner) steps(first int) []PlannedStep {
 			sort.Strings(shape.Required)
 			shape.Required = dedup(shape.Required)
 			sort.Strings(users)
-			step.ReturnSpec = ReturnSpec{Shape: mustJSON(shape), Reason: strings.Join(dedup(users), "; ")}
+			step.ReturnSpec = llm.ReturnSpec{Shape: mustJSON(shape), Reason: strings.Join(dedup(users), "; ")}
 			step.Task = fmt.Sprintf("%s, returning only %s (for: %s)", strings.TrimSuffix(s.info.Description, "."), strings.Join(shape.Required, ", "), p.task)
 		}
 		out[i] = step
@@ -221,7 +222,7 @@ func dedup(s []string) []string {
 // again, numbered from FirstStep, keeping dependencies on completed steps
 // and pointing dependencies on remaining steps at their new numbers. The
 // failed step's skill is retried: the offline model has no better one.
-func replan(in PlanInput) PlanOutput {
+func replan(in llm.PlanInput) llm.PlanOutput {
 	first := in.FirstStep
 	if first <= 0 {
 		first = 1
@@ -230,7 +231,7 @@ func replan(in PlanInput) PlanOutput {
 	for i, s := range in.Remaining {
 		renumber[s.Step] = first + i
 	}
-	out := make([]PlannedStep, len(in.Remaining))
+	out := make([]llm.PlannedStep, len(in.Remaining))
 	for i, s := range in.Remaining {
 		s.Step = first + i
 		deps := make([]int, 0, len(s.DependsOn))
@@ -246,7 +247,7 @@ func replan(in PlanInput) PlanOutput {
 		}
 		out[i] = s
 	}
-	return PlanOutput{Steps: out}
+	return llm.PlanOutput{Steps: out}
 }
 
 // narrow limits a final step's return_spec to the record fields the task

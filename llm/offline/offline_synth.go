@@ -1,15 +1,17 @@
-package llm
+package offline
 
 import (
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/agentbus/agentbus/llm"
 )
 
 // synthesize renders the last step's output as the answer: a list of
 // records becomes numbered lines (by rank when the records carry one).
-func synthesize(in SynthInput) string {
+func synthesize(in llm.SynthInput) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Result for %q:\n", in.Task)
 	if len(in.Outputs) == 0 {

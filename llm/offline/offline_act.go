@@ -1,4 +1,4 @@
-package llm
+package offline
 
 import (
 	"encoding/json"
@@ -6,15 +6,16 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/skills"
 )
 
 // act is one executor turn. Before any skill result it calls the first
 // allowed skill with arguments taken from the step's inputs and the task;
 // after a result it projects the result onto the return_spec.
-func act(in ActInput, history []Message) (Message, error) {
+func act(in llm.ActInput, history []llm.Message) (llm.Message, error) {
 	if len(in.Skills) == 0 {
-		return jsonMessage(ActOutput{Status: "insufficient", Reason: "the step has no allowed skill",
+		return jsonMessage(llm.ActOutput{Status: "insufficient", Reason: "the step has no allowed skill",
 			Suggestion: "plan this step with a skill"})
 	}
 	skill := in.Skills[0]
@@ -23,25 +24,25 @@ func act(in ActInput, history []Message) (Message, error) {
 		return callSkill(in, skill, len(history))
 	}
 	if last.IsError {
-		return jsonMessage(ActOutput{Status: "failed", Reason: "skill " + skill.Name + " failed: " + last.Content,
+		return jsonMessage(llm.ActOutput{Status: "failed", Reason: "skill " + skill.Name + " failed: " + last.Content,
 			Suggestion: "retry the step"})
 	}
 	return project(in, skill, []byte(last.Content))
 }
 
-func lastToolResult(history []Message) *Message {
+func lastToolResult(history []llm.Message) *llm.Message {
 	for i := len(history) - 1; i >= 0; i-- {
-		if history[i].Role == RoleTool {
+		if history[i].Role == llm.RoleTool {
 			return &history[i]
 		}
 	}
 	return nil
 }
 
-func callSkill(in ActInput, skill SkillInfo, turn int) (Message, error) {
+func callSkill(in llm.ActInput, skill llm.SkillInfo, turn int) (llm.Message, error) {
 	schema, err := skills.ParseSchema(skill.InputSchema)
 	if err != nil {
-		return Message{}, fmt.Errorf("llm: offline: %w", err)
+		return llm.Message{}, fmt.Errorf("offline: %w", err)
 	}
 	inputs := decodeInputs(in.Inputs)
 	given := taskArgs(in.Task, schema)
@@ -55,16 +56,16 @@ func callSkill(in ActInput, skill SkillInfo, turn int) (Message, error) {
 	}
 	for _, field := range schema.Required {
 		if _, ok := args[field]; !ok {
-			return jsonMessage(ActOutput{Status: "insufficient",
+			return jsonMessage(llm.ActOutput{Status: "insufficient",
 				Reason:     fmt.Sprintf("skill %s needs %q and the step has no input that provides it", skill.Name, field),
 				Suggestion: fmt.Sprintf("add a step before this one that produces %s", field)})
 		}
 	}
 	b, err := json.Marshal(args)
 	if err != nil {
-		return Message{}, fmt.Errorf("llm: offline: %w", err)
+		return llm.Message{}, fmt.Errorf("offline: %w", err)
 	}
-	return Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: fmt.Sprintf("call-%d", turn+1), Name: skill.Name, Arguments: b}}}, nil
+	return llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: fmt.Sprintf("call-%d", turn+1), Name: skill.Name, Arguments: b}}}, nil
 }
 
 func decodeInputs(raw map[string]json.RawMessage) []map[string]any {
@@ -111,34 +112,34 @@ func fromInputs(inputs []map[string]any, field string, want skills.Schema) any {
 }
 
 // project derives the return_spec fields from the skill's output.
-func project(in ActInput, skill SkillInfo, result []byte) (Message, error) {
+func project(in llm.ActInput, skill llm.SkillInfo, result []byte) (llm.Message, error) {
 	out, err := skills.ParseSchema(skill.OutputSchema)
 	if err != nil {
-		return Message{}, fmt.Errorf("llm: offline: %w", err)
+		return llm.Message{}, fmt.Errorf("offline: %w", err)
 	}
 	shape, err := skills.ParseSchema(in.ReturnSpec.Shape)
 	if err != nil {
-		return Message{}, fmt.Errorf("llm: offline: %w", err)
+		return llm.Message{}, fmt.Errorf("offline: %w", err)
 	}
 	ds, err := skills.Derive(out, shape)
 	if err != nil {
-		return jsonMessage(ActOutput{Status: "insufficient", Reason: err.Error(),
+		return jsonMessage(llm.ActOutput{Status: "insufficient", Reason: err.Error(),
 			Suggestion: "choose a skill whose output provides the return_spec"})
 	}
-	if ValidateJSON(in.ReturnSpec.Shape, result) == nil {
+	if llm.ValidateJSON(in.ReturnSpec.Shape, result) == nil {
 		// The result already is the contract's shape: an extraction
 		// script produced it from a large response.
-		return jsonMessage(ActOutput{Status: "complete", Label: label(shape), Data: result})
+		return jsonMessage(llm.ActOutput{Status: "complete", Label: label(shape), Data: result})
 	}
 	var decoded map[string]any
 	if err := json.Unmarshal(result, &decoded); err != nil {
-		return jsonMessage(ActOutput{Status: "failed", Reason: "skill output is not a JSON object", Suggestion: "retry the step"})
+		return jsonMessage(llm.ActOutput{Status: "failed", Reason: "skill output is not a JSON object", Suggestion: "retry the step"})
 	}
 	data, err := skills.Apply(decoded, ds)
 	if err != nil {
-		return jsonMessage(ActOutput{Status: "failed", Reason: err.Error(), Suggestion: "retry the step"})
+		return jsonMessage(llm.ActOutput{Status: "failed", Reason: err.Error(), Suggestion: "retry the step"})
 	}
-	return jsonMessage(ActOutput{Status: "complete", Label: label(shape), Data: mustJSON(data)})
+	return jsonMessage(llm.ActOutput{Status: "complete", Label: label(shape), Data: mustJSON(data)})
 }
 
 // label names a step output after its fields: outlet_ids, results.

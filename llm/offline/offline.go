@@ -1,4 +1,4 @@
-package llm
+package offline
 
 import (
 	"context"
@@ -7,58 +7,76 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	"github.com/agentbus/agentbus/llm"
 )
 
-// Offline is the deterministic model: it needs no network and no key, and
+// Model is the deterministic model: it needs no network and no key, and
 // it is the embedded default. It routes by word overlap with task-type
 // descriptions, plans by chaining skill output schemas to input schemas,
 // acts by calling the allowed skill and projecting its output onto the
 // return_spec, and synthesises from the step outputs.
-type Offline struct{}
+type Model struct{}
 
-// NewOffline returns the offline model.
-func NewOffline() *Offline { return &Offline{} }
+// New returns the offline model.
+func New() *Model { return &Model{} }
 
 // Complete answers req according to req.Task.
-func (o *Offline) Complete(ctx context.Context, req Request) (Response, error) {
+func (o *Model) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
 	if err := ctx.Err(); err != nil {
-		return Response{}, err
+		return llm.Response{}, err
 	}
 	var (
-		msg Message
+		msg llm.Message
 		err error
 	)
 	switch in := req.Input.(type) {
-	case RouteInput:
+	case llm.RouteInput:
 		msg, err = jsonMessage(route(in))
-	case PlanInput:
+	case llm.PlanInput:
 		msg, err = jsonMessage(plan(in))
-	case ActInput:
+	case llm.ActInput:
 		msg, err = act(in, req.Messages)
-	case SynthInput:
-		msg = Message{Role: RoleAssistant, Content: synthesize(in)}
-	case ExtractInput:
+	case llm.SynthInput:
+		msg = llm.Message{Role: llm.RoleAssistant, Content: synthesize(in)}
+	case llm.ExtractInput:
 		msg, err = extract(in)
 	default:
-		return Response{}, fmt.Errorf("%w: %s with %T", ErrBadInput, req.Task, req.Input)
+		return llm.Response{}, fmt.Errorf("%w: %s with %T", llm.ErrBadInput, req.Task, req.Input)
 	}
 	if err != nil {
-		return Response{}, err
+		return llm.Response{}, err
 	}
-	return Response{Message: msg, Usage: estimateUsage(req, msg), Model: "offline"}, nil
+	if req.Stream != nil && msg.Content != "" {
+		streamChunks(msg.Content, req.Stream)
+	}
+	return llm.Response{Message: msg, Usage: estimateUsage(req, msg), Model: "offline", Provider: "offline"}, nil
 }
 
-func jsonMessage(v any) (Message, error) {
+// streamChunks hands text to stream a line at a time, so the streaming
+// path is exercised by default, with no network.
+func streamChunks(text string, stream func(string)) {
+	for len(text) > 0 {
+		i := strings.IndexByte(text, '\n')
+		if i < 0 {
+			i = len(text) - 1
+		}
+		stream(text[:i+1])
+		text = text[i+1:]
+	}
+}
+
+func jsonMessage(v any) (llm.Message, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return Message{}, fmt.Errorf("llm: offline: %w", err)
+		return llm.Message{}, fmt.Errorf("offline: %w", err)
 	}
-	return Message{Role: RoleAssistant, Content: string(b)}, nil
+	return llm.Message{Role: llm.RoleAssistant, Content: string(b)}, nil
 }
 
 // estimateUsage counts about four characters per token, so budgets see
 // realistic numbers in offline mode.
-func estimateUsage(req Request, out Message) Usage {
+func estimateUsage(req llm.Request, out llm.Message) llm.Usage {
 	in := len(req.System)
 	for _, m := range req.Messages {
 		in += len(m.Content)
@@ -70,10 +88,10 @@ func estimateUsage(req Request, out Message) Usage {
 	for _, c := range out.ToolCalls {
 		o += len(c.Arguments) + len(c.Name)
 	}
-	return Usage{InputTokens: in/4 + 1, OutputTokens: o/4 + 1}
+	return llm.Usage{InputTokens: in/4 + 1, OutputTokens: o/4 + 1}
 }
 
-func route(in RouteInput) RouteOutput {
+func route(in llm.RouteInput) llm.RouteOutput {
 	words := wordSet(in.Task)
 	best, bestScore := -1, -1.0
 	for i, tt := range in.TaskTypes {
@@ -83,14 +101,14 @@ func route(in RouteInput) RouteOutput {
 		}
 	}
 	if best < 0 {
-		return RouteOutput{TaskType: "general", Pattern: "react", Reason: "no task types configured"}
+		return llm.RouteOutput{TaskType: "general", Pattern: "react", Reason: "no task types configured"}
 	}
 	tt := in.TaskTypes[best]
 	pattern := "react"
 	if len(tt.Patterns) > 0 {
 		pattern = tt.Patterns[0]
 	}
-	return RouteOutput{TaskType: tt.Name, Pattern: pattern,
+	return llm.RouteOutput{TaskType: tt.Name, Pattern: pattern,
 		Reason: fmt.Sprintf("task type %q shares %.0f words with the task; %q is its first valid pattern", tt.Name, bestScore, pattern)}
 }
 

@@ -1,0 +1,118 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
+)
+
+// modelCalls emits one model.called audit event per call recorded in rec
+// (task, prompt version, provider, model, tokens, cost, latency) and
+// returns their summed usage, which the caller adds to the run's totals.
+func (a *outbox) modelCalls(lin events.Audit, rec *llm.Recorder) llm.Usage {
+	for _, c := range rec.Calls() {
+		a.audit("model.called", lin, c)
+	}
+	return rec.Total()
+}
+
+// modelFailure returns the terminal code a model error ends the run with:
+// VALIDATION_FAIL when structured output stayed invalid after its repairs,
+// UNAVAILABLE_DEP when the provider was unavailable after its retries.
+// Any other error is transient ("" and false): the message is redelivered.
+func modelFailure(err error) (string, bool) {
+	switch {
+	case errors.Is(err, llm.ErrInvalidOutput):
+		return events.CodeValidationFail, true
+	case errors.Is(err, llm.ErrUnavailable):
+		return events.CodeUnavailableDep, true
+	}
+	return "", false
+}
+
+// Replies publishes streamed answer chunks on the REPLY stream
+// (reply.<tenant>.<session>), where the ingress forwards them to a
+// streaming caller.
+type Replies struct {
+	JS jetstream.JetStream
+}
+
+// replyStream is one streamed message: its chunks share a message id, and
+// their event ids derive from the input event, so a redelivered hop that
+// streams the same text stores each chunk once.
+type replyStream struct {
+	js      jetstream.JetStream
+	in      event.Event
+	chunk   Chunk
+	n       int
+	futures []jetstream.PubAckFuture
+	err     error
+}
+
+// open starts a streamed message of type msgType for the input event in.
+// A nil Replies streams nothing.
+func (r *Replies) open(in event.Event, msgType string) *replyStream {
+	if r == nil || r.JS == nil {
+		return nil
+	}
+	m := events.MetaOf(in)
+	return &replyStream{js: r.JS, in: in, chunk: Chunk{
+		MessageID: events.DeriveID(in.ID(), "reply/"+msgType), SessionID: m.Session, MessageType: msgType}}
+}
+
+// write publishes one chunk without waiting for its PubAck.
+func (s *replyStream) write(content string, end bool) {
+	if s == nil || s.err != nil {
+		return
+	}
+	c := s.chunk
+	c.Content, c.EndOfMessage = content, end
+	s.n++
+	ev, err := events.Child(s.in, fmt.Sprintf("reply/%s/%d", c.MessageType, s.n), events.TypeReplyChunk, c)
+	if err != nil {
+		s.err = err
+		return
+	}
+	m, err := events.ToMsg(ev)
+	if err != nil {
+		s.err = err
+		return
+	}
+	f, err := s.js.PublishMsgAsync(m)
+	if err != nil {
+		s.err = err
+		return
+	}
+	s.futures = append(s.futures, f)
+}
+
+// close ends the message (an empty chunk with end_of_message) and waits
+// for every chunk's PubAck.
+func (s *replyStream) close(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	s.write("", true)
+	for _, f := range s.futures {
+		if s.err != nil {
+			break
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			s.err = err
+		case <-ctx.Done():
+			s.err = ctx.Err()
+		}
+	}
+	if s.err != nil {
+		return fmt.Errorf("handlers: stream reply: %w", s.err)
+	}
+	return nil
+}

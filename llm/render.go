@@ -1,0 +1,37 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Conversation is what a chat provider sends for req after the system
+// prompt: the task input rendered as the first user message (when the
+// request has one), then the request's messages. When the request asks
+// for structured output, the first message also states the schema, so
+// providers without native schema support see it too.
+func Conversation(req Request) ([]Message, error) {
+	var first strings.Builder
+	if req.Input != nil {
+		b, err := json.MarshalIndent(req.Input, "", "  ")
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
+		}
+		fmt.Fprintf(&first, "Input (%s):\n%s\n", req.Task, b)
+	}
+	if len(req.Schema) > 0 {
+		if len(req.Tools) > 0 {
+			first.WriteString("\nWhen you answer without calling a tool, answer with JSON only, valid against this JSON Schema:\n")
+		} else {
+			first.WriteString("\nAnswer with JSON only, valid against this JSON Schema:\n")
+		}
+		first.Write(req.Schema)
+		first.WriteString("\n")
+	}
+	msgs := make([]Message, 0, len(req.Messages)+1)
+	if first.Len() > 0 {
+		msgs = append(msgs, Message{Role: RoleUser, Content: strings.TrimSpace(first.String())})
+	}
+	return append(msgs, req.Messages...), nil
+}
