@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/anthropic"
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/llm/openai"
 	"github.com/agentbus/agentbus/store"
@@ -78,9 +79,9 @@ func Open(ctx context.Context, spec string, o Options) (llm.Model, error) {
 	case OpenAI:
 		m, err = openai.New(pc)
 	case Anthropic:
-		err = fmt.Errorf("%w: the anthropic provider is not built yet", ErrSpec)
+		m, err = anthropic.New(pc)
 	case Bedrock:
-		err = fmt.Errorf("%w: the bedrock provider is not built yet", ErrSpec)
+		m, err = anthropic.NewBedrock(ctx, pc)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("provider: %s: %w", spec, err)
