@@ -49,7 +49,7 @@ func (w *Worker) deadLetterStored(ctx context.Context, adv maxDeliveriesAdvisory
 		return
 	}
 	reason := fmt.Sprintf("max deliveries (%d) reached by consumer %s without an ack", adv.Deliveries, adv.Consumer)
-	dl := DeadLetterEvent(w.cfg.Role, adv.Stream, adv.StreamSeq, adv.Deliveries, raw.Subject, raw.Header, raw.Data, reason)
+	dl := DeadLetterEvent(w.cfg.Role, adv.Stream, adv.StreamSeq, adv.Deliveries, raw.Subject, raw.Header, raw.Data, reason, true)
 	if err := Publish(ctx, w.js, dl); err != nil {
 		w.report(nil, raw.Subject, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
+	"github.com/agentbus/agentbus/orch"
 )
 
 var fullMeta = events.Meta{
@@ -28,7 +29,7 @@ var fullMeta = events.Meta{
 
 func TestNewSetsAttributesAndExtensions(t *testing.T) {
 	before := time.Now()
-	ev, err := events.New("id-1", events.TypeStepRequested, fullMeta, events.StepRequest{Step: 3})
+	ev, err := events.New("id-1", events.TypeStepRequested, fullMeta, orch.StepRequest{Step: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestNewSetsAttributesAndExtensions(t *testing.T) {
 	if got := events.MetaOf(ev); got != (events.Meta{Tenant: "acme", Session: "sess-1", Run: "run-1", Task: "task-1", Correlation: "corr-1", TraceParent: fullMeta.TraceParent}) {
 		t.Fatalf("MetaOf = %+v", got)
 	}
-	var sr events.StepRequest
+	var sr orch.StepRequest
 	if err := events.Decode(ev, &sr); err != nil || sr.Step != 3 {
 		t.Fatalf("Decode = %+v, %v", sr, err)
 	}
@@ -73,7 +74,7 @@ func TestNewRejectsUnencodableData(t *testing.T) {
 }
 
 func TestToMsgBinaryMode(t *testing.T) {
-	ev, err := events.New("id-42", events.TypeStepFinished, fullMeta, events.StepFinished{Result: events.StepResult{Step: 2, Outcome: events.OutcomeComplete}})
+	ev, err := events.New("id-42", events.TypeStepFinished, fullMeta, orch.StepFinished{Result: orch.StepResult{Step: 2, Outcome: orch.OutcomeComplete}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func assertSameEvent(t *testing.T, got, want event.Event) {
 }
 
 func TestRoundTripInMemory(t *testing.T) {
-	ev, err := events.New("id-rt", events.TypeStepRequested, fullMeta, events.StepRequest{Step: 5, Inputs: []string{"k1"}})
+	ev, err := events.New("id-rt", events.TypeStepRequested, fullMeta, orch.StepRequest{Step: 5, Inputs: []string{"k1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestRoundTripInMemory(t *testing.T) {
 	if got.Subject() != "step-5" {
 		t.Errorf("ce subject %q", got.Subject())
 	}
-	var sr events.StepRequest
+	var sr orch.StepRequest
 	if err := events.Decode(got, &sr); err != nil || sr.Step != 5 || len(sr.Inputs) != 1 || sr.Inputs[0] != "k1" {
 		t.Fatalf("decoded %+v, %v", sr, err)
 	}
@@ -185,7 +186,7 @@ func TestRoundTripInMemory(t *testing.T) {
 func TestRoundTripThroughJetStream(t *testing.T) {
 	t.Parallel()
 	_, _, js := eventstest.Bootstrap(t)
-	ev, err := events.New("id-wire", events.TypeRunFinished, fullMeta, events.RunResult{RunID: "run-1", TerminalCode: events.CodeSuccess})
+	ev, err := events.New("id-wire", events.TypeRunFinished, fullMeta, orch.RunResult{RunID: "run-1", TerminalCode: orch.CodeSuccess})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +315,7 @@ func TestDecodeErrorIsPermanent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sr events.StepRequest
+	var sr orch.StepRequest
 	err = events.Decode(ev, &sr)
 	if !events.IsPermanent(err) || !errors.Is(err, events.ErrDecode) {
 		t.Fatalf("Decode: %v, want permanent ErrDecode", err)
@@ -455,14 +456,14 @@ func TestDeriveID(t *testing.T) {
 
 func TestDeadLetterEvent(t *testing.T) {
 	headers := map[string][]string{"ce-runid": {"run-5"}, "ce-id": {"orig"}}
-	ev := events.DeadLetterEvent("executor", "AGENT", 17, 3, "agent.step.requested.acme", headers, []byte("raw"), "boom")
+	ev := events.DeadLetterEvent("executor", "AGENT", 17, 3, "agent.step.requested.acme", headers, []byte("raw"), "boom", false)
 	if ev.Type() != events.TypeDeadLettered || ev.Source() != "agentbus/executor" {
 		t.Fatalf("type %q source %q", ev.Type(), ev.Source())
 	}
-	if ev.ID() != events.DeadLetterEvent("router", "AGENT", 17, 1, "agent.step.requested.acme", nil, nil, "other").ID() {
+	if ev.ID() != events.DeadLetterEvent("router", "AGENT", 17, 1, "agent.step.requested.acme", nil, nil, "other", false).ID() {
 		t.Fatal("dead letter id depends on more than stream and sequence")
 	}
-	if ev.ID() == events.DeadLetterEvent("executor", "AGENT", 18, 3, "agent.step.requested.acme", headers, []byte("raw"), "boom").ID() {
+	if ev.ID() == events.DeadLetterEvent("executor", "AGENT", 18, 3, "agent.step.requested.acme", headers, []byte("raw"), "boom", false).ID() {
 		t.Fatal("dead letters of different sequences share an id")
 	}
 	m, err := events.ToMsg(ev)
@@ -486,14 +487,14 @@ func TestDeadLetterEvent(t *testing.T) {
 
 	// Headers of a foreign publisher may use any case; FromMsg accepts them,
 	// so the dead letter must find the run id too.
-	mixed := events.DeadLetterEvent("executor", "AGENT", 1, 1, "agent.step.requested.acme", map[string][]string{"Ce-RunId": {"run-6"}}, nil, "x")
+	mixed := events.DeadLetterEvent("executor", "AGENT", 1, 1, "agent.step.requested.acme", map[string][]string{"Ce-RunId": {"run-6"}}, nil, "x", false)
 	var mdl events.DeadLetter
 	if err := events.Decode(mixed, &mdl); err != nil || mdl.RunID != "run-6" || events.MetaOf(mixed).Run != "run-6" {
 		t.Fatalf("mixed-case run id header: RunID %q, meta %+v, %v", mdl.RunID, events.MetaOf(mixed), err)
 	}
 
 	// An unroutable subject still yields a publishable dead letter.
-	odd := events.DeadLetterEvent("executor", "AGENT", 2, 1, "weird", nil, nil, "x")
+	odd := events.DeadLetterEvent("executor", "AGENT", 2, 1, "weird", nil, nil, "x", false)
 	if m, err := events.ToMsg(odd); err != nil || m.Subject != "agent.dead.unknown" {
 		t.Fatalf("dead letter of subject weird: %v %v", m, err)
 	}

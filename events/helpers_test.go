@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
+	"github.com/agentbus/agentbus/orch"
 )
 
 // testCtx returns a context bounded well below the package time budget.
@@ -58,7 +59,7 @@ func stepRequest(t *testing.T, tenant, run string, step int) event.Event {
 	ev, err := events.New(fmt.Sprintf("in-%s-%s-%d-%d", tenant, run, step, time.Now().UnixNano()),
 		events.TypeStepRequested,
 		events.Meta{Tenant: tenant, Session: "sess1", Run: run, Task: "task1", Correlation: "corr1", SourceProcess: "router-1"},
-		events.StepRequest{Step: step, Group: events.Group{ID: "g1", Expected: 1}})
+		orch.StepRequest{Step: step, Group: orch.Group{ID: "g1", Expected: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -161,7 +162,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	case IsPermanent(err):
 		w.deadLetter(ctx, msg, md, &ev, err)
 	case w.maxDeliv > 0 && int(md.NumDelivered) >= w.maxDeliv:
-		w.deadLetter(ctx, msg, md, &ev, fmt.Errorf("max deliveries (%d) reached: %w", w.maxDeliv, err))
+		w.deadLetter(ctx, msg, md, &ev, exhausted{fmt.Errorf("max deliveries (%d) reached: %w", w.maxDeliv, err)})
 	default:
 		w.report(&ev, msg.Subject(), err)
 		_ = msg.NakWithDelay(w.backoff(md.NumDelivered))
@@ -250,7 +251,9 @@ func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstrea
 		_ = msg.TermWithReason(reason.Error())
 		return
 	}
-	dl := DeadLetterEvent(w.cfg.Role, md.Stream, md.Sequence.Stream, md.NumDelivered, msg.Subject(), msg.Headers(), msg.Data(), reason.Error())
+	var ex exhausted
+	dl := DeadLetterEvent(w.cfg.Role, md.Stream, md.Sequence.Stream, md.NumDelivered, msg.Subject(), msg.Headers(), msg.Data(),
+		reason.Error(), errors.As(reason, &ex))
 	if err := Publish(ctx, w.js, dl); err != nil {
 		// Without a dead letter the message must not vanish: redeliver.
 		w.report(ev, msg.Subject(), err)
@@ -263,7 +266,9 @@ func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstrea
 // DeadLetterEvent builds the dead letter of a stored message. Its id is
 // derived from the stream and sequence, so the runtime and the
 // MAX_DELIVERIES advisory watcher never dead-letter the same message twice.
-func DeadLetterEvent(role, stream string, seq, deliveries uint64, subject string, headers map[string][]string, data []byte, reason string) event.Event {
+// Exhausted says the message ran out of deliveries on transient errors
+// rather than being invalid.
+func DeadLetterEvent(role, stream string, seq, deliveries uint64, subject string, headers map[string][]string, data []byte, reason string, exhausted bool) event.Event {
 	tenant := TenantOfSubject(subject)
 	runID := ""
 	for k, v := range headers {
@@ -273,7 +278,7 @@ func DeadLetterEvent(role, stream string, seq, deliveries uint64, subject string
 	}
 	dl := DeadLetter{
 		Reason: reason, Subject: subject, Stream: stream, StreamSeq: seq, Deliveries: deliveries,
-		RunID: runID, Headers: headers, Original: data,
+		RunID: runID, Headers: headers, Original: data, Exhausted: exhausted,
 	}
 	ev, err := New(DeriveID(fmt.Sprintf("%s/%d", stream, seq), "dead"), TypeDeadLettered,
 		Meta{Tenant: tenant, Run: runID, SourceProcess: role}, dl)
@@ -283,6 +288,12 @@ func DeadLetterEvent(role, stream string, seq, deliveries uint64, subject string
 	}
 	return ev
 }
+
+// exhausted marks the reason of a message dead-lettered after its last
+// delivery failed transiently.
+type exhausted struct{ error }
+
+func (e exhausted) Unwrap() error { return e.error }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
+	"github.com/agentbus/agentbus/orch"
 )
 
 const waitLong = 20 * time.Second
@@ -22,14 +23,14 @@ const waitLong = 20 * time.Second
 func twoResults(calls *counter) events.Handler {
 	return func(ctx context.Context, ev event.Event) ([]event.Event, error) {
 		calls.inc()
-		var req events.StepRequest
+		var req orch.StepRequest
 		if err := events.Decode(ev, &req); err != nil {
 			return nil, err
 		}
 		var outs []event.Event
 		for _, key := range []string{"a", "b"} {
-			out, err := events.Child(ev, key, events.TypeStepFinished, events.StepFinished{
-				Result: events.StepResult{Step: req.Step, TaskID: key, Outcome: events.OutcomeComplete},
+			out, err := events.Child(ev, key, events.TypeStepFinished, orch.StepFinished{
+				Result: orch.StepResult{Step: req.Step, TaskID: key, Outcome: orch.OutcomeComplete},
 			})
 			if err != nil {
 				return nil, err
@@ -63,7 +64,7 @@ func TestWorkerPublishesOutputsThenAcks(t *testing.T) {
 		if out.Type() != events.TypeStepFinished || events.MetaOf(out) != events.MetaOf(in) {
 			t.Errorf("output %d: type %q meta %+v", i, out.Type(), events.MetaOf(out))
 		}
-		var sf events.StepFinished
+		var sf orch.StepFinished
 		if err := events.Decode(out, &sf); err != nil || sf.Result.Step != 4 {
 			t.Errorf("output %d data %+v %v", i, sf, err)
 		}
@@ -357,7 +358,7 @@ func TestWorkerDoesNotDeadLetterDeadLetters(t *testing.T) {
 		return nil, events.Permanent(errors.New("cannot handle"))
 	}
 	startWorker(t, js, events.RoleRouter, h, events.WorkerConfig{})
-	publish(t, js, events.DeadLetterEvent("executor", "AGENT", 1, 1, "agent.step.requested.acme", nil, []byte("x"), "r"))
+	publish(t, js, events.DeadLetterEvent("executor", "AGENT", 1, 1, "agent.step.requested.acme", nil, []byte("x"), "r", false))
 	eventually(t, waitLong, "the dead letter settled", func() bool {
 		return calls.get() == 1 && settled(t, js, events.RoleRouter)
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
 )
 
 // Aggregator is the fan-in: it records each finished step of a group in
@@ -29,8 +30,8 @@ func NewAggregator(fanin jetstream.KeyValue, log zerolog.Logger) *Aggregator {
 
 // faninState is a group's entry in the fanin bucket.
 type faninState struct {
-	Expected int                       `json:"expected"`
-	Results  map[int]events.StepResult `json:"results"`
+	Expected int                     `json:"expected"`
+	Results  map[int]orch.StepResult `json:"results"`
 }
 
 // maxCASRetries bounds compare-and-swap retries under contention.
@@ -41,7 +42,7 @@ func (a *Aggregator) Handle(ctx context.Context, ev event.Event) ([]event.Event,
 	if ev.Type() != events.TypeStepFinished {
 		return nil, events.Permanent(fmt.Errorf("%w: aggregator does not handle %s", events.ErrUnknownType, ev.Type()))
 	}
-	var sf events.StepFinished
+	var sf orch.StepFinished
 	if err := events.Decode(ev, &sf); err != nil {
 		return nil, err
 	}
@@ -58,13 +59,13 @@ func (a *Aggregator) Handle(ctx context.Context, ev event.Event) ([]event.Event,
 	// Complete. Every member's delivery that sees the group complete emits
 	// the same join id, so a crash between the CAS and the publish is
 	// repaired by the redelivery, and JetStream keeps one join.
-	results := make([]events.StepResult, 0, len(state.Results))
+	results := make([]orch.StepResult, 0, len(state.Results))
 	for _, r := range state.Results {
 		results = append(results, r)
 	}
 	sort.Slice(results, func(i, j int) bool { return results[i].Step < results[j].Step })
 	joined, err := events.New(events.DeriveID(sf.Group.ID, "joined"), events.TypeGroupJoined, events.MetaOf(ev),
-		events.GroupJoined{Run: sf.Run, Group: sf.Group, Results: results})
+		orch.GroupJoined{Run: sf.Run, Group: sf.Group, Results: results})
 	if err != nil {
 		return nil, err
 	}
@@ -73,10 +74,10 @@ func (a *Aggregator) Handle(ctx context.Context, ev event.Event) ([]event.Event,
 
 // record adds the step's result to its group with compare-and-swap and
 // returns the group's state. A result already recorded is left as is.
-func (a *Aggregator) record(ctx context.Context, sf events.StepFinished) (faninState, error) {
+func (a *Aggregator) record(ctx context.Context, sf orch.StepFinished) (faninState, error) {
 	key := "grp." + sf.Group.ID
 	for range maxCASRetries {
-		state := faninState{Expected: sf.Group.Expected, Results: map[int]events.StepResult{}}
+		state := faninState{Expected: sf.Group.Expected, Results: map[int]orch.StepResult{}}
 		var rev uint64
 		e, err := a.Fanin.Get(ctx, key)
 		switch {

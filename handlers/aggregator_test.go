@@ -11,14 +11,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
 )
 
-func stepFinishedEvent(t *testing.T, id string, group events.Group, step int) event.Event {
+func stepFinishedEvent(t *testing.T, id string, group orch.Group, step int) event.Event {
 	t.Helper()
-	return newEvent(t, id, events.TypeStepFinished, events.StepFinished{
+	return newEvent(t, id, events.TypeStepFinished, orch.StepFinished{
 		Run:   planRun("run-agg", rankTask),
 		Group: group,
-		Result: events.StepResult{Step: step, TaskID: fmt.Sprintf("task-%d", step), Outcome: events.OutcomeComplete,
+		Result: orch.StepResult{Step: step, TaskID: fmt.Sprintf("task-%d", step), Outcome: orch.OutcomeComplete,
 			MemoryKey: fmt.Sprintf("%s:%s:task-%d:out", testTenant, testSession, step), Validated: true},
 	})
 }
@@ -41,7 +42,7 @@ func faninEntry(t *testing.T, env *testEnv, groupID string) (int, uint64) {
 func TestAggregatorJoinsGroupOnce(t *testing.T) {
 	env := newEnv(t)
 	a := NewAggregator(env.fanin, nopLog)
-	group := events.Group{ID: "grp-two", Expected: 2}
+	group := orch.Group{ID: "grp-two", Expected: 2}
 	// Step 2 finishes first: the join still orders results by step.
 	second := stepFinishedEvent(t, "fin-2", group, 2)
 	first := stepFinishedEvent(t, "fin-1", group, 1)
@@ -91,7 +92,7 @@ func TestAggregatorJoinsGroupOnce(t *testing.T) {
 		} else if outs[0].ID() != joinID {
 			t.Errorf("%s: join id %s, want the same id %s", s.name, outs[0].ID(), joinID)
 		}
-		gj := decode[events.GroupJoined](t, outs[0])
+		gj := decode[orch.GroupJoined](t, outs[0])
 		if gj.Group != group || len(gj.Results) != 2 || gj.Results[0].Step != 1 || gj.Results[1].Step != 2 || gj.Partial {
 			t.Errorf("%s: joined = %+v", s.name, gj)
 		}
@@ -106,7 +107,7 @@ func TestAggregatorJoinsGroupOnce(t *testing.T) {
 
 func TestAggregatorSingleMemberGroup(t *testing.T) {
 	env := newEnv(t)
-	outs, err := NewAggregator(env.fanin, nopLog).Handle(testCtx(t), stepFinishedEvent(t, "fin-solo", events.Group{ID: "grp-solo", Expected: 1}, 1))
+	outs, err := NewAggregator(env.fanin, nopLog).Handle(testCtx(t), stepFinishedEvent(t, "fin-solo", orch.Group{ID: "grp-solo", Expected: 1}, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestAggregatorConcurrentMembers(t *testing.T) {
 	env := newEnv(t)
 	const rounds = 10
 	for round := range rounds {
-		group := events.Group{ID: fmt.Sprintf("grp-race-%d", round), Expected: 2}
+		group := orch.Group{ID: fmt.Sprintf("grp-race-%d", round), Expected: 2}
 		evs := []event.Event{
 			stepFinishedEvent(t, fmt.Sprintf("race-%d-1", round), group, 1),
 			stepFinishedEvent(t, fmt.Sprintf("race-%d-2", round), group, 2),
@@ -155,7 +156,7 @@ func TestAggregatorConcurrentMembers(t *testing.T) {
 		if len(joins) != 1 {
 			t.Fatalf("round %d: %d group.joined in total, want exactly 1", round, len(joins))
 		}
-		if gj := decode[events.GroupJoined](t, joins[0]); len(gj.Results) != 2 {
+		if gj := decode[orch.GroupJoined](t, joins[0]); len(gj.Results) != 2 {
 			t.Errorf("round %d: join has %d results", round, len(gj.Results))
 		}
 		if got, _ := faninEntry(t, env, group.ID); got != 2 {
@@ -171,9 +172,9 @@ func TestAggregatorRejects(t *testing.T) {
 		name string
 		ev   event.Event
 	}{
-		{"no group", stepFinishedEvent(t, "fin-nogroup", events.Group{}, 1)},
-		{"empty group", stepFinishedEvent(t, "fin-zero", events.Group{ID: "grp-zero"}, 1)},
-		{"wrong type", newEvent(t, "not-fin", events.TypeStepRequested, events.StepRequest{})},
+		{"no group", stepFinishedEvent(t, "fin-nogroup", orch.Group{}, 1)},
+		{"empty group", stepFinishedEvent(t, "fin-zero", orch.Group{ID: "grp-zero"}, 1)},
+		{"wrong type", newEvent(t, "not-fin", events.TypeStepRequested, orch.StepRequest{})},
 		{"undecodable", newEvent(t, "bad-fin", events.TypeStepFinished, "nope")},
 	}
 	for _, tc := range cases {

@@ -27,6 +27,7 @@ import (
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/llm/offline"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/store/embedded"
@@ -67,12 +68,12 @@ func newFlow(t *testing.T, env *testEnv, st interface {
 // drive feeds first into its handler and every output into the next one
 // by calling Handle directly, until the run finishes. It returns the run's
 // result and every event handled, in order.
-func (f *flow) drive(t *testing.T, first event.Event) (events.RunResult, []event.Event) {
+func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.Event) {
 	t.Helper()
 	ctx := testCtx(t)
 	queue := []event.Event{first}
 	var seen []event.Event
-	var results []events.RunResult
+	var results []orch.RunResult
 	for len(queue) > 0 {
 		if len(seen) > 500 {
 			t.Fatalf("the run did not finish after %d events: %v", len(seen), types(seen))
@@ -93,7 +94,7 @@ func (f *flow) drive(t *testing.T, first event.Event) (events.RunResult, []event
 		case typ == events.TypeStepFinished:
 			h = f.agg.Handle
 		case typ == events.TypeRunFinished:
-			results = append(results, decode[events.RunResult](t, ev))
+			results = append(results, decode[orch.RunResult](t, ev))
 			continue
 		default:
 			t.Fatalf("no handler for %s", typ)
@@ -333,12 +334,12 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 	model := recording()
 	p := NewPlanner(model, rf, nopLog)
 	run := planRun("run-core-plan", rankTask)
-	outs, err := p.Handle(testCtx(t), newEvent(t, "plan-req-core", events.TypePlanRequested, events.PlanRequest{Run: run}))
+	outs, err := p.Handle(testCtx(t), newEvent(t, "plan-req-core", events.TypePlanRequested, orch.PlanRequest{Run: run}))
 	if err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
 	checkOutputs(t, outs)
-	prop := decode[events.PlanProposal](t, only(t, outs, events.TypePlanProposed))
+	prop := decode[orch.PlanProposal](t, only(t, outs, events.TypePlanProposed))
 	if prop.Infeasible != "" {
 		t.Fatalf("Infeasible = %q", prop.Infeasible)
 	}
@@ -381,7 +382,7 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 	if !slices.Equal(offered, rf.loads) {
 		t.Errorf("model offered %v, want the loaded skills %v", offered, rf.loads)
 	}
-	if in.Task != rankTask || in.MaxSteps != events.MaxPlanSteps {
+	if in.Task != rankTask || in.MaxSteps != orch.MaxPlanSteps {
 		t.Errorf("plan input task %q max_steps %d", in.Task, in.MaxSteps)
 	}
 
@@ -390,10 +391,10 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 	if len(prop.Steps) == 0 || len(prop.Steps) > 10 {
 		t.Fatalf("plan has %d steps, want 1–10", len(prop.Steps))
 	}
-	byIndex := map[int]events.Step{}
+	byIndex := map[int]orch.Step{}
 	for _, s := range prop.Steps {
 		byIndex[s.Index] = s
-		if len(s.Skills) == 0 || s.Status != events.StepPending || s.Task == "" {
+		if len(s.Skills) == 0 || s.Status != orch.StepPending || s.Task == "" {
 			t.Errorf("step %+v is not a pending step with skills", s)
 			continue
 		}
@@ -449,12 +450,12 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 				// VALIDATION_FAIL.
 				model := repeating(textResp(tc.plan))
 				p := NewPlanner(model, env.sk, nopLog)
-				outs, err := p.Handle(testCtx(t), newEvent(t, "plan-verify-"+tc.name, events.TypePlanRequested, events.PlanRequest{Run: run}))
+				outs, err := p.Handle(testCtx(t), newEvent(t, "plan-verify-"+tc.name, events.TypePlanRequested, orch.PlanRequest{Run: run}))
 				if err != nil {
 					t.Fatalf("Handle: %v", err)
 				}
-				prop := decode[events.PlanProposal](t, only(t, outs, events.TypePlanProposed))
-				if len(prop.Steps) != 0 || prop.Code != events.CodeValidationFail || !strings.Contains(prop.Infeasible, tc.want) {
+				prop := decode[orch.PlanProposal](t, only(t, outs, events.TypePlanProposed))
+				if len(prop.Steps) != 0 || prop.Code != orch.CodeValidationFail || !strings.Contains(prop.Infeasible, tc.want) {
 					t.Errorf("proposal steps %d code %q reason %q, want it rejected with %q", len(prop.Steps), prop.Code, prop.Infeasible, tc.want)
 				}
 				reqs := model.Requests()
@@ -470,12 +471,12 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 			eleven := textResp(elevenSteps())
 			model := llmtest.Sequence(eleven, eleven, eleven)
 			p := NewPlanner(model, env.sk, nopLog)
-			outs, err := p.Handle(testCtx(t), newEvent(t, "plan-verify-eleven", events.TypePlanRequested, events.PlanRequest{Run: run}))
+			outs, err := p.Handle(testCtx(t), newEvent(t, "plan-verify-eleven", events.TypePlanRequested, orch.PlanRequest{Run: run}))
 			if err != nil {
 				t.Fatalf("Handle: %v", err)
 			}
-			prop := decode[events.PlanProposal](t, only(t, outs, events.TypePlanProposed))
-			if len(prop.Steps) != 0 || prop.Code != events.CodeValidationFail || !strings.Contains(prop.Infeasible, "maxItems") {
+			prop := decode[orch.PlanProposal](t, only(t, outs, events.TypePlanProposed))
+			if len(prop.Steps) != 0 || prop.Code != orch.CodeValidationFail || !strings.Contains(prop.Infeasible, "maxItems") {
 				t.Fatalf("proposal steps %d code %q reason %q, want VALIDATION_FAIL", len(prop.Steps), prop.Code, prop.Infeasible)
 			}
 			if len(model.Requests()) != 1+llm.MaxRepairs {
@@ -524,7 +525,7 @@ func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
 			outs := handle(t, x, itEv)
 			sf := finished(t, outs)
 			if !tc.valid {
-				if sf.Result.Outcome != events.OutcomeContractViolation || sf.Result.Validated || sf.Result.MemoryKey != "" {
+				if sf.Result.Outcome != orch.OutcomeContractViolation || sf.Result.Validated || sf.Result.MemoryKey != "" {
 					t.Fatalf("result = %+v, want contract_violation, not validated, no key", sf.Result)
 				}
 				assertNoMemory(t, env, key)
@@ -541,7 +542,7 @@ func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
 				assertJSON(t, act, `{"outlet_ids":"string"}`)
 				return
 			}
-			if sf.Result.Outcome != events.OutcomeComplete || !sf.Result.Validated || sf.Result.MemoryKey != key {
+			if sf.Result.Outcome != orch.OutcomeComplete || !sf.Result.Validated || sf.Result.MemoryKey != key {
 				t.Fatalf("result = %+v, want complete, validated, under %s", sf.Result, key)
 			}
 			m, err := env.st.GetMemory(testCtx(t), key)
@@ -589,7 +590,7 @@ func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
 			f := newFlow(t, env, b.st)
 			runID := "run-swap-" + b.name
 			res, seen := f.drive(t, newEvent(t, runID, events.TypeRunRequested, runRequest(runID, rankTask)))
-			if res.TerminalCode != events.CodeSuccess || res.Status != events.PlanComplete {
+			if res.TerminalCode != orch.CodeSuccess || res.Status != orch.PlanComplete {
 				t.Fatalf("run finished %s/%s (%s), want SUCCESS/complete", res.TerminalCode, res.Status, res.Reason)
 			}
 			if res.Response == "" || !strings.Contains(res.Response, "out-") {
@@ -671,7 +672,7 @@ func runLimitCases(t *testing.T, prefix string, cases []limitCase) {
 			x := newTestExecutor(env, model, env.toolcalls)
 			req := execRequest(fmt.Sprintf("run-%s-%d", prefix, i), 1)
 			outs := handle(t, x, newEvent(t, fmt.Sprintf("step-%s-%d", prefix, i), events.TypeStepRequested, req))
-			it := decode[events.StepRequest](t, only(t, outs, events.TypeStepIterated))
+			it := decode[orch.StepRequest](t, only(t, outs, events.TypeStepIterated))
 			if len(it.Turns) != 2 {
 				t.Fatalf("turns = %+v", it.Turns)
 			}
@@ -892,7 +893,7 @@ func TestMemory_ContractViolationIsStepFailureForOrchestrator(t *testing.T) {
 	r := newTestRouter(t, env)
 	prEv, pr := start(t, r, "run-cv")
 	s1Ev := only(t, propose(t, r, prEv, pr.Run, twoSteps()), events.TypeStepRequested)
-	s1 := decode[events.StepRequest](t, s1Ev)
+	s1 := decode[orch.StepRequest](t, s1Ev)
 	step1 := stepOf(t, s1.Run.Plan, 1)
 
 	// The executor runs the dispatched step; the model's data breaks the contract.
@@ -904,7 +905,7 @@ func TestMemory_ContractViolationIsStepFailureForOrchestrator(t *testing.T) {
 	itEv := only(t, handle(t, x, s1Ev), events.TypeStepIterated)
 	outs := handle(t, x, itEv)
 	sf := finished(t, outs)
-	if sf.Result.Outcome != events.OutcomeContractViolation || sf.Result.MemoryKey != "" || sf.Result.Validated {
+	if sf.Result.Outcome != orch.OutcomeContractViolation || sf.Result.MemoryKey != "" || sf.Result.Validated {
 		t.Fatalf("result = %+v, want contract_violation with nothing written", sf.Result)
 	}
 	assertNoMemory(t, env, MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: step1.TaskID}.Key("outlet_ids"))
@@ -925,25 +926,25 @@ func TestMemory_ContractViolationIsStepFailureForOrchestrator(t *testing.T) {
 	if n := len(ofType(routed, events.TypeStepRequested)) + len(ofType(routed, events.TypeRunFinished)); n != 0 {
 		t.Fatalf("a contract violation dispatched or finished: %v", types(routed))
 	}
-	rp := decode[events.PlanRequest](t, only(t, routed, events.TypePlanRequested))
-	if rp.Failure == nil || rp.Failure.Step != 1 || rp.Failure.Outcome != events.OutcomeContractViolation {
+	rp := decode[orch.PlanRequest](t, only(t, routed, events.TypePlanRequested))
+	if rp.Failure == nil || rp.Failure.Step != 1 || rp.Failure.Outcome != orch.OutcomeContractViolation {
 		t.Fatalf("replan failure = %+v, want step 1's contract_violation", rp.Failure)
 	}
 	plan := rp.Run.Plan
-	if plan.ReplanCount != 1 || plan.Status != events.PlanReplanning || len(plan.ReplanHistory) != 1 {
+	if plan.ReplanCount != 1 || plan.Status != orch.PlanReplanning || len(plan.ReplanHistory) != 1 {
 		t.Fatalf("plan replan_count %d status %s history %+v", plan.ReplanCount, plan.Status, plan.ReplanHistory)
 	}
-	if h := plan.ReplanHistory[0]; h.Trigger != events.OutcomeContractViolation || h.FailedStep != 1 || h.Attempt != 1 {
+	if h := plan.ReplanHistory[0]; h.Trigger != orch.OutcomeContractViolation || h.FailedStep != 1 || h.Attempt != 1 {
 		t.Errorf("replan record = %+v, want trigger contract_violation for step 1", h)
 	}
-	if s := stepOf(t, plan, 1); s.Status != events.StepFailed || !strings.Contains(s.FailureReason, "contract violation") {
+	if s := stepOf(t, plan, 1); s.Status != orch.StepFailed || !strings.Contains(s.FailureReason, "contract violation") {
 		t.Errorf("step 1 = %+v, want failed by the contract violation", s)
 	}
-	if _, trig := auditOf(t, routed, "replan.triggered"); trig["trigger"] != events.OutcomeContractViolation {
+	if _, trig := auditOf(t, routed, "replan.triggered"); trig["trigger"] != orch.OutcomeContractViolation {
 		t.Errorf("replan.triggered audit = %v", trig)
 	}
 	p := assertProjection(t, env, plan.PlanID, store.PlanStatusReplanning, rp.Run.Seq)
-	if len(p.ReplanHistory) != 1 || p.ReplanHistory[0].Trigger != events.OutcomeContractViolation {
+	if len(p.ReplanHistory) != 1 || p.ReplanHistory[0].Trigger != orch.OutcomeContractViolation {
 		t.Errorf("projected replan history = %+v", p.ReplanHistory)
 	}
 }
@@ -994,7 +995,7 @@ func TestMemory_KeysAlwaysNamespaced(t *testing.T) {
 				assertNoMemory(t, env, tc.foreign)
 			}
 			if !tc.ok {
-				if (sf.Result.Outcome != events.OutcomeFailed && sf.Result.Outcome != events.OutcomeInvalidOutput) ||
+				if (sf.Result.Outcome != orch.OutcomeFailed && sf.Result.Outcome != orch.OutcomeInvalidOutput) ||
 					sf.Result.MemoryKey != "" || sf.Result.Validated {
 					t.Fatalf("result = %+v, want the label %q rejected", sf.Result, tc.label)
 				}
@@ -1015,7 +1016,7 @@ func TestMemory_KeysAlwaysNamespaced(t *testing.T) {
 				return
 			}
 			want := testTenant + ":" + testSession + ":" + scope.TaskID + ":" + tc.label
-			if sf.Result.Outcome != events.OutcomeComplete || sf.Result.MemoryKey != want {
+			if sf.Result.Outcome != orch.OutcomeComplete || sf.Result.MemoryKey != want {
 				t.Fatalf("result = %+v, want complete under %s", sf.Result, want)
 			}
 			m, err := env.st.GetMemory(testCtx(t), want)
@@ -1038,9 +1039,9 @@ type replanFixture struct {
 	env   *testEnv
 	r     *Router
 	key1  string
-	step1 events.Step
+	step1 orch.Step
 	s2Ev  event.Event
-	s2    events.StepRequest
+	s2    orch.StepRequest
 }
 
 func newReplanFixture(t *testing.T, runID string) *replanFixture {
@@ -1049,21 +1050,21 @@ func newReplanFixture(t *testing.T, runID string) *replanFixture {
 	r := newTestRouter(t, env)
 	prEv, pr := start(t, r, runID)
 	s1Ev := only(t, propose(t, r, prEv, pr.Run, twoSteps()), events.TypeStepRequested)
-	s1 := decode[events.StepRequest](t, s1Ev)
+	s1 := decode[orch.StepRequest](t, s1Ev)
 	step1 := stepOf(t, s1.Run.Plan, 1)
 	key1 := writeMemory(t, env, s1.Run, step1, "outlet_ids", step1Output)
-	s2Ev := only(t, join(t, r, s1Ev, s1, events.StepResult{Step: 1, TaskID: step1.TaskID,
-		Outcome: events.OutcomeComplete, MemoryKey: key1, Validated: true}), events.TypeStepRequested)
-	step1 = stepOf(t, decode[events.StepRequest](t, s2Ev).Run.Plan, 1)
-	return &replanFixture{env: env, r: r, key1: key1, step1: step1, s2Ev: s2Ev, s2: decode[events.StepRequest](t, s2Ev)}
+	s2Ev := only(t, join(t, r, s1Ev, s1, orch.StepResult{Step: 1, TaskID: step1.TaskID,
+		Outcome: orch.OutcomeComplete, MemoryKey: key1, Validated: true}), events.TypeStepRequested)
+	step1 = stepOf(t, decode[orch.StepRequest](t, s2Ev).Run.Plan, 1)
+	return &replanFixture{env: env, r: r, key1: key1, step1: step1, s2Ev: s2Ev, s2: decode[orch.StepRequest](t, s2Ev)}
 }
 
 // fail joins a failure of the dispatched step and returns the router's outputs.
 func (f *replanFixture) fail(t *testing.T, srEv event.Event, reason string) []event.Event {
 	t.Helper()
-	sr := decode[events.StepRequest](t, srEv)
+	sr := decode[orch.StepRequest](t, srEv)
 	s := stepOf(t, sr.Run.Plan, sr.Step)
-	return join(t, f.r, srEv, sr, events.StepResult{Step: sr.Step, TaskID: s.TaskID, Outcome: events.OutcomeFailed,
+	return join(t, f.r, srEv, sr, orch.StepResult{Step: sr.Step, TaskID: s.TaskID, Outcome: orch.OutcomeFailed,
 		Reason: reason, Suggestion: "retry the step"})
 }
 
@@ -1073,27 +1074,27 @@ func TestReplan_StepFailureTriggersReplan(t *testing.T) {
 	r := newTestRouter(t, env)
 	prEv, pr := start(t, r, "run-step-fails")
 	s1Ev := only(t, propose(t, r, prEv, pr.Run, twoSteps()), events.TypeStepRequested)
-	s1 := decode[events.StepRequest](t, s1Ev)
+	s1 := decode[orch.StepRequest](t, s1Ev)
 	step1 := stepOf(t, s1.Run.Plan, 1)
 
-	fail := events.StepResult{Step: 1, TaskID: step1.TaskID, Outcome: events.OutcomeFailed,
+	fail := orch.StepResult{Step: 1, TaskID: step1.TaskID, Outcome: orch.OutcomeFailed,
 		Reason: "skill outlet_list failed: upstream timeout", Suggestion: "retry the step"}
 	outs := join(t, r, s1Ev, s1, fail)
 	if n := len(ofType(outs, events.TypeStepRequested)) + len(ofType(outs, events.TypeRunFinished)); n != 0 {
 		t.Fatalf("a failed step dispatched or finished: %v", types(outs))
 	}
-	rp := decode[events.PlanRequest](t, only(t, outs, events.TypePlanRequested))
+	rp := decode[orch.PlanRequest](t, only(t, outs, events.TypePlanRequested))
 	if rp.Failure == nil || *rp.Failure != fail {
 		t.Fatalf("replan failure = %+v, want the failed result %+v", rp.Failure, fail)
 	}
 	plan := rp.Run.Plan
-	if plan.ReplanCount != 1 || plan.Status != events.PlanReplanning || len(plan.ReplanHistory) != 1 {
+	if plan.ReplanCount != 1 || plan.Status != orch.PlanReplanning || len(plan.ReplanHistory) != 1 {
 		t.Fatalf("plan replan_count %d status %s history %+v", plan.ReplanCount, plan.Status, plan.ReplanHistory)
 	}
-	if h := plan.ReplanHistory[0]; h.Attempt != 1 || h.FailedStep != 1 || h.Trigger != events.OutcomeFailed || h.Reason != fail.Reason {
+	if h := plan.ReplanHistory[0]; h.Attempt != 1 || h.FailedStep != 1 || h.Trigger != orch.OutcomeFailed || h.Reason != fail.Reason {
 		t.Errorf("replan record = %+v", h)
 	}
-	if s := stepOf(t, plan, 1); s.Status != events.StepFailed || s.FailureReason != fail.Reason {
+	if s := stepOf(t, plan, 1); s.Status != orch.StepFailed || s.FailureReason != fail.Reason {
 		t.Errorf("failed step = %+v", s)
 	}
 	if rp.Run.Request != pr.Run.Request {
@@ -1106,7 +1107,7 @@ func TestReplan_StepFailureTriggersReplan(t *testing.T) {
 	}
 	// The replanning status is persisted with the run's seq.
 	p := assertProjection(t, env, plan.PlanID, store.PlanStatusReplanning, rp.Run.Seq)
-	if p.ReplanCount != 1 || len(p.ReplanHistory) != 1 || p.ReplanHistory[0].Trigger != events.OutcomeFailed || p.ReplanHistory[0].FailedStep != 1 {
+	if p.ReplanCount != 1 || len(p.ReplanHistory) != 1 || p.ReplanHistory[0].Trigger != orch.OutcomeFailed || p.ReplanHistory[0].FailedStep != 1 {
 		t.Errorf("projection replan_count %d history %+v", p.ReplanCount, p.ReplanHistory)
 	}
 	if len(p.Steps) != 2 || p.Steps[0].Status != store.StepStatusFailed || p.Steps[0].FailureReason != fail.Reason {
@@ -1156,7 +1157,7 @@ func TestReplan_PlannerReceivesCompletedStepsAndFailure(t *testing.T) {
 		t.Errorf("first_step %d, want 3 (after the existing steps)", in.FirstStep)
 	}
 	// Only the remaining work is planned, numbered after the existing steps.
-	prop := decode[events.PlanProposal](t, only(t, planned, events.TypePlanProposed))
+	prop := decode[orch.PlanProposal](t, only(t, planned, events.TypePlanProposed))
 	if got := stepIndexes(prop.Steps); !slices.Equal(got, []int{3}) {
 		t.Errorf("revised steps %v, want [3]", got)
 	}
@@ -1176,7 +1177,7 @@ func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
 
 	// Only the new step is dispatched, with the completed step's output.
 	s3Ev := only(t, outs, events.TypeStepRequested)
-	s3 := decode[events.StepRequest](t, s3Ev)
+	s3 := decode[orch.StepRequest](t, s3Ev)
 	if s3.Step != 3 || !slices.Equal(s3.Inputs, []string{f.key1}) {
 		t.Fatalf("dispatched step %d inputs %v, want step 3 with [%s]", s3.Step, s3.Inputs, f.key1)
 	}
@@ -1185,7 +1186,7 @@ func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
 	for _, s := range plan.Steps {
 		statuses = append(statuses, s.Status)
 	}
-	if want := []string{events.StepComplete, events.StepRevised, events.StepRunning}; !slices.Equal(statuses, want) {
+	if want := []string{orch.StepComplete, orch.StepRevised, orch.StepRunning}; !slices.Equal(statuses, want) {
 		t.Errorf("statuses after the revision = %v, want %v", statuses, want)
 	}
 	if s := plan.Steps[0]; s.Index != 1 || s.MemoryKey != f.key1 || s.TaskID != f.step1.TaskID || !s.Validated {
@@ -1194,7 +1195,7 @@ func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
 	if s := plan.Steps[1]; s.Index != 2 || s.FailureReason == "" {
 		t.Errorf("failed step after the revision = %+v", s)
 	}
-	if plan.ReplanCount != 1 || plan.Status != events.PlanExecuting || !slices.Contains(auditNames(outs), "plan.revised") {
+	if plan.ReplanCount != 1 || plan.Status != orch.PlanExecuting || !slices.Contains(auditNames(outs), "plan.revised") {
 		t.Errorf("plan replan_count %d status %s audits %v", plan.ReplanCount, plan.Status, auditNames(outs))
 	}
 	proj := assertProjection(t, f.env, plan.PlanID, store.PlanStatusExecuting, s3.Run.Seq)
@@ -1207,19 +1208,19 @@ func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
 	fl := newFlow(t, f.env, f.env.st)
 	fl.router = f.r
 	res, seen := fl.drive(t, s3Ev)
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run finished %s (%s), want SUCCESS", res.TerminalCode, res.Reason)
 	}
 	for _, ev := range ofType(seen, events.TypeStepRequested) {
-		if n := decode[events.StepRequest](t, ev).Step; n != 3 {
+		if n := decode[orch.StepRequest](t, ev).Step; n != 3 {
 			t.Errorf("step %d dispatched after the revision; only step 3 may be", n)
 		}
 	}
 	if n := f.env.svc.Calls(skills.SkillOutletList); n != 0 {
 		t.Errorf("outlet_list ran %d times: completed work was redone", n)
 	}
-	if len(res.Steps) != 3 || res.Steps[0].Status != events.StepComplete || res.Steps[0].MemoryKey != f.key1 ||
-		res.Steps[1].Status != events.StepRevised || res.Steps[2].Status != events.StepComplete {
+	if len(res.Steps) != 3 || res.Steps[0].Status != orch.StepComplete || res.Steps[0].MemoryKey != f.key1 ||
+		res.Steps[1].Status != orch.StepRevised || res.Steps[2].Status != orch.StepComplete {
 		t.Errorf("final steps = %+v", res.Steps)
 	}
 	for _, id := range []string{"out-001", "out-002"} {
@@ -1237,16 +1238,16 @@ func TestReplan_FourthFailureEndsInStructuredFailure(t *testing.T) {
 	srEv := f.s2Ev
 	replans := 0
 	var last []event.Event
-	for attempt := 1; attempt <= MaxReplans+1; attempt++ {
+	for attempt := 1; attempt <= orch.MaxReplans+1; attempt++ {
 		reason := fmt.Sprintf("skill timed out (attempt %d)", attempt)
 		outs := f.fail(t, srEv, reason)
-		if attempt > MaxReplans {
+		if attempt > orch.MaxReplans {
 			last = outs
 			break
 		}
 		rpEv := only(t, outs, events.TypePlanRequested)
 		replans++
-		if rp := decode[events.PlanRequest](t, rpEv); rp.Run.Plan.ReplanCount != attempt {
+		if rp := decode[orch.PlanRequest](t, rpEv); rp.Run.Plan.ReplanCount != attempt {
 			t.Fatalf("replan %d has replan_count %d", attempt, rp.Run.Plan.ReplanCount)
 		}
 		planned, err := planner.Handle(testCtx(t), rpEv)
@@ -1255,20 +1256,20 @@ func TestReplan_FourthFailureEndsInStructuredFailure(t *testing.T) {
 		}
 		ppEv := only(t, planned, events.TypePlanProposed)
 		srEv = only(t, handleTwice(t, func() ([]event.Event, error) { return f.r.Handle(testCtx(t), ppEv) }), events.TypeStepRequested)
-		if got, want := decode[events.StepRequest](t, srEv).Step, 2+attempt; got != want {
+		if got, want := decode[orch.StepRequest](t, srEv).Step, 2+attempt; got != want {
 			t.Fatalf("replan %d dispatched step %d, want %d", attempt, got, want)
 		}
 	}
-	if replans != MaxReplans {
-		t.Fatalf("%d replans, want %d", replans, MaxReplans)
+	if replans != orch.MaxReplans {
+		t.Fatalf("%d replans, want %d", replans, orch.MaxReplans)
 	}
 
 	// The fourth failure ends the run: no further plan.requested.
 	if n := len(ofType(last, events.TypePlanRequested)) + len(ofType(last, events.TypeStepRequested)); n != 0 {
 		t.Fatalf("got %v past the replan limit", types(last))
 	}
-	res := decode[events.RunResult](t, only(t, last, events.TypeRunFinished))
-	if res.TerminalCode != events.CodeRepeatedFailure || res.Status != events.PlanFailed {
+	res := decode[orch.RunResult](t, only(t, last, events.TypeRunFinished))
+	if res.TerminalCode != orch.CodeRepeatedFailure || res.Status != orch.PlanFailed {
 		t.Fatalf("run finished %s/%s, want REPEATED_FAILURE/failed", res.TerminalCode, res.Status)
 	}
 	if !strings.Contains(res.Reason, "max replan attempts reached") {
@@ -1289,14 +1290,14 @@ func TestReplan_FourthFailureEndsInStructuredFailure(t *testing.T) {
 	if len(detail.CompletedSteps) != 1 || detail.CompletedSteps[0]["step"] != 1.0 || detail.CompletedSteps[0]["memory_key"] != f.key1 {
 		t.Errorf("completed_steps = %v, want step 1 with %s", detail.CompletedSteps, f.key1)
 	}
-	lastStep := float64(2 + MaxReplans)
-	if detail.LastFailure["step"] != lastStep || detail.LastFailure["reason"] != fmt.Sprintf("skill timed out (attempt %d)", MaxReplans+1) {
+	lastStep := float64(2 + orch.MaxReplans)
+	if detail.LastFailure["step"] != lastStep || detail.LastFailure["reason"] != fmt.Sprintf("skill timed out (attempt %d)", orch.MaxReplans+1) {
 		t.Errorf("last_failure = %v, want step %v", detail.LastFailure, lastStep)
 	}
-	sr := decode[events.StepRequest](t, srEv)
+	sr := decode[orch.StepRequest](t, srEv)
 	p := assertProjection(t, f.env, sr.Run.Plan.PlanID, store.PlanStatusFailed, sr.Run.Seq+2)
-	if p.ReplanCount != MaxReplans || len(p.ReplanHistory) != MaxReplans {
-		t.Errorf("projection replan_count %d history %d, want %d", p.ReplanCount, len(p.ReplanHistory), MaxReplans)
+	if p.ReplanCount != orch.MaxReplans || len(p.ReplanHistory) != orch.MaxReplans {
+		t.Errorf("projection replan_count %d history %d, want %d", p.ReplanCount, len(p.ReplanHistory), orch.MaxReplans)
 	}
 	var attempts []int
 	for _, h := range p.ReplanHistory {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -33,7 +33,7 @@ func (c *Credentials) Put(ctx context.Context, runID, apiKey string) (bool, erro
 // Context returns ctx carrying the run's key for skill calls, or ctx
 // unchanged when the run has none (the worker's configured key applies).
 // Runs whose caller sent no key cost no lookup.
-func (c *Credentials) Context(ctx context.Context, req events.RunRequest) (context.Context, error) {
+func (c *Credentials) Context(ctx context.Context, req orch.RunRequest) (context.Context, error) {
 	if c == nil || c.KV == nil || !req.KeyForwarded {
 		return ctx, nil
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -63,11 +64,11 @@ func (x *Executor) Handle(ctx context.Context, ev event.Event) ([]event.Event, e
 	if ev.Type() != events.TypeStepRequested && ev.Type() != events.TypeStepIterated {
 		return nil, events.Permanent(fmt.Errorf("%w: executor does not handle %s", events.ErrUnknownType, ev.Type()))
 	}
-	var req events.StepRequest
+	var req orch.StepRequest
 	if err := events.Decode(ev, &req); err != nil {
 		return nil, err
 	}
-	step := findStep(req.Run.Plan, req.Step)
+	step := req.Run.Plan.Live(req.Step)
 	if step == nil {
 		return nil, events.Permanent(fmt.Errorf("handlers: step %d is not in plan %s", req.Step, req.Run.Plan.PlanID))
 	}
@@ -81,11 +82,11 @@ func (x *Executor) Handle(ctx context.Context, ev event.Event) ([]event.Event, e
 		if !ok {
 			return nil, err
 		}
-		outcome := events.OutcomeUnavailable
-		if code == events.CodeValidationFail {
-			outcome = events.OutcomeInvalidOutput
+		outcome := orch.OutcomeUnavailable
+		if code == orch.CodeValidationFail {
+			outcome = orch.OutcomeInvalidOutput
 		}
-		if err := t.finish(events.StepResult{Outcome: outcome, Reason: err.Error()}); err != nil {
+		if err := t.finish(orch.StepResult{Outcome: outcome, Reason: err.Error()}); err != nil {
 			return nil, err
 		}
 	}
@@ -96,8 +97,8 @@ func (x *Executor) Handle(ctx context.Context, ev event.Event) ([]event.Event, e
 type turn struct {
 	x      *Executor
 	in     event.Event
-	req    events.StepRequest
-	step   events.Step
+	req    orch.StepRequest
+	step   orch.Step
 	out    outbox
 	skills map[string]llm.SkillInfo // the step's allowed skills, by name
 	rec    *llm.Recorder            // the hop's model calls
@@ -116,7 +117,7 @@ func (t *turn) lineage() events.Audit {
 
 func (t *turn) run(ctx context.Context) error {
 	if t.req.Iteration >= t.x.MaxTurns {
-		return t.finish(events.StepResult{Outcome: events.OutcomeFailed,
+		return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed,
 			Reason: fmt.Sprintf("step used its %d turns without an answer", t.x.MaxTurns), Suggestion: "split the step"})
 	}
 	tenant := t.req.Run.Request.TenantID
@@ -176,7 +177,7 @@ func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
 	turns := slices.Clone(t.req.Turns)
 	invalid := ""
 	for i, c := range calls {
-		turns = append(turns, events.Turn{Role: "assistant", ToolCallID: c.ID, ToolName: c.Name, ToolArgs: c.Arguments})
+		turns = append(turns, orch.Turn{Role: "assistant", ToolCallID: c.ID, ToolName: c.Name, ToolArgs: c.Arguments})
 		result, isErr, err := t.callTool(ctx, t.req.Iteration*100+i, c)
 		var bad *invalidArgs
 		if errors.As(err, &bad) {
@@ -185,13 +186,13 @@ func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
 		if err != nil {
 			return err
 		}
-		turns = append(turns, events.Turn{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: string(result), IsError: isErr})
+		turns = append(turns, orch.Turn{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: string(result), IsError: isErr})
 	}
 	next := t.req
 	next.Repairs = 0
 	if invalid != "" {
 		if t.req.Repairs >= llm.MaxRepairs {
-			return t.finish(events.StepResult{Outcome: events.OutcomeInvalidOutput,
+			return t.finish(orch.StepResult{Outcome: orch.OutcomeInvalidOutput,
 				Reason:     fmt.Sprintf("tool arguments stayed invalid after %d repairs: %s", llm.MaxRepairs, invalid),
 				Suggestion: "use a model that follows the tool's input schema"})
 		}
@@ -219,7 +220,7 @@ func (e *invalidArgs) Error() string {
 // compress keeps the last keep turns and folds the older ones into a
 // single summary turn that counts the calls made per skill. The model sees
 // its recent observations; the message size stays bounded.
-func compress(turns []events.Turn, keep int) []events.Turn {
+func compress(turns []orch.Turn, keep int) []orch.Turn {
 	if keep <= 0 || len(turns) <= keep+1 {
 		return turns
 	}
@@ -243,7 +244,7 @@ func compress(turns []events.Turn, keep int) []events.Turn {
 		}
 	}
 	b, _ := json.Marshal(summary{Turns: folded, Calls: counts})
-	return append([]events.Turn{{Role: "summary", Content: string(b)}}, recent...)
+	return append([]orch.Turn{{Role: "summary", Content: string(b)}}, recent...)
 }
 
 // summary is the content of a summary turn.
@@ -339,7 +340,7 @@ func (t *turn) record(ctx context.Context, key string, rec toolRecord) {
 	}
 }
 
-func toMessages(turns []events.Turn) []llm.Message {
+func toMessages(turns []orch.Turn) []llm.Message {
 	msgs := make([]llm.Message, 0, len(turns))
 	for _, tn := range turns {
 		if tn.Role == "summary" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
 )
 
 // answer handles the model's final message for the step: it self-checks
@@ -26,9 +27,9 @@ func (t *turn) answer(ctx context.Context, content string) error {
 	switch a.Status {
 	case "insufficient":
 		t.out.audit("subagent.insufficient", lin, map[string]any{"reason": a.Reason, "suggestion": a.Suggestion})
-		return t.finish(events.StepResult{Outcome: events.OutcomeInsufficient, Reason: a.Reason, Suggestion: a.Suggestion})
+		return t.finish(orch.StepResult{Outcome: orch.OutcomeInsufficient, Reason: a.Reason, Suggestion: a.Suggestion})
 	case "failed":
-		return t.finish(events.StepResult{Outcome: events.OutcomeFailed, Reason: a.Reason, Suggestion: a.Suggestion})
+		return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed, Reason: a.Reason, Suggestion: a.Suggestion})
 	}
 	run := t.req.Run
 	scope := MemoryScope{TenantID: run.Request.TenantID, SessionID: run.Request.SessionID, TaskID: t.step.TaskID,
@@ -39,16 +40,16 @@ func (t *turn) answer(ctx context.Context, content string) error {
 	case errors.As(err, &cv):
 		t.out.audit("contract_violation", lin, map[string]any{"expected_shape": cv.Expected, "actual_shape": cv.Actual,
 			"step_index": t.step.Index, "reason": cv.Reason})
-		return t.finish(events.StepResult{Outcome: events.OutcomeContractViolation, Reason: cv.Error(),
+		return t.finish(orch.StepResult{Outcome: orch.OutcomeContractViolation, Reason: cv.Error(),
 			Suggestion: "revise the step so its skill output matches the return_spec"})
 	case errors.Is(err, ErrBadLabel):
-		return t.finish(events.StepResult{Outcome: events.OutcomeFailed, Reason: err.Error(), Suggestion: "use a short label"})
+		return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed, Reason: err.Error(), Suggestion: "use a short label"})
 	case err != nil:
 		return err
 	}
 	t.out.audit("memory.written", lin, map[string]any{"key": key, "size_bytes": len(a.Data), "validated": true,
 		"lock_wait_ms": waited.Milliseconds()})
-	return t.finish(events.StepResult{Outcome: events.OutcomeComplete, MemoryKey: key, Validated: true})
+	return t.finish(orch.StepResult{Outcome: orch.OutcomeComplete, MemoryKey: key, Validated: true})
 }
 
 // repair sends an answer that is not a valid step result back to the
@@ -56,7 +57,7 @@ func (t *turn) answer(ctx context.Context, content string) error {
 // llm.MaxRepairs times in a row; then the step ends invalid_output.
 func (t *turn) repair(content string, verr error) error {
 	if t.req.Repairs >= llm.MaxRepairs {
-		return t.finish(events.StepResult{Outcome: events.OutcomeInvalidOutput,
+		return t.finish(orch.StepResult{Outcome: orch.OutcomeInvalidOutput,
 			Reason:     fmt.Sprintf("the step's answer stayed invalid after %d repairs: %v", llm.MaxRepairs, verr),
 			Suggestion: "use a model that follows the answer schema, or simplify the step"})
 	}
@@ -65,8 +66,8 @@ func (t *turn) repair(content string, verr error) error {
 	next.Repairs++
 	next.Iteration++
 	next.Turns = compress(append(slices.Clone(t.req.Turns),
-		events.Turn{Role: "assistant", Content: content},
-		events.Turn{Role: "user", Content: "Your answer was rejected: " + verr.Error() + ". Answer again with a valid JSON step result only."}),
+		orch.Turn{Role: "assistant", Content: content},
+		orch.Turn{Role: "user", Content: "Your answer was rejected: " + verr.Error() + ". Answer again with a valid JSON step result only."}),
 		t.x.KeepTurns)
 	next.Usage = t.spent()
 	t.out.emit(fmt.Sprintf("turn/%d", next.Iteration), events.TypeStepIterated, next)
@@ -74,18 +75,18 @@ func (t *turn) repair(content string, verr error) error {
 }
 
 // finish emits step.finished and the subagent.finish audit event.
-func (t *turn) finish(res events.StepResult) error {
+func (t *turn) finish(res orch.StepResult) error {
 	res.Usage = t.spent()
 	res.Step, res.TaskID = t.step.Index, t.step.TaskID
 	res.StartedAt, res.FinishedAt = t.step.StartedAt, t.x.Now().UTC()
 	t.out.audit("subagent.finish", t.lineage(), map[string]any{"status": res.Outcome, "memory_key": res.MemoryKey,
 		"duration_ms": res.FinishedAt.Sub(res.StartedAt).Milliseconds(), "reason": res.Reason})
-	t.out.emit("finished", events.TypeStepFinished, events.StepFinished{Run: t.req.Run, Group: t.req.Group, Result: res})
+	t.out.emit("finished", events.TypeStepFinished, orch.StepFinished{Run: t.req.Run, Group: t.req.Group, Result: res})
 	return nil
 }
 
 // skillUnavailable fails the step when an allowed skill cannot be loaded.
 func (t *turn) skillUnavailable(name string, err error) error {
-	return t.finish(events.StepResult{Outcome: events.OutcomeFailed,
+	return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed,
 		Reason: fmt.Sprintf("skill %s unavailable: %v", name, err), Suggestion: "choose another skill"})
 }

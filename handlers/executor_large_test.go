@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm/offline"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/sandbox"
 	"github.com/agentbus/agentbus/skills"
 )
@@ -16,11 +17,11 @@ import (
 const menuShape = `{"type":"object","required":["items"],"properties":{"items":{"type":"array","items":{"type":"object",` +
 	`"required":["category","item_id"],"properties":{"category":{"type":"string"},"item_id":{"type":"string"}}}}}}`
 
-func menuRequest(runID string) events.StepRequest {
+func menuRequest(runID string) orch.StepRequest {
 	req := execRequest(runID, 1)
 	s := &req.Run.Plan.Steps[0]
 	s.Task, s.Skills = "Return the full menu catalog (for: List every menu item id with its category)", []string{skills.SkillMenuCatalog}
-	s.ReturnSpec = events.ReturnSpec{Shape: json.RawMessage(menuShape)}
+	s.ReturnSpec = orch.ReturnSpec{Shape: json.RawMessage(menuShape)}
 	return req
 }
 
@@ -30,7 +31,7 @@ func TestExecutorLargeResponseWithoutSandbox(t *testing.T) {
 	env := newEnv(t)
 	x := newTestExecutor(env, offline.New(), env.toolcalls)
 	outs := handle(t, x, newEvent(t, "step-large-nosb", events.TypeStepRequested, menuRequest("run-large-0")))
-	it := decode[events.StepRequest](t, only(t, outs, events.TypeStepIterated))
+	it := decode[orch.StepRequest](t, only(t, outs, events.TypeStepIterated))
 	tool := it.Turns[len(it.Turns)-1]
 	if !tool.IsError || !strings.Contains(tool.Content, "no sandbox") || len(tool.Content) > 1000 {
 		t.Fatalf("tool turn = %.200q (error %v), want a short error naming the missing sandbox", tool.Content, tool.IsError)
@@ -61,7 +62,7 @@ func TestCoreFlow_ExecutorHandlesLargeResponseInSandbox(t *testing.T) {
 	x := newTestExecutor(env, offline.New(), env.toolcalls)
 	x.Sandbox = sb
 	outs := handle(t, x, newEvent(t, "step-large", events.TypeStepRequested, menuRequest("run-large-1")))
-	it := decode[events.StepRequest](t, only(t, outs, events.TypeStepIterated))
+	it := decode[orch.StepRequest](t, only(t, outs, events.TypeStepIterated))
 	tool := it.Turns[len(it.Turns)-1]
 	if tool.IsError {
 		t.Fatalf("extraction failed: %.300s", tool.Content)
@@ -100,7 +101,7 @@ func TestCoreFlow_ExecutorHandlesLargeResponseInSandbox(t *testing.T) {
 	// The next turn writes the extraction, validated, to memory.
 	next := handle(t, x, newEvent(t, "step-large-2", events.TypeStepIterated, it))
 	sf := finished(t, next)
-	if sf.Result.Outcome != events.OutcomeComplete || !sf.Result.Validated {
+	if sf.Result.Outcome != orch.OutcomeComplete || !sf.Result.Validated {
 		t.Fatalf("step result %+v", sf.Result)
 	}
 	m, err := env.st.GetMemory(testCtx(t), sf.Result.MemoryKey)

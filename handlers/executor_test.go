@@ -15,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/llm/offline"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
 )
@@ -23,16 +24,16 @@ import (
 var activeOutletIDs = []string{"out-001", "out-002", "out-004", "out-005", "out-006", "out-008", "out-009", "out-011"}
 
 // execRequest is a dispatched step: step idx of the two-step plan, running.
-func execRequest(runID string, idx int, inputs ...string) events.StepRequest {
+func execRequest(runID string, idx int, inputs ...string) orch.StepRequest {
 	steps := twoSteps()
-	steps[0].Status, steps[0].TaskID = events.StepRunning, "task-1"
+	steps[0].Status, steps[0].TaskID = orch.StepRunning, "task-1"
 	if idx == 2 {
-		steps[0].Status, steps[0].MemoryKey, steps[0].Validated = events.StepComplete, "", true
-		steps[1].Status, steps[1].TaskID = events.StepRunning, "task-2"
+		steps[0].Status, steps[0].MemoryKey, steps[0].Validated = orch.StepComplete, "", true
+		steps[1].Status, steps[1].TaskID = orch.StepRunning, "task-2"
 	}
 	run := planRun(runID, rankTask, steps...)
-	run.Plan.Status, run.Seq = events.PlanExecuting, 2
-	return events.StepRequest{Run: run, Step: idx, Group: events.Group{ID: "grp-" + runID, Expected: 1}, Inputs: inputs}
+	run.Plan.Status, run.Seq = orch.PlanExecuting, 2
+	return orch.StepRequest{Run: run, Step: idx, Group: orch.Group{ID: "grp-" + runID, Expected: 1}, Inputs: inputs}
 }
 
 func newTestExecutor(env *testEnv, model llm.Model, toolcalls jetstream.KeyValue) *Executor {
@@ -71,9 +72,9 @@ func repeating(resp llm.Response) *llmtest.Scripted {
 	return m
 }
 
-func finished(t *testing.T, outs []event.Event) events.StepFinished {
+func finished(t *testing.T, outs []event.Event) orch.StepFinished {
 	t.Helper()
-	sf := decode[events.StepFinished](t, only(t, outs, events.TypeStepFinished))
+	sf := decode[orch.StepFinished](t, only(t, outs, events.TypeStepFinished))
 	if n := len(ofType(outs, events.TypeStepIterated)); n != 0 {
 		t.Errorf("got %d step.iterated next to step.finished", n)
 	}
@@ -92,7 +93,7 @@ func TestExecutorRunsStepToMemory(t *testing.T) {
 	// Turn 1: the model calls the allowed skill; the result becomes a turn.
 	outs := handle(t, x, reqEv)
 	itEv := only(t, outs, events.TypeStepIterated)
-	it := decode[events.StepRequest](t, itEv)
+	it := decode[orch.StepRequest](t, itEv)
 	if len(it.Turns) != 2 {
 		t.Fatalf("got %d turns, want 2 (call + result): %+v", len(it.Turns), it.Turns)
 	}
@@ -131,7 +132,7 @@ func TestExecutorRunsStepToMemory(t *testing.T) {
 	outs = handle(t, x, itEv)
 	sf := finished(t, outs)
 	wantKey := testTenant + ":" + testSession + ":task-1:outlet_ids"
-	if sf.Result.Outcome != events.OutcomeComplete || sf.Result.MemoryKey != wantKey || !sf.Result.Validated {
+	if sf.Result.Outcome != orch.OutcomeComplete || sf.Result.MemoryKey != wantKey || !sf.Result.Validated {
 		t.Fatalf("result = %+v, want complete, validated, under %s", sf.Result, wantKey)
 	}
 	if sf.Result.Step != 1 || sf.Result.TaskID != "task-1" || sf.Group != req.Group || sf.Result.FinishedAt.IsZero() {
@@ -176,9 +177,9 @@ func TestExecutorReadsInputs(t *testing.T) {
 		t.Fatalf("skill called %d times without its input", n)
 	}
 
-	writeMemory(t, env, req.Run, events.Step{Index: 1, TaskID: "task-1"}, "outlet_ids", `{"outlet_ids":["out-004","out-001"]}`)
+	writeMemory(t, env, req.Run, orch.Step{Index: 1, TaskID: "task-1"}, "outlet_ids", `{"outlet_ids":["out-004","out-001"]}`)
 	outs := handle(t, x, newEvent(t, "step-x2", events.TypeStepRequested, req))
-	it := decode[events.StepRequest](t, only(t, outs, events.TypeStepIterated))
+	it := decode[orch.StepRequest](t, only(t, outs, events.TypeStepIterated))
 	if len(it.Turns) != 2 || it.Turns[0].ToolName != skills.SkillEngagementAnalytics || it.Turns[1].IsError {
 		t.Fatalf("turns = %+v", it.Turns)
 	}
@@ -199,23 +200,23 @@ func TestExecutorAnswers(t *testing.T) {
 		wantWritten bool
 	}{
 		{"valid answer", `{"status":"complete","label":"outlet_ids","data":{"outlet_ids":["out-001"]}}`,
-			events.OutcomeComplete, "", "memory.written", true},
+			orch.OutcomeComplete, "", "memory.written", true},
 		{"data violates the return_spec", `{"status":"complete","label":"outlet_ids","data":{"outlet_ids":"out-001"}}`,
-			events.OutcomeContractViolation, "contract violation", "contract_violation", false},
+			orch.OutcomeContractViolation, "contract violation", "contract_violation", false},
 		{"data lacks a required field", `{"status":"complete","label":"outlet_ids","data":{"outlets":[]}}`,
-			events.OutcomeContractViolation, "contract violation", "contract_violation", false},
+			orch.OutcomeContractViolation, "contract violation", "contract_violation", false},
 		{"no data", `{"status":"complete","label":"outlet_ids"}`,
-			events.OutcomeContractViolation, "contract violation", "contract_violation", false},
+			orch.OutcomeContractViolation, "contract violation", "contract_violation", false},
 		{"insufficient", `{"status":"insufficient","reason":"needs a date range","suggestion":"ask for dates"}`,
-			events.OutcomeInsufficient, "needs a date range", "subagent.insufficient", false},
+			orch.OutcomeInsufficient, "needs a date range", "subagent.insufficient", false},
 		{"failed", `{"status":"failed","reason":"skill broke","suggestion":"retry the step"}`,
-			events.OutcomeFailed, "skill broke", "", false},
+			orch.OutcomeFailed, "skill broke", "", false},
 		{"not a step result", `I think the outlets are fine.`,
-			events.OutcomeInvalidOutput, "stayed invalid after 2 repairs", "", false},
+			orch.OutcomeInvalidOutput, "stayed invalid after 2 repairs", "", false},
 		{"label with a leading underscore", `{"status":"complete","label":"_outlet_ids","data":{"outlet_ids":["out-001"]}}`,
-			events.OutcomeFailed, "invalid memory label", "", false},
+			orch.OutcomeFailed, "invalid memory label", "", false},
 		{"no label", `{"status":"complete","data":{"outlet_ids":["out-001"]}}`,
-			events.OutcomeFailed, "invalid memory label", "", false},
+			orch.OutcomeFailed, "invalid memory label", "", false},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -227,7 +228,7 @@ func TestExecutorAnswers(t *testing.T) {
 			if sf.Result.Outcome != tc.wantOutcome || !strings.Contains(sf.Result.Reason, tc.wantReason) {
 				t.Fatalf("result = %+v, want %s with reason containing %q", sf.Result, tc.wantOutcome, tc.wantReason)
 			}
-			if tc.wantOutcome != events.OutcomeComplete && sf.Result.Suggestion == "" {
+			if tc.wantOutcome != orch.OutcomeComplete && sf.Result.Suggestion == "" {
 				t.Errorf("a %s result carries no suggestion", tc.wantOutcome)
 			}
 			if tc.wantAudit != "" && !slices.Contains(auditNames(outs), tc.wantAudit) {
@@ -244,7 +245,7 @@ func TestExecutorAnswers(t *testing.T) {
 			if tc.wantWritten != (sf.Result.MemoryKey != "") || tc.wantWritten != sf.Result.Validated {
 				t.Errorf("memory key %q validated %v", sf.Result.MemoryKey, sf.Result.Validated)
 			}
-			if tc.wantOutcome == events.OutcomeContractViolation {
+			if tc.wantOutcome == orch.OutcomeContractViolation {
 				_, cv := auditOf(t, outs, "contract_violation")
 				if cv["step_index"] != 1.0 || cv["expected_shape"] == nil || cv["actual_shape"] == nil {
 					t.Errorf("contract_violation audit = %v", cv)
@@ -306,8 +307,8 @@ func TestExecutorRedeliveryReusesToolResult(t *testing.T) {
 			if a.ID() != b.ID() {
 				t.Errorf("redelivery emitted step.iterated %s, first %s", b.ID(), a.ID())
 			}
-			ta := decode[events.StepRequest](t, a).Turns
-			tb := decode[events.StepRequest](t, b).Turns
+			ta := decode[orch.StepRequest](t, a).Turns
+			tb := decode[orch.StepRequest](t, b).Turns
 			if len(ta) != 2 || len(tb) != 2 || ta[1].Content != tb[1].Content || ta[1].IsError != tb[1].IsError {
 				t.Errorf("redelivery turns differ:\n%+v\n%+v", ta, tb)
 			}
@@ -320,15 +321,15 @@ func TestExecutorFailsStep(t *testing.T) {
 	manyTurns := execRequest("run-f1", 1)
 	for range 6 {
 		manyTurns.Turns = append(manyTurns.Turns,
-			events.Turn{Role: "assistant", ToolCallID: "c", ToolName: skills.SkillOutletList, ToolArgs: json.RawMessage(`{}`)},
-			events.Turn{Role: "tool", ToolCallID: "c", ToolName: skills.SkillOutletList, Content: `{"outlets":[]}`})
+			orch.Turn{Role: "assistant", ToolCallID: "c", ToolName: skills.SkillOutletList, ToolArgs: json.RawMessage(`{}`)},
+			orch.Turn{Role: "tool", ToolCallID: "c", ToolName: skills.SkillOutletList, Content: `{"outlets":[]}`})
 		manyTurns.Iteration++
 	}
 	unknownSkill := execRequest("run-f2", 1)
 	unknownSkill.Run.Plan.Steps[0].Skills = []string{"teleport"}
 	cases := []struct {
 		name       string
-		req        events.StepRequest
+		req        orch.StepRequest
 		large      int
 		wantReason string
 		wantCalls  int
@@ -344,7 +345,7 @@ func TestExecutorFailsStep(t *testing.T) {
 				x.LargeResponse = tc.large
 			}
 			sf := finished(t, handle(t, x, newEvent(t, "step-fail-"+tc.name, events.TypeStepRequested, tc.req)))
-			if sf.Result.Outcome != events.OutcomeFailed || !strings.Contains(sf.Result.Reason, tc.wantReason) {
+			if sf.Result.Outcome != orch.OutcomeFailed || !strings.Contains(sf.Result.Reason, tc.wantReason) {
 				t.Errorf("result = %+v, want failed with %q", sf.Result, tc.wantReason)
 			}
 			if n := env.svc.Calls(skills.SkillOutletList) - before; n != tc.wantCalls {
@@ -366,7 +367,7 @@ func TestExecutorRejects(t *testing.T) {
 		wantErr error
 	}{
 		{"step not in the plan", events.TypeStepRequested, notInPlan, nil},
-		{"wrong type", events.TypeStepFinished, events.StepFinished{}, events.ErrUnknownType},
+		{"wrong type", events.TypeStepFinished, orch.StepFinished{}, events.ErrUnknownType},
 		{"undecodable data", events.TypeStepIterated, []int{1}, events.ErrDecode},
 	}
 	for _, tc := range cases {
@@ -404,12 +405,12 @@ func assertJSON(t *testing.T, got []byte, want string) {
 // TestCompressKeepsMessagesBounded folds old turns into one summary turn
 // that keeps counting calls, so a long loop's messages stop growing.
 func TestCompressKeepsMessagesBounded(t *testing.T) {
-	var turns []events.Turn
+	var turns []orch.Turn
 	var sizes []int
 	for i := range 500 {
 		turns = append(turns,
-			events.Turn{Role: "assistant", ToolCallID: "c", ToolName: "probe", ToolArgs: json.RawMessage(`{}`)},
-			events.Turn{Role: "tool", ToolCallID: "c", ToolName: "probe", Content: `{"i":` + strconv.Itoa(i) + `}`})
+			orch.Turn{Role: "assistant", ToolCallID: "c", ToolName: "probe", ToolArgs: json.RawMessage(`{}`)},
+			orch.Turn{Role: "tool", ToolCallID: "c", ToolName: "probe", Content: `{"i":` + strconv.Itoa(i) + `}`})
 		turns = compress(turns, 8)
 		b, _ := json.Marshal(turns)
 		sizes = append(sizes, len(b))

@@ -15,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store/embedded"
 )
@@ -97,8 +98,8 @@ func textResp(content string) llm.Response {
 	return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: content}}
 }
 
-func runRequest(runID, message string) events.RunRequest {
-	return events.RunRequest{RunID: runID, TenantID: testTenant, UserID: testUser, SessionID: testSession, Message: message}
+func runRequest(runID, message string) orch.RunRequest {
+	return orch.RunRequest{RunID: runID, TenantID: testTenant, UserID: testUser, SessionID: testSession, Message: message}
 }
 
 func newEvent(t *testing.T, id, typ string, data any) event.Event {
@@ -205,3 +206,11 @@ func checkOutputs(t *testing.T, outs []event.Event) {
 }
 
 var nopLog = zerolog.Nop()
+
+func stepIndexes(steps []orch.Step) []int {
+	idx := make([]int, len(steps))
+	for i, s := range steps {
+		idx[i] = s.Index
+	}
+	return idx
+}

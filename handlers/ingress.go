@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -46,7 +47,7 @@ type Ingress struct {
 	log     zerolog.Logger
 	cfg     IngressConfig
 	mu      sync.Mutex
-	waiters map[string]chan events.RunResult
+	waiters map[string]chan orch.RunResult
 	results jetstream.ConsumeContext
 }
 
@@ -58,7 +59,7 @@ func NewIngress(js jetstream.JetStream, st IngressStore, log zerolog.Logger, cfg
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10
 	}
-	return &Ingress{js: js, nc: js.Conn(), store: st, log: log, cfg: cfg, waiters: map[string]chan events.RunResult{}}
+	return &Ingress{js: js, nc: js.Conn(), store: st, log: log, cfg: cfg, waiters: map[string]chan orch.RunResult{}}
 }
 
 // Start follows finished runs. Every ingress instance sees every
@@ -94,7 +95,7 @@ func (g *Ingress) Start() error {
 		if err != nil {
 			return
 		}
-		var res events.RunResult
+		var res orch.RunResult
 		if events.Decode(ev, &res) != nil {
 			return
 		}
@@ -172,14 +173,14 @@ type RunResponse struct {
 	PlanID       string          `json:"plan_id"`
 	Status       string          `json:"status"`
 	TerminalCode string          `json:"terminal_code"`
-	Steps        []events.Step   `json:"steps,omitempty"`
+	Steps        []orch.Step     `json:"steps,omitempty"`
 	Detail       json.RawMessage `json:"detail,omitempty"`
 	// Usage totals the run's model calls: tokens, cost and call count.
 	Usage llm.Usage `json:"usage"`
 }
 
 // resultBody is the answer to the caller of a finished run.
-func resultBody(res events.RunResult) RunResponse {
+func resultBody(res orch.RunResult) RunResponse {
 	return RunResponse{RunID: res.RunID, Response: res.Response, PlanID: res.PlanID, Status: res.Status,
 		TerminalCode: res.TerminalCode, Steps: res.Steps, Detail: res.Detail, Usage: res.Usage}
 }
@@ -190,7 +191,7 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(code), code, err.Error())
 		return
 	}
-	ch := make(chan events.RunResult, 1)
+	ch := make(chan orch.RunResult, 1)
 	g.mu.Lock()
 	g.waiters[req.RunID] = ch
 	g.mu.Unlock()
@@ -243,7 +244,7 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 }
 
 // parseRun decodes and validates the request body and identity headers.
-func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (events.RunRequest, string, error) {
+func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequest, string, error) {
 	var body RunBody
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes))
 	dec.DisallowUnknownFields()
@@ -251,11 +252,11 @@ func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (events.RunRe
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
-			return events.RunRequest{}, "body_too_large", fmt.Errorf("the body is larger than %d bytes", g.cfg.MaxBodyBytes)
+			return orch.RunRequest{}, "body_too_large", fmt.Errorf("the body is larger than %d bytes", g.cfg.MaxBodyBytes)
 		case strings.Contains(err.Error(), "unknown field"):
-			return events.RunRequest{}, "unknown_field", err
+			return orch.RunRequest{}, "unknown_field", err
 		default:
-			return events.RunRequest{}, "invalid_json", err
+			return orch.RunRequest{}, "invalid_json", err
 		}
 	}
 	for _, h := range []struct {
@@ -267,13 +268,13 @@ func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (events.RunRe
 			continue
 		}
 		if *h.field != "" && *h.field != v {
-			return events.RunRequest{}, "identity_mismatch", fmt.Errorf("%s does not match the body", h.header)
+			return orch.RunRequest{}, "identity_mismatch", fmt.Errorf("%s does not match the body", h.header)
 		}
 		*h.field = v
 	}
-	req := events.RunRequest{RunID: uuid.NewString(), TenantID: body.TenantID, UserID: body.UserID,
+	req := orch.RunRequest{RunID: uuid.NewString(), TenantID: body.TenantID, UserID: body.UserID,
 		SessionID: body.SessionID, Message: body.Message, Stream: body.Stream}
-	if err := ValidateRequest(req); err != nil {
+	if err := orch.ValidateRequest(req); err != nil {
 		return req, "invalid_request", err
 	}
 	return req, "", nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
+	"github.com/agentbus/agentbus/orch"
 )
 
 // gateDialer dials NATS until it is cut: then it closes its connections
@@ -89,7 +90,7 @@ func TestIngressAnswersRunFinishedWhileDisconnected(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		var req events.RunRequest
+		var req orch.RunRequest
 		if err := events.Decode(ev, &req); err != nil {
 			t.Error(err)
 			return
@@ -100,9 +101,9 @@ func TestIngressAnswersRunFinishedWhileDisconnected(t *testing.T) {
 			for inc.IsConnected() {
 				time.Sleep(5 * time.Millisecond)
 			}
-			fin, err := events.Child(ev, "run.finished", events.TypeRunFinished, events.RunResult{
-				RunID: req.RunID, TenantID: req.TenantID, SessionID: req.SessionID, Status: events.PlanComplete,
-				TerminalCode: events.CodeSuccess, Response: "done while you were away"})
+			fin, err := events.Child(ev, "run.finished", events.TypeRunFinished, orch.RunResult{
+				RunID: req.RunID, TenantID: req.TenantID, SessionID: req.SessionID, Status: orch.PlanComplete,
+				TerminalCode: orch.CodeSuccess, Response: "done while you were away"})
 			if err == nil {
 				err = events.Publish(testCtx(t), js, fin)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
 )
 
 // Chunk is one server-sent event of a streamed run (seed 001 streaming
@@ -59,7 +60,7 @@ func (s *sseWriter) close() {
 // streamStart opens the SSE response and forwards the run's progress (the
 // audit events of its steps, as progress chunks) and its answer as the
 // synthesiser writes it (the run's chunks on the REPLY stream).
-func (g *Ingress) streamStart(w http.ResponseWriter, req events.RunRequest) (*sseWriter, error) {
+func (g *Ingress) streamStart(w http.ResponseWriter, req orch.RunRequest) (*sseWriter, error) {
 	f, ok := w.(http.Flusher)
 	if !ok {
 		return nil, fmt.Errorf("response writer cannot flush")
@@ -111,9 +112,9 @@ func progressEvent(name string) bool {
 
 // streamEnd sends the run's result as the last chunk: the whole answer,
 // terminal code and usage, whether or not the answer was streamed.
-func (g *Ingress) streamEnd(s *sseWriter, req events.RunRequest, res events.RunResult) {
+func (g *Ingress) streamEnd(s *sseWriter, req orch.RunRequest, res orch.RunResult) {
 	typ := "result"
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		typ = "error"
 	}
 	body, _ := json.Marshal(resultBody(res))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
 )
 
 // modelCalls emits one model.called audit event per call recorded in rec
@@ -29,9 +30,9 @@ func (a *outbox) modelCalls(lin events.Audit, rec *llm.Recorder) llm.Usage {
 func modelFailure(err error) (string, bool) {
 	switch {
 	case errors.Is(err, llm.ErrInvalidOutput):
-		return events.CodeValidationFail, true
+		return orch.CodeValidationFail, true
 	case errors.Is(err, llm.ErrUnavailable):
-		return events.CodeUnavailableDep, true
+		return orch.CodeUnavailableDep, true
 	}
 	return "", false
 }

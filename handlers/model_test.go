@@ -15,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/llm/offline"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -66,7 +67,7 @@ func TestUsage_RunTotalsEqualTheModelCalls(t *testing.T) {
 	m := pricedOffline()
 	f.router.Model, f.planner.Model, f.exec.Model = m, m, m
 	res, seen := f.drive(t, runEvent(t, "run-usage", false))
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 	}
 	calls := modelCalls(t, seen)
@@ -105,7 +106,7 @@ func TestValidation_InvalidPlanRepairedOnTheSecondTurn(t *testing.T) {
 	planner := scriptedThenOffline(llmtest.Text(`{"steps":[{"step":1,"task":"t","skills":["launch_rocket"],"return_spec":{"shape":{"type":"object"}}}]}`))
 	f.planner.Model = planner
 	res, _ := f.drive(t, runEvent(t, "run-repair", false))
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 	}
 	reqs := planner.Requests(llm.TaskPlan)
@@ -123,7 +124,7 @@ func TestValidation_ThirdInvalidPlanEndsValidationFail(t *testing.T) {
 	planner := repeating(textResp(`{"steps":"not a list"}`))
 	f.planner.Model = planner
 	res, _ := f.drive(t, runEvent(t, "run-invalid-plan", false))
-	if res.TerminalCode != events.CodeValidationFail || len(planner.Requests()) != 1+llm.MaxRepairs {
+	if res.TerminalCode != orch.CodeValidationFail || len(planner.Requests()) != 1+llm.MaxRepairs {
 		t.Fatalf("run ended %s after %d plan requests: %s", res.TerminalCode, len(planner.Requests()), res.Response)
 	}
 }
@@ -139,7 +140,7 @@ func TestValidation_ToolArgumentsOffTheInputSchemaNeverReachTheTool(t *testing.T
 		f := newFlow(t, env, env.st)
 		f.exec.Model = scriptedThenOffline(bad, bad, bad)
 		res, seen := f.drive(t, runEvent(t, "run-bad-args", false))
-		if res.TerminalCode != events.CodeValidationFail || !strings.Contains(res.Reason, "stayed invalid") {
+		if res.TerminalCode != orch.CodeValidationFail || !strings.Contains(res.Reason, "stayed invalid") {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 		}
 		if n := env.svc.Calls(skills.SkillOutletList); n != 0 {
@@ -155,7 +156,7 @@ func TestValidation_ToolArgumentsOffTheInputSchemaNeverReachTheTool(t *testing.T
 		exec := scriptedThenOffline(bad)
 		f.exec.Model = exec
 		res, _ := f.drive(t, runEvent(t, "run-fixed-args", false))
-		if res.TerminalCode != events.CodeSuccess {
+		if res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
 		if n := env.svc.Calls(skills.SkillOutletList); n != 1 {
@@ -189,7 +190,7 @@ func TestUnavailable_ProviderDownEndsTheRunUnavailableDep(t *testing.T) {
 			f := newFlow(t, env, env.st)
 			set(f, down())
 			res, seen := f.drive(t, runEvent(t, "run-down-"+role, false))
-			if res.TerminalCode != events.CodeUnavailableDep || !strings.Contains(res.Reason, "unavailable") {
+			if res.TerminalCode != orch.CodeUnavailableDep || !strings.Contains(res.Reason, "unavailable") {
 				t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 			}
 			failed := 0
@@ -207,7 +208,7 @@ func TestUnavailable_ProviderDownEndsTheRunUnavailableDep(t *testing.T) {
 			f := newFlow(t, env, env.st)
 			set(f, llm.Fallback{Primary: down(), Secondary: pricedOffline()})
 			res, seen := f.drive(t, runEvent(t, "run-fallback-"+role, false))
-			if res.TerminalCode != events.CodeSuccess {
+			if res.TerminalCode != orch.CodeSuccess {
 				t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 			}
 			fell := 0
@@ -232,7 +233,7 @@ func TestStreaming_AnswerChunksOnTheReplyStream(t *testing.T) {
 	f := newFlow(t, env, env.st)
 	f.router.Replies = &Replies{JS: env.js}
 	res, _ := f.drive(t, runEvent(t, "run-stream", true))
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s", res.TerminalCode)
 	}
 	ctx := testCtx(t)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -40,7 +41,7 @@ func (p *Planner) Handle(ctx context.Context, ev event.Event) ([]event.Event, er
 	if ev.Type() != events.TypePlanRequested {
 		return nil, events.Permanent(fmt.Errorf("%w: planner does not handle %s", events.ErrUnknownType, ev.Type()))
 	}
-	var req events.PlanRequest
+	var req orch.PlanRequest
 	if err := events.Decode(ev, &req); err != nil {
 		return nil, err
 	}
@@ -53,7 +54,7 @@ func (p *Planner) Handle(ctx context.Context, ev event.Event) ([]event.Event, er
 	rec := llm.Record(p.Model)
 	steps, infeasible, err := p.plan(ctx, rec, run, req.Failure)
 	lin := events.Audit{PlanID: run.Plan.PlanID, UserID: run.Request.UserID}
-	prop := events.PlanProposal{Run: run, Steps: steps, Infeasible: infeasible, Usage: out.modelCalls(lin, rec)}
+	prop := orch.PlanProposal{Run: run, Steps: steps, Infeasible: infeasible, Usage: out.modelCalls(lin, rec)}
 	if err != nil {
 		code, ok := modelFailure(err)
 		if !ok {
@@ -69,7 +70,7 @@ func (p *Planner) Handle(ctx context.Context, ev event.Event) ([]event.Event, er
 
 // plan returns the verified steps, or the reason the task is infeasible.
 // Model calls go through model, which records them.
-func (p *Planner) plan(ctx context.Context, model llm.Model, run events.RunState, failure *events.StepResult) ([]events.Step, string, error) {
+func (p *Planner) plan(ctx context.Context, model llm.Model, run orch.RunState, failure *orch.StepResult) ([]orch.Step, string, error) {
 	tenant := run.Request.TenantID
 	cands, err := p.Skills.Find(ctx, tenant, run.Request.Message, p.Candidates)
 	if err != nil {
@@ -91,14 +92,14 @@ func (p *Planner) plan(ctx context.Context, model llm.Model, run events.RunState
 		manifests[m.Name] = m
 		infos = append(infos, llm.SkillInfo{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, OutputSchema: m.OutputSchema})
 	}
-	in := llm.PlanInput{Task: run.Request.Message, Skills: infos, MaxSteps: events.MaxPlanSteps, FirstStep: 1}
+	in := llm.PlanInput{Task: run.Request.Message, Skills: infos, MaxSteps: orch.MaxPlanSteps, FirstStep: 1}
 	if failure != nil {
 		addReplanContext(&in, run.Plan, *failure)
 	}
 	req := llm.NewRequest(llm.TaskPlan, in)
 	req.Schema = llm.PlanSchema
 	var po llm.PlanOutput
-	var steps []events.Step
+	var steps []orch.Step
 	_, err = llm.StructuredCheck(ctx, model, req, &po, func() error {
 		if po.Infeasible != "" {
 			return nil
@@ -106,8 +107,8 @@ func (p *Planner) plan(ctx context.Context, model llm.Model, run events.RunState
 		if len(po.Steps) == 0 {
 			return errors.New("the plan has no step; propose steps or answer infeasible")
 		}
-		if n := countComplete(run.Plan) + len(po.Steps); n > events.MaxPlanSteps {
-			return fmt.Errorf("the plan needs %d steps; the limit is %d", n, events.MaxPlanSteps)
+		if n := countComplete(run.Plan) + len(po.Steps); n > orch.MaxPlanSteps {
+			return fmt.Errorf("the plan needs %d steps; the limit is %d", n, orch.MaxPlanSteps)
 		}
 		var err error
 		steps, err = verifyPlan(po.Steps, manifests, in.FirstStep, run.Plan)
@@ -124,14 +125,14 @@ func (p *Planner) plan(ctx context.Context, model llm.Model, run events.RunState
 
 // addReplanContext gives the model what completed, what failed and what
 // remains, and numbers new steps after every existing one.
-func addReplanContext(in *llm.PlanInput, plan events.Plan, f events.StepResult) {
+func addReplanContext(in *llm.PlanInput, plan orch.Plan, f orch.StepResult) {
 	maxIdx := 0
 	for _, s := range plan.Steps {
 		maxIdx = max(maxIdx, s.Index)
 		switch s.Status {
-		case events.StepComplete:
+		case orch.StepComplete:
 			in.Completed = append(in.Completed, llm.DoneStep{Step: s.Index, Task: s.Task, MemoryKey: s.MemoryKey})
-		case events.StepRevised:
+		case orch.StepRevised:
 		default:
 			in.Remaining = append(in.Remaining, llm.PlannedStep{Step: s.Index, Task: s.Task, Skills: s.Skills,
 				ReturnSpec: llm.ReturnSpec{Shape: s.ReturnSpec.Shape, Reason: s.ReturnSpec.Reason}, DependsOn: s.DependsOn})
@@ -142,10 +143,10 @@ func addReplanContext(in *llm.PlanInput, plan events.Plan, f events.StepResult) 
 }
 
 // countComplete counts the steps a revision keeps.
-func countComplete(p events.Plan) int {
+func countComplete(p orch.Plan) int {
 	n := 0
 	for _, s := range p.Steps {
-		if s.Status == events.StepComplete {
+		if s.Status == orch.StepComplete {
 			n++
 		}
 	}

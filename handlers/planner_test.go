@@ -14,6 +14,7 @@ import (
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/llm/offline"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -24,49 +25,49 @@ func recording() *llmtest.Scripted {
 	return m
 }
 
-func planRun(runID, message string, steps ...events.Step) events.RunState {
-	return events.RunState{Request: runRequest(runID, message), TaskType: "general", Pattern: PatternPlanThenExecute, Seq: 1,
-		Plan: events.Plan{PlanID: "plan-" + runID, Status: events.PlanPlanning, Steps: steps}}
+func planRun(runID, message string, steps ...orch.Step) orch.RunState {
+	return orch.RunState{Request: runRequest(runID, message), TaskType: "general", Pattern: PatternPlanThenExecute, Seq: 1,
+		Plan: orch.Plan{PlanID: "plan-" + runID, Status: orch.PlanPlanning, Steps: steps}}
 }
 
-func completedStep(i int) events.Step {
-	return events.Step{Index: i, Task: fmt.Sprintf("step %d", i), Skills: []string{"outlet_list"},
-		ReturnSpec: events.ReturnSpec{Shape: json.RawMessage(outletIDsShape)}, Status: events.StepComplete,
+func completedStep(i int) orch.Step {
+	return orch.Step{Index: i, Task: fmt.Sprintf("step %d", i), Skills: []string{"outlet_list"},
+		ReturnSpec: orch.ReturnSpec{Shape: json.RawMessage(outletIDsShape)}, Status: orch.StepComplete,
 		TaskID: fmt.Sprintf("task-%d", i), MemoryKey: fmt.Sprintf("%s:%s:task-%d:outlet_ids", testTenant, testSession, i)}
 }
 
 func TestPlannerProposes(t *testing.T) {
 	env := newEnv(t)
-	failedRun := planRun("run-p3", rankTask, completedStep(1), events.Step{Index: 2, Task: "rank", Skills: []string{"engagement_analytics"},
-		ReturnSpec: events.ReturnSpec{Shape: json.RawMessage(resultsShape)}, DependsOn: []int{1}, Status: events.StepFailed, TaskID: "task-2"})
-	failedRun.Plan.Status, failedRun.Plan.ReplanCount = events.PlanReplanning, 1
-	var nine []events.Step
+	failedRun := planRun("run-p3", rankTask, completedStep(1), orch.Step{Index: 2, Task: "rank", Skills: []string{"engagement_analytics"},
+		ReturnSpec: orch.ReturnSpec{Shape: json.RawMessage(resultsShape)}, DependsOn: []int{1}, Status: orch.StepFailed, TaskID: "task-2"})
+	failedRun.Plan.Status, failedRun.Plan.ReplanCount = orch.PlanReplanning, 1
+	var nine []orch.Step
 	for i := 1; i <= 9; i++ {
 		nine = append(nine, completedStep(i))
 	}
-	fullRun := planRun("run-p4", rankTask, append(nine, events.Step{Index: 10, Task: "rank", Skills: []string{"engagement_analytics"},
-		ReturnSpec: events.ReturnSpec{Shape: json.RawMessage(resultsShape)}, Status: events.StepFailed})...)
+	fullRun := planRun("run-p4", rankTask, append(nine, orch.Step{Index: 10, Task: "rank", Skills: []string{"engagement_analytics"},
+		ReturnSpec: orch.ReturnSpec{Shape: json.RawMessage(resultsShape)}, Status: orch.StepFailed})...)
 	cases := []struct {
 		name           string
-		run            events.RunState
-		failure        *events.StepResult
+		run            orch.RunState
+		failure        *orch.StepResult
 		wantSteps      []int // step numbers; nil means infeasible
 		wantInfeasible string
 	}{
 		{name: "fresh plan", run: planRun("run-p1", rankTask), wantSteps: []int{1, 2}},
 		{name: "unrelated task", run: planRun("run-p2", "bake a cake"), wantInfeasible: "no discovered skill fits the task"},
 		{name: "replan numbers after existing steps", run: failedRun,
-			failure: &events.StepResult{Step: 2, TaskID: "task-2", Outcome: events.OutcomeFailed, Reason: "boom", Suggestion: "retry"}, wantSteps: []int{3}},
+			failure: &orch.StepResult{Step: 2, TaskID: "task-2", Outcome: orch.OutcomeFailed, Reason: "boom", Suggestion: "retry"}, wantSteps: []int{3}},
 		{name: "replan of the tenth step stays within the limit", run: fullRun,
-			failure: &events.StepResult{Step: 10, Outcome: events.OutcomeFailed, Reason: "boom"}, wantSteps: []int{11}},
+			failure: &orch.StepResult{Step: 10, Outcome: orch.OutcomeFailed, Reason: "boom"}, wantSteps: []int{11}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			model := recording()
 			p := NewPlanner(model, env.sk, nopLog)
-			ev := newEvent(t, "plan-req-"+tc.run.Request.RunID, events.TypePlanRequested, events.PlanRequest{Run: tc.run, Failure: tc.failure})
+			ev := newEvent(t, "plan-req-"+tc.run.Request.RunID, events.TypePlanRequested, orch.PlanRequest{Run: tc.run, Failure: tc.failure})
 			outs := handleTwice(t, func() ([]event.Event, error) { return p.Handle(testCtx(t), ev) })
-			prop := decode[events.PlanProposal](t, only(t, outs, events.TypePlanProposed))
+			prop := decode[orch.PlanProposal](t, only(t, outs, events.TypePlanProposed))
 			if _, payload := auditOf(t, outs, "plan.proposed"); payload["replan"] != (tc.failure != nil) {
 				t.Errorf("plan.proposed audit = %v", payload)
 			}
@@ -105,7 +106,7 @@ func TestPlannerProposes(t *testing.T) {
 				t.Errorf("depends_on %v then %v", first.DependsOn, second.DependsOn)
 			}
 			for _, s := range prop.Steps {
-				if s.Status != events.StepPending || s.Task == "" || len(s.ReturnSpec.Shape) == 0 {
+				if s.Status != orch.StepPending || s.Task == "" || len(s.ReturnSpec.Shape) == 0 {
 					t.Errorf("step %+v is not a verified pending step", s)
 				}
 			}
@@ -131,7 +132,7 @@ func TestPlannerProposes(t *testing.T) {
 			if !slices.Contains(names, skills.SkillOutletList) || !slices.Contains(names, skills.SkillEngagementAnalytics) {
 				t.Errorf("model saw skills %v", names)
 			}
-			if in.MaxSteps != events.MaxPlanSteps || in.FirstStep != tc.wantSteps[0] {
+			if in.MaxSteps != orch.MaxPlanSteps || in.FirstStep != tc.wantSteps[0] {
 				t.Errorf("max_steps %d first_step %d", in.MaxSteps, in.FirstStep)
 			}
 			if tc.failure != nil {
@@ -161,13 +162,13 @@ func TestPlannerRejectsUnverifiablePlan(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := NewPlanner(repeating(tc.resp), env.sk, nopLog)
-			ev := newEvent(t, "plan-req-"+tc.name, events.TypePlanRequested, events.PlanRequest{Run: planRun("run-v", rankTask)})
+			ev := newEvent(t, "plan-req-"+tc.name, events.TypePlanRequested, orch.PlanRequest{Run: planRun("run-v", rankTask)})
 			outs, err := p.Handle(testCtx(t), ev)
 			if err != nil {
 				t.Fatalf("Handle: %v", err)
 			}
-			prop := decode[events.PlanProposal](t, only(t, outs, events.TypePlanProposed))
-			if len(prop.Steps) != 0 || prop.Code != events.CodeValidationFail || !strings.Contains(prop.Infeasible, tc.want) {
+			prop := decode[orch.PlanProposal](t, only(t, outs, events.TypePlanProposed))
+			if len(prop.Steps) != 0 || prop.Code != orch.CodeValidationFail || !strings.Contains(prop.Infeasible, tc.want) {
 				t.Errorf("proposal steps %v code %q reason %q, want VALIDATION_FAIL naming %q", prop.Steps, prop.Code, prop.Infeasible, tc.want)
 			}
 		})
@@ -196,28 +197,28 @@ func TestVerifyPlan(t *testing.T) {
 			ReturnSpec: llm.ReturnSpec{Shape: json.RawMessage(shape)}, DependsOn: deps}
 	}
 	good := []llm.PlannedStep{step(1, "outlet_list", outletIDsShape), step(2, "engagement_analytics", resultsShape, 1)}
-	withCompleted := events.Plan{Steps: []events.Step{completedStep(1), {Index: 2, Status: events.StepFailed}}}
+	withCompleted := orch.Plan{Steps: []orch.Step{completedStep(1), {Index: 2, Status: orch.StepFailed}}}
 	cases := []struct {
 		name     string
 		proposed []llm.PlannedStep
 		first    int
-		existing events.Plan
+		existing orch.Plan
 		wantErr  string // "" means valid
 	}{
-		{"valid chain", good, 1, events.Plan{}, ""},
+		{"valid chain", good, 1, orch.Plan{}, ""},
 		{"valid replan on a completed step", []llm.PlannedStep{step(3, "engagement_analytics", resultsShape, 1)}, 3, withCompleted, ""},
-		{"unknown skill", []llm.PlannedStep{step(1, "menu_catalog", `{"type":"object"}`)}, 1, events.Plan{}, `unknown skill "menu_catalog"`},
-		{"no skill", []llm.PlannedStep{{Step: 1, Task: "t", ReturnSpec: llm.ReturnSpec{Shape: json.RawMessage(outletIDsShape)}}}, 1, events.Plan{}, "has no skill"},
+		{"unknown skill", []llm.PlannedStep{step(1, "menu_catalog", `{"type":"object"}`)}, 1, orch.Plan{}, `unknown skill "menu_catalog"`},
+		{"no skill", []llm.PlannedStep{{Step: 1, Task: "t", ReturnSpec: llm.ReturnSpec{Shape: json.RawMessage(outletIDsShape)}}}, 1, orch.Plan{}, "has no skill"},
 		{"unsatisfiable return_spec", []llm.PlannedStep{step(1, "outlet_list",
-			`{"type":"object","properties":{"revenue":{"type":"number"}},"required":["revenue"]}`)}, 1, events.Plan{}, `field "revenue"`},
+			`{"type":"object","properties":{"revenue":{"type":"number"}},"required":["revenue"]}`)}, 1, orch.Plan{}, `field "revenue"`},
 		{"wrong field type", []llm.PlannedStep{step(1, "outlet_list",
-			`{"type":"object","properties":{"outlets":{"type":"string"}}}`)}, 1, events.Plan{}, `field "outlets"`},
-		{"return_spec not a schema", []llm.PlannedStep{step(1, "outlet_list", `"outlets"`)}, 1, events.Plan{}, "return_spec"},
-		{"numbering starts wrong", []llm.PlannedStep{step(2, "outlet_list", outletIDsShape)}, 1, events.Plan{}, "step 1 is numbered 2"},
-		{"numbering skips", []llm.PlannedStep{good[0], step(3, "engagement_analytics", resultsShape, 1)}, 1, events.Plan{}, "step 2 is numbered 3"},
+			`{"type":"object","properties":{"outlets":{"type":"string"}}}`)}, 1, orch.Plan{}, `field "outlets"`},
+		{"return_spec not a schema", []llm.PlannedStep{step(1, "outlet_list", `"outlets"`)}, 1, orch.Plan{}, "return_spec"},
+		{"numbering starts wrong", []llm.PlannedStep{step(2, "outlet_list", outletIDsShape)}, 1, orch.Plan{}, "step 1 is numbered 2"},
+		{"numbering skips", []llm.PlannedStep{good[0], step(3, "engagement_analytics", resultsShape, 1)}, 1, orch.Plan{}, "step 2 is numbered 3"},
 		{"replan reuses an old number", []llm.PlannedStep{step(1, "outlet_list", outletIDsShape)}, 3, withCompleted, "step 3 is numbered 1"},
-		{"dependency on a later step", []llm.PlannedStep{step(1, "outlet_list", outletIDsShape, 2), step(2, "engagement_analytics", resultsShape)}, 1, events.Plan{}, "depends on step 2"},
-		{"dependency on itself", []llm.PlannedStep{step(1, "outlet_list", outletIDsShape, 1)}, 1, events.Plan{}, "depends on step 1"},
+		{"dependency on a later step", []llm.PlannedStep{step(1, "outlet_list", outletIDsShape, 2), step(2, "engagement_analytics", resultsShape)}, 1, orch.Plan{}, "depends on step 2"},
+		{"dependency on itself", []llm.PlannedStep{step(1, "outlet_list", outletIDsShape, 1)}, 1, orch.Plan{}, "depends on step 1"},
 		{"dependency on a failed step", []llm.PlannedStep{step(3, "engagement_analytics", resultsShape, 2)}, 3, withCompleted, "depends on step 2"},
 	}
 	for _, tc := range cases {
@@ -232,7 +233,7 @@ func TestVerifyPlan(t *testing.T) {
 				}
 				for i, s := range steps {
 					p := tc.proposed[i]
-					if s.Index != p.Step || s.Status != events.StepPending || !slices.Equal(s.Skills, p.Skills) ||
+					if s.Index != p.Step || s.Status != orch.StepPending || !slices.Equal(s.Skills, p.Skills) ||
 						!slices.Equal(s.DependsOn, p.DependsOn) || string(s.ReturnSpec.Shape) != string(p.ReturnSpec.Shape) {
 						t.Errorf("step %d = %+v, from %+v", i, s, p)
 					}

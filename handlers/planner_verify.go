@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -17,14 +17,14 @@ var ErrPlanInvalid = errors.New("handlers: plan failed verification")
 // skills that were loaded, its return_spec is satisfiable by the first
 // skill's declared output schema, step numbers are fresh and ordered, and
 // every dependency is an earlier step of the proposal or a completed step.
-func verifyPlan(proposed []llm.PlannedStep, manifests map[string]skills.Manifest, first int, existing events.Plan) ([]events.Step, error) {
+func verifyPlan(proposed []llm.PlannedStep, manifests map[string]skills.Manifest, first int, existing orch.Plan) ([]orch.Step, error) {
 	known := map[int]bool{}
 	for _, s := range existing.Steps {
-		if s.Status == events.StepComplete {
+		if s.Status == orch.StepComplete {
 			known[s.Index] = true
 		}
 	}
-	steps := make([]events.Step, 0, len(proposed))
+	steps := make([]orch.Step, 0, len(proposed))
 	for i, ps := range proposed {
 		want := first + i
 		if ps.Step != want {
@@ -47,9 +47,9 @@ func verifyPlan(proposed []llm.PlannedStep, manifests map[string]skills.Manifest
 			}
 		}
 		known[ps.Step] = true
-		steps = append(steps, events.Step{
+		steps = append(steps, orch.Step{
 			Index: ps.Step, Task: ps.Task, Skills: slices.Clone(ps.Skills), DependsOn: ps.DependsOn,
-			ReturnSpec: events.ReturnSpec{Shape: ps.ReturnSpec.Shape, Reason: ps.ReturnSpec.Reason}, Status: events.StepPending,
+			ReturnSpec: orch.ReturnSpec{Shape: ps.ReturnSpec.Shape, Reason: ps.ReturnSpec.Reason}, Status: orch.StepPending,
 		})
 	}
 	return steps, nil

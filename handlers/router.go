@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -15,16 +13,14 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
 
-// MaxReplans bounds replanning per run (seed 000 §3).
-const MaxReplans = 3
-
-// Router is the manager: it routes a task to a pattern, asks for a plan,
-// dispatches ready steps, advances on every joined group, replans failed
-// steps, synthesises the answer and ends every run with one terminal code.
-// It never calls a skill.
+// Router is the manager. It is a thin adapter around the run decider
+// (orch.Decide): it decodes the input, does the model calls the decision
+// needs (routing, synthesis), and publishes what the decider decided. It
+// never calls a skill.
 type Router struct {
 	Model llm.Model // routing
 	// Synthesiser writes the final answer; nil uses Model.
@@ -47,161 +43,183 @@ func NewRouter(model llm.Model, st RouterStore, config jetstream.KeyValue, log z
 
 // Handle is the router's events.Handler.
 func (r *Router) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
+	var (
+		state orch.State
+		in    orch.Input
+		err   error
+	)
 	switch ev.Type() {
 	case events.TypeRunRequested:
-		return r.start(ctx, ev)
+		var req orch.RunRequest
+		if err := events.Decode(ev, &req); err != nil {
+			return nil, err
+		}
+		if req.RunID == "" || !events.ValidToken(req.TenantID) {
+			// Without a run id or a valid tenant there is no run to end:
+			// the request is dead-lettered.
+			return nil, events.Permanent(orch.ValidateRequest(req))
+		}
+		in, err = r.route(ctx, req)
 	case events.TypePlanProposed:
-		return r.planned(ctx, ev)
+		var p orch.PlanProposal
+		err = events.Decode(ev, &p)
+		state, in = p.Run, orch.Planned{Proposal: p, At: r.Now()}
 	case events.TypeGroupJoined:
-		return r.joined(ctx, ev)
+		var j orch.GroupJoined
+		err = events.Decode(ev, &j)
+		state, in = j.Run, orch.Joined{Results: j.Results, At: r.Now()}
 	case events.TypeDeadLettered:
-		return r.deadLettered(ctx, ev)
+		in, err = r.deadLettered(ev)
+	default:
+		return nil, events.Permanent(fmt.Errorf("%w: router does not handle %s", events.ErrUnknownType, ev.Type()))
 	}
-	return nil, events.Permanent(fmt.Errorf("%w: router does not handle %s", events.ErrUnknownType, ev.Type()))
-}
-
-// ErrInvalidRequest marks a run request that can never succeed.
-var ErrInvalidRequest = errors.New("handlers: invalid run request")
-
-// ValidateRequest checks a run request before it is accepted.
-func ValidateRequest(req events.RunRequest) error {
-	switch {
-	case req.RunID == "":
-		return fmt.Errorf("%w: run_id is required", ErrInvalidRequest)
-	case !events.ValidToken(req.TenantID):
-		return fmt.Errorf("%w: tenant_id must match [A-Za-z0-9_-]{1,64}", ErrInvalidRequest)
-	case !events.ValidToken(req.SessionID):
-		return fmt.Errorf("%w: session_id must match [A-Za-z0-9_-]{1,64}", ErrInvalidRequest)
-	case req.UserID == "" || len(req.UserID) > 128:
-		return fmt.Errorf("%w: user_id is required (at most 128 characters)", ErrInvalidRequest)
-	case strings.TrimSpace(req.Message) == "":
-		return fmt.Errorf("%w: message is empty", ErrInvalidRequest)
-	case len(req.Message) > 32<<10:
-		return fmt.Errorf("%w: message is longer than 32 KiB", ErrInvalidRequest)
-	}
-	return nil
-}
-
-func (r *Router) start(ctx context.Context, ev event.Event) ([]event.Event, error) {
-	var req events.RunRequest
-	if err := events.Decode(ev, &req); err != nil {
+	if err != nil || in == nil {
 		return nil, err
 	}
-	if err := ValidateRequest(req); err != nil {
-		return nil, events.Permanent(err)
+	d := orch.Decide(state, in)
+	if d.Synthesise != nil {
+		syn, err := r.synthesise(ctx, ev, d.State, *d.Synthesise)
+		if err != nil {
+			return nil, err
+		}
+		next := orch.Decide(d.State, syn)
+		next.Audits = append(d.Audits, next.Audits...)
+		next.Emits = append(d.Emits, next.Emits...)
+		d = next
+	}
+	if d.State.Plan.PlanID != "" {
+		if err := r.persist(ctx, d.State); err != nil {
+			return nil, err
+		}
+	}
+	if d.Ended != nil {
+		r.Credentials.Forget(ctx, d.Ended.RunID)
+	}
+	return publish(ev, d)
+}
+
+// publish turns a decision into the events of the hop: its audit trail,
+// then its orchestration messages.
+func publish(in event.Event, d orch.Decision) ([]event.Event, error) {
+	out := outbox{in: in}
+	for _, a := range d.Audits {
+		out.audit(a.Name, events.Audit{PlanID: d.State.Plan.PlanID, TaskID: a.TaskID, UserID: d.State.Request.UserID}, a.Payload)
+	}
+	for _, e := range d.Emits {
+		typ, err := emittedType(e.Data)
+		if err != nil {
+			return nil, err
+		}
+		out.emit(e.Key, typ, e.Data)
+	}
+	return out.result()
+}
+
+// emittedType is the event type of a message the decider emits.
+func emittedType(data any) (string, error) {
+	switch data.(type) {
+	case orch.PlanRequest:
+		return events.TypePlanRequested, nil
+	case orch.StepRequest:
+		return events.TypeStepRequested, nil
+	case orch.RunResult:
+		return events.TypeRunFinished, nil
+	}
+	return "", fmt.Errorf("handlers: the decider emitted %T, which no event type carries", data)
+}
+
+// route asks the routing model for a task type and pattern among the
+// configured ones. A model failure that retrying cannot fix ends the run;
+// any other error redelivers the request.
+func (r *Router) route(ctx context.Context, req orch.RunRequest) (orch.Input, error) {
+	in := orch.Requested{Request: req, At: r.Now()}
+	if orch.ValidateRequest(req) != nil {
+		return in, nil // the decider ends the run VALIDATION_FAIL
 	}
 	tts, err := loadTaskTypes(ctx, r.Config)
 	if err != nil {
 		return nil, err
 	}
-	run := events.RunState{Request: req, Seq: 1,
-		Plan: events.Plan{PlanID: "plan-" + events.DeriveID(req.RunID, "plan")[:18], Status: events.PlanPlanning, CreatedAt: r.Now().UTC()}}
-	out := outbox{in: ev}
-	lin := events.Audit{PlanID: run.Plan.PlanID, UserID: req.UserID}
-	out.audit("user_message.received", lin, map[string]any{"message_bytes": len(req.Message)})
+	in.TaskTypes = tts
 	rec := llm.Record(r.Model)
 	mreq := llm.NewRequest(llm.TaskRoute, llm.RouteInput{Task: req.Message, TaskTypes: tts})
 	mreq.Schema = llm.RouteSchema
-	var dec llm.RouteOutput
-	_, err = llm.Structured(ctx, rec, mreq, &dec)
-	run.Usage = out.modelCalls(lin, rec)
+	_, err = llm.Structured(ctx, rec, mreq, &in.Route)
+	in.Calls = rec.Calls()
 	if err != nil {
-		if code, ok := modelFailure(err); ok {
-			return r.finish(ctx, &out, run, code, "routing failed: "+err.Error())
+		code, ok := modelFailure(err)
+		if !ok {
+			return nil, fmt.Errorf("handlers: route: %w", err)
 		}
-		return nil, fmt.Errorf("handlers: route: %w", err)
+		in.Failure = &orch.Failure{Code: code, Reason: err.Error()}
 	}
-	dec = constrainRoute(dec, tts)
-	run.TaskType, run.Pattern, run.Routing = dec.TaskType, dec.Pattern, dec.Reason
-	if err := r.persist(ctx, run); err != nil {
+	return in, nil
+}
+
+// synthesise writes the final answer from the outputs of the completed
+// steps, streaming it onto the REPLY stream when the run asked for it.
+func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State, syn orch.Synthesise) (orch.Synthesised, error) {
+	in := llm.SynthInput{Task: syn.Task}
+	for _, s := range syn.Steps {
+		m, err := r.Store.GetMemory(ctx, s.MemoryKey)
+		if err != nil {
+			return orch.Synthesised{}, fmt.Errorf("handlers: read memory %s: %w", s.MemoryKey, err)
+		}
+		in.Outputs = append(in.Outputs, llm.StepOutput{Step: s.Index, Task: s.Task, Value: json.RawMessage(m.Text)})
+	}
+	synth := r.Synthesiser
+	if synth == nil {
+		synth = r.Model
+	}
+	rec := llm.Record(synth)
+	req := llm.NewRequest(llm.TaskSynthesize, in)
+	var stream *replyStream
+	if run.Request.Stream {
+		stream = r.Replies.open(ev, "answer")
+		req.Stream = func(delta string) { stream.write(delta, false) }
+	}
+	resp, err := rec.Complete(ctx, req)
+	if err := stream.close(ctx); err != nil {
+		r.Log.Warn().Err(err).Str("run_id", run.Request.RunID).Msg("answer not streamed; the caller gets it whole")
+	}
+	out := orch.Synthesised{Answer: resp.Message.Content, Calls: rec.Calls(), At: r.Now()}
+	if err != nil {
+		code, ok := modelFailure(err)
+		if !ok {
+			return out, fmt.Errorf("handlers: synthesise: %w", err)
+		}
+		out.Failure = &orch.Failure{Code: code, Reason: err.Error()}
+	}
+	return out, nil
+}
+
+// deadLettered reads a dead letter into the decider's input; a dead letter
+// of no run is acknowledged and left alone.
+func (r *Router) deadLettered(ev event.Event) (orch.Input, error) {
+	var dl events.DeadLetter
+	if err := events.Decode(ev, &dl); err != nil {
 		return nil, err
 	}
-	out.audit("routing.decided", lin, map[string]any{"task_type": dec.TaskType, "pattern": dec.Pattern,
-		"reason": dec.Reason, "options": taskTypeNames(tts)})
-	out.audit("subagent_a.spawned", lin, map[string]any{"mode": "plan"})
-	out.emit("plan.requested", events.TypePlanRequested, events.PlanRequest{Run: run})
-	return out.result()
-}
-
-// constrainRoute keeps the decision inside the configured options: an
-// unknown task type becomes the first configured one, an invalid pattern
-// the task type's first valid pattern.
-func constrainRoute(dec llm.RouteOutput, tts []llm.TaskType) llm.RouteOutput {
-	i := slices.IndexFunc(tts, func(t llm.TaskType) bool { return t.Name == dec.TaskType })
-	if i < 0 {
-		dec.Reason = fmt.Sprintf("model chose unknown task type %q; using %q", dec.TaskType, tts[0].Name)
-		i = 0
+	if dl.RunID == "" {
+		return nil, nil
 	}
-	dec.TaskType = tts[i].Name
-	if !slices.Contains(tts[i].Patterns, dec.Pattern) && len(tts[i].Patterns) > 0 {
-		dec.Pattern = tts[i].Patterns[0]
+	in := orch.DeadLettered{RunID: dl.RunID, TenantID: events.MetaOf(ev).Tenant, Reason: dl.Reason, At: r.Now(),
+		FromRequest: events.TypeOfSubject(dl.Subject) == events.TypeRunRequested, Exhausted: dl.Exhausted}
+	if v := dl.Headers["ce-"+events.ExtSession]; len(v) > 0 {
+		in.SessionID = v[0]
 	}
-	return dec
-}
-
-func taskTypeNames(tts []llm.TaskType) []string {
-	names := make([]string, len(tts))
-	for i, t := range tts {
-		names[i] = t.Name
+	var carried struct {
+		Run *orch.State `json:"run"`
 	}
-	return names
-}
-
-func (r *Router) planned(ctx context.Context, ev event.Event) ([]event.Event, error) {
-	var p events.PlanProposal
-	if err := events.Decode(ev, &p); err != nil {
-		return nil, err
+	if json.Unmarshal(dl.Original, &carried) == nil {
+		in.Carried = carried.Run
 	}
-	run := p.Run
-	run.Usage = run.Usage.Add(p.Usage)
-	out := outbox{in: ev}
-	lin := events.Audit{PlanID: run.Plan.PlanID, UserID: run.Request.UserID}
-	if p.Code != "" {
-		return r.finish(ctx, &out, run, p.Code, p.Infeasible)
-	}
-	if p.Infeasible != "" {
-		return r.finish(ctx, &out, run, events.CodeImpossible, "plan infeasible: "+p.Infeasible)
-	}
-	replan := run.Plan.Status == events.PlanReplanning
-	run.Plan.Steps = mergeSteps(run.Plan.Steps, p.Steps)
-	run.Plan.Status = events.PlanExecuting
-	run.Seq++
-	if replan {
-		out.audit("plan.revised", lin, map[string]any{"revised_steps": stepIndexes(p.Steps), "replan_count": run.Plan.ReplanCount})
-	} else {
-		out.audit("plan.received", lin, map[string]any{"steps": len(p.Steps)})
-	}
-	return r.dispatch(ctx, &out, run)
-}
-
-// mergeSteps keeps every completed step and replaces the rest with the
-// proposed steps: a revision never re-runs completed work.
-func mergeSteps(old, proposed []events.Step) []events.Step {
-	merged := make([]events.Step, 0, len(old)+len(proposed))
-	for _, s := range old {
-		if s.Status != events.StepComplete {
-			s.Status = events.StepRevised
-		}
-		merged = append(merged, s)
-	}
-	for _, s := range proposed {
-		s.Status = events.StepPending
-		merged = append(merged, s)
-	}
-	return merged
-}
-
-func stepIndexes(steps []events.Step) []int {
-	idx := make([]int, len(steps))
-	for i, s := range steps {
-		idx[i] = s.Index
-	}
-	return idx
+	return in, nil
 }
 
 // persist writes the plan projection with version = seq. A stale write
 // means a newer state is already stored, which happens on redelivery.
-func (r *Router) persist(ctx context.Context, run events.RunState) error {
+func (r *Router) persist(ctx context.Context, run orch.State) error {
 	err := r.Store.PutPlan(ctx, Projection(run), run.Seq)
 	if errors.Is(err, store.ErrStale) {
 		return nil
@@ -213,7 +231,7 @@ func (r *Router) persist(ctx context.Context, run events.RunState) error {
 }
 
 // Projection is the agent_plans document of a run's plan.
-func Projection(run events.RunState) store.Plan {
+func Projection(run orch.State) store.Plan {
 	p := store.Plan{
 		PlanID: run.Plan.PlanID, SessionID: run.Request.SessionID, TenantID: run.Request.TenantID,
 		UserID: run.Request.UserID, Status: run.Plan.Status, ReplanCount: run.Plan.ReplanCount,
@@ -232,7 +250,7 @@ func Projection(run events.RunState) store.Plan {
 	return p
 }
 
-func returnSpecJSON(rs events.ReturnSpec) json.RawMessage {
+func returnSpecJSON(rs orch.ReturnSpec) json.RawMessage {
 	if len(rs.Shape) == 0 {
 		return nil
 	}

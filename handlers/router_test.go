@@ -13,17 +13,18 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/offline"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
 
-func twoSteps() []events.Step {
-	return []events.Step{
+func twoSteps() []orch.Step {
+	return []orch.Step{
 		{Index: 1, Task: "List the active outlets, returning only outlet_ids", Skills: []string{"outlet_list"},
-			ReturnSpec: events.ReturnSpec{Shape: json.RawMessage(outletIDsShape), Reason: "engagement_analytics needs outlet_ids"},
-			Status:     events.StepPending},
+			ReturnSpec: orch.ReturnSpec{Shape: json.RawMessage(outletIDsShape), Reason: "engagement_analytics needs outlet_ids"},
+			Status:     orch.StepPending},
 		{Index: 2, Task: "Rank the outlets by engagement", Skills: []string{"engagement_analytics"},
-			ReturnSpec: events.ReturnSpec{Shape: json.RawMessage(resultsShape), Reason: "the final answer is synthesised from it"},
-			DependsOn:  []int{1}, Status: events.StepPending},
+			ReturnSpec: orch.ReturnSpec{Shape: json.RawMessage(resultsShape), Reason: "the final answer is synthesised from it"},
+			DependsOn:  []int{1}, Status: orch.StepPending},
 	}
 }
 
@@ -67,7 +68,7 @@ func handleTwice(t *testing.T, h func() ([]event.Event, error)) []event.Event {
 }
 
 // writeMemory stores a step output the way write_memory would.
-func writeMemory(t *testing.T, env *testEnv, run events.RunState, step events.Step, label, text string) string {
+func writeMemory(t *testing.T, env *testEnv, run orch.RunState, step orch.Step, label, text string) string {
 	t.Helper()
 	scope := MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: step.TaskID, UserID: testUser,
 		PlanID: run.Plan.PlanID, StepIndex: step.Index}
@@ -79,9 +80,9 @@ func writeMemory(t *testing.T, env *testEnv, run events.RunState, step events.St
 	return key
 }
 
-func stepOf(t *testing.T, p events.Plan, idx int) events.Step {
+func stepOf(t *testing.T, p orch.Plan, idx int) orch.Step {
 	t.Helper()
-	s := findStep(p, idx)
+	s := p.Live(idx)
 	if s == nil {
 		t.Fatalf("plan has no live step %d: %+v", idx, p.Steps)
 	}
@@ -101,25 +102,25 @@ func assertProjection(t *testing.T, env *testEnv, planID, wantStatus string, wan
 }
 
 // start handles run.requested and returns the plan.requested output.
-func start(t *testing.T, r *Router, runID string) (event.Event, events.PlanRequest) {
+func start(t *testing.T, r *Router, runID string) (event.Event, orch.PlanRequest) {
 	t.Helper()
 	ev := newEvent(t, runID, events.TypeRunRequested, runRequest(runID, rankTask))
 	outs := handleTwice(t, func() ([]event.Event, error) { return r.Handle(testCtx(t), ev) })
 	pr := only(t, outs, events.TypePlanRequested)
-	return pr, decode[events.PlanRequest](t, pr)
+	return pr, decode[orch.PlanRequest](t, pr)
 }
 
 // propose handles a plan.proposed with steps and returns the step.requested outputs.
-func propose(t *testing.T, r *Router, parent event.Event, run events.RunState, steps []events.Step) []event.Event {
+func propose(t *testing.T, r *Router, parent event.Event, run orch.RunState, steps []orch.Step) []event.Event {
 	t.Helper()
-	ev := childEvent(t, parent, "plan.proposed", events.TypePlanProposed, events.PlanProposal{Run: run, Steps: steps})
+	ev := childEvent(t, parent, "plan.proposed", events.TypePlanProposed, orch.PlanProposal{Run: run, Steps: steps})
 	return handleTwice(t, func() ([]event.Event, error) { return r.Handle(testCtx(t), ev) })
 }
 
 // join handles a group.joined of results and returns the outputs.
-func join(t *testing.T, r *Router, parent event.Event, sr events.StepRequest, results ...events.StepResult) []event.Event {
+func join(t *testing.T, r *Router, parent event.Event, sr orch.StepRequest, results ...orch.StepResult) []event.Event {
 	t.Helper()
-	ev := childEvent(t, parent, "joined", events.TypeGroupJoined, events.GroupJoined{Run: sr.Run, Group: sr.Group, Results: results})
+	ev := childEvent(t, parent, "joined", events.TypeGroupJoined, orch.GroupJoined{Run: sr.Run, Group: sr.Group, Results: results})
 	return handleTwice(t, func() ([]event.Event, error) { return r.Handle(testCtx(t), ev) })
 }
 
@@ -142,7 +143,7 @@ func TestRouterStart(t *testing.T) {
 			t.Errorf("audit events %v lack %s", names, want)
 		}
 	}
-	req := decode[events.PlanRequest](t, pr)
+	req := decode[orch.PlanRequest](t, pr)
 	run := req.Run
 	if run.Request != runRequest("run-start", rankTask) {
 		t.Errorf("run request = %+v", run.Request)
@@ -153,7 +154,7 @@ func TestRouterStart(t *testing.T) {
 	if run.TaskType != "general" || run.Pattern != PatternPlanThenExecute {
 		t.Errorf("route = %s/%s, want general/%s", run.TaskType, run.Pattern, PatternPlanThenExecute)
 	}
-	if run.Seq != 1 || run.Plan.Status != events.PlanPlanning || !strings.HasPrefix(run.Plan.PlanID, "plan-") {
+	if run.Seq != 1 || run.Plan.Status != orch.PlanPlanning || !strings.HasPrefix(run.Plan.PlanID, "plan-") {
 		t.Errorf("run seq %d plan %s status %s", run.Seq, run.Plan.PlanID, run.Plan.Status)
 	}
 	_, routing := auditOf(t, outs, "routing.decided")
@@ -172,7 +173,7 @@ func TestRouterStart(t *testing.T) {
 	if !slices.Equal(ids(outs), ids(outs2)) {
 		t.Errorf("redelivery ids %v, want %v", ids(outs2), ids(outs))
 	}
-	if got := decode[events.PlanRequest](t, only(t, outs2, events.TypePlanRequested)).Run.Plan.PlanID; got != run.Plan.PlanID {
+	if got := decode[orch.PlanRequest](t, only(t, outs2, events.TypePlanRequested)).Run.Plan.PlanID; got != run.Plan.PlanID {
 		t.Errorf("redelivery plan id %s, want %s", got, run.Plan.PlanID)
 	}
 	assertProjection(t, env, run.Plan.PlanID, store.PlanStatusPlanning, 1)
@@ -181,7 +182,7 @@ func TestRouterStart(t *testing.T) {
 func TestRouterRejects(t *testing.T) {
 	env := newEnv(t)
 	r := newTestRouter(t, env)
-	mod := func(f func(*events.RunRequest)) events.RunRequest {
+	mod := func(f func(*orch.RunRequest)) orch.RunRequest {
 		req := runRequest("run-bad", rankTask)
 		f(&req)
 		return req
@@ -192,15 +193,10 @@ func TestRouterRejects(t *testing.T) {
 		data    any
 		wantErr error
 	}{
-		{"tenant with a dot", events.TypeRunRequested, mod(func(r *events.RunRequest) { r.TenantID = "a.b" }), ErrInvalidRequest},
-		{"empty message", events.TypeRunRequested, mod(func(r *events.RunRequest) { r.Message = "" }), ErrInvalidRequest},
-		{"blank message", events.TypeRunRequested, mod(func(r *events.RunRequest) { r.Message = " \n\t" }), ErrInvalidRequest},
-		{"message over 32 KiB", events.TypeRunRequested, mod(func(r *events.RunRequest) { r.Message = strings.Repeat("x", 32<<10+1) }), ErrInvalidRequest},
-		{"no run id", events.TypeRunRequested, mod(func(r *events.RunRequest) { r.RunID = "" }), ErrInvalidRequest},
-		{"session with a space", events.TypeRunRequested, mod(func(r *events.RunRequest) { r.SessionID = "a b" }), ErrInvalidRequest},
-		{"no user", events.TypeRunRequested, mod(func(r *events.RunRequest) { r.UserID = "" }), ErrInvalidRequest},
+		{"tenant with a dot", events.TypeRunRequested, mod(func(r *orch.RunRequest) { r.TenantID = "a.b" }), orch.ErrInvalidRequest},
+		{"no run id", events.TypeRunRequested, mod(func(r *orch.RunRequest) { r.RunID = "" }), orch.ErrInvalidRequest},
 		{"data is not a request", events.TypeRunRequested, "just a string", events.ErrDecode},
-		{"type the router does not handle", events.TypeStepFinished, events.StepFinished{}, events.ErrUnknownType},
+		{"type the router does not handle", events.TypeStepFinished, orch.StepFinished{}, events.ErrUnknownType},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,6 +214,43 @@ func TestRouterRejects(t *testing.T) {
 	}
 }
 
+// A request with a run id and a tenant but otherwise invalid ends its run
+// VALIDATION_FAIL at once, without a model call and without a dead letter.
+func TestRouterEndsInvalidRequests(t *testing.T) {
+	env := newEnv(t)
+	r := newTestRouter(t, env)
+	mod := func(f func(*orch.RunRequest)) orch.RunRequest {
+		req := runRequest("run-bad", rankTask)
+		f(&req)
+		return req
+	}
+	cases := []struct {
+		name string
+		req  orch.RunRequest
+	}{
+		{"empty message", mod(func(r *orch.RunRequest) { r.Message = "" })},
+		{"blank message", mod(func(r *orch.RunRequest) { r.Message = " \n\t" })},
+		{"message over 32 KiB", mod(func(r *orch.RunRequest) { r.Message = strings.Repeat("x", 32<<10+1) })},
+		{"session with a space", mod(func(r *orch.RunRequest) { r.SessionID = "a b" })},
+		{"no user", mod(func(r *orch.RunRequest) { r.UserID = "" })},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			outs, err := r.Handle(testCtx(t), newEvent(t, "ev-"+tc.name, events.TypeRunRequested, tc.req))
+			if err != nil {
+				t.Fatalf("err = %v, want the run ended", err)
+			}
+			res := decode[orch.RunResult](t, only(t, outs, events.TypeRunFinished))
+			if res.TerminalCode != orch.CodeValidationFail || !strings.Contains(res.Reason, "invalid run request") {
+				t.Errorf("result %s %q, want VALIDATION_FAIL naming the invalid request", res.TerminalCode, res.Reason)
+			}
+			if n := len(outs); n != 3 || slices.Contains(auditNames(outs), "model.called") {
+				t.Errorf("outputs %v, want user_message.received, run.finished audit and result only", types(outs))
+			}
+		})
+	}
+}
+
 func TestRouterRunLifecycleSuccess(t *testing.T) {
 	env := newEnv(t)
 	r := newTestRouter(t, env)
@@ -230,18 +263,18 @@ func TestRouterRunLifecycleSuccess(t *testing.T) {
 		t.Errorf("audit events %v lack plan.received / step_1.started", got)
 	}
 	s1Ev := only(t, outs, events.TypeStepRequested)
-	s1 := decode[events.StepRequest](t, s1Ev)
+	s1 := decode[orch.StepRequest](t, s1Ev)
 	if s1.Step != 1 || s1.Group.Expected != 1 || s1.Group.ID == "" || len(s1.Inputs) != 0 {
 		t.Errorf("step.requested = step %d group %+v inputs %v, want step 1 of a group of 1, no inputs", s1.Step, s1.Group, s1.Inputs)
 	}
-	if s1.Run.Seq != pr.Run.Seq+1 || s1.Run.Plan.Status != events.PlanExecuting {
+	if s1.Run.Seq != pr.Run.Seq+1 || s1.Run.Plan.Status != orch.PlanExecuting {
 		t.Errorf("run seq %d status %s, want %d executing", s1.Run.Seq, s1.Run.Plan.Status, pr.Run.Seq+1)
 	}
 	step1 := stepOf(t, s1.Run.Plan, 1)
-	if step1.Status != events.StepRunning || step1.TaskID == "" || step1.StartedAt.IsZero() {
+	if step1.Status != orch.StepRunning || step1.TaskID == "" || step1.StartedAt.IsZero() {
 		t.Errorf("step 1 = %+v, want running with a task id", step1)
 	}
-	if s := stepOf(t, s1.Run.Plan, 2); s.Status != events.StepPending {
+	if s := stepOf(t, s1.Run.Plan, 2); s.Status != orch.StepPending {
 		t.Errorf("step 2 status %s, want pending", s.Status)
 	}
 	proj := assertProjection(t, env, planID, store.PlanStatusExecuting, s1.Run.Seq)
@@ -251,16 +284,16 @@ func TestRouterRunLifecycleSuccess(t *testing.T) {
 
 	// group.joined with step 1 complete: step 2 is dispatched with step 1's output as input.
 	key1 := writeMemory(t, env, s1.Run, step1, "outlet_ids", step1Output)
-	outs = join(t, r, s1Ev, s1, events.StepResult{Step: 1, TaskID: step1.TaskID, Outcome: events.OutcomeComplete, MemoryKey: key1, Validated: true})
+	outs = join(t, r, s1Ev, s1, orch.StepResult{Step: 1, TaskID: step1.TaskID, Outcome: orch.OutcomeComplete, MemoryKey: key1, Validated: true})
 	s2Ev := only(t, outs, events.TypeStepRequested)
-	s2 := decode[events.StepRequest](t, s2Ev)
+	s2 := decode[orch.StepRequest](t, s2Ev)
 	if s2.Step != 2 || !slices.Equal(s2.Inputs, []string{key1}) {
 		t.Errorf("step.requested = step %d inputs %v, want step 2 with inputs [%s]", s2.Step, s2.Inputs, key1)
 	}
 	if s2.Group.ID == s1.Group.ID || s2.Group.Expected != 1 {
 		t.Errorf("step 2 group %+v, want a new group of 1 (step 1's was %s)", s2.Group, s1.Group.ID)
 	}
-	if got := stepOf(t, s2.Run.Plan, 1); got.Status != events.StepComplete || got.MemoryKey != key1 || !got.Validated {
+	if got := stepOf(t, s2.Run.Plan, 1); got.Status != orch.StepComplete || got.MemoryKey != key1 || !got.Validated {
 		t.Errorf("step 1 after join = %+v", got)
 	}
 	if s2.Run.Seq <= s1.Run.Seq {
@@ -274,12 +307,12 @@ func TestRouterRunLifecycleSuccess(t *testing.T) {
 	// group.joined with the last step complete: the run succeeds with the synthesised answer.
 	step2 := stepOf(t, s2.Run.Plan, 2)
 	key2 := writeMemory(t, env, s2.Run, step2, "results", step2Output)
-	outs = join(t, r, s2Ev, s2, events.StepResult{Step: 2, TaskID: step2.TaskID, Outcome: events.OutcomeComplete, MemoryKey: key2, Validated: true})
+	outs = join(t, r, s2Ev, s2, orch.StepResult{Step: 2, TaskID: step2.TaskID, Outcome: orch.OutcomeComplete, MemoryKey: key2, Validated: true})
 	if n := len(ofType(outs, events.TypeStepRequested)); n != 0 {
 		t.Errorf("got %d step.requested after the last step", n)
 	}
-	res := decode[events.RunResult](t, only(t, outs, events.TypeRunFinished))
-	if res.TerminalCode != events.CodeSuccess || res.Status != events.PlanComplete {
+	res := decode[orch.RunResult](t, only(t, outs, events.TypeRunFinished))
+	if res.TerminalCode != orch.CodeSuccess || res.Status != orch.PlanComplete {
 		t.Fatalf("run finished %s/%s (%s), want SUCCESS/complete", res.TerminalCode, res.Status, res.Reason)
 	}
 	if res.Response != wantAnswer {
@@ -288,11 +321,11 @@ func TestRouterRunLifecycleSuccess(t *testing.T) {
 	if res.RunID != "run-ok" || res.PlanID != planID || res.TenantID != testTenant || res.SessionID != testSession {
 		t.Errorf("result identity = %+v", res)
 	}
-	if len(res.Steps) != 2 || res.Steps[0].Status != events.StepComplete || res.Steps[1].Status != events.StepComplete {
+	if len(res.Steps) != 2 || res.Steps[0].Status != orch.StepComplete || res.Steps[1].Status != orch.StepComplete {
 		t.Errorf("result steps = %+v", res.Steps)
 	}
 	_, fin := auditOf(t, outs, "run.finished")
-	if fin["terminal_code"] != events.CodeSuccess {
+	if fin["terminal_code"] != orch.CodeSuccess {
 		t.Errorf("run.finished audit = %v", fin)
 	}
 	p := assertProjection(t, env, planID, store.PlanStatusComplete, s2.Run.Seq+2)
@@ -306,28 +339,28 @@ func TestRouterReplansFailedStep(t *testing.T) {
 	r := newTestRouter(t, env)
 	prEv, pr := start(t, r, "run-replan")
 	s1Ev := only(t, propose(t, r, prEv, pr.Run, twoSteps()), events.TypeStepRequested)
-	s1 := decode[events.StepRequest](t, s1Ev)
+	s1 := decode[orch.StepRequest](t, s1Ev)
 	step1 := stepOf(t, s1.Run.Plan, 1)
 
-	fail := events.StepResult{Step: 1, TaskID: step1.TaskID, Outcome: events.OutcomeInsufficient,
+	fail := orch.StepResult{Step: 1, TaskID: step1.TaskID, Outcome: orch.OutcomeInsufficient,
 		Reason: "skill outlet_list failed", Suggestion: "retry the step"}
 	outs := join(t, r, s1Ev, s1, fail)
 	if n := len(ofType(outs, events.TypeStepRequested)) + len(ofType(outs, events.TypeRunFinished)); n != 0 {
 		t.Errorf("a replan dispatched or finished: %v", types(outs))
 	}
 	rpEv := only(t, outs, events.TypePlanRequested)
-	rp := decode[events.PlanRequest](t, rpEv)
+	rp := decode[orch.PlanRequest](t, rpEv)
 	if rp.Failure == nil || rp.Failure.Step != 1 || rp.Failure.Reason != fail.Reason || rp.Failure.Suggestion != fail.Suggestion {
 		t.Fatalf("replan failure = %+v, want step 1's result", rp.Failure)
 	}
 	plan := rp.Run.Plan
-	if plan.ReplanCount != 1 || plan.Status != events.PlanReplanning || len(plan.ReplanHistory) != 1 {
+	if plan.ReplanCount != 1 || plan.Status != orch.PlanReplanning || len(plan.ReplanHistory) != 1 {
 		t.Fatalf("plan replan_count %d status %s history %+v", plan.ReplanCount, plan.Status, plan.ReplanHistory)
 	}
-	if h := plan.ReplanHistory[0]; h.Attempt != 1 || h.FailedStep != 1 || h.Trigger != events.OutcomeInsufficient {
+	if h := plan.ReplanHistory[0]; h.Attempt != 1 || h.FailedStep != 1 || h.Trigger != orch.OutcomeInsufficient {
 		t.Errorf("replan record = %+v", h)
 	}
-	if s := stepOf(t, plan, 1); s.Status != events.StepFailed || s.FailureReason != fail.Reason {
+	if s := stepOf(t, plan, 1); s.Status != orch.StepFailed || s.FailureReason != fail.Reason {
 		t.Errorf("failed step = %+v", s)
 	}
 	for _, want := range []string{"step_1.failed", "replan.triggered"} {
@@ -342,7 +375,7 @@ func TestRouterReplansFailedStep(t *testing.T) {
 	revised := twoSteps()
 	revised[0].Index, revised[1].Index, revised[1].DependsOn = 3, 4, []int{3}
 	outs = propose(t, r, rpEv, rp.Run, revised)
-	s3 := decode[events.StepRequest](t, only(t, outs, events.TypeStepRequested))
+	s3 := decode[orch.StepRequest](t, only(t, outs, events.TypeStepRequested))
 	if s3.Step != 3 {
 		t.Fatalf("dispatched step %d, want 3", s3.Step)
 	}
@@ -353,10 +386,10 @@ func TestRouterReplansFailedStep(t *testing.T) {
 	for _, s := range s3.Run.Plan.Steps {
 		statuses = append(statuses, s.Status)
 	}
-	if want := []string{events.StepRevised, events.StepRevised, events.StepRunning, events.StepPending}; !slices.Equal(statuses, want) {
+	if want := []string{orch.StepRevised, orch.StepRevised, orch.StepRunning, orch.StepPending}; !slices.Equal(statuses, want) {
 		t.Errorf("step statuses after the revision = %v, want %v", statuses, want)
 	}
-	if s3.Run.Plan.ReplanCount != 1 || s3.Run.Plan.Status != events.PlanExecuting {
+	if s3.Run.Plan.ReplanCount != 1 || s3.Run.Plan.Status != orch.PlanExecuting {
 		t.Errorf("plan after revision: replan_count %d status %s", s3.Run.Plan.ReplanCount, s3.Run.Plan.Status)
 	}
 }
@@ -366,13 +399,13 @@ func TestRouterInfeasiblePlan(t *testing.T) {
 	r := newTestRouter(t, env)
 	prEv, pr := start(t, r, "run-impossible")
 	ev := childEvent(t, prEv, "plan.proposed", events.TypePlanProposed,
-		events.PlanProposal{Run: pr.Run, Infeasible: "no discovered skill fits the task"})
+		orch.PlanProposal{Run: pr.Run, Infeasible: "no discovered skill fits the task"})
 	outs := handleTwice(t, func() ([]event.Event, error) { return r.Handle(testCtx(t), ev) })
 	if n := len(ofType(outs, events.TypeStepRequested)); n != 0 {
 		t.Fatalf("an infeasible plan dispatched %d steps", n)
 	}
-	res := decode[events.RunResult](t, only(t, outs, events.TypeRunFinished))
-	if res.TerminalCode != events.CodeImpossible || res.Status != events.PlanFailed {
+	res := decode[orch.RunResult](t, only(t, outs, events.TypeRunFinished))
+	if res.TerminalCode != orch.CodeImpossible || res.Status != orch.PlanFailed {
 		t.Fatalf("run finished %s/%s, want IMPOSSIBLE/failed", res.TerminalCode, res.Status)
 	}
 	if !strings.Contains(res.Reason, "no discovered skill fits the task") || !strings.Contains(res.Response, res.Reason) {
@@ -385,7 +418,7 @@ func TestRouterDeadLettered(t *testing.T) {
 	env := newEnv(t)
 	r := newTestRouter(t, env)
 	_, pr := start(t, r, "run-dead")
-	stepData, err := json.Marshal(events.StepRequest{Run: pr.Run, Step: 1})
+	stepData, err := json.Marshal(orch.StepRequest{Run: pr.Run, Step: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,10 +433,10 @@ func TestRouterDeadLettered(t *testing.T) {
 		wantSess string
 	}{
 		{"orchestration message carrying the run", events.DeadLetter{Reason: "handler panicked", Subject: "agent.step.requested." + testTenant,
-			RunID: "run-dead", Original: stepData}, events.CodeRepeatedFailure, testSession},
+			RunID: "run-dead", Original: stepData}, orch.CodeRepeatedFailure, testSession},
 		{"run request", events.DeadLetter{Reason: "invalid request", Subject: "agent.run.requested." + testTenant,
 			RunID: "run-dead2", Original: reqData, Headers: map[string][]string{"ce-" + events.ExtSession: {"sess-9"}}},
-			events.CodeValidationFail, "sess-9"},
+			orch.CodeValidationFail, "sess-9"},
 		{"no run", events.DeadLetter{Reason: "garbage", Subject: "agent.step.requested." + testTenant, Original: []byte("x")}, "", ""},
 	}
 	for _, tc := range cases {
@@ -416,8 +449,8 @@ func TestRouterDeadLettered(t *testing.T) {
 				}
 				return
 			}
-			res := decode[events.RunResult](t, only(t, outs, events.TypeRunFinished))
-			if res.TerminalCode != tc.wantCode || res.RunID != tc.dl.RunID || res.SessionID != tc.wantSess || res.Status != events.PlanFailed {
+			res := decode[orch.RunResult](t, only(t, outs, events.TypeRunFinished))
+			if res.TerminalCode != tc.wantCode || res.RunID != tc.dl.RunID || res.SessionID != tc.wantSess || res.Status != orch.PlanFailed {
 				t.Errorf("result = %+v, want %s for %s in %s", res, tc.wantCode, tc.dl.RunID, tc.wantSess)
 			}
 			if !strings.Contains(res.Reason, tc.dl.Reason) {
@@ -441,7 +474,7 @@ func TestConstrainRoute(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := constrainRoute(tc.in, DefaultTaskTypes)
+			got := orch.ConstrainRoute(tc.in, DefaultTaskTypes)
 			if got.TaskType != tc.wantType || got.Pattern != tc.wantPattern {
 				t.Errorf("constrainRoute = %s/%s, want %s/%s", got.TaskType, got.Pattern, tc.wantType, tc.wantPattern)
 			}

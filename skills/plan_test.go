@@ -13,6 +13,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/llm/offline"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -47,13 +48,13 @@ func TestPlannerOverPlainMCPServer(t *testing.T) {
 	for i, tc := range cases {
 		const tenant, session = "t1", "s1"
 		runID := fmt.Sprintf("run-everything-%d", i)
-		run := events.RunState{
-			Request:  events.RunRequest{RunID: runID, TenantID: tenant, UserID: "u1", SessionID: session, Message: tc.task},
+		run := orch.RunState{
+			Request:  orch.RunRequest{RunID: runID, TenantID: tenant, UserID: "u1", SessionID: session, Message: tc.task},
 			TaskType: "general", Pattern: handlers.PatternPlanThenExecute, Seq: 1,
-			Plan: events.Plan{PlanID: "plan-" + runID, Status: events.PlanPlanning},
+			Plan: orch.Plan{PlanID: "plan-" + runID, Status: orch.PlanPlanning},
 		}
 		ev, err := events.New("plan-req-"+runID, events.TypePlanRequested, events.Meta{Tenant: tenant, Session: session, Run: runID},
-			events.PlanRequest{Run: run})
+			orch.PlanRequest{Run: run})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +62,7 @@ func TestPlannerOverPlainMCPServer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: plan: %v", tc.task, err)
 		}
-		var prop events.PlanProposal
+		var prop orch.PlanProposal
 		found := false
 		for _, out := range outs {
 			if out.Type() == events.TypePlanProposed {

@@ -20,6 +20,7 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
 )
@@ -79,7 +80,7 @@ func TestAPIKeyForwardedToSkillsAndNeverRecorded(t *testing.T) {
 	var res handlers.RunResponse
 	_ = json.NewDecoder(resp.Body).Decode(&res)
 	resp.Body.Close()
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %q: %s", res.TerminalCode, res.Response)
 	}
 	for _, r := range chat.Received() {

@@ -16,6 +16,7 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
 )
@@ -39,7 +40,7 @@ func startStackWith(t *testing.T, demo skills.DemoConfig) *app.Stack {
 func TestReplan_SkillFailingOnceReplansAndAnswers(t *testing.T) {
 	s := startStackWith(t, skills.DemoConfig{FailFirst: map[string]int{skills.SkillEngagementAnalytics: 1}})
 	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-replan", Message: demoTask})
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 	}
 	outletCalls := s.DemoSkills.Calls(skills.SkillOutletList)
@@ -61,7 +62,7 @@ func TestReplan_SkillFailingOnceReplansAndAnswers(t *testing.T) {
 		t.Fatalf("plan: status %s, replan_count %d, history %+v", p.Status, p.ReplanCount, p.ReplanHistory)
 	}
 	h := p.ReplanHistory[0]
-	if h.FailedStep != 2 || h.Trigger != events.OutcomeFailed {
+	if h.FailedStep != 2 || h.Trigger != orch.OutcomeFailed {
 		t.Fatalf("replan record %+v, want step 2 failed", h)
 	}
 	// Step 1 completed once and was kept; step 2 was revised and step 3
@@ -83,10 +84,10 @@ func TestReplan_SkillFailingOnceReplansAndAnswers(t *testing.T) {
 // read its answer, with no ingress involved.
 func TestBoundary_ChatAPIReplacedByNATSPublisher(t *testing.T) {
 	s := startStackWith(t, skills.DemoConfig{})
-	got := make(chan events.RunResult, 1)
+	got := make(chan orch.RunResult, 1)
 	sub, err := s.Deps.NC.Subscribe("agent.run.finished.viaNATS", func(m *nats.Msg) {
 		ev, err := events.FromMsg(m.Header, m.Data)
-		var r events.RunResult
+		var r orch.RunResult
 		if err == nil && events.Decode(ev, &r) == nil {
 			got <- r
 		}
@@ -95,7 +96,7 @@ func TestBoundary_ChatAPIReplacedByNATSPublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	req := events.RunRequest{RunID: "run-nats-1", TenantID: "viaNATS", UserID: "u", SessionID: "s1", Message: demoTask}
+	req := orch.RunRequest{RunID: "run-nats-1", TenantID: "viaNATS", UserID: "u", SessionID: "s1", Message: demoTask}
 	ev, err := events.New(req.RunID, events.TypeRunRequested, events.Meta{Tenant: req.TenantID, Session: req.SessionID, Run: req.RunID}, req)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +106,7 @@ func TestBoundary_ChatAPIReplacedByNATSPublisher(t *testing.T) {
 	}
 	select {
 	case r := <-got:
-		if r.RunID != req.RunID || r.TerminalCode != events.CodeSuccess {
+		if r.RunID != req.RunID || r.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("result %+v", r)
 		}
 		assertRanked(t, r.Response, expectedRanking(t, s.SkillsURL, "viaNATS"))

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
-	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/orch"
 )
 
 // DemoTask is the task `agentbus demo` runs.
@@ -64,7 +64,7 @@ func demo(args []string) int {
 	}
 	printPlan(ctx, s, res.PlanID)
 	fmt.Printf("\n%s, %s in %s; %s\n", res.Status, res.TerminalCode, time.Since(start).Round(time.Millisecond), usageLine(res.Usage))
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		return 1
 	}
 	return 0

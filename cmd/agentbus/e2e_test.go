@@ -16,6 +16,7 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -39,7 +40,7 @@ func TestCoreFlow_ManagerDelegatesAndSynthesisesEndToEnd(t *testing.T) {
 	s := startStack(t)
 	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "demo", UserID: "u1", SessionID: "sess-e2e",
 		Message: "List the active outlets and rank them by engagement"})
-	if res.TerminalCode != events.CodeSuccess || res.Status != events.PlanComplete {
+	if res.TerminalCode != orch.CodeSuccess || res.Status != orch.PlanComplete {
 		t.Fatalf("run ended %s/%s: %s", res.Status, res.TerminalCode, res.Response)
 	}
 	assertRanked(t, res.Response, expectedRanking(t, s.SkillsURL, "demo"))
@@ -99,9 +100,10 @@ func containsStr(list []string, s string) bool {
 }
 
 // TestPoisonEventIsDeadLettered publishes bytes that are no CloudEvent,
-// and a well-formed event whose request is invalid: both land on
-// agent.dead.<tenant> with their reason, the invalid run is finished with
-// VALIDATION_FAIL, and the router keeps serving.
+// and a well-formed request with no run id: both land on agent.dead.<tenant>
+// with their reason. A request with a run id but an empty message is no
+// poison: its run ends VALIDATION_FAIL at once, with no dead letter. The
+// router keeps serving.
 func TestPoisonEventIsDeadLettered(t *testing.T) {
 	s := startStack(t)
 	ctx := context.Background()
@@ -113,11 +115,20 @@ func TestPoisonEventIsDeadLettered(t *testing.T) {
 	if !strings.Contains(dl[0].Reason, "decode") || string(dl[0].Original) != "{not a cloud event" || dl[0].Subject != "agent.run.requested.acme" {
 		t.Fatalf("dead letter = %+v", dl[0])
 	}
+	noRun, _ := events.New("no-run", events.TypeRunRequested, events.Meta{Tenant: "acme", Session: "s1"},
+		orch.RunRequest{TenantID: "acme", UserID: "u", SessionID: "s1", Message: "hello"})
+	if err := events.Publish(ctx, js, noRun); err != nil {
+		t.Fatal(err)
+	}
+	dl = waitDeadLetter(t, js, "agent.dead.acme", 2)
+	if !strings.Contains(dl[1].Reason, "run_id") || dl[1].Deliveries != 1 {
+		t.Fatalf("dead letter = %+v, want the missing run_id named on the first delivery", dl[1])
+	}
 
-	finished := make(chan events.RunResult, 1)
+	finished := make(chan orch.RunResult, 1)
 	sub, err := s.Deps.NC.Subscribe("agent.run.finished.acme", func(m *nats.Msg) {
 		ev, err := events.FromMsg(m.Header, m.Data)
-		var r events.RunResult
+		var r orch.RunResult
 		if err == nil && events.Decode(ev, &r) == nil && r.RunID == "run-bad" {
 			finished <- r
 		}
@@ -127,25 +138,24 @@ func TestPoisonEventIsDeadLettered(t *testing.T) {
 	}
 	defer sub.Unsubscribe()
 	bad, _ := events.New("run-bad", events.TypeRunRequested, events.Meta{Tenant: "acme", Session: "s1", Run: "run-bad"},
-		events.RunRequest{RunID: "run-bad", TenantID: "acme", UserID: "u", SessionID: "s1", Message: "   "})
+		orch.RunRequest{RunID: "run-bad", TenantID: "acme", UserID: "u", SessionID: "s1", Message: "   "})
 	if err := events.Publish(ctx, js, bad); err != nil {
 		t.Fatal(err)
 	}
-	dl = waitDeadLetter(t, js, "agent.dead.acme", 2)
-	if !strings.Contains(dl[1].Reason, "message is empty") || dl[1].RunID != "run-bad" {
-		t.Fatalf("dead letter = %+v", dl[1])
-	}
 	select {
 	case r := <-finished:
-		if r.TerminalCode != events.CodeValidationFail {
-			t.Fatalf("invalid run ended with %s", r.TerminalCode)
+		if r.TerminalCode != orch.CodeValidationFail || !strings.Contains(r.Reason, "message is empty") {
+			t.Fatalf("invalid run ended with %s (%s)", r.TerminalCode, r.Reason)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the invalid run was never finished")
 	}
+	if n := len(readAll[events.DeadLetter](t, js, "agent.dead.acme")); n != 2 {
+		t.Errorf("%d dead letters, want 2: an invalid request with a run id ends its run instead", n)
+	}
 	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "acme", UserID: "u", SessionID: "s2",
 		Message: "List the active outlets and rank them by engagement"})
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("router stopped serving after poison: %+v", res)
 	}
 }
@@ -196,11 +206,11 @@ func TestDuplicateStepFinishedCountsOnce(t *testing.T) {
 	s := startStack(t)
 	ctx := context.Background()
 	js := s.Deps.JS
-	group := events.Group{ID: "grp-dup-test", Expected: 2}
-	run := events.RunState{Request: events.RunRequest{RunID: "run-dup", TenantID: "dup", SessionID: "s", UserID: "u", Message: "x"}}
+	group := orch.Group{ID: "grp-dup-test", Expected: 2}
+	run := orch.RunState{Request: orch.RunRequest{RunID: "run-dup", TenantID: "dup", SessionID: "s", UserID: "u", Message: "x"}}
 	publishRaw := func(step int, msgID string) {
 		ev, err := events.New(fmt.Sprintf("finished-%d", step), events.TypeStepFinished, events.Meta{Tenant: "dup", Run: "run-dup"},
-			events.StepFinished{Run: run, Group: group, Result: events.StepResult{Step: step, Outcome: events.OutcomeComplete}})
+			orch.StepFinished{Run: run, Group: group, Result: orch.StepResult{Step: step, Outcome: orch.OutcomeComplete}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +239,7 @@ func TestDuplicateStepFinishedCountsOnce(t *testing.T) {
 		return len(st.Results)
 	}
 	joins := func() int {
-		return len(readAll[events.GroupJoined](t, js, "agent.group.joined.dup"))
+		return len(readAll[orch.GroupJoined](t, js, "agent.group.joined.dup"))
 	}
 	publishRaw(1, "copy-a")
 	publishRaw(1, "copy-b")

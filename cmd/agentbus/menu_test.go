@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
 )
@@ -25,7 +25,7 @@ const menuTask = "List every menu item id with its category"
 func TestMenuDemoGoesThroughTheSandbox(t *testing.T) {
 	s := startStack(t)
 	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-menu", Message: menuTask})
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 	}
 

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/cmd/internal/procs"
-	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -147,7 +147,7 @@ func TestRealModel_OpenAICompatibleDemoRunEndToEnd(t *testing.T) {
 	chat := chatServer(t, "demo_conversation.json", nil)
 	url, logs := startUp(t, modelEnv(t, chat)...)
 	answer, res := streamRun(t, url, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-openai", Message: demoTask})
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s (unmatched model requests: %v)", res.TerminalCode, res.Response, chat.Unmatched())
 	}
 	if n := chat.Remaining(); n != 0 {
@@ -244,7 +244,7 @@ func TestRealModel_PlainMCPFilesystemOverStdio(t *testing.T) {
 	command, _ := json.Marshal([]string{"node", server, dir})
 	url, _ := startUp(t, append(modelEnv(t, chat), "SKILL_TRANSPORT=stdio", "SKILL_MODE=plain", "SKILL_COMMAND="+string(command))...)
 	res := postRun(t, url, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-fs", Message: "List the files in " + dir})
-	if res.TerminalCode != events.CodeSuccess || res.Response != "The directory holds two files: notes.txt and report.csv." {
+	if res.TerminalCode != orch.CodeSuccess || res.Response != "The directory holds two files: notes.txt and report.csv." {
 		t.Fatalf("run ended %s: %s (unmatched model requests: %v)", res.TerminalCode, res.Response, chat.Unmatched())
 	}
 	// The second executor turn carried the server's real answer to the
@@ -276,7 +276,7 @@ func TestRealModel_ProviderErrors(t *testing.T) {
 		defer chat.Close()
 		url, _ := startUp(t, modelEnv(t, chat)...)
 		res := postRun(t, url, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-429", Message: demoTask})
-		if res.TerminalCode != events.CodeSuccess {
+		if res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
 		got := chat.Received()
@@ -290,7 +290,7 @@ func TestRealModel_ProviderErrors(t *testing.T) {
 		defer chat.Close()
 		url, _ := startUp(t, modelEnv(t, chat)...)
 		res := postRun(t, url, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-500", Message: demoTask})
-		if res.TerminalCode != events.CodeUnavailableDep {
+		if res.TerminalCode != orch.CodeUnavailableDep {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
 		if n := len(chat.Received()); n != 2 {
@@ -306,7 +306,7 @@ func TestRealModel_ProviderErrors(t *testing.T) {
 		defer chat.Close()
 		url, _ := startUp(t, append(modelEnv(t, chat), "MODEL_FALLBACK=offline")...)
 		res := postRun(t, url, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-fallback", Message: demoTask})
-		if res.TerminalCode != events.CodeSuccess || !strings.Contains(res.Response, "Central Station") {
+		if res.TerminalCode != orch.CodeSuccess || !strings.Contains(res.Response, "Central Station") {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
 		fell := 0

@@ -18,6 +18,7 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -139,7 +140,7 @@ func TestOpenSearchOutageLosesNoAuditEvent(t *testing.T) {
 
 	select {
 	case res := <-done:
-		if res.TerminalCode != events.CodeSuccess {
+		if res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
 	case <-time.After(90 * time.Second):

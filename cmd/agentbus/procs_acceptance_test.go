@@ -14,6 +14,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -30,7 +31,7 @@ func TestMultiProcess(t *testing.T) {
 	c := newCluster(t, skills.DemoConfig{})
 	c.startAll(1)
 	res := postRun(t, c.ingURL, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-multi", Message: demoTask})
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 	}
 	assertRanked(t, res.Response, expectedRanking(t, c.skURL, "demo"))
@@ -53,7 +54,7 @@ func TestRedeliveryAfterExecutorKill(t *testing.T) {
 
 	select {
 	case res := <-done:
-		if res.TerminalCode != events.CodeSuccess {
+		if res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
 	case <-time.After(60 * time.Second):
@@ -68,7 +69,7 @@ func TestRedeliveryAfterExecutorKill(t *testing.T) {
 		t.Fatalf("%d distinct skill executions, want 2 (one per step)", n)
 	}
 	_, js := connect(t, c.nats)
-	finished := readAll[events.StepFinished](t, js, "agent.step.finished.demo")
+	finished := readAll[orch.StepFinished](t, js, "agent.step.finished.demo")
 	seen := map[int]bool{}
 	for _, f := range finished {
 		if seen[f.Result.Step] {
@@ -99,7 +100,7 @@ func TestTwoExecutorsShareWork(t *testing.T) {
 	wg.Wait()
 	close(results)
 	for res := range results {
-		if res.TerminalCode != events.CodeSuccess {
+		if res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
 	}

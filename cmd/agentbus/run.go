@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
-	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/orch"
 )
 
 func run(args []string) int {
@@ -41,7 +41,7 @@ func run(args []string) int {
 		fmt.Printf("\n%s\n", res.Response)
 	}
 	fmt.Printf("\nplan %s · %s · %s · %s\n", res.PlanID, res.Status, res.TerminalCode, usageLine(res.Usage))
-	if res.TerminalCode != events.CodeSuccess {
+	if res.TerminalCode != orch.CodeSuccess {
 		return 1
 	}
 	return 0

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
 )
 
 // TestRolesStartThroughNATSRestart: a process whose NATS goes away after
@@ -65,8 +66,8 @@ func TestRolesStartThroughNATSRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, err := events.New("step-finished-1", events.TypeStepFinished, events.Meta{Tenant: "demo", Run: "run-1"},
-		events.StepFinished{Group: events.Group{ID: "grp-startup", Expected: 2},
-			Result: events.StepResult{Step: 1, Outcome: events.OutcomeComplete}})
+		orch.StepFinished{Group: orch.Group{ID: "grp-startup", Expected: 2},
+			Result: orch.StepResult{Step: 1, Outcome: orch.OutcomeComplete}})
 	if err != nil {
 		t.Fatal(err)
 	}

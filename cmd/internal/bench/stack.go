@@ -16,6 +16,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store/embedded"
 )
 
@@ -80,7 +81,7 @@ type deployment struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	mu      sync.Mutex
-	waiters map[string]chan events.RunResult
+	waiters map[string]chan orch.RunResult
 	sub     *nats.Subscription
 }
 
@@ -92,7 +93,7 @@ type deployConfig struct {
 }
 
 func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deployment, error) {
-	d := &deployment{srv: srv, waiters: map[string]chan events.RunResult{}}
+	d := &deployment{srv: srv, waiters: map[string]chan orch.RunResult{}}
 	nc, js, err := srv.connect(cfg.tcp)
 	if err != nil {
 		return nil, err
@@ -166,7 +167,7 @@ func (d *deployment) finished(m *nats.Msg) {
 	if err != nil {
 		return
 	}
-	var res events.RunResult
+	var res orch.RunResult
 	if events.Decode(ev, &res) != nil {
 		return
 	}
@@ -179,30 +180,30 @@ func (d *deployment) finished(m *nats.Msg) {
 }
 
 // run submits one run of task on NATS and waits for its result.
-func (d *deployment) run(ctx context.Context, task string) (events.RunResult, time.Duration, error) {
+func (d *deployment) run(ctx context.Context, task string) (orch.RunResult, time.Duration, error) {
 	id := uuid.NewString()
-	ch := make(chan events.RunResult, 1)
+	ch := make(chan orch.RunResult, 1)
 	d.mu.Lock()
 	d.waiters[id] = ch
 	d.mu.Unlock()
 	defer func() { d.mu.Lock(); delete(d.waiters, id); d.mu.Unlock() }()
-	req := events.RunRequest{RunID: id, TenantID: "bench", UserID: "bench", SessionID: "s-" + id[:8], Message: task}
+	req := orch.RunRequest{RunID: id, TenantID: "bench", UserID: "bench", SessionID: "s-" + id[:8], Message: task}
 	ev, err := events.New(id, events.TypeRunRequested, events.Meta{Tenant: "bench", Session: req.SessionID, Run: id}, req)
 	if err != nil {
-		return events.RunResult{}, 0, err
+		return orch.RunResult{}, 0, err
 	}
 	start := time.Now()
 	if err := events.Publish(ctx, d.js, ev); err != nil {
-		return events.RunResult{}, 0, err
+		return orch.RunResult{}, 0, err
 	}
 	select {
 	case res := <-ch:
-		if res.TerminalCode != events.CodeSuccess {
+		if res.TerminalCode != orch.CodeSuccess {
 			return res, 0, fmt.Errorf("run %s ended %s: %s", id, res.TerminalCode, res.Reason)
 		}
 		return res, time.Since(start), nil
 	case <-ctx.Done():
-		return events.RunResult{}, 0, fmt.Errorf("run %s: %w", id, ctx.Err())
+		return orch.RunResult{}, 0, fmt.Errorf("run %s: %w", id, ctx.Err())
 	}
 }
 

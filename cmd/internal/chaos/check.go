@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
 	"github.com/nats-io/nats.go/jetstream"
@@ -51,7 +52,7 @@ func (h *harness) analyse(ctx context.Context, recs []*runRec, sum *Summary) {
 				note("run %s has %d run.finished", id, len(res))
 			}
 			for _, f := range res {
-				if f.TerminalCode != events.CodeSuccess || f.Response != h.reference {
+				if f.TerminalCode != orch.CodeSuccess || f.Response != h.reference {
 					mismatched = true
 					note("run %d (run %s) ended %s: %.300s", r.idx, id, f.TerminalCode, f.Response)
 				}
@@ -65,7 +66,7 @@ func (h *harness) analyse(ctx context.Context, recs []*runRec, sum *Summary) {
 				}
 			}
 		}
-		if r.httpRes != nil && (r.httpRes.TerminalCode != events.CodeSuccess || r.httpRes.Response != h.reference) {
+		if r.httpRes != nil && (r.httpRes.TerminalCode != orch.CodeSuccess || r.httpRes.Response != h.reference) {
 			mismatched = true
 			note("run %d: POST /agent/run answered %s: %.300s", r.idx, r.httpRes.TerminalCode, r.httpRes.Response)
 		}
@@ -134,7 +135,7 @@ func (h *harness) printTails(recs []*runRec) {
 	for _, r := range recs {
 		for _, id := range h.idsOf(r) {
 			res := h.w.results(id)
-			if len(res) == 0 || res[0].TerminalCode != events.CodeSuccess || res[0].Response != h.reference {
+			if len(res) == 0 || res[0].TerminalCode != orch.CodeSuccess || res[0].Response != h.reference {
 				failed = append(failed, id)
 			}
 		}
@@ -195,7 +196,7 @@ func (h *harness) checkProjections(ctx context.Context, recs []*runRec, sum *Sum
 	for _, r := range recs {
 		for _, id := range h.idsOf(r) {
 			res := h.w.results(id)
-			if len(res) == 0 || res[0].TerminalCode != events.CodeSuccess {
+			if len(res) == 0 || res[0].TerminalCode != orch.CodeSuccess {
 				continue
 			}
 			jobs <- job{id, res[0].PlanID}
@@ -213,11 +214,11 @@ func (h *harness) checkProjection(ctx context.Context, planID string, want map[s
 	}
 	if err := h.getJSON(ctx, "/agent/plans/"+planID, &p); err != nil {
 		stale = err.Error()
-	} else if p.Plan.Status != events.PlanComplete {
+	} else if p.Plan.Status != orch.PlanComplete {
 		stale = "status " + p.Plan.Status
 	} else {
 		for _, st := range p.Plan.Steps {
-			if st.Status != events.StepComplete {
+			if st.Status != orch.StepComplete {
 				stale = fmt.Sprintf("step %d is %s", st.StepIndex, st.Status)
 			}
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/orch"
 )
 
 // harness is one chaos run.
@@ -175,7 +176,7 @@ func (h *harness) referenceRun(ctx context.Context) error {
 	for {
 		res, status, err := h.post(ctx, "chaos-reference")
 		if err == nil && status == http.StatusOK {
-			if res.TerminalCode != events.CodeSuccess {
+			if res.TerminalCode != orch.CodeSuccess {
 				return fmt.Errorf("the fault-free reference run ended %s: %s", res.TerminalCode, res.Response)
 			}
 			h.reference, h.refPlan = res.Response, res.PlanID
@@ -250,7 +251,7 @@ func (h *harness) submit(ctx context.Context, r *runRec) {
 	}
 	id := uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "agentbus-chaos/%d/%d", h.cfg.Seed, r.idx)).String()
 	r.runIDs = []string{id}
-	req := events.RunRequest{RunID: id, TenantID: Tenant, UserID: "chaos", SessionID: r.session, Message: DemoTask}
+	req := orch.RunRequest{RunID: id, TenantID: Tenant, UserID: "chaos", SessionID: r.session, Message: DemoTask}
 	ev, err := events.New(id, events.TypeRunRequested, events.Meta{Tenant: Tenant, Session: r.session, Run: id, SourceProcess: "chaos"}, req)
 	if err != nil {
 		r.err = err

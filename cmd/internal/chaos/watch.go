@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
 )
 
 // watcher follows agent.run.requested.* and agent.run.finished.* in the
@@ -24,14 +25,14 @@ type watcher struct {
 	passes   uint64        // completed scans that reached the end of the stream
 	passed   chan struct{} // closed and replaced at every completed scan
 	sessions map[string][]string
-	finished map[string][]events.RunResult
+	finished map[string][]orch.RunResult
 	waiters  map[string][]chan struct{}
 	bad      int // messages that did not decode
 }
 
 func newWatcher(js jetstream.JetStream) *watcher {
 	return &watcher{js: js, next: 1, passed: make(chan struct{}), sessions: map[string][]string{},
-		finished: map[string][]events.RunResult{}, waiters: map[string][]chan struct{}{}}
+		finished: map[string][]orch.RunResult{}, waiters: map[string][]chan struct{}{}}
 }
 
 const runSubjects = "agent.run.>"
@@ -81,14 +82,14 @@ func (w *watcher) add(msg *jetstream.RawStreamMsg) {
 	}
 	switch {
 	case strings.HasPrefix(msg.Subject, "agent.run.requested."):
-		var req events.RunRequest
+		var req orch.RunRequest
 		if events.Decode(ev, &req) != nil {
 			w.bad++
 			return
 		}
 		w.sessions[req.SessionID] = append(w.sessions[req.SessionID], req.RunID)
 	case strings.HasPrefix(msg.Subject, "agent.run.finished."):
-		var res events.RunResult
+		var res orch.RunResult
 		if events.Decode(ev, &res) != nil {
 			w.bad++
 			return
@@ -125,10 +126,10 @@ func (w *watcher) runsOf(session string) []string {
 }
 
 // results returns the run.finished results of runID.
-func (w *watcher) results(runID string) []events.RunResult {
+func (w *watcher) results(runID string) []orch.RunResult {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]events.RunResult(nil), w.finished[runID]...)
+	return append([]orch.RunResult(nil), w.finished[runID]...)
 }
 
 // waitFinished waits until runID has a run.finished, ctx ends or timeout

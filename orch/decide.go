@@ -1,0 +1,460 @@
+package orch
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/agentbus/agentbus/llm"
+)
+
+// MaxReplans bounds replanning per run (seed 000 §3).
+const MaxReplans = 3
+
+// Input is one thing that happened to a run. Each carries its own time: the
+// decider reads no clock.
+type Input interface{ at() time.Time }
+
+// Failure says why a model call ended a run: the terminal code and reason.
+type Failure struct {
+	Code   string
+	Reason string
+}
+
+// Requested: a run was requested, and the routing model answered (or
+// failed). TaskTypes are the configured options the route must stay in;
+// Calls are the routing model's calls, for the trace and the usage totals.
+type Requested struct {
+	Request   RunRequest
+	Route     llm.RouteOutput
+	TaskTypes []llm.TaskType
+	Calls     []llm.Call
+	Failure   *Failure
+	At        time.Time
+}
+
+// Planned: the planner proposed steps, a revision or an infeasibility.
+type Planned struct {
+	Proposal PlanProposal // its Run is ignored: the state is Decide's argument
+	At       time.Time
+}
+
+// Joined: every member of a dispatched group finished.
+type Joined struct {
+	Results []StepResult
+	At      time.Time
+}
+
+// Synthesised: the synthesiser answered a Synthesise request (or failed).
+type Synthesised struct {
+	Answer  string
+	Calls   []llm.Call
+	Failure *Failure
+	At      time.Time
+}
+
+// DeadLettered: a message of the run was dead-lettered. Carried is the run
+// state the message carried, if any; FromRequest says the message was the
+// run's request; Exhausted says it was removed after its deliveries ran out
+// on transient errors rather than for being invalid.
+type DeadLettered struct {
+	RunID, TenantID, SessionID string
+	Carried                    *State
+	FromRequest                bool
+	Exhausted                  bool
+	Reason                     string
+	At                         time.Time
+}
+
+func (i Requested) at() time.Time    { return i.At }
+func (i Planned) at() time.Time      { return i.At }
+func (i Joined) at() time.Time       { return i.At }
+func (i Synthesised) at() time.Time  { return i.At }
+func (i DeadLettered) at() time.Time { return i.At }
+
+// State is the run state the decider folds inputs into.
+type State = RunState
+
+// Emit is one orchestration message the decision sends: Key makes its id
+// unique among the outputs of one input; Data is a PlanRequest,
+// StepRequest or RunResult.
+type Emit struct {
+	Key  string
+	Data any
+}
+
+// Audit is one audit event of the trace: Name ("step_1.started"), the task
+// it concerns if any, and its payload.
+type Audit struct {
+	Name    string
+	TaskID  string
+	Payload any
+}
+
+// Synthesise asks the adapter for the final answer to Task from the
+// outputs of Steps (complete, in index order), to be fed back as
+// Synthesised.
+type Synthesise struct {
+	Task  string
+	Steps []Step
+}
+
+// Decision is what one input does to a run: the new state, the messages to
+// send and the trace. Synthesise, when set, is a request the adapter must
+// answer with a Synthesised input in the same hop.
+type Decision struct {
+	State      State
+	Emits      []Emit
+	Audits     []Audit
+	Synthesise *Synthesise
+	// Ended is the run's result when this decision ends it.
+	Ended *RunResult
+}
+
+// Decide folds one input into the state of a run. It is a pure function:
+// the same state and input always give the same decision, so replaying a
+// run's recorded inputs re-derives every decision without calling a model
+// or a tool. State is the state the input's message carried (zero for
+// Requested and for a DeadLettered without one).
+func Decide(s State, in Input) Decision {
+	// The decision never writes to the caller's state: steps and history
+	// are copied before they change.
+	s.Plan.Steps = slices.Clone(s.Plan.Steps)
+	s.Plan.ReplanHistory = slices.Clone(s.Plan.ReplanHistory)
+	d := &decision{Decision: Decision{State: s}, at: in.at().UTC()}
+	switch in := in.(type) {
+	case Requested:
+		d.requested(in)
+	case Planned:
+		d.planned(in.Proposal)
+	case Joined:
+		d.joined(in.Results)
+	case Synthesised:
+		d.synthesised(in)
+	case DeadLettered:
+		d.deadLettered(in)
+	default:
+		panic(fmt.Sprintf("orch: unknown input %T", in))
+	}
+	return d.Decision
+}
+
+// decision accumulates one Decide call.
+type decision struct {
+	Decision
+	at time.Time
+}
+
+func (d *decision) audit(name, taskID string, payload any) {
+	d.Audits = append(d.Audits, Audit{Name: name, TaskID: taskID, Payload: payload})
+}
+
+func (d *decision) emit(key string, data any) { d.Emits = append(d.Emits, Emit{Key: key, Data: data}) }
+
+// modelCalls traces each model call and adds it to the run's totals.
+func (d *decision) modelCalls(calls []llm.Call) {
+	for _, c := range calls {
+		d.audit("model.called", "", c)
+		d.State.Usage = d.State.Usage.Add(c.Usage())
+	}
+}
+
+func (d *decision) requested(in Requested) {
+	req := in.Request
+	d.State = State{Request: req, Seq: 1, Plan: Plan{
+		PlanID: PlanID(req.RunID), Status: PlanPlanning, CreatedAt: d.at}}
+	d.audit("user_message.received", "", map[string]any{"message_bytes": len(req.Message)})
+	if err := ValidateRequest(req); err != nil {
+		d.finish(CodeValidationFail, err.Error(), nil)
+		return
+	}
+	d.modelCalls(in.Calls)
+	if in.Failure != nil {
+		d.finish(in.Failure.Code, "routing failed: "+in.Failure.Reason, nil)
+		return
+	}
+	route := ConstrainRoute(in.Route, in.TaskTypes)
+	d.State.TaskType, d.State.Pattern, d.State.Routing = route.TaskType, route.Pattern, route.Reason
+	names := make([]string, len(in.TaskTypes))
+	for i, t := range in.TaskTypes {
+		names[i] = t.Name
+	}
+	d.audit("routing.decided", "", map[string]any{"task_type": route.TaskType, "pattern": route.Pattern,
+		"reason": route.Reason, "options": names})
+	d.audit("subagent_a.spawned", "", map[string]any{"mode": "plan"})
+	d.emit("plan.requested", PlanRequest{Run: d.State})
+}
+
+// PlanID is the plan id of a run: derived from the run id, so a
+// redelivered request plans under the same id.
+func PlanID(runID string) string { return "plan-" + deriveID(runID, "plan")[:18] }
+
+// ConstrainRoute keeps the decision inside the configured options: an
+// unknown task type becomes the first configured one, an invalid pattern
+// the task type's first valid pattern.
+func ConstrainRoute(dec llm.RouteOutput, tts []llm.TaskType) llm.RouteOutput {
+	if len(tts) == 0 {
+		return dec
+	}
+	i := slices.IndexFunc(tts, func(t llm.TaskType) bool { return t.Name == dec.TaskType })
+	if i < 0 {
+		dec.Reason = fmt.Sprintf("model chose unknown task type %q; using %q", dec.TaskType, tts[0].Name)
+		i = 0
+	}
+	dec.TaskType = tts[i].Name
+	if !slices.Contains(tts[i].Patterns, dec.Pattern) && len(tts[i].Patterns) > 0 {
+		dec.Pattern = tts[i].Patterns[0]
+	}
+	return dec
+}
+
+func (d *decision) planned(p PlanProposal) {
+	d.State.Usage = d.State.Usage.Add(p.Usage)
+	switch {
+	case p.Code != "":
+		d.finish(p.Code, p.Infeasible, nil)
+		return
+	case p.Infeasible != "":
+		d.finish(CodeImpossible, "plan infeasible: "+p.Infeasible, nil)
+		return
+	}
+	replan := d.State.Plan.Status == PlanReplanning
+	d.State.Plan.Steps = mergeSteps(d.State.Plan.Steps, p.Steps)
+	d.State.Plan.Status = PlanExecuting
+	d.State.Seq++
+	if replan {
+		idx := make([]int, len(p.Steps))
+		for i, s := range p.Steps {
+			idx[i] = s.Index
+		}
+		d.audit("plan.revised", "", map[string]any{"revised_steps": idx, "replan_count": d.State.Plan.ReplanCount})
+	} else {
+		d.audit("plan.received", "", map[string]any{"steps": len(p.Steps)})
+	}
+	d.dispatch()
+}
+
+// mergeSteps keeps every completed step and replaces the rest with the
+// proposed steps: a revision never re-runs completed work.
+func mergeSteps(old, proposed []Step) []Step {
+	merged := make([]Step, 0, len(old)+len(proposed))
+	for _, s := range old {
+		if s.Status != StepComplete {
+			s.Status = StepRevised
+		}
+		merged = append(merged, s)
+	}
+	for _, s := range proposed {
+		s.Status = StepPending
+		merged = append(merged, s)
+	}
+	return merged
+}
+
+// dispatch sends every ready step (pending, with its dependencies
+// complete) as one group, asks for the answer when every step is done, or
+// ends the run when nothing can run.
+func (d *decision) dispatch() {
+	plan := &d.State.Plan
+	ready := plan.ready()
+	if len(ready) == 0 {
+		if !plan.done() {
+			d.finish(CodeRepeatedFailure, "no step can run: a dependency did not complete", nil)
+			return
+		}
+		syn := &Synthesise{Task: d.State.Request.Message}
+		for _, s := range plan.Steps {
+			if s.Status == StepComplete {
+				syn.Steps = append(syn.Steps, s)
+			}
+		}
+		slices.SortStableFunc(syn.Steps, func(a, b Step) int { return cmp.Compare(a.Index, b.Index) })
+		d.Synthesise = syn
+		return
+	}
+	runID := d.State.Request.RunID
+	group := Group{ID: "grp-" + deriveID(runID, fmt.Sprintf("group/%d", d.State.Seq)), Expected: len(ready)}
+	for _, i := range ready {
+		s := &plan.Steps[i]
+		s.Status = StepRunning
+		s.TaskID = "task-" + deriveID(runID, fmt.Sprintf("task/%d/%d", s.Index, plan.ReplanCount))[:13]
+		s.StartedAt = d.at
+	}
+	for _, i := range ready {
+		s := plan.Steps[i]
+		d.audit(fmt.Sprintf("step_%d.started", s.Index), s.TaskID, map[string]any{"skills": s.Skills, "group": group.ID})
+		d.emit(fmt.Sprintf("step/%d", s.Index), StepRequest{Run: d.State, Step: s.Index, Group: group, Inputs: plan.inputKeys(s)})
+	}
+}
+
+func (p *Plan) ready() []int {
+	var ready []int
+	for i, s := range p.Steps {
+		if s.Status != StepPending {
+			continue
+		}
+		ok := true
+		for _, dep := range s.DependsOn {
+			if ds := p.Live(dep); ds == nil || ds.Status != StepComplete {
+				ok = false
+			}
+		}
+		if ok {
+			ready = append(ready, i)
+		}
+	}
+	return ready
+}
+
+func (p *Plan) done() bool {
+	for _, s := range p.Steps {
+		if s.Status != StepComplete && s.Status != StepRevised {
+			return false
+		}
+	}
+	return true
+}
+
+// Live returns the live (not revised) step with index idx, or nil.
+func (p *Plan) Live(idx int) *Step {
+	for i := range p.Steps {
+		if p.Steps[i].Index == idx && p.Steps[i].Status != StepRevised {
+			return &p.Steps[i]
+		}
+	}
+	return nil
+}
+
+func (p *Plan) inputKeys(s Step) []string {
+	var keys []string
+	for _, dep := range s.DependsOn {
+		if ds := p.Live(dep); ds != nil && ds.MemoryKey != "" {
+			keys = append(keys, ds.MemoryKey)
+		}
+	}
+	return keys
+}
+
+// joined records a group's results, then ends the run on a failure that
+// replanning cannot help, replans a failure, or dispatches the next steps.
+func (d *decision) joined(results []StepResult) {
+	d.State.Seq++
+	var failed []StepResult
+	end := ""
+	for _, res := range results {
+		s := d.State.Plan.Live(res.Step)
+		if s == nil {
+			continue
+		}
+		d.State.Usage = d.State.Usage.Add(res.Usage)
+		switch res.Outcome {
+		case OutcomeInvalidOutput:
+			end = CodeValidationFail
+		case OutcomeUnavailable:
+			end = CodeUnavailableDep
+		}
+		s.FinishedAt = res.FinishedAt
+		if res.Outcome == OutcomeComplete {
+			s.Status, s.MemoryKey, s.Validated = StepComplete, res.MemoryKey, res.Validated
+			d.audit(fmt.Sprintf("step_%d.complete", s.Index), s.TaskID, map[string]any{"memory_key": res.MemoryKey})
+			continue
+		}
+		s.Status, s.FailureReason = StepFailed, res.Reason
+		d.audit(fmt.Sprintf("step_%d.failed", s.Index), s.TaskID, map[string]any{"outcome": res.Outcome, "reason": res.Reason})
+		failed = append(failed, res)
+	}
+	switch {
+	case end != "":
+		// Replanning cannot help: the model's output stays invalid, or
+		// the model is unavailable.
+		d.finish(end, failed[0].Reason, nil)
+	case len(failed) > 0:
+		d.replan(failed[0])
+	default:
+		d.dispatch()
+	}
+}
+
+// replan asks the planner to revise the remaining steps, or ends the run
+// with the structured failure once MaxReplans revisions were spent.
+func (d *decision) replan(f StepResult) {
+	plan := &d.State.Plan
+	if plan.ReplanCount >= MaxReplans {
+		var done []map[string]any
+		for _, s := range plan.Steps {
+			if s.Status == StepComplete {
+				done = append(done, map[string]any{"step": s.Index, "task": s.Task, "memory_key": s.MemoryKey})
+			}
+		}
+		d.finish(CodeRepeatedFailure, "max replan attempts reached", map[string]any{
+			"status": "failed", "reason": "max replan attempts reached", "completed_steps": done,
+			"last_failure": map[string]any{"step": f.Step, "reason": f.Reason},
+		})
+		return
+	}
+	plan.ReplanCount++
+	plan.Status = PlanReplanning
+	plan.ReplanHistory = append(plan.ReplanHistory, ReplanRecord{
+		Attempt: plan.ReplanCount, Trigger: f.Outcome, FailedStep: f.Step, Reason: f.Reason, RevisedAt: d.at,
+	})
+	d.audit("replan.triggered", "", map[string]any{"attempt": plan.ReplanCount, "failed_step": f.Step, "trigger": f.Outcome})
+	d.audit("subagent_a.spawned", "", map[string]any{"mode": "replan"})
+	d.emit(fmt.Sprintf("replan/%d", plan.ReplanCount), PlanRequest{Run: d.State, Failure: &f})
+}
+
+func (d *decision) synthesised(in Synthesised) {
+	d.modelCalls(in.Calls)
+	if in.Failure != nil {
+		d.finish(in.Failure.Code, "synthesis failed: "+in.Failure.Reason, nil)
+		return
+	}
+	d.State.Plan.Status = PlanComplete
+	d.end(CodeSuccess, in.Answer, "", nil)
+}
+
+// finish ends a run that failed with code and reason.
+func (d *decision) finish(code, reason string, detail any) {
+	d.State.Plan.Status = PlanFailed
+	d.end(code, "The task could not be completed: "+reason, reason, detail)
+}
+
+func (d *decision) end(code, response, reason string, detail any) {
+	d.State.Seq++
+	d.State.Plan.CompletedAt = d.at
+	res := RunResult{
+		RunID: d.State.Request.RunID, TenantID: d.State.Request.TenantID, SessionID: d.State.Request.SessionID,
+		PlanID: d.State.Plan.PlanID, Status: d.State.Plan.Status, TerminalCode: code, Response: response, Reason: reason,
+		Steps: d.State.Plan.Steps, Usage: d.State.Usage,
+	}
+	if detail != nil {
+		res.Detail, _ = json.Marshal(detail) // maps of strings and numbers always marshal
+	}
+	d.audit("run.finished", "", map[string]any{"status": res.Status, "terminal_code": code, "reason": reason, "usage": d.State.Usage})
+	d.emit("run.finished", res)
+	d.Ended = &res
+}
+
+// deadLettered fails the run of a dead-lettered message, so a caller never
+// waits forever for a run whose message was removed. A request removed for
+// being invalid ends VALIDATION_FAIL; one whose deliveries ran out on
+// transient errors ends UNAVAILABLE_DEP; any other message REPEATED_FAILURE.
+func (d *decision) deadLettered(in DeadLettered) {
+	code := CodeRepeatedFailure
+	switch {
+	case in.FromRequest && in.Exhausted:
+		code = CodeUnavailableDep
+	case in.FromRequest:
+		code = CodeValidationFail
+	}
+	if in.Carried != nil && in.Carried.Request.RunID == in.RunID {
+		d.State = *in.Carried
+		d.finish(code, "message dead-lettered: "+in.Reason, nil)
+		return
+	}
+	res := RunResult{RunID: in.RunID, TenantID: in.TenantID, SessionID: in.SessionID, Status: PlanFailed,
+		TerminalCode: code, Response: "The task could not be completed: " + in.Reason, Reason: in.Reason}
+	d.emit("run.finished", res)
+	d.Ended = &res
+}

@@ -1,0 +1,283 @@
+package orch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentbus/agentbus/llm"
+)
+
+// Plan states (seed 000 §3.3).
+const (
+	PlanPending    = "pending"
+	PlanPlanning   = "planning"
+	PlanExecuting  = "executing"
+	PlanReplanning = "replanning"
+	PlanComplete   = "complete"
+	PlanFailed     = "failed"
+)
+
+// Step states.
+const (
+	StepPending  = "pending"
+	StepRunning  = "running"
+	StepComplete = "complete"
+	StepFailed   = "failed"
+	StepRevised  = "revised"
+)
+
+// Step outcomes reported by an executor.
+const (
+	OutcomeComplete          = "complete"
+	OutcomeFailed            = "failed"
+	OutcomeInsufficient      = "insufficient"
+	OutcomeContractViolation = "contract_violation"
+	// OutcomeInvalidOutput: the model's output stayed invalid after its
+	// repairs; the run ends VALIDATION_FAIL.
+	OutcomeInvalidOutput = "invalid_output"
+	// OutcomeUnavailable: the model provider was unavailable; the run ends
+	// UNAVAILABLE_DEP.
+	OutcomeUnavailable = "unavailable"
+)
+
+// Terminal codes (seed 003). Every run ends with exactly one.
+const (
+	CodeSuccess          = "SUCCESS"
+	CodePartialSuccess   = "PARTIAL_SUCCESS"
+	CodeImpossible       = "IMPOSSIBLE"
+	CodeMissingInfo      = "MISSING_INFO"
+	CodeAmbiguousIntent  = "AMBIGUOUS_INTENT"
+	CodeConfirmRequired  = "CONFIRM_REQUIRED"
+	CodeReviewRequired   = "REVIEW_REQUIRED"
+	CodeBudgetExhausted  = "BUDGET_EXHAUSTED"
+	CodeTimeout          = "TIMEOUT"
+	CodeValidationFail   = "VALIDATION_FAIL"
+	CodeLowConfidence    = "LOW_CONFIDENCE"
+	CodeSourceConflict   = "SOURCE_CONFLICT"
+	CodeRepeatedFailure  = "REPEATED_FAILURE"
+	CodePermissionDenied = "PERMISSION_DENIED"
+	CodeUnsafeDetection  = "UNSAFE_DETECTION"
+	CodeUnavailableDep   = "UNAVAILABLE_DEP"
+	CodeUserCancel       = "USER_CANCEL"
+)
+
+// MaxPlanSteps bounds every plan (seed 000 §2.2).
+const MaxPlanSteps = 10
+
+// RunRequest is the data of run.requested: one user task.
+type RunRequest struct {
+	RunID     string `json:"run_id"`
+	TenantID  string `json:"tenant_id"`
+	UserID    string `json:"user_id"`
+	SessionID string `json:"session_id"`
+	Message   string `json:"message"`
+	Stream    bool   `json:"stream,omitempty"`
+	// KeyForwarded says the caller sent an API key, kept in the
+	// credentials bucket; the key itself never travels in an event.
+	KeyForwarded bool `json:"key_forwarded,omitempty"`
+}
+
+// RunState is the whole state of a run. It travels in every orchestration
+// message, so any worker can pick up any message; the router alone changes
+// it, and bumps Seq each time.
+type RunState struct {
+	Request  RunRequest `json:"request"`
+	TaskType string     `json:"task_type,omitempty"`
+	Pattern  string     `json:"pattern,omitempty"`
+	Routing  string     `json:"routing_reason,omitempty"`
+	Plan     Plan       `json:"plan"`
+	Seq      int64      `json:"seq"`
+	Deadline time.Time  `json:"deadline,omitzero"`
+	// Usage totals every model call of the run that the router has been
+	// told of: its own, the planner's and those of finished steps.
+	Usage llm.Usage `json:"usage,omitzero"`
+}
+
+// Plan is the run's plan, with every step's status (seed 000 §2.2, §5).
+type Plan struct {
+	PlanID        string         `json:"plan_id"`
+	Status        string         `json:"status"`
+	Steps         []Step         `json:"steps"`
+	ReplanCount   int            `json:"replan_count"`
+	ReplanHistory []ReplanRecord `json:"replan_history,omitempty"`
+	CreatedAt     time.Time      `json:"created_at,omitzero"`
+	CompletedAt   time.Time      `json:"completed_at,omitzero"`
+}
+
+// Step is one plan step. Index is 1-based and stable across replans.
+type Step struct {
+	Index         int        `json:"step"`
+	Task          string     `json:"task"`
+	Skills        []string   `json:"skills"`
+	ReturnSpec    ReturnSpec `json:"return_spec"`
+	DependsOn     []int      `json:"depends_on,omitempty"`
+	Status        string     `json:"status"`
+	TaskID        string     `json:"task_id,omitempty"`
+	MemoryKey     string     `json:"memory_key,omitempty"`
+	Validated     bool       `json:"validated,omitempty"`
+	FailureReason string     `json:"failure_reason,omitempty"`
+	StartedAt     time.Time  `json:"started_at,omitzero"`
+	FinishedAt    time.Time  `json:"finished_at,omitzero"`
+}
+
+// ReturnSpec is a step's output contract: Shape is a JSON Schema.
+type ReturnSpec struct {
+	Shape  json.RawMessage `json:"shape"`
+	Reason string          `json:"reason,omitempty"`
+}
+
+// ReplanRecord is one entry of a plan's replan history.
+type ReplanRecord struct {
+	Attempt    int       `json:"attempt"`
+	Trigger    string    `json:"trigger"`
+	FailedStep int       `json:"failed_step"`
+	Reason     string    `json:"reason"`
+	RevisedAt  time.Time `json:"revised_at"`
+}
+
+// PlanRequest is the data of plan.requested. On a replan Failure is the
+// step result that triggered it and Run's plan holds the completed steps.
+type PlanRequest struct {
+	Run     RunState    `json:"run"`
+	Failure *StepResult `json:"failure,omitempty"`
+}
+
+// PlanProposal is the data of plan.proposed: the proposed steps (on a
+// replan, the revised remaining steps only) or an infeasibility signal.
+// The router merges the steps into Run's plan.
+type PlanProposal struct {
+	Run        RunState `json:"run"`
+	Steps      []Step   `json:"steps,omitempty"`
+	Infeasible string   `json:"infeasible,omitempty"`
+	// Code, when set, ends the run with that terminal code and Infeasible
+	// as the reason: VALIDATION_FAIL when the model's plan stayed invalid
+	// after its repairs, UNAVAILABLE_DEP when the model was unavailable.
+	Code string `json:"code,omitempty"`
+	// Usage sums the planner's model calls.
+	Usage llm.Usage `json:"usage,omitzero"`
+}
+
+// Group identifies a set of steps dispatched together; the aggregator joins
+// it when all Expected members have finished.
+type Group struct {
+	ID       string `json:"id"`
+	Expected int    `json:"expected"`
+}
+
+// StepRequest is the data of step.requested and step.iterated: one step of
+// a run, and on iterations the turns so far.
+type StepRequest struct {
+	Run    RunState `json:"run"`
+	Step   int      `json:"step"`
+	Group  Group    `json:"group"`
+	Inputs []string `json:"inputs,omitempty"` // memory keys of the steps it depends on
+	// Iteration counts the model turns taken so far; Turns holds the
+	// recent ones (older turns are compressed into a summary turn, so
+	// the message stays bounded however long the loop runs).
+	Iteration int    `json:"iteration,omitempty"`
+	Turns     []Turn `json:"turns,omitempty"`
+	// Repairs counts the consecutive turns whose output was invalid (a
+	// final answer off its schema, tool arguments off the tool's input
+	// schema); the third ends the step invalid_output.
+	Repairs int `json:"repairs,omitempty"`
+	// Usage sums the model calls of the step's turns so far.
+	Usage llm.Usage `json:"usage,omitzero"`
+}
+
+// Turn is one exchange of an executor's loop: a model message, or a skill
+// result. Large results are never carried here: the executor stores them and
+// keeps a reference.
+type Turn struct {
+	Role       string          `json:"role"` // assistant | tool | user | summary
+	Content    string          `json:"content,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	ToolName   string          `json:"tool_name,omitempty"`
+	ToolArgs   json.RawMessage `json:"tool_args,omitempty"`
+	IsError    bool            `json:"is_error,omitempty"`
+}
+
+// StepResult is what an executor reports for one step.
+type StepResult struct {
+	Step       int       `json:"step"`
+	TaskID     string    `json:"task_id"`
+	Outcome    string    `json:"outcome"`
+	MemoryKey  string    `json:"memory_key,omitempty"`
+	Validated  bool      `json:"validated,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	Suggestion string    `json:"suggestion,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Usage sums the model calls the step made.
+	Usage llm.Usage `json:"usage,omitzero"`
+}
+
+// StepFinished is the data of step.finished.
+type StepFinished struct {
+	Run    RunState   `json:"run"`
+	Group  Group      `json:"group"`
+	Result StepResult `json:"result"`
+}
+
+// GroupJoined is the data of group.joined: every member's result, ordered
+// by step index. Partial is set when a deadline joined it early.
+type GroupJoined struct {
+	Run     RunState     `json:"run"`
+	Group   Group        `json:"group"`
+	Results []StepResult `json:"results"`
+	Partial bool         `json:"partial,omitempty"`
+}
+
+// RunResult is the data of run.finished: the answer to the caller.
+type RunResult struct {
+	RunID        string          `json:"run_id"`
+	TenantID     string          `json:"tenant_id"`
+	SessionID    string          `json:"session_id"`
+	PlanID       string          `json:"plan_id,omitempty"`
+	Status       string          `json:"status"`
+	TerminalCode string          `json:"terminal_code"`
+	Response     string          `json:"response"`
+	Reason       string          `json:"reason,omitempty"`
+	Steps        []Step          `json:"steps,omitempty"`
+	Detail       json.RawMessage `json:"detail,omitempty"`
+	// Usage totals the run's model calls: tokens, cost and call count.
+	Usage llm.Usage `json:"usage,omitzero"`
+}
+
+// ErrInvalidRequest marks a run request that can never succeed.
+var ErrInvalidRequest = errors.New("orch: invalid run request")
+
+// ValidateRequest checks a run request before it is accepted.
+func ValidateRequest(req RunRequest) error {
+	switch {
+	case req.RunID == "":
+		return fmt.Errorf("%w: run_id is required", ErrInvalidRequest)
+	case !validToken(req.TenantID):
+		return fmt.Errorf("%w: tenant_id must match [A-Za-z0-9_-]{1,64}", ErrInvalidRequest)
+	case !validToken(req.SessionID):
+		return fmt.Errorf("%w: session_id must match [A-Za-z0-9_-]{1,64}", ErrInvalidRequest)
+	case req.UserID == "" || len(req.UserID) > 128:
+		return fmt.Errorf("%w: user_id is required (at most 128 characters)", ErrInvalidRequest)
+	case strings.TrimSpace(req.Message) == "":
+		return fmt.Errorf("%w: message is empty", ErrInvalidRequest)
+	case len(req.Message) > 32<<10:
+		return fmt.Errorf("%w: message is longer than 32 KiB", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// validToken reports whether s can be a tenant or session id, which become
+// subject tokens: 1 to 64 letters, digits, '_' or '-'.
+func validToken(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
