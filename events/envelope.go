@@ -95,15 +95,6 @@ func setExt(ev *event.Event, name, value string) {
 	}
 }
 
-// Decode unmarshals the JSON data of ev into v. A failure is permanent: the
-// message will not decode better on redelivery.
-func Decode(ev event.Event, v any) error {
-	if err := json.Unmarshal(ev.Data(), v); err != nil {
-		return Permanent(fmt.Errorf("%w: data of %s: %v", ErrDecode, ev.Type(), err))
-	}
-	return nil
-}
-
 // Binary-mode header names of the CloudEvents NATS protocol binding.
 const (
 	headerPrefix      = "ce-"

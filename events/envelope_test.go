@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
-	"github.com/agentbus/agentbus/orch"
 )
 
 var fullMeta = events.Meta{
@@ -29,7 +28,7 @@ var fullMeta = events.Meta{
 
 func TestNewSetsAttributesAndExtensions(t *testing.T) {
 	before := time.Now()
-	ev, err := events.New("id-1", events.TypeStepRequested, fullMeta, orch.StepRequest{Step: 3})
+	ev, err := events.New("id-1", events.TypeStepRequested, fullMeta, stepMsg{Step: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +44,7 @@ func TestNewSetsAttributesAndExtensions(t *testing.T) {
 	if got := events.MetaOf(ev); got != (events.Meta{Tenant: "acme", Session: "sess-1", Run: "run-1", Task: "task-1", Correlation: "corr-1", TraceParent: fullMeta.TraceParent}) {
 		t.Fatalf("MetaOf = %+v", got)
 	}
-	var sr orch.StepRequest
+	var sr stepMsg
 	if err := events.Decode(ev, &sr); err != nil || sr.Step != 3 {
 		t.Fatalf("Decode = %+v, %v", sr, err)
 	}
@@ -74,7 +73,7 @@ func TestNewRejectsUnencodableData(t *testing.T) {
 }
 
 func TestToMsgBinaryMode(t *testing.T) {
-	ev, err := events.New("id-42", events.TypeStepFinished, fullMeta, orch.StepFinished{Result: orch.StepResult{Step: 2, Outcome: orch.OutcomeComplete}})
+	ev, err := events.New("id-42", events.TypeStepFinished, fullMeta, resultMsg{Result: stepResult{Step: 2, Outcome: "complete"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +157,7 @@ func assertSameEvent(t *testing.T, got, want event.Event) {
 }
 
 func TestRoundTripInMemory(t *testing.T) {
-	ev, err := events.New("id-rt", events.TypeStepRequested, fullMeta, orch.StepRequest{Step: 5, Inputs: []string{"k1"}})
+	ev, err := events.New("id-rt", events.TypeStepRequested, fullMeta, stepMsg{Step: 5, Inputs: []string{"k1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +174,7 @@ func TestRoundTripInMemory(t *testing.T) {
 	if got.Subject() != "step-5" {
 		t.Errorf("ce subject %q", got.Subject())
 	}
-	var sr orch.StepRequest
+	var sr stepMsg
 	if err := events.Decode(got, &sr); err != nil || sr.Step != 5 || len(sr.Inputs) != 1 || sr.Inputs[0] != "k1" {
 		t.Fatalf("decoded %+v, %v", sr, err)
 	}
@@ -186,7 +185,7 @@ func TestRoundTripInMemory(t *testing.T) {
 func TestRoundTripThroughJetStream(t *testing.T) {
 	t.Parallel()
 	_, _, js := eventstest.Bootstrap(t)
-	ev, err := events.New("id-wire", events.TypeRunFinished, fullMeta, orch.RunResult{RunID: "run-1", TerminalCode: orch.CodeSuccess})
+	ev, err := events.New("id-wire", events.TypeRunFinished, fullMeta, map[string]string{"run_id": "run-1", "terminal_code": "SUCCESS"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +314,7 @@ func TestDecodeErrorIsPermanent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sr orch.StepRequest
+	var sr stepMsg
 	err = events.Decode(ev, &sr)
 	if !events.IsPermanent(err) || !errors.Is(err, events.ErrDecode) {
 		t.Fatalf("Decode: %v, want permanent ErrDecode", err)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
-	"github.com/agentbus/agentbus/orch"
 )
 
 // testCtx returns a context bounded well below the package time budget.
@@ -59,7 +58,7 @@ func stepRequest(t *testing.T, tenant, run string, step int) event.Event {
 	ev, err := events.New(fmt.Sprintf("in-%s-%s-%d-%d", tenant, run, step, time.Now().UnixNano()),
 		events.TypeStepRequested,
 		events.Meta{Tenant: tenant, Session: "sess1", Run: run, Task: "task1", Correlation: "corr1", SourceProcess: "router-1"},
-		orch.StepRequest{Step: step, Group: orch.Group{ID: "g1", Expected: 1}})
+		stepMsg{Step: step, Group: groupRef{ID: "g1", Expected: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,3 +243,25 @@ func (c *counter) inc() int64 { return c.n.Add(1) }
 func (c *counter) get() int64 { return c.n.Load() }
 
 var errTransient = errors.New("dependency unavailable")
+
+// The tests exercise the transport with payloads of their own: the
+// domain's payloads (package orch) validate far more than these tests need.
+type (
+	groupRef struct {
+		ID       string `json:"id"`
+		Expected int    `json:"expected"`
+	}
+	stepMsg struct {
+		Step   int      `json:"step"`
+		Group  groupRef `json:"group"`
+		Inputs []string `json:"inputs,omitempty"`
+	}
+	stepResult struct {
+		Step    int    `json:"step"`
+		TaskID  string `json:"task_id"`
+		Outcome string `json:"outcome"`
+	}
+	resultMsg struct {
+		Result stepResult `json:"result"`
+	}
+)

@@ -1,6 +1,9 @@
 package events
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"errors"
+)
 
 // DeadLetter is the data of a dead-lettered message: why it was removed and
 // the original bytes, so nothing disappears.
@@ -27,4 +30,15 @@ type Audit struct {
 	SkillID    string          `json:"skill_id,omitempty"`
 	ScriptHash string          `json:"script_hash,omitempty"`
 	Payload    json.RawMessage `json:"payload,omitempty"`
+}
+
+// Validate checks a dead letter names its reason and subject.
+func (d DeadLetter) Validate() error {
+	switch {
+	case d.Reason == "":
+		return errors.New("reason: is required")
+	case d.Subject == "":
+		return errors.New("subject: is required")
+	}
+	return nil
 }

@@ -146,6 +146,13 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 		w.deadLetter(ctx, msg, md, nil, err)
 		return
 	}
+	if subj, ext := TenantOfSubject(msg.Subject()), MetaOf(ev).Tenant; subj != ext {
+		// Isolation never rests on a header alone: the subject a
+		// publisher was allowed to use must name the same tenant.
+		w.deadLetter(ctx, msg, md, &ev, Permanent(fmt.Errorf("%w: subject %s names tenant %q, the event's tenantid is %q",
+			ErrInvalidData, msg.Subject(), subj, ext)))
+		return
+	}
 	stop := w.heartbeat(msg)
 	outs, err := w.handler(ctx, ev)
 	stop()

@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
-	"github.com/agentbus/agentbus/orch"
 )
 
 const waitLong = 20 * time.Second
@@ -23,14 +22,14 @@ const waitLong = 20 * time.Second
 func twoResults(calls *counter) events.Handler {
 	return func(ctx context.Context, ev event.Event) ([]event.Event, error) {
 		calls.inc()
-		var req orch.StepRequest
+		var req stepMsg
 		if err := events.Decode(ev, &req); err != nil {
 			return nil, err
 		}
 		var outs []event.Event
 		for _, key := range []string{"a", "b"} {
-			out, err := events.Child(ev, key, events.TypeStepFinished, orch.StepFinished{
-				Result: orch.StepResult{Step: req.Step, TaskID: key, Outcome: orch.OutcomeComplete},
+			out, err := events.Child(ev, key, events.TypeStepFinished, resultMsg{
+				Result: stepResult{Step: req.Step, TaskID: key, Outcome: "complete"},
 			})
 			if err != nil {
 				return nil, err
@@ -64,7 +63,7 @@ func TestWorkerPublishesOutputsThenAcks(t *testing.T) {
 		if out.Type() != events.TypeStepFinished || events.MetaOf(out) != events.MetaOf(in) {
 			t.Errorf("output %d: type %q meta %+v", i, out.Type(), events.MetaOf(out))
 		}
-		var sf orch.StepFinished
+		var sf resultMsg
 		if err := events.Decode(out, &sf); err != nil || sf.Result.Step != 4 {
 			t.Errorf("output %d data %+v %v", i, sf, err)
 		}

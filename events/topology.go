@@ -187,3 +187,6 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, role string, t 
 
 // StreamOf returns the stream a role consumes.
 func StreamOf(role string) string { return consumers[role].stream }
+
+// Filters returns the filter subjects of a role's consumer.
+func Filters(role string) []string { return slices.Clone(consumers[role].filters) }

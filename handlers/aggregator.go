@@ -37,18 +37,17 @@ type faninState struct {
 // maxCASRetries bounds compare-and-swap retries under contention.
 const maxCASRetries = 64
 
+// Routes are the events the aggregator consumes.
+func (a *Aggregator) Routes() []events.Route {
+	return []events.Route{events.On(events.TypeStepFinished, a.stepFinished)}
+}
+
 // Handle is the aggregator's events.Handler.
 func (a *Aggregator) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
-	if ev.Type() != events.TypeStepFinished {
-		return nil, events.Permanent(fmt.Errorf("%w: aggregator does not handle %s", events.ErrUnknownType, ev.Type()))
-	}
-	var sf orch.StepFinished
-	if err := events.Decode(ev, &sf); err != nil {
-		return nil, err
-	}
-	if sf.Group.ID == "" || sf.Group.Expected < 1 {
-		return nil, events.Permanent(fmt.Errorf("handlers: step.finished without a group"))
-	}
+	return events.Dispatch(events.RoleAggregator, a.Routes()...)(ctx, ev)
+}
+
+func (a *Aggregator) stepFinished(ctx context.Context, ev event.Event, sf orch.StepFinished) ([]event.Event, error) {
 	state, err := a.record(ctx, sf)
 	if err != nil {
 		return nil, err

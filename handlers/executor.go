@@ -59,15 +59,21 @@ var ErrSpawnDenied = errors.New("handlers: executors cannot spawn subagents; ret
 // spawnTools are tool names that would start another agent.
 var spawnTools = []string{"spawn_subagent", "create_subagent", "delegate", "run_agent"}
 
+// Routes are the events the executor consumes: a step's first turn and
+// each next one.
+func (x *Executor) Routes() []events.Route {
+	return []events.Route{
+		events.On(events.TypeStepRequested, x.stepTurn),
+		events.On(events.TypeStepIterated, x.stepTurn),
+	}
+}
+
 // Handle is the executor's events.Handler.
 func (x *Executor) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
-	if ev.Type() != events.TypeStepRequested && ev.Type() != events.TypeStepIterated {
-		return nil, events.Permanent(fmt.Errorf("%w: executor does not handle %s", events.ErrUnknownType, ev.Type()))
-	}
-	var req orch.StepRequest
-	if err := events.Decode(ev, &req); err != nil {
-		return nil, err
-	}
+	return events.Dispatch(events.RoleExecutor, x.Routes()...)(ctx, ev)
+}
+
+func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRequest) ([]event.Event, error) {
 	step := req.Run.Plan.Live(req.Step)
 	if step == nil {
 		return nil, events.Permanent(fmt.Errorf("handlers: step %d is not in plan %s", req.Step, req.Run.Plan.PlanID))

@@ -36,15 +36,17 @@ func NewPlanner(model llm.Model, sk SkillFinder, log zerolog.Logger) *Planner {
 	return &Planner{Model: model, Skills: sk, Log: log, Candidates: 8, MaxLoads: 6}
 }
 
+// Routes are the events the planner consumes.
+func (p *Planner) Routes() []events.Route {
+	return []events.Route{events.On(events.TypePlanRequested, p.planRequested)}
+}
+
 // Handle is the planner's events.Handler.
 func (p *Planner) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
-	if ev.Type() != events.TypePlanRequested {
-		return nil, events.Permanent(fmt.Errorf("%w: planner does not handle %s", events.ErrUnknownType, ev.Type()))
-	}
-	var req orch.PlanRequest
-	if err := events.Decode(ev, &req); err != nil {
-		return nil, err
-	}
+	return events.Dispatch(events.RolePlanner, p.Routes()...)(ctx, ev)
+}
+
+func (p *Planner) planRequested(ctx context.Context, ev event.Event, req orch.PlanRequest) ([]event.Event, error) {
 	run := req.Run
 	out := outbox{in: ev}
 	ctx, err := p.Credentials.Context(ctx, run.Request)

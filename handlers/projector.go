@@ -19,8 +19,17 @@ type Projector struct {
 	Store EventStore
 }
 
+// Routes are the events the projector consumes: every audit event.
+func (p *Projector) Routes() []events.Route {
+	return []events.Route{events.OnPrefix(events.TypeAuditPrefix, p.index)}
+}
+
 // Handle is the projector's events.Handler.
 func (p *Projector) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
+	return events.Dispatch(events.RoleProjector, p.Routes()...)(ctx, ev)
+}
+
+func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, error) {
 	doc, err := AuditDoc(ev)
 	if err != nil {
 		return nil, err

@@ -41,41 +41,39 @@ func NewRouter(model llm.Model, st RouterStore, config jetstream.KeyValue, log z
 	return &Router{Model: model, Store: st, Config: config, Log: log, Now: time.Now}
 }
 
+// Routes are the events the router consumes.
+func (r *Router) Routes() []events.Route {
+	return []events.Route{
+		events.On(events.TypeRunRequested, func(ctx context.Context, ev event.Event, req orch.RunRequest) ([]event.Event, error) {
+			in, err := r.route(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return r.decide(ctx, ev, orch.State{}, in)
+		}),
+		events.On(events.TypePlanProposed, func(ctx context.Context, ev event.Event, p orch.PlanProposal) ([]event.Event, error) {
+			return r.decide(ctx, ev, p.Run, orch.Planned{Proposal: p, At: r.Now()})
+		}),
+		events.On(events.TypeGroupJoined, func(ctx context.Context, ev event.Event, j orch.GroupJoined) ([]event.Event, error) {
+			return r.decide(ctx, ev, j.Run, orch.Joined{Results: j.Results, At: r.Now()})
+		}),
+		events.On(events.TypeDeadLettered, func(ctx context.Context, ev event.Event, dl events.DeadLetter) ([]event.Event, error) {
+			if dl.RunID == "" {
+				return nil, nil // no run to end
+			}
+			return r.decide(ctx, ev, orch.State{}, r.deadLettered(ev, dl))
+		}),
+	}
+}
+
 // Handle is the router's events.Handler.
 func (r *Router) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
-	var (
-		state orch.State
-		in    orch.Input
-		err   error
-	)
-	switch ev.Type() {
-	case events.TypeRunRequested:
-		var req orch.RunRequest
-		if err := events.Decode(ev, &req); err != nil {
-			return nil, err
-		}
-		if req.RunID == "" || !events.ValidToken(req.TenantID) {
-			// Without a run id or a valid tenant there is no run to end:
-			// the request is dead-lettered.
-			return nil, events.Permanent(orch.ValidateRequest(req))
-		}
-		in, err = r.route(ctx, req)
-	case events.TypePlanProposed:
-		var p orch.PlanProposal
-		err = events.Decode(ev, &p)
-		state, in = p.Run, orch.Planned{Proposal: p, At: r.Now()}
-	case events.TypeGroupJoined:
-		var j orch.GroupJoined
-		err = events.Decode(ev, &j)
-		state, in = j.Run, orch.Joined{Results: j.Results, At: r.Now()}
-	case events.TypeDeadLettered:
-		in, err = r.deadLettered(ev)
-	default:
-		return nil, events.Permanent(fmt.Errorf("%w: router does not handle %s", events.ErrUnknownType, ev.Type()))
-	}
-	if err != nil || in == nil {
-		return nil, err
-	}
+	return events.Dispatch(events.RoleRouter, r.Routes()...)(ctx, ev)
+}
+
+// decide runs the decider on one input, answers its synthesis request,
+// writes the projection and returns the events of the decision.
+func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, in orch.Input) ([]event.Event, error) {
 	d := orch.Decide(state, in)
 	if d.Synthesise != nil {
 		syn, err := r.synthesise(ctx, ev, d.State, *d.Synthesise)
@@ -193,16 +191,8 @@ func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State,
 	return out, nil
 }
 
-// deadLettered reads a dead letter into the decider's input; a dead letter
-// of no run is acknowledged and left alone.
-func (r *Router) deadLettered(ev event.Event) (orch.Input, error) {
-	var dl events.DeadLetter
-	if err := events.Decode(ev, &dl); err != nil {
-		return nil, err
-	}
-	if dl.RunID == "" {
-		return nil, nil
-	}
+// deadLettered reads a dead letter into the decider's input.
+func (r *Router) deadLettered(ev event.Event, dl events.DeadLetter) orch.Input {
 	in := orch.DeadLettered{RunID: dl.RunID, TenantID: events.MetaOf(ev).Tenant, Reason: dl.Reason, At: r.Now(),
 		FromRequest: events.TypeOfSubject(dl.Subject) == events.TypeRunRequested, Exhausted: dl.Exhausted}
 	if v := dl.Headers["ce-"+events.ExtSession]; len(v) > 0 {
@@ -214,7 +204,7 @@ func (r *Router) deadLettered(ev event.Event) (orch.Input, error) {
 	if json.Unmarshal(dl.Original, &carried) == nil {
 		in.Carried = carried.Run
 	}
-	return in, nil
+	return in
 }
 
 // persist writes the plan projection with version = seq. A stale write

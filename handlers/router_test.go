@@ -193,8 +193,8 @@ func TestRouterRejects(t *testing.T) {
 		data    any
 		wantErr error
 	}{
-		{"tenant with a dot", events.TypeRunRequested, mod(func(r *orch.RunRequest) { r.TenantID = "a.b" }), orch.ErrInvalidRequest},
-		{"no run id", events.TypeRunRequested, mod(func(r *orch.RunRequest) { r.RunID = "" }), orch.ErrInvalidRequest},
+		{"tenant with a dot", events.TypeRunRequested, mod(func(r *orch.RunRequest) { r.TenantID = "a.b" }), events.ErrInvalidData},
+		{"no run id", events.TypeRunRequested, mod(func(r *orch.RunRequest) { r.RunID = "" }), events.ErrInvalidData},
 		{"data is not a request", events.TypeRunRequested, "just a string", events.ErrDecode},
 		{"type the router does not handle", events.TypeStepFinished, orch.StepFinished{}, events.ErrUnknownType},
 	}

@@ -207,7 +207,9 @@ func TestDuplicateStepFinishedCountsOnce(t *testing.T) {
 	ctx := context.Background()
 	js := s.Deps.JS
 	group := orch.Group{ID: "grp-dup-test", Expected: 2}
-	run := orch.RunState{Request: orch.RunRequest{RunID: "run-dup", TenantID: "dup", SessionID: "s", UserID: "u", Message: "x"}}
+	run := orch.RunState{Request: orch.RunRequest{RunID: "run-dup", TenantID: "dup", SessionID: "s", UserID: "u", Message: "x"},
+		Plan: orch.Plan{PlanID: "plan-dup", Status: orch.PlanExecuting, Steps: []orch.Step{
+			{Index: 1, Task: "a", Status: orch.StepRunning}, {Index: 2, Task: "b", Status: orch.StepRunning}}}, Seq: 2}
 	publishRaw := func(step int, msgID string) {
 		ev, err := events.New(fmt.Sprintf("finished-%d", step), events.TypeStepFinished, events.Meta{Tenant: "dup", Run: "run-dup"},
 			orch.StepFinished{Run: run, Group: group, Result: orch.StepResult{Step: step, Outcome: orch.OutcomeComplete}})

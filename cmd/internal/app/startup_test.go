@@ -66,7 +66,9 @@ func TestRolesStartThroughNATSRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, err := events.New("step-finished-1", events.TypeStepFinished, events.Meta{Tenant: "demo", Run: "run-1"},
-		orch.StepFinished{Group: orch.Group{ID: "grp-startup", Expected: 2},
+		orch.StepFinished{Group: orch.Group{ID: "grp-startup", Expected: 2}, Run: orch.RunState{
+			Request: orch.RunRequest{RunID: "run-1", TenantID: "demo", UserID: "u", SessionID: "s", Message: "m"},
+			Plan:    orch.Plan{PlanID: "plan-1", Status: orch.PlanExecuting, Steps: []orch.Step{{Index: 1, Task: "t", Status: orch.StepRunning}}}, Seq: 2},
 			Result: orch.StepResult{Step: 1, Outcome: orch.OutcomeComplete}})
 	if err != nil {
 		t.Fatal(err)

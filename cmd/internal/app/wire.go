@@ -81,6 +81,9 @@ type Deps struct {
 // Connect dials NATS (retrying until ctx ends), bootstraps the topology
 // and opens the store, skill client and model.
 func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger) (*Deps, error) {
+	if err := CheckRoles(Roles); err != nil {
+		return nil, fmt.Errorf("roles: %w", err)
+	}
 	nc, err := nats.Connect(c.NATSURL, nats.Name("agentbus-"+process), nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -183,11 +186,11 @@ func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error)
 		}
 		r := handlers.NewRouter(d.Models.Router, d.Store, cfg, log)
 		r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
-		return r.Handle, nil
+		return events.Dispatch(role, r.Routes()...), nil
 	case events.RolePlanner:
 		p := handlers.NewPlanner(d.Models.Planner, d.Skills, log)
 		p.Credentials = creds
-		return p.Handle, nil
+		return events.Dispatch(role, p.Routes()...), nil
 	case events.RoleExecutor:
 		locks, err := kv(events.BucketLocks)
 		if err != nil {
@@ -202,15 +205,15 @@ func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error)
 		if sb := d.sandbox(ctx, log); sb != nil {
 			x.Sandbox = sb
 		}
-		return x.Handle, nil
+		return events.Dispatch(role, x.Routes()...), nil
 	case events.RoleAggregator:
 		fanin, err := kv(events.BucketFanin)
 		if err != nil {
 			return nil, err
 		}
-		return handlers.NewAggregator(fanin, log).Handle, nil
+		return events.Dispatch(role, handlers.NewAggregator(fanin, log).Routes()...), nil
 	case events.RoleProjector:
-		return (&handlers.Projector{Store: d.Store}).Handle, nil
+		return events.Dispatch(role, (&handlers.Projector{Store: d.Store}).Routes()...), nil
 	}
 	return nil, fmt.Errorf("unknown role %q", role)
 }
@@ -219,10 +222,15 @@ func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error)
 func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
 	errs := make(chan error, len(roles))
 	for _, role := range roles {
+		decl, ok := RoleNamed(role)
+		if !ok {
+			return fmt.Errorf("unknown role %q", role)
+		}
 		h, err := d.Handler(ctx, role)
 		if err != nil {
 			return fmt.Errorf("%s: %w", role, err)
 		}
+		h = decl.checkEmits(h)
 		cons, err := retryValue(ctx, func() (jetstream.Consumer, error) { return d.JS.Consumer(ctx, events.StreamOf(role), role) })
 		if err != nil {
 			return fmt.Errorf("%s consumer: %w", role, err)

@@ -1,0 +1,221 @@
+package orch
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// The checks below run on every message before its handler does (the
+// events runtime calls Validate and Tenant after a strict decode). They
+// reject what no handler could use and name the field; a request's
+// content (message, user, session) is the decider's to judge, so an
+// invalid request ends its run instead of being dead-lettered.
+
+var (
+	outcomes = []string{OutcomeComplete, OutcomeFailed, OutcomeInsufficient, OutcomeContractViolation,
+		OutcomeInvalidOutput, OutcomeUnavailable}
+	stepStates = []string{StepPending, StepRunning, StepComplete, StepFailed, StepRevised}
+	planStates = []string{PlanPending, PlanPlanning, PlanExecuting, PlanReplanning, PlanComplete, PlanFailed}
+	codes      = []string{CodeSuccess, CodePartialSuccess, CodeImpossible, CodeMissingInfo, CodeAmbiguousIntent,
+		CodeConfirmRequired, CodeReviewRequired, CodeBudgetExhausted, CodeTimeout, CodeValidationFail,
+		CodeLowConfidence, CodeSourceConflict, CodeRepeatedFailure, CodePermissionDenied, CodeUnsafeDetection,
+		CodeUnavailableDep, CodeUserCancel}
+)
+
+// ValidCode reports whether code is a terminal code of seed 003.
+func ValidCode(code string) bool { return slices.Contains(codes, code) }
+
+func field(name string, err error) error { return fmt.Errorf("%s: %w", name, err) }
+
+var (
+	errRequired = errors.New("is required")
+	errUnknown  = errors.New("has an unknown value")
+)
+
+// Validate checks what routing needs: a run id and a tenant.
+func (r RunRequest) Validate() error {
+	switch {
+	case r.RunID == "":
+		return field("run_id", errRequired)
+	case !validToken(r.TenantID):
+		return field("tenant_id", errors.New("must match [A-Za-z0-9_-]{1,64}"))
+	}
+	return nil
+}
+
+// Tenant is the request's tenant.
+func (r RunRequest) Tenant() string { return r.TenantID }
+
+// Validate checks a carried run state.
+func (s RunState) Validate() error {
+	if err := s.Request.Validate(); err != nil {
+		return field("run.request", err)
+	}
+	switch {
+	case s.Plan.PlanID == "":
+		return field("run.plan.plan_id", errRequired)
+	case !slices.Contains(planStates, s.Plan.Status):
+		return field("run.plan.status", fmt.Errorf("%w %q", errUnknown, s.Plan.Status))
+	case s.Seq < 1:
+		return field("run.seq", errors.New("must be at least 1"))
+	}
+	for i, st := range s.Plan.Steps {
+		if err := st.validate(); err != nil {
+			return field(fmt.Sprintf("run.plan.steps[%d]", i), err)
+		}
+		if !slices.Contains(stepStates, st.Status) {
+			return field(fmt.Sprintf("run.plan.steps[%d].status", i), fmt.Errorf("%w %q", errUnknown, st.Status))
+		}
+	}
+	return nil
+}
+
+// Tenant is the run's tenant.
+func (s RunState) Tenant() string { return s.Request.TenantID }
+
+func (s Step) validate() error {
+	switch {
+	case s.Index < 1:
+		return field("step", errors.New("must be at least 1"))
+	case s.Task == "":
+		return field("task", errRequired)
+	}
+	return nil
+}
+
+func (g Group) validate() error {
+	switch {
+	case g.ID == "":
+		return field("group.id", errRequired)
+	case g.Expected < 1:
+		return field("group.expected", errors.New("must be at least 1"))
+	}
+	return nil
+}
+
+func (r StepResult) validate() error {
+	switch {
+	case r.Step < 1:
+		return field("step", errors.New("must be at least 1"))
+	case !slices.Contains(outcomes, r.Outcome):
+		return field("outcome", fmt.Errorf("%w %q", errUnknown, r.Outcome))
+	}
+	return nil
+}
+
+// Validate checks a plan request.
+func (p PlanRequest) Validate() error {
+	if err := p.Run.Validate(); err != nil {
+		return err
+	}
+	if p.Failure != nil {
+		if err := p.Failure.validate(); err != nil {
+			return field("failure", err)
+		}
+	}
+	return nil
+}
+
+// Tenant is the run's tenant.
+func (p PlanRequest) Tenant() string { return p.Run.Tenant() }
+
+// Validate checks a proposal: steps within bounds, or a known code.
+func (p PlanProposal) Validate() error {
+	if err := p.Run.Validate(); err != nil {
+		return err
+	}
+	if p.Code != "" && !ValidCode(p.Code) {
+		return field("code", fmt.Errorf("%w %q", errUnknown, p.Code))
+	}
+	if len(p.Steps) > MaxPlanSteps {
+		return field("steps", fmt.Errorf("has %d steps, at most %d are allowed", len(p.Steps), MaxPlanSteps))
+	}
+	for i, s := range p.Steps {
+		if err := s.validate(); err != nil {
+			return field(fmt.Sprintf("steps[%d]", i), err)
+		}
+	}
+	if p.Code == "" && p.Infeasible == "" && len(p.Steps) == 0 {
+		return field("steps", errors.New("are required unless the plan is infeasible"))
+	}
+	return nil
+}
+
+// Tenant is the run's tenant.
+func (p PlanProposal) Tenant() string { return p.Run.Tenant() }
+
+// Validate checks a step request: its step is a live step of the plan.
+func (r StepRequest) Validate() error {
+	if err := r.Run.Validate(); err != nil {
+		return err
+	}
+	if err := r.Group.validate(); err != nil {
+		return err
+	}
+	if r.Run.Plan.Live(r.Step) == nil {
+		return field("step", fmt.Errorf("%d is not a live step of plan %s", r.Step, r.Run.Plan.PlanID))
+	}
+	if r.Iteration < 0 || r.Repairs < 0 {
+		return field("iteration", errors.New("must not be negative"))
+	}
+	return nil
+}
+
+// Tenant is the run's tenant.
+func (r StepRequest) Tenant() string { return r.Run.Tenant() }
+
+// Validate checks a finished step.
+func (f StepFinished) Validate() error {
+	if err := f.Run.Validate(); err != nil {
+		return err
+	}
+	if err := f.Group.validate(); err != nil {
+		return err
+	}
+	if err := f.Result.validate(); err != nil {
+		return field("result", err)
+	}
+	return nil
+}
+
+// Tenant is the run's tenant.
+func (f StepFinished) Tenant() string { return f.Run.Tenant() }
+
+// Validate checks a joined group.
+func (j GroupJoined) Validate() error {
+	if err := j.Run.Validate(); err != nil {
+		return err
+	}
+	if err := j.Group.validate(); err != nil {
+		return err
+	}
+	if len(j.Results) == 0 {
+		return field("results", errRequired)
+	}
+	for i, r := range j.Results {
+		if err := r.validate(); err != nil {
+			return field(fmt.Sprintf("results[%d]", i), err)
+		}
+	}
+	return nil
+}
+
+// Tenant is the run's tenant.
+func (j GroupJoined) Tenant() string { return j.Run.Tenant() }
+
+// Validate checks a run's result.
+func (r RunResult) Validate() error {
+	switch {
+	case r.RunID == "":
+		return field("run_id", errRequired)
+	case !ValidCode(r.TerminalCode):
+		return field("terminal_code", fmt.Errorf("%w %q", errUnknown, r.TerminalCode))
+	case !slices.Contains(planStates, r.Status):
+		return field("status", fmt.Errorf("%w %q", errUnknown, r.Status))
+	}
+	return nil
+}
+
+// Tenant is the result's tenant.
+func (r RunResult) Tenant() string { return r.TenantID }
