@@ -597,8 +597,10 @@ func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
 				t.Errorf("response %q carries no ranked outlet", res.Response)
 			}
 			responses[b.name], planIDs[b.name] = res.Response, res.PlanID
+			// Every group of this plan has one member, which joins it
+			// itself: no step.finished hop.
 			for _, want := range []string{events.TypePlanRequested, events.TypePlanProposed, events.TypeStepRequested,
-				events.TypeStepIterated, events.TypeStepFinished, events.TypeGroupJoined} {
+				events.TypeStepIterated, events.TypeGroupJoined} {
 				if !slices.Contains(types(seen), want) {
 					t.Errorf("the run never passed through %s", want)
 				}
@@ -915,13 +917,9 @@ func TestMemory_ContractViolationIsStepFailureForOrchestrator(t *testing.T) {
 	assertJSON(t, exp, outletIDsShape)
 	assertJSON(t, act, `{"outlets":"array"}`)
 
-	// The aggregator joins the group; the router treats the violation as a
-	// step failure and replans.
-	joined, err := NewAggregator(env.fanin, nopLog).Handle(testCtx(t), only(t, outs, events.TypeStepFinished))
-	if err != nil {
-		t.Fatalf("aggregator: %v", err)
-	}
-	jEv := only(t, joined, events.TypeGroupJoined)
+	// The step's group of one is joined by the executor; the router
+	// treats the violation as a step failure and replans.
+	jEv := only(t, outs, events.TypeGroupJoined)
 	routed := handleTwice(t, func() ([]event.Event, error) { return r.Handle(testCtx(t), jEv) })
 	if n := len(ofType(routed, events.TypeStepRequested)) + len(ofType(routed, events.TypeRunFinished)); n != 0 {
 		t.Fatalf("a contract violation dispatched or finished: %v", types(routed))

@@ -74,13 +74,21 @@ func (t *turn) repair(content string, verr error) error {
 	return nil
 }
 
-// finish emits step.finished and the subagent.finish audit event.
+// finish emits step.finished (group.joined for a group of one) and the
+// subagent.finish audit event.
 func (t *turn) finish(res orch.StepResult) error {
 	res.Usage = t.spent()
 	res.Step, res.TaskID = t.step.Index, t.step.TaskID
 	res.StartedAt, res.FinishedAt = t.step.StartedAt, t.x.Now().UTC()
 	t.out.audit("subagent.finish", t.lineage(), map[string]any{"status": res.Outcome, "memory_key": res.MemoryKey,
 		"duration_ms": res.FinishedAt.Sub(res.StartedAt).Milliseconds(), "reason": res.Reason})
+	if t.req.Group.Expected == 1 {
+		// A group of one is joined by its only member: no fan-in hop. The
+		// join id is the one the aggregator would derive.
+		t.out.emitID(events.DeriveID(t.req.Group.ID, "joined"), events.TypeGroupJoined,
+			orch.GroupJoined{Run: t.req.Run, Group: t.req.Group, Results: []orch.StepResult{res}})
+		return nil
+	}
 	t.out.emit("finished", events.TypeStepFinished, orch.StepFinished{Run: t.req.Run, Group: t.req.Group, Result: res})
 	return nil
 }

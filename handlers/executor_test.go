@@ -72,9 +72,20 @@ func repeating(resp llm.Response) *llmtest.Scripted {
 	return m
 }
 
+// finished returns the step's result: from step.finished, or from the
+// group.joined a group of one emits in its place.
 func finished(t *testing.T, outs []event.Event) orch.StepFinished {
 	t.Helper()
-	sf := decode[orch.StepFinished](t, only(t, outs, events.TypeStepFinished))
+	var sf orch.StepFinished
+	if joins := ofType(outs, events.TypeGroupJoined); len(joins) > 0 {
+		j := decode[orch.GroupJoined](t, only(t, outs, events.TypeGroupJoined))
+		if n := len(ofType(outs, events.TypeStepFinished)); n != 0 || len(j.Results) != 1 || j.Group.Expected != 1 {
+			t.Fatalf("group.joined of %d results (expected %d) next to %d step.finished", len(j.Results), j.Group.Expected, n)
+		}
+		sf = orch.StepFinished{Run: j.Run, Group: j.Group, Result: j.Results[0]}
+	} else {
+		sf = decode[orch.StepFinished](t, only(t, outs, events.TypeStepFinished))
+	}
 	if n := len(ofType(outs, events.TypeStepIterated)); n != 0 {
 		t.Errorf("got %d step.iterated next to step.finished", n)
 	}

@@ -73,6 +73,20 @@ func (a *outbox) emit(key string, typ string, data any) {
 	a.outs = append(a.outs, ev)
 }
 
+// emitID appends an orchestration event with a given id: one that several
+// inputs may produce, such as a group's join, so the streams keep one copy.
+func (a *outbox) emitID(id, typ string, data any) {
+	if a.err != nil {
+		return
+	}
+	ev, err := events.New(id, typ, events.MetaOf(a.in), data)
+	if err != nil {
+		a.err = err
+		return
+	}
+	a.outs = append(a.outs, ev)
+}
+
 // result returns the events built so far, or the first error.
 func (a *outbox) result() ([]event.Event, error) {
 	if a.err != nil {

@@ -69,13 +69,17 @@ func TestRedeliveryAfterExecutorKill(t *testing.T) {
 		t.Fatalf("%d distinct skill executions, want 2 (one per step)", n)
 	}
 	_, js := connect(t, c.nats)
-	finished := readAll[orch.StepFinished](t, js, "agent.step.finished.demo")
+	// Each step is its group's only member, so its executor joins the
+	// group itself: one group.joined per step, never two.
+	joined := readAll[orch.GroupJoined](t, js, "agent.group.joined.demo")
 	seen := map[int]bool{}
-	for _, f := range finished {
-		if seen[f.Result.Step] {
-			t.Fatalf("step %d finished twice", f.Result.Step)
+	for _, j := range joined {
+		for _, r := range j.Results {
+			if seen[r.Step] {
+				t.Fatalf("step %d finished twice", r.Step)
+			}
+			seen[r.Step] = true
 		}
-		seen[f.Result.Step] = true
 	}
 	if len(seen) != 2 {
 		t.Fatalf("finished steps %v, want 2", seen)

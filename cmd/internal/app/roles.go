@@ -28,7 +28,7 @@ var Roles = []Role{
 	{events.RoleRouter, (&handlers.Router{}).Routes(),
 		[]string{events.TypePlanRequested, events.TypeStepRequested, events.TypeRunFinished, events.TypeReplyChunk}},
 	{events.RolePlanner, (&handlers.Planner{}).Routes(), []string{events.TypePlanProposed}},
-	{events.RoleExecutor, (&handlers.Executor{}).Routes(), []string{events.TypeStepIterated, events.TypeStepFinished}},
+	{events.RoleExecutor, (&handlers.Executor{}).Routes(), []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeGroupJoined}},
 	{events.RoleAggregator, (&handlers.Aggregator{}).Routes(), []string{events.TypeGroupJoined}},
 	{events.RoleProjector, (&handlers.Projector{}).Routes(), nil},
 }
