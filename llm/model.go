@@ -129,6 +129,31 @@ type ProviderConfig struct {
 	HTTPClient *http.Client // nil uses a default client
 }
 
+// Provider defaults, for the zero values of ProviderConfig.
+const (
+	DefaultMaxTokens = 4096
+	DefaultTimeout   = 2 * time.Minute
+	DefaultRetries   = 2
+)
+
+// Resolved returns c with its defaults filled in: MaxTokens, Timeout, and
+// MaxRetries as the count to pass to an SDK (0 when retries are off).
+func (c ProviderConfig) Resolved() ProviderConfig {
+	if c.MaxTokens <= 0 {
+		c.MaxTokens = DefaultMaxTokens
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	switch {
+	case c.MaxRetries == 0:
+		c.MaxRetries = DefaultRetries
+	case c.MaxRetries < 0:
+		c.MaxRetries = 0
+	}
+	return c
+}
+
 // Sentinel errors of the llm package.
 var (
 	// ErrUnavailable marks a provider that failed after its retries (5xx,

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/bedrock"
@@ -16,13 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/agentbus/agentbus/llm"
-)
-
-// Defaults of ProviderConfig fields left zero.
-const (
-	DefaultMaxTokens = 4096
-	DefaultTimeout   = 2 * time.Minute
-	DefaultRetries   = 2
 )
 
 // respondTool is the tool a structured answer is given through.
@@ -82,23 +74,11 @@ func NewBedrock(ctx context.Context, cfg llm.ProviderConfig) (*Model, error) {
 	return &Model{client: sdk.NewClient(opts...), cfg: cfg, provider: "bedrock"}, nil
 }
 
-// common fills cfg's defaults and returns the options both endpoints take.
+// common resolves cfg's defaults and returns the options both endpoints
+// take. cfg is resolved at most once: a resolved MaxRetries of 0 means none.
 func common(cfg *llm.ProviderConfig) []option.RequestOption {
-	if cfg.MaxTokens <= 0 {
-		cfg.MaxTokens = DefaultMaxTokens
-	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	retries := cfg.MaxRetries
-	switch {
-	case retries == 0:
-		retries = DefaultRetries
-	case retries < 0:
-		retries = 0
-	}
-	opts := []option.RequestOption{option.WithMaxRetries(retries), option.WithRequestTimeout(timeout)}
+	*cfg = cfg.Resolved()
+	opts := []option.RequestOption{option.WithMaxRetries(cfg.MaxRetries), option.WithRequestTimeout(cfg.Timeout)}
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}

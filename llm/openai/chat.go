@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"time"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -14,13 +13,6 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/agentbus/agentbus/llm"
-)
-
-// Defaults of ProviderConfig fields left zero.
-const (
-	DefaultMaxTokens = 4096
-	DefaultTimeout   = 2 * time.Minute
-	DefaultRetries   = 2
 )
 
 // Model is a chat model of an OpenAI-compatible server.
@@ -37,27 +29,14 @@ func New(cfg llm.ProviderConfig) (*Model, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("openai: no model id")
 	}
-	if cfg.MaxTokens <= 0 {
-		cfg.MaxTokens = DefaultMaxTokens
-	}
+	cfg = cfg.Resolved()
 	return &Model{client: sdk.NewClient(clientOptions(cfg)...), cfg: cfg}, nil
 }
 
-// clientOptions turns cfg into SDK options: endpoint, key, retries,
-// per-attempt timeout and HTTP client.
+// clientOptions turns a resolved cfg into SDK options: endpoint, key,
+// retries, per-attempt timeout and HTTP client.
 func clientOptions(cfg llm.ProviderConfig) []option.RequestOption {
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	retries := cfg.MaxRetries
-	switch {
-	case retries == 0:
-		retries = DefaultRetries
-	case retries < 0:
-		retries = 0
-	}
-	opts := []option.RequestOption{option.WithMaxRetries(retries), option.WithRequestTimeout(timeout)}
+	opts := []option.RequestOption{option.WithMaxRetries(cfg.MaxRetries), option.WithRequestTimeout(cfg.Timeout)}
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}

@@ -30,6 +30,7 @@ func NewEmbedder(cfg llm.ProviderConfig, dim int) (*Embedder, error) {
 	if dim <= 0 {
 		return nil, fmt.Errorf("openai: embedding dimension %d", dim)
 	}
+	cfg = cfg.Resolved()
 	return &Embedder{client: sdk.NewClient(clientOptions(cfg)...), cfg: cfg, dim: dim}, nil
 }
 
