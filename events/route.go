@@ -73,7 +73,8 @@ func On[T any](typ string, h func(ctx context.Context, ev event.Event, data T) (
 // OnPrefix routes every event type that starts with prefix to h.
 func OnPrefix(prefix string, h Handler) Route { return Route{Type: prefix, Prefix: true, handle: h} }
 
-func (r Route) matches(typ string) bool {
+// Matches reports whether the route takes events of type typ.
+func (r Route) Matches(typ string) bool {
 	if r.Prefix {
 		return strings.HasPrefix(typ, r.Type)
 	}
@@ -97,7 +98,7 @@ func (r Route) Filter() string {
 func Dispatch(role string, routes ...Route) Handler {
 	return func(ctx context.Context, ev event.Event) ([]event.Event, error) {
 		for _, r := range routes {
-			if r.matches(ev.Type()) {
+			if r.Matches(ev.Type()) {
 				return r.handle(ctx, ev)
 			}
 		}

@@ -63,7 +63,7 @@ func (a *Aggregator) stepFinished(ctx context.Context, ev event.Event, sf orch.S
 		results = append(results, r)
 	}
 	sort.Slice(results, func(i, j int) bool { return results[i].Step < results[j].Step })
-	joined, err := events.New(events.DeriveID(sf.Group.ID, "joined"), events.TypeGroupJoined, events.MetaOf(ev),
+	joined, err := events.New(joinID(sf.Group.ID), events.TypeGroupJoined, events.MetaOf(ev),
 		orch.GroupJoined{Run: sf.Run, Group: sf.Group, Results: results})
 	if err != nil {
 		return nil, err
@@ -111,6 +111,12 @@ func (a *Aggregator) record(ctx context.Context, sf orch.StepFinished) (faninSta
 	}
 	return faninState{}, fmt.Errorf("handlers: fanin %s: too much contention", key)
 }
+
+// joinID is the id of a group's group.joined event. It derives from the
+// group alone, so whichever delivery joins the group (the aggregator's for
+// the last member, or the executor of a group of one) emits the same id
+// and the stream keeps one join.
+func joinID(groupID string) string { return events.DeriveID(groupID, "joined") }
 
 // isWrongSequence reports a lost compare-and-swap. Replicated buckets
 // report it as code 10164, which nats.go wraps in ErrKeyRevisionMismatch.

@@ -83,9 +83,8 @@ func (t *turn) finish(res orch.StepResult) error {
 	t.out.audit("subagent.finish", t.lineage(), map[string]any{"status": res.Outcome, "memory_key": res.MemoryKey,
 		"duration_ms": res.FinishedAt.Sub(res.StartedAt).Milliseconds(), "reason": res.Reason})
 	if t.req.Group.Expected == 1 {
-		// A group of one is joined by its only member: no fan-in hop. The
-		// join id is the one the aggregator would derive.
-		t.out.emitID(events.DeriveID(t.req.Group.ID, "joined"), events.TypeGroupJoined,
+		// A group of one is joined by its only member: no fan-in hop.
+		t.out.emitID(joinID(t.req.Group.ID), events.TypeGroupJoined,
 			orch.GroupJoined{Run: t.req.Run, Group: t.req.Group, Results: []orch.StepResult{res}})
 		return nil
 	}

@@ -58,12 +58,7 @@ func (r Role) Filters() []string {
 
 // consumes reports whether any route of the role takes events of typ.
 func (r Role) consumes(typ string) bool {
-	for _, rt := range r.Routes {
-		if rt.Type == typ || rt.Prefix && strings.HasPrefix(typ, rt.Type) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(r.Routes, func(rt events.Route) bool { return rt.Matches(typ) })
 }
 
 // CheckRoles reports a declaration that would lose events: a type some
@@ -94,13 +89,13 @@ func CheckRoles(roles []Role) error {
 func (r Role) checkEmits(h events.Handler) events.Handler {
 	return func(ctx context.Context, ev event.Event) ([]event.Event, error) {
 		outs, err := h(ctx, ev)
-		for _, o := range outs {
-			if err == nil && !strings.HasPrefix(o.Type(), events.TypeAuditPrefix) && !slices.Contains(r.Emits, o.Type()) {
-				err = events.Permanent(fmt.Errorf("role %s emitted %s, which it does not declare", r.Name, o.Type()))
-			}
-		}
 		if err != nil {
 			return nil, err
+		}
+		for _, o := range outs {
+			if !strings.HasPrefix(o.Type(), events.TypeAuditPrefix) && !slices.Contains(r.Emits, o.Type()) {
+				return nil, events.Permanent(fmt.Errorf("role %s emitted %s, which it does not declare", r.Name, o.Type()))
+			}
 		}
 		return outs, nil
 	}

@@ -112,14 +112,14 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 	kv := func(b string) jetstream.KeyValue { v, _ := js.KeyValue(ctx, b); return v }
 	runCtx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
-	roles := map[string]events.Handler{
-		events.RoleRouter:     handlers.NewRouter(cfg.model, d.store, kv(events.BucketConfig), log).Handle,
-		events.RolePlanner:    handlers.NewPlanner(cfg.model, sk, log).Handle,
-		events.RoleAggregator: handlers.NewAggregator(kv(events.BucketFanin), log).Handle,
-		events.RoleProjector:  (&handlers.Projector{Store: d.store}).Handle,
+	roles := map[string][]events.Route{
+		events.RoleRouter:     handlers.NewRouter(cfg.model, d.store, kv(events.BucketConfig), log).Routes(),
+		events.RolePlanner:    handlers.NewPlanner(cfg.model, sk, log).Routes(),
+		events.RoleAggregator: handlers.NewAggregator(kv(events.BucketFanin), log).Routes(),
+		events.RoleProjector:  (&handlers.Projector{Store: d.store}).Routes(),
 	}
-	for role, h := range roles {
-		if err := d.startWorker(ctx, runCtx, js, role, h); err != nil {
+	for role, routes := range roles {
+		if err := d.startWorker(ctx, runCtx, js, role, events.Dispatch(role, routes...)); err != nil {
 			d.close()
 			return nil, err
 		}
@@ -135,7 +135,7 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 		if cfg.maxTurns > 0 {
 			x.MaxTurns = cfg.maxTurns
 		}
-		if err := d.startWorker(ctx, runCtx, ejs, events.RoleExecutor, x.Handle); err != nil {
+		if err := d.startWorker(ctx, runCtx, ejs, events.RoleExecutor, events.Dispatch(events.RoleExecutor, x.Routes()...)); err != nil {
 			d.close()
 			return nil, err
 		}
