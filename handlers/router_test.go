@@ -179,22 +179,24 @@ func TestRouterStart(t *testing.T) {
 	assertProjection(t, env, run.Plan.PlanID, store.PlanStatusPlanning, 1)
 }
 
+// badRequest is a valid request changed by f.
+func badRequest(f func(*orch.RunRequest)) orch.RunRequest {
+	req := runRequest("run-bad", rankTask)
+	f(&req)
+	return req
+}
+
 func TestRouterRejects(t *testing.T) {
 	env := newEnv(t)
 	r := newTestRouter(t, env)
-	mod := func(f func(*orch.RunRequest)) orch.RunRequest {
-		req := runRequest("run-bad", rankTask)
-		f(&req)
-		return req
-	}
 	cases := []struct {
 		name    string
 		typ     string
 		data    any
 		wantErr error
 	}{
-		{"tenant with a dot", events.TypeRunRequested, mod(func(r *orch.RunRequest) { r.TenantID = "a.b" }), events.ErrInvalidData},
-		{"no run id", events.TypeRunRequested, mod(func(r *orch.RunRequest) { r.RunID = "" }), events.ErrInvalidData},
+		{"tenant with a dot", events.TypeRunRequested, badRequest(func(r *orch.RunRequest) { r.TenantID = "a.b" }), events.ErrInvalidData},
+		{"no run id", events.TypeRunRequested, badRequest(func(r *orch.RunRequest) { r.RunID = "" }), events.ErrInvalidData},
 		{"data is not a request", events.TypeRunRequested, "just a string", events.ErrDecode},
 		{"type the router does not handle", events.TypeStepFinished, orch.StepFinished{}, events.ErrUnknownType},
 	}
@@ -219,20 +221,15 @@ func TestRouterRejects(t *testing.T) {
 func TestRouterEndsInvalidRequests(t *testing.T) {
 	env := newEnv(t)
 	r := newTestRouter(t, env)
-	mod := func(f func(*orch.RunRequest)) orch.RunRequest {
-		req := runRequest("run-bad", rankTask)
-		f(&req)
-		return req
-	}
 	cases := []struct {
 		name string
 		req  orch.RunRequest
 	}{
-		{"empty message", mod(func(r *orch.RunRequest) { r.Message = "" })},
-		{"blank message", mod(func(r *orch.RunRequest) { r.Message = " \n\t" })},
-		{"message over 32 KiB", mod(func(r *orch.RunRequest) { r.Message = strings.Repeat("x", 32<<10+1) })},
-		{"session with a space", mod(func(r *orch.RunRequest) { r.SessionID = "a b" })},
-		{"no user", mod(func(r *orch.RunRequest) { r.UserID = "" })},
+		{"empty message", badRequest(func(r *orch.RunRequest) { r.Message = "" })},
+		{"blank message", badRequest(func(r *orch.RunRequest) { r.Message = " \n\t" })},
+		{"message over 32 KiB", badRequest(func(r *orch.RunRequest) { r.Message = strings.Repeat("x", 32<<10+1) })},
+		{"session with a space", badRequest(func(r *orch.RunRequest) { r.SessionID = "a b" })},
+		{"no user", badRequest(func(r *orch.RunRequest) { r.UserID = "" })},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -249,13 +249,13 @@ type RunResult struct {
 // ErrInvalidRequest marks a run request that can never succeed.
 var ErrInvalidRequest = errors.New("orch: invalid run request")
 
-// ValidateRequest checks a run request before it is accepted.
+// ValidateRequest checks a run request before it is accepted: what
+// routing needs (Validate), then its content.
 func ValidateRequest(req RunRequest) error {
+	if err := req.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
 	switch {
-	case req.RunID == "":
-		return fmt.Errorf("%w: run_id is required", ErrInvalidRequest)
-	case !validToken(req.TenantID):
-		return fmt.Errorf("%w: tenant_id must match [A-Za-z0-9_-]{1,64}", ErrInvalidRequest)
 	case !validToken(req.SessionID):
 		return fmt.Errorf("%w: session_id must match [A-Za-z0-9_-]{1,64}", ErrInvalidRequest)
 	case req.UserID == "" || len(req.UserID) > 128:
