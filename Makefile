@@ -42,7 +42,7 @@ opensearch:
 opensearch-stop:
 	deploy/opensearch/run.sh stop
 
-test: opensearch
+test: opensearch build
 	deploy/sandbox/setup.sh
 	deploy/mcp/setup.sh
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...

@@ -15,6 +15,7 @@ require (
 	github.com/opensearch-project/opensearch-go/v4 v4.8.1
 	github.com/rs/zerolog v1.35.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/synadia-io/orbit.go/jetstreamext v0.3.2
 	golang.org/x/text v0.43.0
 )
 
@@ -99,8 +100,7 @@ require (
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
 	github.com/synadia-io/jwt-auth-builder.go v0.0.9 // indirect
 	github.com/synadia-io/orbit.go/counters v0.1.1 // indirect
-	github.com/synadia-io/orbit.go/jetstreamext v0.3.0 // indirect
-	github.com/synadia-io/orbit.go/natsext v0.1.2 // indirect
+	github.com/synadia-io/orbit.go/natsext v0.1.3 // indirect
 	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.2.0 // indirect
 	github.com/tidwall/pretty v1.2.2 // indirect

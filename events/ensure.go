@@ -27,7 +27,7 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 	return slices.Equal(have.Subjects, want.Subjects) && have.MaxAge == want.MaxAge &&
 		(want.Duplicates == 0 || have.Duplicates == want.Duplicates) && have.Storage == want.Storage &&
 		have.Replicas == max(want.Replicas, 1) && have.AllowMsgSchedules == want.AllowMsgSchedules &&
-		have.Retention == want.Retention
+		have.Retention == want.Retention && have.AllowAtomicPublish == want.AllowAtomicPublish
 }
 
 // EnsureKeyValue opens the bucket of cfg, creating it, or updating it when

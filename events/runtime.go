@@ -44,6 +44,7 @@ type WorkerConfig struct {
 // Worker runs a Handler on a durable pull consumer.
 type Worker struct {
 	js       jetstream.JetStream
+	pub      *Publisher
 	cons     jetstream.Consumer
 	handler  Handler
 	cfg      WorkerConfig
@@ -73,7 +74,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, cons jetstream.Consu
 	if cfg.Role == "" {
 		cfg.Role = info.Name
 	}
-	return &Worker{js: js, cons: cons, handler: h, cfg: cfg, stream: info.Stream, durable: info.Name, maxDeliv: info.Config.MaxDeliver}, nil
+	return &Worker{js: js, pub: NewPublisher(js), cons: cons, handler: h, cfg: cfg, stream: info.Stream, durable: info.Name, maxDeliv: info.Config.MaxDeliver}, nil
 }
 
 // Run consumes until ctx is cancelled, then stops pulling, waits up to
@@ -157,7 +158,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	outs, err := w.handler(ctx, ev)
 	stop()
 	if err == nil {
-		err = w.publishAll(ctx, outs)
+		err = w.pub.PublishAll(ctx, outs)
 	}
 	switch {
 	case err == nil:
@@ -201,38 +202,6 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
-}
-
-// publishAll publishes every output and waits for each PubAck. The
-// publishes are pipelined: all are sent, then all acks are awaited, so a
-// hop with several outputs costs about one round trip. A duplicate PubAck
-// is success: an earlier attempt at the same input stored the output.
-func (w *Worker) publishAll(ctx context.Context, outs []event.Event) error {
-	if len(outs) == 1 {
-		return Publish(ctx, w.js, outs[0])
-	}
-	futures := make([]jetstream.PubAckFuture, 0, len(outs))
-	for _, out := range outs {
-		m, err := ToMsg(out)
-		if err != nil {
-			return Permanent(err)
-		}
-		f, err := w.js.PublishMsgAsync(m)
-		if err != nil {
-			return fmt.Errorf("%w: %s %s: %v", ErrPublish, m.Subject, out.ID(), err)
-		}
-		futures = append(futures, f)
-	}
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("%w: %s: %v", ErrPublish, f.Msg().Subject, err)
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %v", ErrPublish, ctx.Err())
-		}
-	}
-	return nil
 }
 
 // Publish publishes ev with Nats-Msg-Id = its id and waits for the PubAck.

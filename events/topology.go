@@ -120,6 +120,7 @@ func Bootstrap(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		sc.Replicas = t.Replicas
 		sc.Duplicates = t.DuplicateWindow
 		sc.Retention = jetstream.LimitsPolicy
+		sc.AllowAtomicPublish = true // a hop's outputs as one batch (see Publisher)
 		if _, err := EnsureStream(ctx, js, sc); err != nil {
 			return fmt.Errorf("events: stream %s: %w", sc.Name, err)
 		}

@@ -45,6 +45,7 @@ const (
 	typePrefix       = "io.agentbus."
 	agentSubjectRoot = "agent"
 	auditSubjectRoot = "audit"
+	replySubjectRoot = "reply"
 )
 
 var (
@@ -109,7 +110,9 @@ func DeadSubject(tenant string) string {
 }
 
 // ReplySubject returns the subject of a session's streaming reply chunks.
-func ReplySubject(tenant, session string) string { return "reply." + tenant + "." + session }
+func ReplySubject(tenant, session string) string {
+	return replySubjectRoot + "." + tenant + "." + session
+}
 
 // TypeOfSubject returns the event type of an agent.<noun>.<verb>.<tenant>
 // subject, or "" for any other subject.

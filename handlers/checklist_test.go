@@ -50,7 +50,7 @@ type flow struct {
 func newFlow(t *testing.T, env *testEnv, st interface {
 	RouterStore
 	MemoryStore
-	EventStore
+	ProjectionStore
 }) *flow {
 	t.Helper()
 	if err := SeedConfig(testCtx(t), env.config); err != nil {
@@ -137,17 +137,17 @@ func newMapStore() *mapStore {
 
 // The handlers compile against both backends through the interfaces only.
 var (
-	_ MemoryStore  = (*mapStore)(nil)
-	_ PlanStore    = (*mapStore)(nil)
-	_ EventStore   = (*mapStore)(nil)
-	_ RouterStore  = (*mapStore)(nil)
-	_ IngressStore = (*mapStore)(nil)
+	_ MemoryStore     = (*mapStore)(nil)
+	_ PlanStore       = (*mapStore)(nil)
+	_ ProjectionStore = (*mapStore)(nil)
+	_ RouterStore     = (*mapStore)(nil)
+	_ IngressStore    = (*mapStore)(nil)
 
-	_ MemoryStore  = (*embedded.Store)(nil)
-	_ PlanStore    = (*embedded.Store)(nil)
-	_ EventStore   = (*embedded.Store)(nil)
-	_ RouterStore  = (*embedded.Store)(nil)
-	_ IngressStore = (*embedded.Store)(nil)
+	_ MemoryStore     = (*embedded.Store)(nil)
+	_ PlanStore       = (*embedded.Store)(nil)
+	_ ProjectionStore = (*embedded.Store)(nil)
+	_ RouterStore     = (*embedded.Store)(nil)
+	_ IngressStore    = (*embedded.Store)(nil)
 )
 
 func (s *mapStore) PutMemory(_ context.Context, m store.Memory) (store.Memory, error) {
@@ -576,7 +576,8 @@ func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
 		st   interface {
 			RouterStore
 			MemoryStore
-			EventStore
+			ProjectionStore
+			PlanStore
 		}
 	}{
 		{"embedded", env.st},
@@ -1035,7 +1036,7 @@ func TestMemory_KeysAlwaysNamespaced(t *testing.T) {
 // stored) and step 2 is dispatched.
 type replanFixture struct {
 	env   *testEnv
-	r     *Router
+	r     *testRouter
 	key1  string
 	step1 orch.Step
 	s2Ev  event.Event
@@ -1204,7 +1205,7 @@ func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
 	// The run continues from the new step and completes; the completed
 	// step is never dispatched again and its skill never runs again.
 	fl := newFlow(t, f.env, f.env.st)
-	fl.router = f.r
+	fl.router = f.r.Router
 	res, seen := fl.drive(t, s3Ev)
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run finished %s (%s), want SUCCESS", res.TerminalCode, res.Reason)

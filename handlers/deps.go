@@ -38,8 +38,15 @@ type EventStore interface {
 	Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, error)
 }
 
-// RouterStore is what the router needs: plans and step outputs.
+// RouterStore is what the router needs: the step outputs it synthesises
+// from. It writes nothing.
 type RouterStore interface {
-	PlanStore
 	GetMemory(ctx context.Context, key string) (store.Memory, error)
+}
+
+// ProjectionStore is what the projector writes: audit events and plan
+// projections.
+type ProjectionStore interface {
+	EventStore
+	PutPlan(ctx context.Context, p store.Plan, version int64) error
 }

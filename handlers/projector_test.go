@@ -3,10 +3,13 @@ package handlers
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/store"
+	"github.com/cloudevents/sdk-go/v2/event"
 )
 
 func TestProjectorIndexesAuditEvents(t *testing.T) {
@@ -94,4 +97,62 @@ func TestProjectorRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProjectorWritesPlanSnapshots feeds plan.projected events out of
+// order and twice, as concurrent projector workers and redeliveries would:
+// the newest snapshot wins, and none of them enters the trace.
+func TestProjectorWritesPlanSnapshots(t *testing.T) {
+	env := newEnv(t)
+	p := &Projector{Store: env.st}
+	snapshot := func(version int64, status string) event.Event {
+		plan := store.Plan{PlanID: "plan-snap", TenantID: testTenant, SessionID: testSession, UserID: testUser,
+			Status: status, CreatedAt: time.Now().UTC()}
+		return newEvent(t, fmt.Sprintf("snap-%d", version), events.AuditType(AuditPlanProjected),
+			events.Audit{PlanID: plan.PlanID, Payload: mustJSON(t, PlanProjected{Version: version, Plan: plan})})
+	}
+	for _, ev := range []event.Event{snapshot(1, store.PlanStatusPlanning), snapshot(3, store.PlanStatusComplete),
+		snapshot(2, store.PlanStatusExecuting), snapshot(3, store.PlanStatusComplete), snapshot(1, store.PlanStatusPlanning)} {
+		if _, err := p.Handle(testCtx(t), ev); err != nil {
+			t.Fatalf("Handle %s: %v", ev.ID(), err)
+		}
+	}
+	assertProjection(t, env, "plan-snap", store.PlanStatusComplete, 3)
+	trace, err := env.st.Trace(testCtx(t), store.TraceQuery{TenantID: testTenant, PlanID: "plan-snap"})
+	if err != nil || len(trace) != 0 {
+		t.Errorf("trace = %d events (%v), want none: a snapshot is not a trace event", len(trace), err)
+	}
+
+	// A snapshot whose plan is not the event's, or of another tenant, is
+	// refused for good.
+	forged := []struct {
+		name string
+		mod  func(*PlanProjected)
+	}{
+		{"other plan", func(pp *PlanProjected) { pp.Plan.PlanID = "plan-other" }},
+		{"other tenant", func(pp *PlanProjected) { pp.Plan.TenantID = "alpha" }},
+		{"no version", func(pp *PlanProjected) { pp.Version = 0 }},
+	}
+	for _, tc := range forged {
+		t.Run(tc.name, func(t *testing.T) {
+			pp := PlanProjected{Version: 9, Plan: store.Plan{PlanID: "plan-snap", TenantID: testTenant, SessionID: testSession,
+				UserID: testUser, Status: store.PlanStatusFailed, CreatedAt: time.Now().UTC()}}
+			tc.mod(&pp)
+			ev := newEvent(t, "forged-"+tc.name, events.AuditType(AuditPlanProjected),
+				events.Audit{PlanID: "plan-snap", Payload: mustJSON(t, pp)})
+			if _, err := p.Handle(testCtx(t), ev); !errors.Is(err, events.ErrInvalidData) || !events.IsPermanent(err) {
+				t.Errorf("err = %v, want a permanent invalid-data error", err)
+			}
+		})
+	}
+	assertProjection(t, env, "plan-snap", store.PlanStatusComplete, 3)
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -71,8 +70,9 @@ func (r *Router) Handle(ctx context.Context, ev event.Event) ([]event.Event, err
 	return events.Dispatch(events.RoleRouter, r.Routes()...)(ctx, ev)
 }
 
-// decide runs the decider on one input, answers its synthesis request,
-// writes the projection and returns the events of the decision.
+// decide runs the decider on one input, answers its synthesis request and
+// returns the events of the decision. The hop writes nothing to the store:
+// the projector writes the plan projection from the decision's audit trail.
 func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, in orch.Input) ([]event.Event, error) {
 	d := orch.Decide(state, in)
 	if d.Synthesise != nil {
@@ -85,11 +85,6 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 		next.Emits = append(d.Emits, next.Emits...)
 		d = next
 	}
-	if d.State.Plan.PlanID != "" {
-		if err := r.persist(ctx, d.State); err != nil {
-			return nil, err
-		}
-	}
 	if d.Ended != nil {
 		r.Credentials.Forget(ctx, d.Ended.RunID)
 	}
@@ -97,11 +92,17 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 }
 
 // publish turns a decision into the events of the hop: its audit trail,
-// then its orchestration messages.
+// the plan projection the run now has, then its orchestration messages.
 func publish(in event.Event, d orch.Decision) ([]event.Event, error) {
 	out := outbox{in: in}
+	lineage := events.Audit{PlanID: d.State.Plan.PlanID, UserID: d.State.Request.UserID}
 	for _, a := range d.Audits {
-		out.audit(a.Name, events.Audit{PlanID: d.State.Plan.PlanID, TaskID: a.TaskID, UserID: d.State.Request.UserID}, a.Payload)
+		l := lineage
+		l.TaskID = a.TaskID
+		out.audit(a.Name, l, a.Payload)
+	}
+	if d.State.Plan.PlanID != "" {
+		out.audit(AuditPlanProjected, lineage, PlanProjected{Version: d.State.Seq, Plan: Projection(d.State)})
 	}
 	for _, e := range d.Emits {
 		typ, err := emittedType(e.Data)
@@ -205,19 +206,6 @@ func (r *Router) deadLettered(ev event.Event, dl events.DeadLetter) orch.Input {
 		in.Carried = carried.Run
 	}
 	return in
-}
-
-// persist writes the plan projection with version = seq. A stale write
-// means a newer state is already stored, which happens on redelivery.
-func (r *Router) persist(ctx context.Context, run orch.State) error {
-	err := r.Store.PutPlan(ctx, Projection(run), run.Seq)
-	if errors.Is(err, store.ErrStale) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("handlers: persist plan: %w", err)
-	}
-	return nil
 }
 
 // Projection is the agent_plans document of a run's plan.

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -37,12 +38,35 @@ const (
 		"2. Central Station (out-002) — score 40"
 )
 
-func newTestRouter(t *testing.T, env *testEnv) *Router {
+// testRouter is a router whose audit outputs go through a projector, as
+// the AUDIT stream's would, so tests can read the plan projection.
+type testRouter struct {
+	*Router
+	proj *Projector
+}
+
+// Handle handles ev, then projects the hop's audit events.
+func (r *testRouter) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
+	outs, err := r.Router.Handle(ctx, ev)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range outs {
+		if strings.HasPrefix(o.Type(), events.TypeAuditPrefix) {
+			if _, err := r.proj.Handle(ctx, o); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return outs, nil
+}
+
+func newTestRouter(t *testing.T, env *testEnv) *testRouter {
 	t.Helper()
 	if err := SeedConfig(testCtx(t), env.config); err != nil {
 		t.Fatalf("SeedConfig: %v", err)
 	}
-	return NewRouter(offline.New(), env.st, env.config, nopLog)
+	return &testRouter{NewRouter(offline.New(), env.st, env.config, nopLog), &Projector{Store: env.st}}
 }
 
 // handleTwice handles ev twice, as a redelivery would, and checks that both
@@ -102,7 +126,7 @@ func assertProjection(t *testing.T, env *testEnv, planID, wantStatus string, wan
 }
 
 // start handles run.requested and returns the plan.requested output.
-func start(t *testing.T, r *Router, runID string) (event.Event, orch.PlanRequest) {
+func start(t *testing.T, r *testRouter, runID string) (event.Event, orch.PlanRequest) {
 	t.Helper()
 	ev := newEvent(t, runID, events.TypeRunRequested, runRequest(runID, rankTask))
 	outs := handleTwice(t, func() ([]event.Event, error) { return r.Handle(testCtx(t), ev) })
@@ -111,14 +135,14 @@ func start(t *testing.T, r *Router, runID string) (event.Event, orch.PlanRequest
 }
 
 // propose handles a plan.proposed with steps and returns the step.requested outputs.
-func propose(t *testing.T, r *Router, parent event.Event, run orch.RunState, steps []orch.Step) []event.Event {
+func propose(t *testing.T, r *testRouter, parent event.Event, run orch.RunState, steps []orch.Step) []event.Event {
 	t.Helper()
 	ev := childEvent(t, parent, "plan.proposed", events.TypePlanProposed, orch.PlanProposal{Run: run, Steps: steps})
 	return handleTwice(t, func() ([]event.Event, error) { return r.Handle(testCtx(t), ev) })
 }
 
 // join handles a group.joined of results and returns the outputs.
-func join(t *testing.T, r *Router, parent event.Event, sr orch.StepRequest, results ...orch.StepResult) []event.Event {
+func join(t *testing.T, r *testRouter, parent event.Event, sr orch.StepRequest, results ...orch.StepResult) []event.Event {
 	t.Helper()
 	ev := childEvent(t, parent, "joined", events.TypeGroupJoined, orch.GroupJoined{Run: sr.Run, Group: sr.Group, Results: results})
 	return handleTwice(t, func() ([]event.Event, error) { return r.Handle(testCtx(t), ev) })
@@ -241,9 +265,11 @@ func TestRouterEndsInvalidRequests(t *testing.T) {
 			if res.TerminalCode != orch.CodeValidationFail || !strings.Contains(res.Reason, "invalid run request") {
 				t.Errorf("result %s %q, want VALIDATION_FAIL naming the invalid request", res.TerminalCode, res.Reason)
 			}
-			if n := len(outs); n != 3 || slices.Contains(auditNames(outs), "model.called") {
-				t.Errorf("outputs %v, want user_message.received, run.finished audit and result only", types(outs))
+			want := []string{"user_message.received", "run.finished", AuditPlanProjected}
+			if got := auditNames(outs); len(outs) != 4 || !slices.Equal(got, want) {
+				t.Errorf("outputs %v, want the %v audits and the result only", types(outs), want)
 			}
+			assertProjection(t, env, res.PlanID, store.PlanStatusFailed, 2)
 		})
 	}
 }

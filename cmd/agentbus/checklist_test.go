@@ -46,6 +46,7 @@ func TestReplan_SkillFailingOnceReplansAndAnswers(t *testing.T) {
 	outletCalls := s.DemoSkills.Calls(skills.SkillOutletList)
 	assertRanked(t, res.Response, expectedRanking(t, s.SkillsURL, "demo"))
 
+	finalPlan(t, s, res.PlanID) // the projector has caught up
 	resp, err := http.Get("http://" + s.IngressAddr + "/agent/plans/" + res.PlanID)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/store"
 )
 
 // DemoTask is the task `agentbus demo` runs.
@@ -91,9 +92,20 @@ func printProgress(c handlers.Chunk) {
 	}
 }
 
-// printPlan prints the persisted plan's steps.
+// printPlan prints the persisted plan's steps once the projector has
+// written the run's final projection.
 func printPlan(ctx context.Context, s *app.Stack, planID string) {
-	p, version, err := s.Deps.Store.GetPlan(ctx, planID)
+	var (
+		p       store.Plan
+		version int64
+		err     error
+	)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		p, version, err = s.Deps.Store.GetPlan(ctx, planID)
+		if err == nil && (p.Status == store.PlanStatusComplete || p.Status == store.PlanStatusFailed) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		fmt.Println("plan not readable:", err)
 		return

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/store"
 )
 
 // postRun submits a synchronous run and decodes the answer.
@@ -114,4 +116,20 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
+}
+
+// finalPlan waits until the projector has written the final projection
+// (complete or failed) of a finished run's plan and returns it.
+func finalPlan(t *testing.T, s *app.Stack, planID string) (store.Plan, int64) {
+	t.Helper()
+	var (
+		p       store.Plan
+		version int64
+	)
+	eventually(t, 10*time.Second, "the final projection of plan "+planID, func() bool {
+		var err error
+		p, version, err = s.Deps.Store.GetPlan(context.Background(), planID)
+		return err == nil && (p.Status == store.PlanStatusComplete || p.Status == store.PlanStatusFailed)
+	})
+	return p, version
 }

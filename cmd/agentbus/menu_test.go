@@ -62,9 +62,9 @@ func TestMenuDemoGoesThroughTheSandbox(t *testing.T) {
 	}
 
 	// The stored output holds exactly id and category of every item.
-	plan, _, err := s.Deps.Store.GetPlan(ctx, res.PlanID)
-	if err != nil || len(plan.Steps) != 1 {
-		t.Fatalf("plan: %v, %d steps", err, len(plan.Steps))
+	plan, _ := finalPlan(t, s, res.PlanID)
+	if len(plan.Steps) != 1 {
+		t.Fatalf("plan has %d steps, want 1", len(plan.Steps))
 	}
 	m, err := s.Deps.Store.GetMemory(ctx, plan.Steps[0].MemoryKey)
 	if err != nil {

@@ -212,7 +212,10 @@ func TestRealModel_OpenAICompatibleDemoRunEndToEnd(t *testing.T) {
 	var plan struct {
 		Plan store.Plan `json:"plan"`
 	}
-	getJSON(t, url+"/agent/plans/"+res.PlanID, &plan)
+	eventually(t, 10*time.Second, "the final plan projection", func() bool {
+		getJSON(t, url+"/agent/plans/"+res.PlanID, &plan)
+		return plan.Plan.Status == store.PlanStatusComplete || plan.Plan.Status == store.PlanStatusFailed
+	})
 	if plan.Plan.Usage != res.Usage {
 		t.Errorf("GET /agent/plans usage %+v, want %+v", plan.Plan.Usage, res.Usage)
 	}

@@ -35,7 +35,7 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		buildErr = procs.BuildRoles(ctx, binDir, true)
 	})

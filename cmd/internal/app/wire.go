@@ -33,7 +33,7 @@ func Logger(process, level string) zerolog.Logger {
 type Store interface {
 	handlers.RouterStore
 	handlers.MemoryStore
-	handlers.EventStore
+	handlers.ProjectionStore
 	handlers.IngressStore
 	Close() error
 }

@@ -25,12 +25,16 @@ func TestChaos(t *testing.T) {
 	if v, err := strconv.ParseInt(os.Getenv("AGENTBUS_CHAOS_SEED"), 10, 64); err == nil {
 		seed = v
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	// The build has its own budget: on a cold build cache, beside the
+	// other packages' race-enabled test builds, it can take minutes.
+	bctx, bcancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer bcancel()
 	bin := t.TempDir()
-	if err := procs.BuildRoles(ctx, bin, true); err != nil {
+	if err := procs.BuildRoles(bctx, bin, true); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
 	var out procs.Buffer
 	start := time.Now()
 	sum, err := Run(ctx, Config{
