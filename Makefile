@@ -12,7 +12,6 @@
 
 GO      ?= go
 BIN     := bin
-ROLES   := router planner executor aggregator ingress
 TESTFLAGS ?=
 
 .PHONY: all build run up test bench chaos lint stream-view clean
@@ -21,8 +20,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/agentbus ./cmd/agentbus
-	@for r in $(ROLES); do $(GO) build -o $(BIN)/$$r ./cmd/$$r || exit 1; done
+	$(GO) build -o $(BIN)/ ./cmd/...
 
 run: build
 	$(BIN)/agentbus demo

@@ -184,7 +184,7 @@ func TestRoundTripInMemory(t *testing.T) {
 // it back, so the headers go over the wire.
 func TestRoundTripThroughJetStream(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	ev, err := events.New("id-wire", events.TypeRunFinished, fullMeta, map[string]string{"run_id": "run-1", "terminal_code": "SUCCESS"})
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +212,7 @@ func TestRoundTripThroughJetStream(t *testing.T) {
 
 func TestPublishDuplicateIsSuccess(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	ev, err := events.New("dup-1", events.TypeRunFinished, events.Meta{Tenant: "acme"}, "x")
 	if err != nil {
 		t.Fatal(err)

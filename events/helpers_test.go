@@ -41,6 +41,37 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
+// The consumers these tests run workers on.
+const (
+	roleRouter    = "router"
+	roleExecutor  = "executor"
+	roleProjector = "projector"
+)
+
+// testTopology is eventstest's with the consumers and buckets these
+// tests use.
+func testTopology() events.Topology {
+	t := eventstest.TestTopology()
+	t.Consumers = []events.Consumer{
+		{Name: roleRouter, Stream: events.StreamAgent,
+			Filters: []string{"agent.run.requested.*", "agent.plan.proposed.*", "agent.group.joined.*", "agent.dead.*"}},
+		{Name: roleExecutor, Stream: events.StreamAgent, Filters: []string{"agent.step.requested.*", "agent.step.iterated.*"}},
+		{Name: roleProjector, Stream: events.StreamAudit, Filters: []string{"audit.>"}, Unlimited: true},
+	}
+	t.Buckets = []events.Bucket{{Name: "fanin", TTL: events.KeepWithRuns}, {Name: "locks", TTL: time.Minute}, {Name: "config", History: 5}}
+	return t
+}
+
+// streamOf is the stream a test consumer reads.
+func streamOf(role string) string {
+	for _, c := range testTopology().Consumers {
+		if c.Name == role {
+			return c.Stream
+		}
+	}
+	return ""
+}
+
 // bootstrapWith starts a fresh server and bootstraps topo on it.
 func bootstrapWith(t *testing.T, topo events.Topology) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
@@ -148,7 +179,7 @@ func deadLetters(t *testing.T, js jetstream.JetStream, tenant string) ([]event.E
 
 func consumerInfo(t *testing.T, js jetstream.JetStream, role string) *jetstream.ConsumerInfo {
 	t.Helper()
-	c, err := js.Consumer(testCtx(t), events.StreamOf(role), role)
+	c, err := js.Consumer(testCtx(t), streamOf(role), role)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +249,7 @@ func (w *runningWorker) stop(t *testing.T) {
 func startWorker(t *testing.T, js jetstream.JetStream, role string, h events.Handler, cfg events.WorkerConfig) *runningWorker {
 	t.Helper()
 	ctx := testCtx(t)
-	cons, err := js.Consumer(ctx, events.StreamOf(role), role)
+	cons, err := js.Consumer(ctx, streamOf(role), role)
 	if err != nil {
 		t.Fatal(err)
 	}

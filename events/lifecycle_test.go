@@ -15,7 +15,9 @@ import (
 
 // shortTopology has a short ack wait so timing tests stay fast.
 func shortTopology() events.Topology {
-	return events.Topology{AckWait: 500 * time.Millisecond, MaxDeliver: 2}
+	t := testTopology()
+	t.AckWait, t.MaxDeliver = 500*time.Millisecond, 2
+	return t
 }
 
 // TestAdvisoryDeadLettersUnackedMessage: every delivery times out without
@@ -35,7 +37,7 @@ func TestAdvisoryDeadLettersUnackedMessage(t *testing.T) {
 		}
 		return nil, errTransient
 	}
-	w := startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{Heartbeat: time.Hour, Backoff: []time.Duration{50 * time.Millisecond}})
+	w := startWorker(t, js, roleExecutor, h, events.WorkerConfig{Heartbeat: time.Hour, Backoff: []time.Duration{50 * time.Millisecond}})
 	defer func() {
 		select {
 		case <-release:
@@ -70,7 +72,7 @@ func TestAdvisoryDeadLettersUnackedMessage(t *testing.T) {
 	if n := subjectCount(t, js, events.StreamAgent, "agent.dead.acme"); n != 1 {
 		t.Fatalf("%d dead letters after the handlers returned, want 1", n)
 	}
-	if info := consumerInfo(t, js, events.RoleExecutor); info.NumAckPending != 0 {
+	if info := consumerInfo(t, js, roleExecutor); info.NumAckPending != 0 {
 		t.Fatalf("ack pending %d", info.NumAckPending)
 	}
 }
@@ -92,11 +94,11 @@ func TestHeartbeatKeepsLongWorkAlive(t *testing.T) {
 		}
 		return ok(ctx, ev)
 	}
-	startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{})
+	startWorker(t, js, roleExecutor, h, events.WorkerConfig{})
 	start := time.Now()
 	publish(t, js, stepRequest(t, "acme", "run-h", 1))
 	eventually(t, waitLong, "outputs and the input acked", func() bool {
-		return subjectCount(t, js, events.StreamAgent, "agent.step.finished.acme") == 2 && settled(t, js, events.RoleExecutor)
+		return subjectCount(t, js, events.StreamAgent, "agent.step.finished.acme") == 2 && settled(t, js, roleExecutor)
 	})
 	if time.Since(start) < 3*topo.AckWait {
 		t.Fatal("handler did not run for 3x the ack wait")
@@ -104,7 +106,7 @@ func TestHeartbeatKeepsLongWorkAlive(t *testing.T) {
 	if n := calls.get(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	if info := consumerInfo(t, js, events.RoleExecutor); info.NumRedelivered != 0 {
+	if info := consumerInfo(t, js, roleExecutor); info.NumRedelivered != 0 {
 		t.Fatalf("redelivered %d", info.NumRedelivered)
 	}
 	if n := subjectCount(t, js, events.StreamAgent, "agent.dead.acme"); n != 0 {
@@ -130,7 +132,7 @@ func TestGracefulDrain(t *testing.T) {
 		finished.Store(true)
 		return outs, err
 	}
-	w := startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{DrainWait: 20 * time.Second})
+	w := startWorker(t, js, roleExecutor, h, events.WorkerConfig{DrainWait: 20 * time.Second})
 	publish(t, js, stepRequest(t, "acme", "run-d", 1))
 	select {
 	case <-started:
@@ -165,7 +167,7 @@ func TestGracefulDrain(t *testing.T) {
 	if n := subjectCount(t, js, events.StreamAgent, "agent.step.finished.acme"); n != 2 {
 		t.Fatalf("%d outputs stored when Run returned, want 2", n)
 	}
-	info := consumerInfo(t, js, events.RoleExecutor)
+	info := consumerInfo(t, js, roleExecutor)
 	if info.NumAckPending != 0 || info.NumRedelivered != 0 {
 		t.Fatalf("when Run returned: ack pending %d redelivered %d", info.NumAckPending, info.NumRedelivered)
 	}
@@ -189,11 +191,11 @@ func TestGracefulDrainBufferedMessage(t *testing.T) {
 		done.inc()
 		return outs, err
 	}
-	w := startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{Concurrency: 1, DrainWait: 20 * time.Second})
+	w := startWorker(t, js, roleExecutor, h, events.WorkerConfig{Concurrency: 1, DrainWait: 20 * time.Second})
 	publish(t, js, stepRequest(t, "acme", "run-b", 1))
 	publish(t, js, stepRequest(t, "acme", "run-b", 2))
 	eventually(t, waitLong, "both messages delivered, one handled", func() bool {
-		return calls.get() == 1 && consumerInfo(t, js, events.RoleExecutor).NumAckPending == 2
+		return calls.get() == 1 && consumerInfo(t, js, roleExecutor).NumAckPending == 2
 	})
 
 	w.cancel()
@@ -218,7 +220,7 @@ func TestGracefulDrainBufferedMessage(t *testing.T) {
 	if n := subjectCount(t, js, events.StreamAgent, "agent.step.finished.acme"); n != 4 {
 		t.Fatalf("%d outputs stored when Run returned, want 4", n)
 	}
-	if info := consumerInfo(t, js, events.RoleExecutor); info.NumAckPending != 0 || info.NumPending != 0 {
+	if info := consumerInfo(t, js, roleExecutor); info.NumAckPending != 0 || info.NumPending != 0 {
 		t.Fatalf("when Run returned: ack pending %d, pending %d", info.NumAckPending, info.NumPending)
 	}
 }
@@ -227,7 +229,7 @@ func TestRunStopsWhenContextAlreadyCancelled(t *testing.T) {
 	t.Parallel()
 	_, js := bootstrapWith(t, shortTopology())
 	ctx := testCtx(t)
-	cons, err := js.Consumer(ctx, events.StreamAgent, events.RoleExecutor)
+	cons, err := js.Consumer(ctx, events.StreamAgent, roleExecutor)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,10 +280,10 @@ func TestRecoverMiddlewareInWorker(t *testing.T) {
 		calls.inc()
 		panic("handler bug")
 	}, events.Recover())
-	startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}})
+	startWorker(t, js, roleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}})
 	publish(t, js, stepRequest(t, "acme", "run-r", 1))
 	eventually(t, waitLong, "a dead letter", func() bool {
-		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, events.RoleExecutor)
+		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, roleExecutor)
 	})
 	_, dls := deadLetters(t, js, "acme")
 	if !strings.Contains(dls[0].Reason, "handler bug") {

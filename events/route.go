@@ -92,6 +92,14 @@ func (r Route) Filter() string {
 	return agentSubjectRoot + "." + strings.TrimPrefix(r.Type, typePrefix) + ".*"
 }
 
+// Stream is the stream that stores the route's events.
+func (r Route) Stream() string {
+	if r.Prefix && r.Type == TypeAuditPrefix {
+		return StreamAudit
+	}
+	return StreamAgent
+}
+
 // Dispatch returns the Handler of a role that consumes routes: each event
 // goes to the route of its type; an event of no route is a permanent
 // ErrUnknownType.

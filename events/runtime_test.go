@@ -42,17 +42,17 @@ func twoResults(calls *counter) events.Handler {
 
 func TestWorkerPublishesOutputsThenAcks(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	var calls counter
 	rec := &errRecorder{}
-	startWorker(t, js, events.RoleExecutor, twoResults(&calls), events.WorkerConfig{OnError: rec.OnError})
+	startWorker(t, js, roleExecutor, twoResults(&calls), events.WorkerConfig{OnError: rec.OnError})
 
 	in := stepRequest(t, "acme", "run-1", 4)
 	publish(t, js, in)
 
 	const outSubject = "agent.step.finished.acme"
 	eventually(t, waitLong, "two outputs and the input acked", func() bool {
-		return subjectCount(t, js, events.StreamAgent, outSubject) == 2 && settled(t, js, events.RoleExecutor)
+		return subjectCount(t, js, events.StreamAgent, outSubject) == 2 && settled(t, js, roleExecutor)
 	})
 	outs := readAll(t, js, events.StreamAgent, outSubject)
 	wantIDs := []string{events.DeriveID(in.ID(), "a"), events.DeriveID(in.ID(), "b")}
@@ -71,7 +71,7 @@ func TestWorkerPublishesOutputsThenAcks(t *testing.T) {
 	if n := calls.get(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	info := consumerInfo(t, js, events.RoleExecutor)
+	info := consumerInfo(t, js, roleExecutor)
 	if info.NumRedelivered != 0 || info.NumAckPending != 0 {
 		t.Fatalf("consumer redelivered %d, ack pending %d", info.NumRedelivered, info.NumAckPending)
 	}
@@ -85,12 +85,12 @@ func TestWorkerPublishesOutputsThenAcks(t *testing.T) {
 
 func TestWorkerReHandlingIsDeduplicated(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	var calls counter
 	rec := &errRecorder{}
 	// Concurrency 1 so the second copy is handled after the first one's
 	// outputs are stored: its publishes get duplicate PubAcks.
-	startWorker(t, js, events.RoleExecutor, twoResults(&calls), events.WorkerConfig{Concurrency: 1, OnError: rec.OnError})
+	startWorker(t, js, roleExecutor, twoResults(&calls), events.WorkerConfig{Concurrency: 1, OnError: rec.OnError})
 
 	in := stepRequest(t, "acme", "run-1", 1)
 	m1, err := events.ToMsg(in)
@@ -114,7 +114,7 @@ func TestWorkerReHandlingIsDeduplicated(t *testing.T) {
 	}
 
 	eventually(t, waitLong, "both inputs handled and acked", func() bool {
-		return calls.get() == 2 && settled(t, js, events.RoleExecutor)
+		return calls.get() == 2 && settled(t, js, roleExecutor)
 	})
 	outs := readAll(t, js, events.StreamAgent, "agent.step.finished.acme")
 	if len(outs) != 2 {
@@ -137,10 +137,10 @@ func TestWorkerReHandlingIsDeduplicated(t *testing.T) {
 
 func TestWorkerDeadLettersPoison(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	var calls counter
 	rec := &errRecorder{}
-	startWorker(t, js, events.RoleExecutor, twoResults(&calls), events.WorkerConfig{OnError: rec.OnError})
+	startWorker(t, js, roleExecutor, twoResults(&calls), events.WorkerConfig{OnError: rec.OnError})
 
 	poison := []byte("\x00\x01 not a cloud event {")
 	ack, err := js.Publish(testCtx(t), "agent.step.requested.acme", poison)
@@ -164,17 +164,17 @@ func TestWorkerDeadLettersPoison(t *testing.T) {
 	if evs[0].ID() != events.DeriveID(fmt.Sprintf("AGENT/%d", ack.Sequence), "dead") || events.MetaOf(evs[0]).Tenant != "acme" {
 		t.Errorf("dead letter id %q meta %+v", evs[0].ID(), events.MetaOf(evs[0]))
 	}
-	if evs[0].Source() != "agentbus/"+events.RoleExecutor {
+	if evs[0].Source() != "agentbus/"+roleExecutor {
 		t.Errorf("dead letter source %q", evs[0].Source())
 	}
 
 	// The consumer keeps serving: a valid event after the poison is handled.
 	publish(t, js, stepRequest(t, "acme", "run-2", 1))
 	eventually(t, waitLong, "the valid event handled", func() bool {
-		return subjectCount(t, js, events.StreamAgent, "agent.step.finished.acme") == 2 && settled(t, js, events.RoleExecutor)
+		return subjectCount(t, js, events.StreamAgent, "agent.step.finished.acme") == 2 && settled(t, js, roleExecutor)
 	})
 	// The poison was terminated, not left pending: it cannot be redelivered.
-	info := consumerInfo(t, js, events.RoleExecutor)
+	info := consumerInfo(t, js, roleExecutor)
 	if info.NumAckPending != 0 || info.NumRedelivered != 0 || info.AckFloor.Stream < ack.Sequence {
 		t.Fatalf("poison not terminated: ack pending %d redelivered %d ack floor %d (poison seq %d)",
 			info.NumAckPending, info.NumRedelivered, info.AckFloor.Stream, ack.Sequence)
@@ -192,9 +192,9 @@ func TestWorkerDeadLettersPoison(t *testing.T) {
 
 func TestWorkerDeadLettersInvalidJSONData(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	var calls counter
-	startWorker(t, js, events.RoleExecutor, twoResults(&calls), events.WorkerConfig{})
+	startWorker(t, js, roleExecutor, twoResults(&calls), events.WorkerConfig{})
 
 	m, err := events.ToMsg(stepRequest(t, "acme", "run-7", 1))
 	if err != nil {
@@ -205,7 +205,7 @@ func TestWorkerDeadLettersInvalidJSONData(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, waitLong, "a dead letter", func() bool {
-		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, events.RoleExecutor)
+		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, roleExecutor)
 	})
 	_, dls := deadLetters(t, js, "acme")
 	if !strings.Contains(dls[0].Reason, "decode") || dls[0].RunID != "run-7" || string(dls[0].Original) != `{"step":` {
@@ -218,19 +218,19 @@ func TestWorkerDeadLettersInvalidJSONData(t *testing.T) {
 
 func TestWorkerPermanentErrorDeadLetters(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	var calls counter
 	rec := &errRecorder{}
 	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
 		calls.inc()
 		return nil, events.Permanent(errors.New("step 7 references a skill that does not exist"))
 	}
-	startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}, OnError: rec.OnError})
+	startWorker(t, js, roleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}, OnError: rec.OnError})
 
 	in := stepRequest(t, "acme", "run-p", 7)
 	seq := publish(t, js, in)
 	eventually(t, waitLong, "a dead letter and the input settled", func() bool {
-		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, events.RoleExecutor)
+		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, roleExecutor)
 	})
 	evs, dls := deadLetters(t, js, "acme")
 	dl := dls[0]
@@ -247,7 +247,7 @@ func TestWorkerPermanentErrorDeadLetters(t *testing.T) {
 	if n := calls.get(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	if info := consumerInfo(t, js, events.RoleExecutor); info.NumRedelivered != 0 {
+	if info := consumerInfo(t, js, roleExecutor); info.NumRedelivered != 0 {
 		t.Fatalf("a permanent failure was redelivered %d times", info.NumRedelivered)
 	}
 	if !rec.has("does not exist") {
@@ -257,17 +257,17 @@ func TestWorkerPermanentErrorDeadLetters(t *testing.T) {
 
 func TestWorkerUnpublishableOutputDeadLettersInput(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	var calls counter
 	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
 		calls.inc()
 		out, err := events.New(events.DeriveID(ev.ID(), 0), events.TypeStepFinished, events.Meta{Tenant: "no.such>tenant"}, 1)
 		return []event.Event{out}, err
 	}
-	startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}})
+	startWorker(t, js, roleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}})
 	publish(t, js, stepRequest(t, "acme", "run-u", 1))
 	eventually(t, waitLong, "a dead letter", func() bool {
-		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, events.RoleExecutor)
+		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, roleExecutor)
 	})
 	_, dls := deadLetters(t, js, "acme")
 	if !strings.Contains(dls[0].Reason, "invalid subject token") {
@@ -280,7 +280,7 @@ func TestWorkerUnpublishableOutputDeadLettersInput(t *testing.T) {
 
 func TestWorkerTransientErrorIsRedelivered(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	var calls counter
 	rec := &errRecorder{}
 	ok := twoResults(&counter{})
@@ -290,12 +290,12 @@ func TestWorkerTransientErrorIsRedelivered(t *testing.T) {
 		}
 		return ok(ctx, ev)
 	}
-	startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}, OnError: rec.OnError})
+	startWorker(t, js, roleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}, OnError: rec.OnError})
 
 	start := time.Now()
 	publish(t, js, stepRequest(t, "acme", "run-t", 1))
 	eventually(t, waitLong, "outputs after a retry", func() bool {
-		return subjectCount(t, js, events.StreamAgent, "agent.step.finished.acme") == 2 && settled(t, js, events.RoleExecutor)
+		return subjectCount(t, js, events.StreamAgent, "agent.step.finished.acme") == 2 && settled(t, js, roleExecutor)
 	})
 	if n := calls.get(); n != 2 {
 		t.Fatalf("handler ran %d times, want 2", n)
@@ -304,7 +304,7 @@ func TestWorkerTransientErrorIsRedelivered(t *testing.T) {
 	if elapsed := time.Since(start); elapsed >= eventstest.TestTopology().AckWait {
 		t.Errorf("retry took %v: the transient error was not nak'd with the backoff", elapsed)
 	}
-	if info := consumerInfo(t, js, events.RoleExecutor); info.NumRedelivered != 0 || info.NumAckPending != 0 {
+	if info := consumerInfo(t, js, roleExecutor); info.NumRedelivered != 0 || info.NumAckPending != 0 {
 		t.Fatalf("ack pending %d redelivered %d", info.NumAckPending, info.NumRedelivered)
 	}
 	if n := subjectCount(t, js, events.StreamAgent, events.DeadSubject("acme")); n != 0 {
@@ -317,17 +317,17 @@ func TestWorkerTransientErrorIsRedelivered(t *testing.T) {
 
 func TestWorkerMaxDeliveriesDeadLetters(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	var calls counter
 	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
 		calls.inc()
 		return nil, errTransient
 	}
-	startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}})
+	startWorker(t, js, roleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}})
 
 	seq := publish(t, js, stepRequest(t, "acme", "run-m", 1))
 	eventually(t, waitLong, "a dead letter and the input settled", func() bool {
-		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, events.RoleExecutor)
+		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, roleExecutor)
 	})
 	maxDeliver := eventstest.TestTopology().MaxDeliver
 	if n := calls.get(); n != int64(maxDeliver) {
@@ -350,21 +350,21 @@ func TestWorkerMaxDeliveriesDeadLetters(t *testing.T) {
 // a dead letter it cannot handle is terminated without another one.
 func TestWorkerDoesNotDeadLetterDeadLetters(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	var calls counter
 	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
 		calls.inc()
 		return nil, events.Permanent(errors.New("cannot handle"))
 	}
-	startWorker(t, js, events.RoleRouter, h, events.WorkerConfig{})
+	startWorker(t, js, roleRouter, h, events.WorkerConfig{})
 	publish(t, js, events.DeadLetterEvent("executor", "AGENT", 1, 1, "agent.step.requested.acme", nil, []byte("x"), "r", false))
 	eventually(t, waitLong, "the dead letter settled", func() bool {
-		return calls.get() == 1 && settled(t, js, events.RoleRouter)
+		return calls.get() == 1 && settled(t, js, roleRouter)
 	})
 	if n := subjectCount(t, js, events.StreamAgent, "agent.dead.acme"); n != 1 {
 		t.Fatalf("%d dead letters, want the original 1", n)
 	}
-	if info := consumerInfo(t, js, events.RoleRouter); info.NumRedelivered != 0 {
+	if info := consumerInfo(t, js, roleRouter); info.NumRedelivered != 0 {
 		t.Fatalf("redelivered %d", info.NumRedelivered)
 	}
 }
@@ -373,11 +373,11 @@ func TestWorkerDoesNotDeadLetterDeadLetters(t *testing.T) {
 // headers decode, so its dead letter must keep the run id too.
 func TestWorkerDeadLetterKeepsMixedCaseRunID(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
 		return nil, events.Permanent(errors.New("nope"))
 	}
-	startWorker(t, js, events.RoleExecutor, h, events.WorkerConfig{})
+	startWorker(t, js, roleExecutor, h, events.WorkerConfig{})
 	m := nats.NewMsg("agent.step.requested.acme")
 	m.Header["Ce-Specversion"] = []string{"1.0"}
 	m.Header["Ce-Id"] = []string{"foreign-1"}

@@ -10,33 +10,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Roles, one durable pull consumer each. N processes of a role share its
-// consumer: that is how agentbus scales out.
-const (
-	RoleRouter     = "router"
-	RolePlanner    = "planner"
-	RoleExecutor   = "executor"
-	RoleAggregator = "aggregator"
-	// RoleProjector is the aggregator's second consumer: it indexes the
-	// AUDIT stream into the store.
-	RoleProjector = "projector"
-)
-
-// KV bucket names.
-const (
-	BucketFanin     = "fanin"
-	BucketLocks     = "locks"
-	BucketBudgets   = "budgets"
-	BucketConfig    = "config"
-	BucketToolcalls = "toolcalls"
-	// BucketCredentials holds each run's forwarded API key, by run id, so
-	// the key never travels in an event. Entries expire after a day and
-	// the router deletes them when the run ends.
-	BucketCredentials = "credentials"
-)
-
 // Topology configures the streams, consumers and buckets agentbus needs.
+// The streams are fixed (AGENT, REPLY, AUDIT); the consumers and buckets
+// are the application's, declared with its roles.
 type Topology struct {
+	Consumers       []Consumer    // one durable pull consumer each
+	Buckets         []Bucket      // KV buckets
 	Replicas        int           // stream and bucket replicas; default 1
 	MemoryStorage   bool          // memory instead of file storage (benchmarks only)
 	AgentMaxAge     time.Duration // default 7 days
@@ -83,21 +62,31 @@ func (t Topology) Validate() error {
 	return nil
 }
 
-// consumerSpec says which stream and subjects a role consumes.
-type consumerSpec struct {
-	stream  string
-	filters []string
+// Consumer declares a durable pull consumer: the role that consumes, the
+// stream it reads and its filter subjects. N processes of a role share its
+// consumer: that is how agentbus scales out.
+type Consumer struct {
+	Name    string
+	Stream  string
+	Filters []string
+	// Unlimited: deliveries never run out, so events wait in the stream
+	// for as long as a dependency is down; only a permanent error
+	// dead-letters.
+	Unlimited bool
 }
 
-var consumers = map[string]consumerSpec{
-	RoleRouter: {StreamAgent, []string{
-		"agent.run.requested.*", "agent.plan.proposed.*", "agent.group.joined.*", "agent.dead.*",
-	}},
-	RolePlanner:    {StreamAgent, []string{"agent.plan.requested.*"}},
-	RoleExecutor:   {StreamAgent, []string{"agent.step.requested.*", "agent.step.iterated.*"}},
-	RoleAggregator: {StreamAgent, []string{"agent.step.finished.*"}},
-	RoleProjector:  {StreamAudit, []string{"audit.>"}},
+// Bucket declares a KV bucket.
+type Bucket struct {
+	Name string
+	// TTL of the entries: 0 keeps them forever, KeepWithRuns as long as
+	// the AGENT stream keeps events (Topology.AgentMaxAge).
+	TTL     time.Duration
+	History int // default 1
 }
+
+// KeepWithRuns is the Bucket.TTL of entries kept as long as the events of
+// their run.
+const KeepWithRuns time.Duration = -1
 
 // Bootstrap idempotently creates or updates the streams, the durable
 // consumer of every role and the KV buckets. Every process calls it at start.
@@ -125,22 +114,16 @@ func Bootstrap(ctx context.Context, js jetstream.JetStream, t Topology) error {
 			return fmt.Errorf("events: stream %s: %w", sc.Name, err)
 		}
 	}
-	for role := range consumers {
-		if _, err := EnsureConsumer(ctx, js, role, t); err != nil {
+	for _, c := range t.Consumers {
+		if _, err := EnsureConsumer(ctx, js, c, t); err != nil {
 			return err
 		}
 	}
-	buckets := []jetstream.KeyValueConfig{
-		{Bucket: BucketFanin, TTL: t.AgentMaxAge, History: 1},
-		{Bucket: BucketLocks, TTL: time.Minute, History: 1},
-		{Bucket: BucketBudgets, TTL: t.AgentMaxAge, History: 1},
-		{Bucket: BucketConfig, History: 5},
-		{Bucket: BucketToolcalls, TTL: t.AgentMaxAge, History: 1},
-		{Bucket: BucketCredentials, TTL: 24 * time.Hour, History: 1},
-	}
-	for _, kc := range buckets {
-		kc.Storage = storage
-		kc.Replicas = t.Replicas
+	for _, b := range t.Buckets {
+		kc := jetstream.KeyValueConfig{Bucket: b.Name, TTL: b.TTL, History: uint8(max(b.History, 1)), Storage: storage, Replicas: t.Replicas}
+		if b.TTL == KeepWithRuns {
+			kc.TTL = t.AgentMaxAge
+		}
 		if _, err := EnsureKeyValue(ctx, js, kc); err != nil {
 			return fmt.Errorf("events: bucket %s: %w", kc.Bucket, err)
 		}
@@ -148,46 +131,37 @@ func Bootstrap(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	return nil
 }
 
-// EnsureConsumer creates or updates the durable consumer of role.
-func EnsureConsumer(ctx context.Context, js jetstream.JetStream, role string, t Topology) (jetstream.Consumer, error) {
-	spec, ok := consumers[role]
-	if !ok {
-		return nil, fmt.Errorf("events: unknown role %q", role)
+// EnsureConsumer creates or updates the durable consumer c.
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, c Consumer, t Topology) (jetstream.Consumer, error) {
+	if c.Name == "" || c.Stream == "" || len(c.Filters) == 0 {
+		return nil, fmt.Errorf("events: consumer %q needs a stream and filter subjects", c.Name)
 	}
 	t = t.withDefaults()
 	maxDeliver := t.MaxDeliver
-	if role == RoleProjector {
-		// Audit events wait in the stream for as long as the store is
-		// down; only a permanent error (a schema violation) dead-letters.
+	if c.Unlimited {
 		maxDeliver = -1
 	}
 	want := jetstream.ConsumerConfig{
-		Durable:        role,
-		Description:    "agentbus " + role,
+		Durable:        c.Name,
+		Description:    "agentbus " + c.Name,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        t.AckWait,
 		MaxDeliver:     maxDeliver,
 		MaxAckPending:  t.MaxAckPending,
-		FilterSubjects: spec.filters,
+		FilterSubjects: c.Filters,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
 	// An unchanged consumer is left alone, like an unchanged stream.
-	if c, err := js.Consumer(ctx, spec.stream, role); err == nil {
-		have := c.CachedInfo().Config
-		if have.AckWait == want.AckWait && have.MaxDeliver == want.MaxDeliver && have.MaxAckPending == want.MaxAckPending &&
-			slices.Equal(have.FilterSubjects, want.FilterSubjects) {
-			return c, nil
+	if have, err := js.Consumer(ctx, c.Stream, c.Name); err == nil {
+		cfg := have.CachedInfo().Config
+		if cfg.AckWait == want.AckWait && cfg.MaxDeliver == want.MaxDeliver && cfg.MaxAckPending == want.MaxAckPending &&
+			slices.Equal(cfg.FilterSubjects, want.FilterSubjects) {
+			return have, nil
 		}
 	}
-	c, err := js.CreateOrUpdateConsumer(ctx, spec.stream, want)
+	cons, err := js.CreateOrUpdateConsumer(ctx, c.Stream, want)
 	if err != nil {
-		return nil, fmt.Errorf("events: consumer %s: %w", role, err)
+		return nil, fmt.Errorf("events: consumer %s: %w", c.Name, err)
 	}
-	return c, nil
+	return cons, nil
 }
-
-// StreamOf returns the stream a role consumes.
-func StreamOf(role string) string { return consumers[role].stream }
-
-// Filters returns the filter subjects of a role's consumer.
-func Filters(role string) []string { return slices.Clone(consumers[role].filters) }

@@ -18,10 +18,10 @@ import (
 
 func TestBootstrapIsIdempotentAndCreatesTopology(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t) // first call
+	_, _, js := eventstest.Bootstrap(t, testTopology()) // first call
 	ctx := testCtx(t)
 	for range 2 {
-		if err := events.Bootstrap(ctx, js, eventstest.TestTopology()); err != nil {
+		if err := events.Bootstrap(ctx, js, testTopology()); err != nil {
 			t.Fatalf("repeated Bootstrap: %v", err)
 		}
 	}
@@ -55,23 +55,10 @@ func TestBootstrapIsIdempotentAndCreatesTopology(t *testing.T) {
 		}
 	}
 
-	roles := map[string]struct {
-		stream  string
-		filters []string
-	}{
-		events.RoleRouter:     {events.StreamAgent, []string{"agent.run.requested.*", "agent.plan.proposed.*", "agent.group.joined.*", "agent.dead.*"}},
-		events.RolePlanner:    {events.StreamAgent, []string{"agent.plan.requested.*"}},
-		events.RoleExecutor:   {events.StreamAgent, []string{"agent.step.requested.*", "agent.step.iterated.*"}},
-		events.RoleAggregator: {events.StreamAgent, []string{"agent.step.finished.*"}},
-		events.RoleProjector:  {events.StreamAudit, []string{"audit.>"}},
-	}
-	for role, want := range roles {
-		if events.StreamOf(role) != want.stream {
-			t.Errorf("StreamOf(%s) = %q, want %q", role, events.StreamOf(role), want.stream)
-		}
-		c, err := js.Consumer(ctx, want.stream, role)
+	for _, want := range testTopology().Consumers {
+		c, err := js.Consumer(ctx, want.Stream, want.Name)
 		if err != nil {
-			t.Fatalf("consumer %s on %s: %v", role, want.stream, err)
+			t.Fatalf("consumer %s on %s: %v", want.Name, want.Stream, err)
 		}
 		info, err := c.Info(ctx)
 		if err != nil {
@@ -82,16 +69,16 @@ func TestBootstrapIsIdempotentAndCreatesTopology(t *testing.T) {
 		if len(filters) == 0 && cfg.FilterSubject != "" {
 			filters = []string{cfg.FilterSubject}
 		}
-		if !slices.Equal(filters, want.filters) {
-			t.Errorf("consumer %s filters %v, want %v", role, filters, want.filters)
+		if !slices.Equal(filters, want.Filters) {
+			t.Errorf("consumer %s filters %v, want %v", want.Name, filters, want.Filters)
 		}
 		wantMax := 4
-		if role == events.RoleProjector {
-			wantMax = -1 // audit events wait out a store outage
+		if want.Unlimited {
+			wantMax = -1 // its events wait out a dependency's outage
 		}
-		if cfg.Durable != role || cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.AckWait != 2*time.Second || cfg.MaxDeliver != wantMax || cfg.MaxAckPending != 1000 {
+		if cfg.Durable != want.Name || cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.AckWait != 2*time.Second || cfg.MaxDeliver != wantMax || cfg.MaxAckPending != 1000 {
 			t.Errorf("consumer %s config durable=%q ack=%v wait=%v maxdeliver=%d maxackpending=%d",
-				role, cfg.Durable, cfg.AckPolicy, cfg.AckWait, cfg.MaxDeliver, cfg.MaxAckPending)
+				want.Name, cfg.Durable, cfg.AckPolicy, cfg.AckWait, cfg.MaxDeliver, cfg.MaxAckPending)
 		}
 	}
 	for _, stream := range []string{events.StreamAgent, events.StreamReply, events.StreamAudit} {
@@ -107,35 +94,43 @@ func TestBootstrapIsIdempotentAndCreatesTopology(t *testing.T) {
 		if err := names.Err(); err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]int{events.StreamAgent: 4, events.StreamReply: 0, events.StreamAudit: 1}[stream]
+		want := map[string]int{events.StreamAgent: 2, events.StreamReply: 0, events.StreamAudit: 1}[stream]
 		if n != want {
 			t.Errorf("stream %s has %d consumers, want %d", stream, n, want)
 		}
 	}
 
-	for _, b := range []string{events.BucketFanin, events.BucketLocks, events.BucketBudgets, events.BucketConfig, events.BucketToolcalls} {
-		kv, err := js.KeyValue(ctx, b)
+	for _, b := range testTopology().Buckets {
+		kv, err := js.KeyValue(ctx, b.Name)
 		if err != nil {
-			t.Errorf("bucket %s: %v", b, err)
+			t.Errorf("bucket %s: %v", b.Name, err)
 			continue
 		}
 		if _, err := kv.Put(ctx, "k", []byte("v")); err != nil {
-			t.Errorf("bucket %s put: %v", b, err)
+			t.Errorf("bucket %s put: %v", b.Name, err)
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTTL := map[string]time.Duration{"fanin": 7 * 24 * time.Hour, "locks": time.Minute, "config": 0}[b.Name]
+		if st.TTL() != wantTTL || st.History() != int64(max(b.History, 1)) {
+			t.Errorf("bucket %s ttl %v history %d, want %v and %d", b.Name, st.TTL(), st.History(), wantTTL, max(b.History, 1))
 		}
 	}
 }
 
 func TestBootstrapUpdatesConsumers(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	ctx := testCtx(t)
-	topo := eventstest.TestTopology()
+	topo := testTopology()
 	topo.AckWait = 3 * time.Second
 	topo.MaxDeliver = 6
 	if err := events.Bootstrap(ctx, js, topo); err != nil {
 		t.Fatal(err)
 	}
-	info := consumerInfo(t, js, events.RoleExecutor)
+	info := consumerInfo(t, js, roleExecutor)
 	if info.Config.AckWait != 3*time.Second || info.Config.MaxDeliver != 6 {
 		t.Fatalf("consumer not updated: ack wait %v max deliver %d", info.Config.AckWait, info.Config.MaxDeliver)
 	}
@@ -146,7 +141,7 @@ func TestBootstrapDefaults(t *testing.T) {
 	s := eventstest.Server(t)
 	_, js := eventstest.Connect(t, s)
 	ctx := testCtx(t)
-	if err := events.Bootstrap(ctx, js, events.Topology{}); err != nil {
+	if err := events.Bootstrap(ctx, js, events.Topology{Consumers: testTopology().Consumers}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := js.Stream(ctx, events.StreamAgent)
@@ -160,7 +155,7 @@ func TestBootstrapDefaults(t *testing.T) {
 	if info.Config.Duplicates != 15*time.Minute || info.Config.MaxAge != 7*24*time.Hour {
 		t.Errorf("AGENT duplicates %v max age %v", info.Config.Duplicates, info.Config.MaxAge)
 	}
-	ci := consumerInfo(t, js, events.RoleRouter)
+	ci := consumerInfo(t, js, roleRouter)
 	if ci.Config.AckWait != 30*time.Second || ci.Config.MaxDeliver != 10 {
 		t.Errorf("router ack wait %v max deliver %d", ci.Config.AckWait, ci.Config.MaxDeliver)
 	}
@@ -198,8 +193,8 @@ func TestBootstrapRejectsInvalidTopology(t *testing.T) {
 	if _, err := js.Stream(ctx, events.StreamAgent); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("an invalid topology created streams: %v", err)
 	}
-	if _, err := events.EnsureConsumer(ctx, js, "janitor", events.Topology{}); err == nil {
-		t.Fatal("EnsureConsumer accepted an unknown role")
+	if _, err := events.EnsureConsumer(ctx, js, events.Consumer{Name: "janitor"}, events.Topology{}); err == nil {
+		t.Fatal("EnsureConsumer accepted a consumer with no stream or filters")
 	}
 }
 
@@ -214,7 +209,7 @@ func TestRunServerNeedsStoreDir(t *testing.T) {
 // together do not race the server with updates for nothing; a changed
 // setting is still applied.
 func TestBootstrapLeavesAnUnchangedTopologyAlone(t *testing.T) {
-	_, nc, js := eventstest.Bootstrap(t)
+	_, nc, js := eventstest.Bootstrap(t, testTopology())
 	ctx := context.Background()
 	var mu sync.Mutex
 	var updates []string
@@ -232,7 +227,7 @@ func TestBootstrapLeavesAnUnchangedTopologyAlone(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := events.Bootstrap(ctx, js, eventstest.TestTopology()); err != nil {
+	if err := events.Bootstrap(ctx, js, testTopology()); err != nil {
 		t.Fatal(err)
 	}
 	_ = nc.Flush()
@@ -243,12 +238,12 @@ func TestBootstrapLeavesAnUnchangedTopologyAlone(t *testing.T) {
 	if len(got) != 0 {
 		t.Fatalf("an unchanged bootstrap sent %v", got)
 	}
-	changed := eventstest.TestTopology()
+	changed := testTopology()
 	changed.AckWait = 3 * time.Second
 	if err := events.Bootstrap(ctx, js, changed); err != nil {
 		t.Fatal(err)
 	}
-	if ci := consumerInfo(t, js, events.RoleRouter); ci.Config.AckWait != 3*time.Second {
+	if ci := consumerInfo(t, js, roleRouter); ci.Config.AckWait != 3*time.Second {
 		t.Fatalf("changed ack wait not applied: %v", ci.Config.AckWait)
 	}
 }

@@ -44,7 +44,7 @@ func (a *Aggregator) Routes() []events.Route {
 
 // Handle is the aggregator's events.Handler.
 func (a *Aggregator) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
-	return events.Dispatch(events.RoleAggregator, a.Routes()...)(ctx, ev)
+	return events.Dispatch(RoleAggregator, a.Routes()...)(ctx, ev)
 }
 
 func (a *Aggregator) stepFinished(ctx context.Context, ev event.Event, sf orch.StepFinished) ([]event.Event, error) {

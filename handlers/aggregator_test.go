@@ -134,7 +134,7 @@ func TestAggregatorConcurrentMembers(t *testing.T) {
 		start := make(chan struct{})
 		for _, ev := range evs {
 			// Separate aggregators (as in separate processes) share the bucket.
-			kv, err := env.js.KeyValue(testCtx(t), events.BucketFanin)
+			kv, err := env.js.KeyValue(testCtx(t), BucketFanin)
 			if err != nil {
 				t.Fatal(err)
 			}

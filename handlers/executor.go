@@ -70,7 +70,7 @@ func (x *Executor) Routes() []events.Route {
 
 // Handle is the executor's events.Handler.
 func (x *Executor) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
-	return events.Dispatch(events.RoleExecutor, x.Routes()...)(ctx, ev)
+	return events.Dispatch(RoleExecutor, x.Routes()...)(ctx, ev)
 }
 
 func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRequest) ([]event.Event, error) {

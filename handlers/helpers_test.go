@@ -53,9 +53,16 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// testTopology is eventstest's with the buckets the roles use.
+func testTopology() events.Topology {
+	topo := eventstest.TestTopology()
+	topo.Buckets = Buckets
+	return topo
+}
+
 func newEnv(t *testing.T) *testEnv {
 	t.Helper()
-	_, _, js := eventstest.Bootstrap(t)
+	_, _, js := eventstest.Bootstrap(t, testTopology())
 	ctx := testCtx(t)
 	st, err := embedded.New(ctx, js, embedded.Config{})
 	if err != nil {
@@ -77,8 +84,8 @@ func newEnv(t *testing.T) *testEnv {
 		return b
 	}
 	return &testEnv{js: js, st: st, svc: svc, sk: sk,
-		fanin: kv(events.BucketFanin), locks: kv(events.BucketLocks),
-		toolcalls: kv(events.BucketToolcalls), config: kv(events.BucketConfig)}
+		fanin: kv(BucketFanin), locks: kv(BucketLocks),
+		toolcalls: kv(BucketToolcalls), config: kv(BucketConfig)}
 }
 
 func toolCallResp(id, name, args string) llm.Response {

@@ -62,7 +62,7 @@ func (d *gateDialer) heal() {
 // by `make chaos`: the ingress used a core subscription, missed the
 // result and held the caller until run_timeout.
 func TestIngressAnswersRunFinishedWhileDisconnected(t *testing.T) {
-	s, nc, js := eventstest.Bootstrap(t)
+	s, nc, js := eventstest.Bootstrap(t, testTopology())
 	gate := &gateDialer{}
 	inc, err := nats.Connect(s.ClientURL(), nats.SetCustomDialer(gate), nats.MaxReconnects(-1),
 		nats.ReconnectWait(50*time.Millisecond), nats.ReconnectJitter(0, 0))

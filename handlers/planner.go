@@ -43,7 +43,7 @@ func (p *Planner) Routes() []events.Route {
 
 // Handle is the planner's events.Handler.
 func (p *Planner) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
-	return events.Dispatch(events.RolePlanner, p.Routes()...)(ctx, ev)
+	return events.Dispatch(RolePlanner, p.Routes()...)(ctx, ev)
 }
 
 func (p *Planner) planRequested(ctx context.Context, ev event.Event, req orch.PlanRequest) ([]event.Event, error) {

@@ -39,7 +39,7 @@ func (p *Projector) Routes() []events.Route {
 
 // Handle is the projector's events.Handler.
 func (p *Projector) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
-	return events.Dispatch(events.RoleProjector, p.Routes()...)(ctx, ev)
+	return events.Dispatch(RoleProjector, p.Routes()...)(ctx, ev)
 }
 
 func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, error) {

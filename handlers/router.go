@@ -67,7 +67,7 @@ func (r *Router) Routes() []events.Route {
 
 // Handle is the router's events.Handler.
 func (r *Router) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
-	return events.Dispatch(events.RoleRouter, r.Routes()...)(ctx, ev)
+	return events.Dispatch(RoleRouter, r.Routes()...)(ctx, ev)
 }
 
 // decide runs the decider on one input, answers its synthesis request and

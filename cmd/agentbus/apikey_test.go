@@ -114,7 +114,7 @@ func TestAPIKeyForwardedToSkillsAndNeverRecorded(t *testing.T) {
 			}
 		}
 	}
-	creds, err := s.Deps.JS.KeyValue(ctx, events.BucketCredentials)
+	creds, err := s.Deps.JS.KeyValue(ctx, handlers.BucketCredentials)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -222,7 +222,7 @@ func TestDuplicateStepFinishedCountsOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fanin, err := js.KeyValue(ctx, events.BucketFanin)
+	fanin, err := js.KeyValue(ctx, handlers.BucketFanin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestDuplicateStepFinishedCountsOnce(t *testing.T) {
 	}
 	publishRaw(1, "copy-a")
 	publishRaw(1, "copy-b")
-	cons, _ := js.Consumer(ctx, events.StreamAgent, events.RoleAggregator)
+	cons, _ := js.Consumer(ctx, events.StreamAgent, handlers.RoleAggregator)
 	eventually(t, 10*time.Second, "both copies to be acked", func() bool {
 		info, err := cons.Info(ctx)
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
@@ -48,7 +47,7 @@ func TestRedeliveryAfterExecutorKill(t *testing.T) {
 	go func() {
 		done <- postRun(t, c.ingURL, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-kill", Message: demoTask})
 	}()
-	eventually(t, 20*time.Second, "the executor to hold a step", func() bool { return c.ackPending(events.RoleExecutor) > 0 })
+	eventually(t, 20*time.Second, "the executor to hold a step", func() bool { return c.ackPending(handlers.RoleExecutor) > 0 })
 	procs["executor1"].Kill()
 	c.start("executor")
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/skills"
@@ -148,7 +149,8 @@ func (c *cluster) ackPending(role string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, js := connect(c.t, c.nats)
-	cons, err := js.Consumer(ctx, events.StreamOf(role), role)
+	decl, _ := app.RoleNamed(role)
+	cons, err := js.Consumer(ctx, decl.Consumer().Stream, role)
 	if err != nil {
 		return 0
 	}

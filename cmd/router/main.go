@@ -4,10 +4,6 @@ import (
 	"os"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
-	"github.com/agentbus/agentbus/events"
 )
 
-func main() {
-	c := app.Parse("router", "the manager role: routes tasks, dispatches plan steps, replans, synthesises answers", os.Args[1:], nil)
-	os.Exit(app.RunProcess("router", c, events.RoleRouter))
-}
+func main() { os.Exit(app.Main("router", os.Args[1:])) }

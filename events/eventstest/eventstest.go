@@ -47,21 +47,23 @@ func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
-// Bootstrap starts a server, connects and creates the agentbus topology
-// with a short ack wait, so redelivery tests run in seconds.
-func Bootstrap(t testing.TB) (*server.Server, *nats.Conn, jetstream.JetStream) {
+// Bootstrap starts a server, connects and creates topo: the streams and
+// the consumers and buckets topo declares. Start from TestTopology, whose
+// short ack wait makes redelivery tests run in seconds.
+func Bootstrap(t testing.TB, topo events.Topology) (*server.Server, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	s := Server(t)
 	nc, js := Connect(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := events.Bootstrap(ctx, js, TestTopology()); err != nil {
+	if err := events.Bootstrap(ctx, js, topo); err != nil {
 		t.Fatal(err)
 	}
 	return s, nc, js
 }
 
-// TestTopology is the topology tests use: short ack wait, few deliveries.
+// TestTopology is the topology tests start from: short ack wait, few
+// deliveries, no consumers or buckets.
 func TestTopology() events.Topology {
 	return events.Topology{AckWait: 2 * time.Second, MaxDeliver: 4}
 }

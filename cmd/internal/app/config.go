@@ -27,6 +27,7 @@ type Config struct {
 	SandboxUnsafe   bool   // run extraction scripts without isolation (development only)
 	LogLevel        string
 	Concurrency     int
+	MaxTurns        int // model turns of one step
 	HandleTimeout   time.Duration
 	AckWait         time.Duration
 	MaxDeliver      int
@@ -57,6 +58,7 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 		"DEVELOPMENT ONLY: run extraction scripts without isolation when none is available (env SANDBOX_ALLOW_UNSAFE=1)")
 	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
 	fs.IntVar(&c.Concurrency, "concurrency", envInt("CONCURRENCY", 16), "messages handled at once per process (env CONCURRENCY)")
+	fs.IntVar(&c.MaxTurns, "max-turns", envInt("MAX_TURNS", 6), "model turns one step may take before it fails (env MAX_TURNS)")
 	fs.DurationVar(&c.HandleTimeout, "handle-timeout", envDuration("HANDLE_TIMEOUT", 5*time.Minute), "deadline of one message's work (env HANDLE_TIMEOUT)")
 	fs.DurationVar(&c.AckWait, "ack-wait", envDuration("ACK_WAIT", 30*time.Second), "JetStream ack wait of the role consumers (env ACK_WAIT)")
 	fs.IntVar(&c.MaxDeliver, "max-deliver", envInt("MAX_DELIVER", 10), "deliveries before a message is dead-lettered (env MAX_DELIVER)")
@@ -75,6 +77,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("concurrency must be at least 1")
+	}
+	if c.MaxTurns < 1 {
+		return fmt.Errorf("max-turns must be at least 1")
 	}
 	return nil
 }
@@ -127,6 +132,14 @@ func splitCommand(line string) ([]string, error) {
 		return words, nil
 	}
 	return strings.Fields(line), nil
+}
+
+// DefaultConfig is the configuration of a process started without flags:
+// the defaults, with the environment's overrides.
+func DefaultConfig() *Config {
+	c := &Config{}
+	c.Register(flag.NewFlagSet("defaults", flag.ContinueOnError))
+	return c
 }
 
 // Parse registers the shared flags plus extra on a new flag set named

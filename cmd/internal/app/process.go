@@ -3,10 +3,12 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -18,6 +20,34 @@ import (
 // SignalContext returns a context cancelled on SIGINT or SIGTERM.
 func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// Process is a role binary: cmd/<Name> runs the workers of Roles.
+type Process struct {
+	Name    string
+	Summary string
+	Roles   []string
+}
+
+// Processes are the role binaries; the ingress, which serves HTTP, is the
+// one other binary of a deployment.
+var Processes = []Process{
+	{"router", "the manager role: routes tasks, dispatches plan steps, replans, synthesises answers", []string{handlers.RoleRouter}},
+	{"planner", "SubAgent-A: discovers skills over MCP and writes verified plans", []string{handlers.RolePlanner}},
+	{"executor", "SubAgent-B: runs plan steps with only their allowed skills and writes outputs to memory", []string{handlers.RoleExecutor}},
+	{"aggregator", "fan-in of step results per group, and the projections into the store", []string{handlers.RoleAggregator, handlers.RoleProjector}},
+}
+
+// Main is the main of the role binary name: it parses args and runs the
+// process's roles until SIGTERM. It returns the exit code.
+func Main(name string, args []string) int {
+	i := slices.IndexFunc(Processes, func(p Process) bool { return p.Name == name })
+	if i < 0 {
+		fmt.Fprintf(os.Stderr, "%s: no such role process\n", name)
+		return 2
+	}
+	p := Processes[i]
+	return RunProcess(p.Name, Parse(p.Name, p.Summary, args, nil), p.Roles...)
 }
 
 // RunProcess runs the workers of roles in a process until SIGTERM, then

@@ -7,34 +7,58 @@ import (
 	"strings"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 )
 
-// Role declares one role: its name, the routes of its handler (the event
-// types it consumes, with the methods that handle them) and the event
-// types it may emit besides audit events. Consumer filters, dispatch and
-// the emit checks derive from it.
+// Role declares one role in one value: its name, the routes of its handler
+// (the event types it consumes, with the methods that handle them), the
+// event types it may emit besides audit events, and how its handler is
+// wired from a process's dependencies. Its durable consumer (stream and
+// filter subjects), its dispatch, the emit checks, every process that runs
+// it, the all-in-one and the benchmark derive from it.
 type Role struct {
-	Name   string
+	Name string
+	// Routes come from an unwired handler: a route names its type
+	// whatever the handler's dependencies.
 	Routes []events.Route
 	Emits  []string
+	// Unlimited: the role's messages wait in the stream while a
+	// dependency is down instead of running out of deliveries.
+	Unlimited bool
+	// Build wires the handler from d and returns its routes.
+	Build func(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error)
 }
 
-// Roles are the roles of agentbus. Routes come from unbuilt handlers: a
-// route names its type whatever the handler's dependencies.
+// Roles are the roles of agentbus.
 var Roles = []Role{
-	{events.RoleRouter, (&handlers.Router{}).Routes(),
-		[]string{events.TypePlanRequested, events.TypeStepRequested, events.TypeRunFinished, events.TypeReplyChunk}},
-	{events.RolePlanner, (&handlers.Planner{}).Routes(), []string{events.TypePlanProposed}},
-	{events.RoleExecutor, (&handlers.Executor{}).Routes(), []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeGroupJoined}},
-	{events.RoleAggregator, (&handlers.Aggregator{}).Routes(), []string{events.TypeGroupJoined}},
-	{events.RoleProjector, (&handlers.Projector{}).Routes(), nil},
+	{Name: handlers.RoleRouter, Routes: (&handlers.Router{}).Routes(),
+		Emits: []string{events.TypePlanRequested, events.TypeStepRequested, events.TypeRunFinished, events.TypeReplyChunk},
+		Build: buildRouter},
+	{Name: handlers.RolePlanner, Routes: (&handlers.Planner{}).Routes(), Emits: []string{events.TypePlanProposed},
+		Build: buildPlanner},
+	{Name: handlers.RoleExecutor, Routes: (&handlers.Executor{}).Routes(),
+		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeGroupJoined}, Build: buildExecutor},
+	{Name: handlers.RoleAggregator, Routes: (&handlers.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
+		Build: buildAggregator},
+	{Name: handlers.RoleProjector, Routes: (&handlers.Projector{}).Routes(), Unlimited: true, Build: buildProjector},
 }
 
 // IngressConsumes are the types the ingress reads for its callers.
 var IngressConsumes = []string{events.TypeRunFinished, events.TypeReplyChunk}
+
+// Topology is base with the consumers of every role and the buckets the
+// roles use.
+func Topology(base events.Topology) events.Topology {
+	base.Consumers = nil
+	for _, r := range Roles {
+		base.Consumers = append(base.Consumers, r.Consumer())
+	}
+	base.Buckets = handlers.Buckets
+	return base
+}
 
 // RoleNamed returns the declaration of role.
 func RoleNamed(name string) (Role, bool) {
@@ -45,15 +69,16 @@ func RoleNamed(name string) (Role, bool) {
 	return Roles[i], true
 }
 
-// Filters are the consumer filter subjects the role's routes need.
-func (r Role) Filters() []string {
-	var f []string
+// Consumer is the role's durable consumer, derived from its routes.
+func (r Role) Consumer() events.Consumer {
+	c := events.Consumer{Name: r.Name, Unlimited: r.Unlimited}
 	for _, rt := range r.Routes {
-		if s := rt.Filter(); !slices.Contains(f, s) {
-			f = append(f, s)
+		c.Stream = rt.Stream()
+		if s := rt.Filter(); !slices.Contains(c.Filters, s) {
+			c.Filters = append(c.Filters, s)
 		}
 	}
-	return f
+	return c
 }
 
 // consumes reports whether any route of the role takes events of typ.
@@ -63,8 +88,8 @@ func (r Role) consumes(typ string) bool {
 
 // CheckRoles reports a declaration that would lose events: a type some
 // role emits that no role (nor the ingress) consumes, or a role whose
-// consumer filters differ from what its routes need. Every process runs
-// it at start.
+// routes span two streams (one consumer reads one stream). Every process
+// runs it at start.
 func CheckRoles(roles []Role) error {
 	for _, r := range roles {
 		for _, typ := range r.Emits {
@@ -74,12 +99,31 @@ func CheckRoles(roles []Role) error {
 			}
 			return fmt.Errorf("role %s emits %s, which no role consumes: add a route for it to the consuming role", r.Name, typ)
 		}
-		have, want := events.Filters(r.Name), r.Filters()
-		slices.Sort(have)
-		slices.Sort(want)
-		if !slices.Equal(have, want) {
-			return fmt.Errorf("role %s: consumer filters %v, but its routes need %v", r.Name, have, want)
+		if len(r.Routes) == 0 {
+			return fmt.Errorf("role %s consumes nothing", r.Name)
 		}
+		for _, rt := range r.Routes {
+			if rt.Stream() != r.Routes[0].Stream() {
+				return fmt.Errorf("role %s consumes from %s and %s: one consumer reads one stream", r.Name, r.Routes[0].Stream(), rt.Stream())
+			}
+		}
+	}
+	return nil
+}
+
+// checkRoutes reports a wired handler whose routes are not the declared
+// ones: its consumer's filters would not match what it handles.
+func (r Role) checkRoutes(built []events.Route) error {
+	types := func(rs []events.Route) []string {
+		var ts []string
+		for _, rt := range rs {
+			ts = append(ts, rt.Type)
+		}
+		slices.Sort(ts)
+		return ts
+	}
+	if have, want := types(built), types(r.Routes); !slices.Equal(have, want) {
+		return fmt.Errorf("role %s: its handler routes %v, but its declaration (and so its consumer filters) %v", r.Name, have, want)
 	}
 	return nil
 }
@@ -99,4 +143,67 @@ func (r Role) checkEmits(h events.Handler) events.Handler {
 		}
 		return outs, nil
 	}
+}
+
+func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
+	cfg, err := d.bucket(ctx, handlers.BucketConfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := retry(ctx, func() error { return handlers.SeedConfig(ctx, cfg) }); err != nil {
+		return nil, err
+	}
+	creds, err := d.Credentials(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := handlers.NewRouter(d.Models.Router, d.Store, cfg, log)
+	r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
+	return r.Routes(), nil
+}
+
+func buildPlanner(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
+	creds, err := d.Credentials(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := handlers.NewPlanner(d.Models.Planner, d.Skills, log)
+	p.Credentials = creds
+	return p.Routes(), nil
+}
+
+func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
+	locks, err := d.bucket(ctx, handlers.BucketLocks)
+	if err != nil {
+		return nil, err
+	}
+	calls, err := d.bucket(ctx, handlers.BucketToolcalls)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := d.Credentials(ctx)
+	if err != nil {
+		return nil, err
+	}
+	x := handlers.NewExecutor(d.Models.Executor, d.Skills, d.Store, locks, calls, log)
+	x.Credentials = creds
+	if d.Config.MaxTurns > 0 {
+		x.MaxTurns = d.Config.MaxTurns
+	}
+	if sb := d.sandbox(ctx, log); sb != nil {
+		x.Sandbox = sb
+	}
+	return x.Routes(), nil
+}
+
+func buildAggregator(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
+	fanin, err := d.bucket(ctx, handlers.BucketFanin)
+	if err != nil {
+		return nil, err
+	}
+	return handlers.NewAggregator(fanin, log).Routes(), nil
+}
+
+func buildProjector(_ context.Context, d *Deps, _ zerolog.Logger) ([]events.Route, error) {
+	return (&handlers.Projector{Store: d.Store}).Routes(), nil
 }

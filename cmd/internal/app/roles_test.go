@@ -10,6 +10,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
 )
 
 func TestRolesAreConsistent(t *testing.T) {
@@ -28,24 +29,62 @@ func TestRolesAreConsistent(t *testing.T) {
 
 func TestUndeclaredEmitFailsStartup(t *testing.T) {
 	roles := slices.Clone(Roles)
-	i := slices.IndexFunc(roles, func(r Role) bool { return r.Name == events.RoleAggregator })
+	i := slices.IndexFunc(roles, func(r Role) bool { return r.Name == handlers.RoleAggregator })
 	roles[i].Emits = append(slices.Clone(roles[i].Emits), "io.agentbus.group.exploded")
 	err := CheckRoles(roles)
 	if err == nil || !strings.Contains(err.Error(), "aggregator emits io.agentbus.group.exploded, which no role consumes") {
 		t.Fatalf("CheckRoles = %v, want the undeclared type named", err)
 	}
 
-	// A role whose routes and consumer filters disagree.
+	// A role whose routes span two streams cannot have one consumer.
 	roles = slices.Clone(Roles)
-	i = slices.IndexFunc(roles, func(r Role) bool { return r.Name == events.RolePlanner })
-	roles[i].Routes = append(slices.Clone(roles[i].Routes), roles[slices.IndexFunc(roles, func(r Role) bool { return r.Name == events.RoleAggregator })].Routes...)
-	if err := CheckRoles(roles); err == nil || !strings.Contains(err.Error(), "planner: consumer filters") {
-		t.Fatalf("CheckRoles = %v, want the filter mismatch named", err)
+	i = slices.IndexFunc(roles, func(r Role) bool { return r.Name == handlers.RolePlanner })
+	projector, _ := RoleNamed(handlers.RoleProjector)
+	roles[i].Routes = append(slices.Clone(roles[i].Routes), projector.Routes...)
+	if err := CheckRoles(roles); err == nil || !strings.Contains(err.Error(), "planner consumes from AGENT and AUDIT") {
+		t.Fatalf("CheckRoles = %v, want the two streams named", err)
+	}
+}
+
+// TestWiredRoutesMatchTheDeclaration: a handler wired with routes its
+// declaration (and so its consumer's filters) lacks fails at startup.
+func TestWiredRoutesMatchTheDeclaration(t *testing.T) {
+	planner, _ := RoleNamed(handlers.RolePlanner)
+	aggregator, _ := RoleNamed(handlers.RoleAggregator)
+	if err := planner.checkRoutes(planner.Routes); err != nil {
+		t.Fatalf("checkRoutes of the declared routes: %v", err)
+	}
+	err := planner.checkRoutes(append(slices.Clone(planner.Routes), aggregator.Routes...))
+	if err == nil || !strings.Contains(err.Error(), "role planner: its handler routes") || !strings.Contains(err.Error(), events.TypeStepFinished) {
+		t.Fatalf("checkRoutes = %v, want the extra route named", err)
+	}
+}
+
+// TestTopologyDerivesFromRoles: each role's consumer reads the stream and
+// subjects of its routes.
+func TestTopologyDerivesFromRoles(t *testing.T) {
+	want := map[string]events.Consumer{
+		handlers.RoleRouter: {Name: handlers.RoleRouter, Stream: events.StreamAgent,
+			Filters: []string{"agent.run.requested.*", "agent.plan.proposed.*", "agent.group.joined.*", "agent.dead.*"}},
+		handlers.RolePlanner:    {Name: handlers.RolePlanner, Stream: events.StreamAgent, Filters: []string{"agent.plan.requested.*"}},
+		handlers.RoleExecutor:   {Name: handlers.RoleExecutor, Stream: events.StreamAgent, Filters: []string{"agent.step.requested.*", "agent.step.iterated.*"}},
+		handlers.RoleAggregator: {Name: handlers.RoleAggregator, Stream: events.StreamAgent, Filters: []string{"agent.step.finished.*"}},
+		handlers.RoleProjector:  {Name: handlers.RoleProjector, Stream: events.StreamAudit, Filters: []string{"audit.>"}, Unlimited: true},
+	}
+	topo := Topology(events.Topology{})
+	if len(topo.Consumers) != len(want) || len(topo.Buckets) != len(handlers.Buckets) {
+		t.Fatalf("topology has %d consumers and %d buckets, want %d and %d", len(topo.Consumers), len(topo.Buckets), len(want), len(handlers.Buckets))
+	}
+	for _, c := range topo.Consumers {
+		w := want[c.Name]
+		if c.Stream != w.Stream || !slices.Equal(c.Filters, w.Filters) || c.Unlimited != w.Unlimited {
+			t.Errorf("consumer %+v, want %+v", c, w)
+		}
 	}
 }
 
 func TestUndeclaredEmitIsRefused(t *testing.T) {
-	r, _ := RoleNamed(events.RolePlanner)
+	r, _ := RoleNamed(handlers.RolePlanner)
 	h := r.checkEmits(func(ctx context.Context, in event.Event) ([]event.Event, error) {
 		out, err := events.Child(in, "x", events.TypeGroupJoined, map[string]string{})
 		return []event.Event{out}, err

@@ -49,8 +49,14 @@ type Stack struct {
 	err         error
 }
 
-// AllRoles are the roles of the all-in-one process.
-var AllRoles = []string{events.RoleRouter, events.RolePlanner, events.RoleExecutor, events.RoleAggregator, events.RoleProjector}
+// AllRoles are the roles of the all-in-one process: every one.
+var AllRoles = func() []string {
+	var names []string
+	for _, r := range Roles {
+		names = append(names, r.Name)
+	}
+	return names
+}()
 
 // StartStack starts everything and returns once the ingress listens.
 func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {

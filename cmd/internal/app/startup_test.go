@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
 )
 
@@ -46,7 +47,7 @@ func TestRolesStartThroughNATSRestart(t *testing.T) {
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	errc := make(chan error, 1)
-	go func() { errc <- d.RunRoles(ctx, events.RoleAggregator) }()
+	go func() { errc <- d.RunRoles(ctx, handlers.RoleAggregator) }()
 	select {
 	case err := <-errc:
 		t.Fatalf("RunRoles gave up while NATS was restarting: %v", err)
@@ -78,7 +79,7 @@ func TestRolesStartThroughNATSRestart(t *testing.T) {
 	if err := retry(pctx, func() error { return events.Publish(pctx, js, ev) }); err != nil {
 		t.Fatal(err)
 	}
-	fanin, err := js.KeyValue(pctx, events.BucketFanin)
+	fanin, err := js.KeyValue(pctx, handlers.BucketFanin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,14 @@ func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, e
 	return st, err
 }
 
+// Skills is what the roles need from the skills: the planner finds them,
+// the executor calls them.
+type Skills interface {
+	handlers.SkillFinder
+	handlers.SkillCaller
+	Close() error
+}
+
 // Deps are the connections a process works with.
 type Deps struct {
 	Config *Config
@@ -74,7 +82,7 @@ type Deps struct {
 	NC     *nats.Conn
 	JS     jetstream.JetStream
 	Store  Store
-	Skills *skills.Client
+	Skills Skills
 	Models Models
 }
 
@@ -100,7 +108,7 @@ func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger)
 		nc.Close()
 		return nil, err
 	}
-	topo := events.Topology{AckWait: c.AckWait, MaxDeliver: c.MaxDeliver}
+	topo := Topology(events.Topology{AckWait: c.AckWait, MaxDeliver: c.MaxDeliver})
 	if err := retry(ctx, func() error { return events.Bootstrap(ctx, js, topo) }); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("bootstrap: %w", err)
@@ -165,73 +173,37 @@ func (d *Deps) Close() {
 	d.NC.Close()
 }
 
-// Handler builds the handler of role from d.
+// Handler wires the handler of role from d.
 func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error) {
-	kv := func(bucket string) (jetstream.KeyValue, error) {
-		return retryValue(ctx, func() (jetstream.KeyValue, error) { return d.JS.KeyValue(ctx, bucket) })
+	decl, ok := RoleNamed(role)
+	if !ok {
+		return nil, fmt.Errorf("unknown role %q", role)
 	}
-	log := d.Log.With().Str("role", role).Logger()
-	creds, err := d.Credentials(ctx)
+	routes, err := decl.Build(ctx, d, d.Log.With().Str("role", role).Logger())
 	if err != nil {
 		return nil, err
 	}
-	switch role {
-	case events.RoleRouter:
-		cfg, err := kv(events.BucketConfig)
-		if err != nil {
-			return nil, err
-		}
-		if err := retry(ctx, func() error { return handlers.SeedConfig(ctx, cfg) }); err != nil {
-			return nil, err
-		}
-		r := handlers.NewRouter(d.Models.Router, d.Store, cfg, log)
-		r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
-		return events.Dispatch(role, r.Routes()...), nil
-	case events.RolePlanner:
-		p := handlers.NewPlanner(d.Models.Planner, d.Skills, log)
-		p.Credentials = creds
-		return events.Dispatch(role, p.Routes()...), nil
-	case events.RoleExecutor:
-		locks, err := kv(events.BucketLocks)
-		if err != nil {
-			return nil, err
-		}
-		calls, err := kv(events.BucketToolcalls)
-		if err != nil {
-			return nil, err
-		}
-		x := handlers.NewExecutor(d.Models.Executor, d.Skills, d.Store, locks, calls, log)
-		x.Credentials = creds
-		if sb := d.sandbox(ctx, log); sb != nil {
-			x.Sandbox = sb
-		}
-		return events.Dispatch(role, x.Routes()...), nil
-	case events.RoleAggregator:
-		fanin, err := kv(events.BucketFanin)
-		if err != nil {
-			return nil, err
-		}
-		return events.Dispatch(role, handlers.NewAggregator(fanin, log).Routes()...), nil
-	case events.RoleProjector:
-		return events.Dispatch(role, (&handlers.Projector{Store: d.Store}).Routes()...), nil
+	if err := decl.checkRoutes(routes); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("unknown role %q", role)
+	return decl.checkEmits(events.Dispatch(role, routes...)), nil
+}
+
+// bucket opens a KV bucket, waiting for NATS.
+func (d *Deps) bucket(ctx context.Context, name string) (jetstream.KeyValue, error) {
+	return retryValue(ctx, func() (jetstream.KeyValue, error) { return d.JS.KeyValue(ctx, name) })
 }
 
 // RunRoles runs the workers of roles until ctx ends, then drains them.
 func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
 	errs := make(chan error, len(roles))
 	for _, role := range roles {
-		decl, ok := RoleNamed(role)
-		if !ok {
-			return fmt.Errorf("unknown role %q", role)
-		}
 		h, err := d.Handler(ctx, role)
 		if err != nil {
 			return fmt.Errorf("%s: %w", role, err)
 		}
-		h = decl.checkEmits(h)
-		cons, err := retryValue(ctx, func() (jetstream.Consumer, error) { return d.JS.Consumer(ctx, events.StreamOf(role), role) })
+		decl, _ := RoleNamed(role)
+		cons, err := retryValue(ctx, func() (jetstream.Consumer, error) { return d.JS.Consumer(ctx, decl.Consumer().Stream, role) })
 		if err != nil {
 			return fmt.Errorf("%s consumer: %w", role, err)
 		}
@@ -266,7 +238,7 @@ func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
 
 // Credentials returns the store of forwarded API keys.
 func (d *Deps) Credentials(ctx context.Context) (*handlers.Credentials, error) {
-	kv, err := retryValue(ctx, func() (jetstream.KeyValue, error) { return d.JS.KeyValue(ctx, events.BucketCredentials) })
+	kv, err := d.bucket(ctx, handlers.BucketCredentials)
 	if err != nil {
 		return nil, fmt.Errorf("credentials bucket: %w", err)
 	}

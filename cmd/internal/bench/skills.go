@@ -24,6 +24,9 @@ type pipelineSkills struct {
 
 const stages = 5
 
+// Close releases nothing: the skills live in the process.
+func (p *pipelineSkills) Close() error { return nil }
+
 func newPipelineSkills() *pipelineSkills {
 	p := &pipelineSkills{manifests: map[string]skills.Manifest{}}
 	for k := 1; k <= stages; k++ {

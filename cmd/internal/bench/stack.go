@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/llm"
@@ -83,6 +84,7 @@ type deployment struct {
 	mu      sync.Mutex
 	waiters map[string]chan orch.RunResult
 	sub     *nats.Subscription
+	failed  chan error // a role that stopped
 }
 
 type deployConfig struct {
@@ -92,14 +94,18 @@ type deployConfig struct {
 	maxTurns  int
 }
 
+// deploy runs every role with the production wiring (app.Deps.RunRoles,
+// the same declarations, middleware and defaults as the role processes),
+// on the in-process pipeline skills and cfg's model, with cfg.executors
+// executor instances, each on its own connection.
 func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deployment, error) {
-	d := &deployment{srv: srv, waiters: map[string]chan orch.RunResult{}}
+	d := &deployment{srv: srv, waiters: map[string]chan orch.RunResult{}, failed: make(chan error, 8)}
 	nc, js, err := srv.connect(cfg.tcp)
 	if err != nil {
 		return nil, err
 	}
 	d.conns, d.js = append(d.conns, nc), js
-	if err := events.Bootstrap(ctx, js, events.Topology{}); err != nil {
+	if err := events.Bootstrap(ctx, js, app.Topology(events.Topology{})); err != nil {
 		d.close()
 		return nil, err
 	}
@@ -107,23 +113,16 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 		d.close()
 		return nil, err
 	}
-	sk := newPipelineSkills()
-	log := zerolog.Nop()
-	kv := func(b string) jetstream.KeyValue { v, _ := js.KeyValue(ctx, b); return v }
+	conf := app.DefaultConfig()
+	if cfg.maxTurns > 0 {
+		conf.MaxTurns = cfg.maxTurns
+	}
+	model := cfg.model
+	deps := app.Deps{Config: conf, Log: zerolog.Nop(), NC: nc, JS: js, Store: d.store, Skills: newPipelineSkills(),
+		Models: app.Models{Router: model, Planner: model, Executor: model, Synthesiser: model}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
-	roles := map[string][]events.Route{
-		events.RoleRouter:     handlers.NewRouter(cfg.model, d.store, kv(events.BucketConfig), log).Routes(),
-		events.RolePlanner:    handlers.NewPlanner(cfg.model, sk, log).Routes(),
-		events.RoleAggregator: handlers.NewAggregator(kv(events.BucketFanin), log).Routes(),
-		events.RoleProjector:  (&handlers.Projector{Store: d.store}).Routes(),
-	}
-	for role, routes := range roles {
-		if err := d.startWorker(ctx, runCtx, js, role, events.Dispatch(role, routes...)); err != nil {
-			d.close()
-			return nil, err
-		}
-	}
+	d.start(runCtx, deps, handlers.RoleRouter, handlers.RolePlanner, handlers.RoleAggregator, handlers.RoleProjector)
 	for range max(cfg.executors, 1) {
 		enc, ejs, err := srv.connect(cfg.tcp)
 		if err != nil {
@@ -131,14 +130,9 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 			return nil, err
 		}
 		d.conns = append(d.conns, enc)
-		x := handlers.NewExecutor(cfg.model, sk, d.store, kv(events.BucketLocks), kv(events.BucketToolcalls), log)
-		if cfg.maxTurns > 0 {
-			x.MaxTurns = cfg.maxTurns
-		}
-		if err := d.startWorker(ctx, runCtx, ejs, events.RoleExecutor, events.Dispatch(events.RoleExecutor, x.Routes()...)); err != nil {
-			d.close()
-			return nil, err
-		}
+		x := deps
+		x.NC, x.JS = enc, ejs
+		d.start(runCtx, x, handlers.RoleExecutor)
 	}
 	d.sub, err = nc.Subscribe("agent.run.finished.*", d.finished)
 	if err != nil {
@@ -148,18 +142,15 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 	return d, nc.Flush()
 }
 
-func (d *deployment) startWorker(ctx, runCtx context.Context, js jetstream.JetStream, role string, h events.Handler) error {
-	cons, err := js.Consumer(ctx, events.StreamOf(role), role)
-	if err != nil {
-		return err
-	}
-	w, err := events.NewWorker(ctx, js, cons, events.Chain(h, events.Recover()), events.WorkerConfig{Role: role, Concurrency: 64})
-	if err != nil {
-		return err
-	}
+// start runs roles on deps until the deployment closes.
+func (d *deployment) start(ctx context.Context, deps app.Deps, roles ...string) {
 	d.wg.Add(1)
-	go func() { defer d.wg.Done(); _ = w.Run(runCtx) }()
-	return nil
+	go func() {
+		defer d.wg.Done()
+		if err := deps.RunRoles(ctx, roles...); err != nil {
+			d.failed <- fmt.Errorf("roles %v: %w", roles, err)
+		}
+	}()
 }
 
 func (d *deployment) finished(m *nats.Msg) {
@@ -202,6 +193,9 @@ func (d *deployment) run(ctx context.Context, task string) (orch.RunResult, time
 			return res, 0, fmt.Errorf("run %s ended %s: %s", id, res.TerminalCode, res.Reason)
 		}
 		return res, time.Since(start), nil
+	case err := <-d.failed:
+		d.failed <- err // for the other runs waiting
+		return orch.RunResult{}, 0, err
 	case <-ctx.Done():
 		return orch.RunResult{}, 0, fmt.Errorf("run %s: %w", id, ctx.Err())
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
@@ -158,7 +159,7 @@ func (h *harness) printTails(recs []*runRec) {
 func (h *harness) checkProjections(ctx context.Context, recs []*runRec, sum *Summary) {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := h.waitConsumerIdle(cctx, events.StreamAudit, events.RoleProjector); err != nil {
+	if err := h.waitConsumerIdle(cctx, events.StreamAudit, handlers.RoleProjector); err != nil {
 		sum.Problems = append(sum.Problems, "the projector did not catch up: "+err.Error())
 	}
 	want, err := h.traceTypes(cctx, h.refPlan)

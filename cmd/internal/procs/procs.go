@@ -12,13 +12,22 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentbus/agentbus/cmd/internal/app"
 )
 
 // Module is the import path of the agentbus module.
 const Module = "github.com/agentbus/agentbus"
 
-// Roles are the five role binaries, each built from cmd/<role>.
-var Roles = []string{"router", "planner", "executor", "aggregator", "ingress"}
+// Roles are the binaries of a deployment, each built from cmd/<name>: the
+// role processes and the ingress.
+var Roles = func() []string {
+	var names []string
+	for _, p := range app.Processes {
+		names = append(names, p.Name)
+	}
+	return append(names, "ingress")
+}()
 
 // Build compiles the main packages pkgs (import paths) into dir with one
 // `go build`, each binary named after the last element of its path. It

@@ -1,0 +1,38 @@
+package handlers
+
+import (
+	"time"
+
+	"github.com/agentbus/agentbus/events"
+)
+
+// Role names: each is the durable consumer its processes share.
+const (
+	RoleRouter     = "router"
+	RolePlanner    = "planner"
+	RoleExecutor   = "executor"
+	RoleAggregator = "aggregator"
+	// RoleProjector writes the store's projections from the AUDIT stream.
+	RoleProjector = "projector"
+)
+
+// KV bucket names.
+const (
+	BucketFanin     = "fanin"
+	BucketLocks     = "locks"
+	BucketConfig    = "config"
+	BucketToolcalls = "toolcalls"
+	// BucketCredentials holds each run's forwarded API key, by run id, so
+	// the key never travels in an event. Entries expire after a day and
+	// the router deletes them when the run ends.
+	BucketCredentials = "credentials"
+)
+
+// Buckets are the KV buckets the roles use.
+var Buckets = []events.Bucket{
+	{Name: BucketFanin, TTL: events.KeepWithRuns},
+	{Name: BucketLocks, TTL: time.Minute},
+	{Name: BucketConfig, History: 5},
+	{Name: BucketToolcalls, TTL: events.KeepWithRuns},
+	{Name: BucketCredentials, TTL: 24 * time.Hour},
+}
