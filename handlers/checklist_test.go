@@ -28,6 +28,7 @@ import (
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/store/embedded"
@@ -284,11 +285,11 @@ func (r *recordingFinder) Load(ctx context.Context, tenant, name string) (skills
 	return m, err
 }
 
-func schemaOf(t *testing.T, raw json.RawMessage) skills.Schema {
+func schemaOf(t *testing.T, raw json.RawMessage) schema.Shape {
 	t.Helper()
-	s, err := skills.ParseSchema(raw)
+	s, err := schema.ParseShape(raw)
 	if err != nil {
-		t.Fatalf("ParseSchema(%s): %v", raw, err)
+		t.Fatalf("ParseShape(%s): %v", raw, err)
 	}
 	return s
 }
@@ -404,7 +405,7 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 			}
 		}
 		m := rf.loaded[s.Skills[0]]
-		if _, err := skills.Derive(schemaOf(t, m.OutputSchema), schemaOf(t, s.ReturnSpec.Shape)); err != nil {
+		if _, err := schema.Derive(schemaOf(t, m.OutputSchema), schemaOf(t, s.ReturnSpec.Shape)); err != nil {
 			t.Errorf("step %d return_spec %s is not derivable from %s's output: %v", s.Index, s.ReturnSpec.Shape, m.Name, err)
 		}
 		if s.ReturnSpec.Reason == "" {

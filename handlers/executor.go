@@ -15,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -272,8 +273,8 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 		t.out.audit("skill.denied", lin, map[string]any{"allowed_skills": t.step.Skills, "reason": "not in allowed_skills"})
 		return fmt.Appendf(nil, "permission denied: skill %q is not in this step's allowed_skills %v", c.Name, t.step.Skills), true, nil
 	}
-	if schema := t.skills[c.Name].InputSchema; len(schema) > 0 {
-		if err := llm.ValidateJSON(schema, c.Arguments); err != nil {
+	if in := t.skills[c.Name].InputSchema; len(in) > 0 {
+		if err := schema.Validate(in, c.Arguments); err != nil {
 			t.out.audit("skill.arguments_invalid", lin, map[string]any{"skill_id": c.Name, "reason": err.Error()})
 			return nil, false, &invalidArgs{skill: c.Name, err: err}
 		}

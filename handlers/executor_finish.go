@@ -10,13 +10,14 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/schema"
 )
 
 // answer handles the model's final message for the step: it self-checks
 // the answer, writes it through write_memory and reports the outcome.
 func (t *turn) answer(ctx context.Context, content string) error {
 	var a llm.ActOutput
-	err := llm.ValidateJSON(llm.ActSchema, []byte(content))
+	err := schema.Validate(llm.ActSchema, []byte(content))
 	if err == nil {
 		err = json.Unmarshal([]byte(content), &a)
 	}

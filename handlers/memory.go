@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -66,7 +66,7 @@ func (w *MemoryWriter) Write(ctx context.Context, scope MemoryScope, label strin
 	if !labelRE.MatchString(label) {
 		return "", 0, fmt.Errorf("%w: %q (want [a-z0-9_], at most 64)", ErrBadLabel, label)
 	}
-	if err := llm.ValidateJSON(shape, data); err != nil {
+	if err := schema.Validate(shape, data); err != nil {
 		return "", 0, &ContractViolation{Expected: shape, Actual: shapeOf(data), Reason: err.Error()}
 	}
 	key := scope.Key(label)

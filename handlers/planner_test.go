@@ -15,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -111,10 +112,10 @@ func TestPlannerProposes(t *testing.T) {
 				}
 			}
 			// Step 1's contract is exactly what step 2's skill needs.
-			if err := llm.ValidateJSON(first.ReturnSpec.Shape, []byte(step1Output)); err != nil {
+			if err := schema.Validate(first.ReturnSpec.Shape, []byte(step1Output)); err != nil {
 				t.Errorf("step 1 return_spec rejects outlet ids: %v", err)
 			}
-			if err := llm.ValidateJSON(first.ReturnSpec.Shape, []byte(`{"outlets":[]}`)); err == nil {
+			if err := schema.Validate(first.ReturnSpec.Shape, []byte(`{"outlets":[]}`)); err == nil {
 				t.Errorf("step 1 return_spec %s accepts data without outlet_ids", first.ReturnSpec.Shape)
 			}
 			// The model saw the loaded manifests and, on a replan, the context.

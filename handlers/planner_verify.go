@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -56,14 +57,14 @@ func verifyPlan(proposed []llm.PlannedStep, manifests map[string]skills.Manifest
 }
 
 func satisfiable(m skills.Manifest, shape []byte) error {
-	out, err := skills.ParseSchema(m.OutputSchema)
+	out, err := schema.ParseShape(m.OutputSchema)
 	if err != nil {
 		return err
 	}
-	want, err := skills.ParseSchema(shape)
+	want, err := schema.ParseShape(shape)
 	if err != nil {
 		return fmt.Errorf("return_spec: %w", err)
 	}
-	_, err = skills.Derive(out, want)
+	_, err = schema.Derive(out, want)
 	return err
 }

@@ -1,56 +1,18 @@
 package llm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/agentbus/agentbus/schema"
 )
 
 // MaxRepairs is how many times Structured asks the model to fix an answer
 // that does not validate.
 const MaxRepairs = 2
-
-var schemaCache sync.Map // schema text → *jsonschema.Schema
-
-func compile(raw json.RawMessage) (*jsonschema.Schema, error) {
-	key := string(raw)
-	if s, ok := schemaCache.Load(key); ok {
-		return s.(*jsonschema.Schema), nil
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("llm: schema: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("mem://schema.json", doc); err != nil {
-		return nil, fmt.Errorf("llm: schema: %w", err)
-	}
-	s, err := c.Compile("mem://schema.json")
-	if err != nil {
-		return nil, fmt.Errorf("llm: schema: %w", err)
-	}
-	schemaCache.Store(key, s)
-	return s, nil
-}
-
-// ValidateJSON checks data against a JSON Schema.
-func ValidateJSON(schema json.RawMessage, data []byte) error {
-	s, err := compile(schema)
-	if err != nil {
-		return err
-	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("not JSON: %w", err)
-	}
-	return s.Validate(v)
-}
 
 // Structured calls the model for a JSON answer that validates against
 // req.Schema and decodes it into out. An invalid answer is sent back with
@@ -72,7 +34,7 @@ func StructuredCheck(ctx context.Context, m Model, req Request, out any, check f
 		}
 		total = total.Add(resp.Usage)
 		text := extractJSON(resp.Message.Content)
-		verr := ValidateJSON(req.Schema, []byte(text))
+		verr := schema.Validate(req.Schema, []byte(text))
 		if verr == nil {
 			reflect.ValueOf(out).Elem().SetZero() // nothing of a rejected answer survives
 			verr = json.Unmarshal([]byte(text), out)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbus/agentbus/schema"
 )
 
 // The MCP reference server, @modelcontextprotocol/server-everything, as
@@ -186,7 +188,7 @@ func TestEverythingInterop(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Load(echo): %v", err)
 			}
-			in, err := ParseSchema(m.InputSchema)
+			in, err := schema.ParseShape(m.InputSchema)
 			if err != nil || in.Type != "object" || in.Properties["message"].Type != "string" || !contains(in.Required, "message") {
 				t.Fatalf("echo input schema = %s (%v)", m.InputSchema, err)
 			}
@@ -212,7 +214,7 @@ func TestEverythingInterop(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Load(get-structured-content): %v", err)
 			}
-			outSchema, err := ParseSchema(m.OutputSchema)
+			outSchema, err := schema.ParseShape(m.OutputSchema)
 			if err != nil || outSchema.Properties["temperature"].Type != "number" {
 				t.Fatalf("get-structured-content output schema = %s (%v)", m.OutputSchema, err)
 			}

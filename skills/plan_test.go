@@ -14,6 +14,7 @@ import (
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -82,7 +83,7 @@ func TestPlannerOverPlainMCPServer(t *testing.T) {
 		if !slices.Equal(step.Skills, []string{tc.skill}) {
 			t.Fatalf("%q: step skills = %v, want [%s]", tc.task, step.Skills, tc.skill)
 		}
-		var shape skills.Schema
+		var shape schema.Shape
 		if err := json.Unmarshal(step.ReturnSpec.Shape, &shape); err != nil || shape.Properties[tc.field].Type != tc.fieldType {
 			t.Fatalf("%q: return_spec shape = %s (%v), want %s %s", tc.task, step.ReturnSpec.Shape, err, tc.field, tc.fieldType)
 		}

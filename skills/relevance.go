@@ -3,55 +3,13 @@ package skills
 import (
 	"math"
 	"sort"
-	"strings"
-	"unicode"
+
+	"github.com/agentbus/agentbus/text"
 )
 
-// stopwords are ignored when scoring relevance.
-var stopwords = map[string]bool{
-	"a": true, "an": true, "and": true, "are": true, "as": true, "at": true, "be": true,
-	"by": true, "each": true, "every": true, "for": true, "from": true, "get": true,
-	"i": true, "in": true, "is": true, "it": true, "its": true, "me": true, "my": true,
-	"of": true, "on": true, "or": true, "our": true, "show": true, "that": true,
-	"the": true, "their": true, "them": true, "this": true, "to": true, "what": true,
-	"which": true, "with": true, "all": true,
-}
-
-// tokens splits s into lower-case, lightly stemmed words, dropping stopwords
-// and one-letter words. Underscores separate words, so skill names tokenize
-// like their descriptions.
-func tokens(s string) []string {
-	fields := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
-	out := make([]string, 0, len(fields))
-	for _, f := range fields {
-		if len(f) < 2 || stopwords[f] {
-			continue
-		}
-		out = append(out, stem(f))
-	}
-	return out
-}
-
-// stem strips the most common English inflections: plural "s"/"ies" and
-// "ing".
-func stem(w string) string {
-	switch {
-	case len(w) > 4 && strings.HasSuffix(w, "ies"):
-		return w[:len(w)-3] + "y"
-	case len(w) > 5 && strings.HasSuffix(w, "ing"):
-		return w[:len(w)-3]
-	case len(w) > 3 && strings.HasSuffix(w, "s") &&
-		!strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "is"):
-		return w[:len(w)-1]
-	}
-	return w
-}
-
-// termVector counts the tokens of text, each counting weight, into v.
-func termVector(v map[string]float64, text string, weight float64) map[string]float64 {
-	for _, t := range tokens(text) {
+// termVector counts the tokens of s, each counting weight, into v.
+func termVector(v map[string]float64, s string, weight float64) map[string]float64 {
+	for _, t := range text.Tokens(s, nil) {
 		v[t] += weight
 	}
 	return v

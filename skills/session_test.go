@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/text"
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -240,7 +241,7 @@ func TestPlainMCPToolsList(t *testing.T) {
 }
 
 func TestRelevance(t *testing.T) {
-	if got := tokens("List the brand's outlets (stores), ranking_status"); !slices.Equal(got,
+	if got := text.Tokens("List the brand's outlets (stores), ranking_status", nil); !slices.Equal(got,
 		[]string{"list", "brand", "outlet", "store", "rank", "status"}) {
 		t.Fatalf("tokens = %v", got)
 	}

@@ -37,6 +37,9 @@ type SchemaError struct {
 	Field string
 	// Reason is a human-readable description of the violation.
 	Reason string
+	// Err is the validation error behind the violation (a
+	// *schema.ValidationError, when the schema package found it), or nil.
+	Err error
 }
 
 // Error implements error; the message starts with "store: schema violation".
@@ -50,3 +53,6 @@ func (e *SchemaError) Error() string {
 
 // Is makes errors.Is(err, ErrSchema) true for any *SchemaError.
 func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
+
+// Unwrap returns Err, so errors.Is(err, schema.ErrInvalid) holds too.
+func (e *SchemaError) Unwrap() error { return e.Err }

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"unicode"
 
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/text"
 )
 
 // Model is the deterministic model: it needs no network and no key, and
@@ -112,40 +112,14 @@ func route(in llm.RouteInput) llm.RouteOutput {
 		Reason: fmt.Sprintf("task type %q shares %.0f words with the task; %q is its first valid pattern", tt.Name, bestScore, pattern)}
 }
 
-var stopwords = map[string]bool{
-	"the": true, "a": true, "an": true, "and": true, "or": true, "of": true, "to": true, "for": true,
-	"by": true, "them": true, "it": true, "in": true, "on": true, "with": true, "their": true, "its": true,
-	"is": true, "are": true, "be": true, "all": true, "every": true, "from": true, "me": true, "my": true,
-	// Verbs every task uses say nothing about which skill fits.
+// verbs every task uses say nothing about which skill or task type fits;
+// they are dropped on top of the tokenizer's own stopwords.
+var verbs = map[string]bool{
 	"list": true, "show": true, "get": true, "give": true, "return": true, "find": true, "what": true,
 }
 
-// words splits s into lower-case stems without stop words.
-func words(s string) []string {
-	fields := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
-	out := fields[:0]
-	for _, f := range fields {
-		if stopwords[f] || len(f) < 2 {
-			continue
-		}
-		out = append(out, stem(f))
-	}
-	return out
-}
-
-func stem(w string) string {
-	for _, suf := range []string{"ing", "ies", "es", "s"} {
-		if strings.HasSuffix(w, suf) && len(w)-len(suf) >= 3 {
-			if suf == "ies" {
-				return strings.TrimSuffix(w, suf) + "y"
-			}
-			return strings.TrimSuffix(w, suf)
-		}
-	}
-	return w
-}
+// words tokenizes s for word overlap, without the common verbs.
+func words(s string) []string { return text.Tokens(s, verbs) }
 
 func wordSet(s string) map[string]bool {
 	set := map[string]bool{}

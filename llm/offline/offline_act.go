@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentbus/agentbus/llm"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/schema"
 )
 
 // act is one executor turn. Before any skill result it calls the first
@@ -40,21 +40,21 @@ func lastToolResult(history []llm.Message) *llm.Message {
 }
 
 func callSkill(in llm.ActInput, skill llm.SkillInfo, turn int) (llm.Message, error) {
-	schema, err := skills.ParseSchema(skill.InputSchema)
+	input, err := schema.ParseShape(skill.InputSchema)
 	if err != nil {
 		return llm.Message{}, fmt.Errorf("offline: %w", err)
 	}
 	inputs := decodeInputs(in.Inputs)
-	given := taskArgs(in.Task, schema)
+	given := taskArgs(in.Task, input)
 	args := map[string]any{}
-	for _, field := range sortedNames(schema.Properties) {
-		if v := fromInputs(inputs, field, schema.Properties[field]); v != nil {
+	for _, field := range sortedNames(input.Properties) {
+		if v := fromInputs(inputs, field, input.Properties[field]); v != nil {
 			args[field] = v
 		} else if v, ok := given[field]; ok {
 			args[field] = v
 		}
 	}
-	for _, field := range schema.Required {
+	for _, field := range input.Required {
 		if _, ok := args[field]; !ok {
 			return jsonMessage(llm.ActOutput{Status: "insufficient",
 				Reason:     fmt.Sprintf("skill %s needs %q and the step has no input that provides it", skill.Name, field),
@@ -81,7 +81,7 @@ func decodeInputs(raw map[string]json.RawMessage) []map[string]any {
 
 // fromInputs finds field in the outputs of earlier steps, directly or as
 // the items of a list of objects (outlet_ids from outlets[].outlet_id).
-func fromInputs(inputs []map[string]any, field string, want skills.Schema) any {
+func fromInputs(inputs []map[string]any, field string, want schema.Shape) any {
 	for _, in := range inputs {
 		if v, ok := in[field]; ok {
 			return v
@@ -90,7 +90,7 @@ func fromInputs(inputs []map[string]any, field string, want skills.Schema) any {
 	if want.Type != "array" {
 		return nil
 	}
-	item := skills.Singular(field)
+	item := schema.Singular(field)
 	for _, in := range inputs {
 		for _, k := range sortedNames(in) {
 			arr, ok := in[k].([]any)
@@ -113,20 +113,20 @@ func fromInputs(inputs []map[string]any, field string, want skills.Schema) any {
 
 // project derives the return_spec fields from the skill's output.
 func project(in llm.ActInput, skill llm.SkillInfo, result []byte) (llm.Message, error) {
-	out, err := skills.ParseSchema(skill.OutputSchema)
+	out, err := schema.ParseShape(skill.OutputSchema)
 	if err != nil {
 		return llm.Message{}, fmt.Errorf("offline: %w", err)
 	}
-	shape, err := skills.ParseSchema(in.ReturnSpec.Shape)
+	shape, err := schema.ParseShape(in.ReturnSpec.Shape)
 	if err != nil {
 		return llm.Message{}, fmt.Errorf("offline: %w", err)
 	}
-	ds, err := skills.Derive(out, shape)
+	ds, err := schema.Derive(out, shape)
 	if err != nil {
 		return jsonMessage(llm.ActOutput{Status: "insufficient", Reason: err.Error(),
 			Suggestion: "choose a skill whose output provides the return_spec"})
 	}
-	if llm.ValidateJSON(in.ReturnSpec.Shape, result) == nil {
+	if schema.Validate(in.ReturnSpec.Shape, result) == nil {
 		// The result already is the contract's shape: an extraction
 		// script produced it from a large response.
 		return jsonMessage(llm.ActOutput{Status: "complete", Label: label(shape), Data: result})
@@ -135,7 +135,7 @@ func project(in llm.ActInput, skill llm.SkillInfo, result []byte) (llm.Message, 
 	if err := json.Unmarshal(result, &decoded); err != nil {
 		return jsonMessage(llm.ActOutput{Status: "failed", Reason: "skill output is not a JSON object", Suggestion: "retry the step"})
 	}
-	data, err := skills.Apply(decoded, ds)
+	data, err := schema.Apply(decoded, ds)
 	if err != nil {
 		return jsonMessage(llm.ActOutput{Status: "failed", Reason: err.Error(), Suggestion: "retry the step"})
 	}
@@ -143,7 +143,7 @@ func project(in llm.ActInput, skill llm.SkillInfo, result []byte) (llm.Message, 
 }
 
 // label names a step output after its fields: outlet_ids, results.
-func label(shape skills.Schema) string {
+func label(shape schema.Shape) string {
 	names := sortedNames(shape.Properties)
 	sort.Strings(names)
 	l := strings.Join(names, "_")

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/agentbus/agentbus/llm"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/schema"
 )
 
 // extract writes the extraction script for a large response: the
@@ -13,20 +13,20 @@ import (
 // as the blueprint's large-response path does, and jq when the sandbox
 // offers no Python.
 func extract(in llm.ExtractInput) (llm.Message, error) {
-	out, err := skills.ParseSchema(in.Skill.OutputSchema)
+	out, err := schema.ParseShape(in.Skill.OutputSchema)
 	if err != nil {
 		return llm.Message{}, fmt.Errorf("offline: %w", err)
 	}
-	shape, err := skills.ParseSchema(in.ReturnSpec.Shape)
+	shape, err := schema.ParseShape(in.ReturnSpec.Shape)
 	if err != nil {
 		return llm.Message{}, fmt.Errorf("offline: %w", err)
 	}
-	ds, err := skills.Derive(out, shape)
+	ds, err := schema.Derive(out, shape)
 	if err != nil {
 		return llm.Message{}, fmt.Errorf("offline: cannot extract the return_spec: %w", err)
 	}
 	if slices.Contains(in.Languages, "python") || len(in.Languages) == 0 {
-		return jsonMessage(llm.ExtractOutput{Language: "python", Script: skills.Python(ds)})
+		return jsonMessage(llm.ExtractOutput{Language: "python", Script: schema.Python(ds)})
 	}
-	return jsonMessage(llm.ExtractOutput{Language: "jq", Script: skills.JQ(ds)})
+	return jsonMessage(llm.ExtractOutput{Language: "jq", Script: schema.JQ(ds)})
 }

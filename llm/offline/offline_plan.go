@@ -8,12 +8,13 @@ import (
 	"strings"
 
 	"github.com/agentbus/agentbus/llm"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/schema"
+	"github.com/agentbus/agentbus/text"
 )
 
 type planSkill struct {
 	info      llm.SkillInfo
-	in, out   skills.Schema
+	in, out   schema.Shape
 	relevance float64
 }
 
@@ -30,10 +31,10 @@ func plan(in llm.PlanInput) llm.PlanOutput {
 	for _, s := range in.Skills {
 		ps := &planSkill{info: s, relevance: overlap(words, wordSet(strings.ReplaceAll(s.Name, "_", " ")+" "+s.Description))}
 		var err error
-		if ps.in, err = skills.ParseSchema(s.InputSchema); err != nil {
+		if ps.in, err = schema.ParseShape(s.InputSchema); err != nil {
 			continue
 		}
-		if ps.out, err = skills.ParseSchema(s.OutputSchema); err != nil {
+		if ps.out, err = schema.ParseShape(s.OutputSchema); err != nil {
 			continue
 		}
 		cands = append(cands, ps)
@@ -68,7 +69,7 @@ func plan(in llm.PlanInput) llm.PlanOutput {
 type need struct {
 	consumer string
 	field    string
-	schema   skills.Schema
+	shape    schema.Shape
 }
 
 type planner struct {
@@ -110,13 +111,13 @@ func (p *planner) add(s *planSkill, depth int) error {
 }
 
 // producer returns the most relevant other skill whose output derives field.
-func (p *planner) producer(field string, schema skills.Schema, consumer string) *planSkill {
-	want := skills.Schema{Type: "object", Properties: map[string]skills.Schema{field: schema}}
+func (p *planner) producer(field string, fieldShape schema.Shape, consumer string) *planSkill {
+	want := schema.Shape{Type: "object", Properties: map[string]schema.Shape{field: fieldShape}}
 	for _, c := range p.cands {
 		if c.info.Name == consumer {
 			continue
 		}
-		if _, err := skills.Derive(c.out, want); err == nil {
+		if _, err := schema.Derive(c.out, want); err == nil {
 			return c
 		}
 	}
@@ -136,10 +137,10 @@ func (p *planner) steps(first int) []llm.PlannedStep {
 			step.ReturnSpec = llm.ReturnSpec{Shape: mustJSON(shape), Reason: reason}
 			step.Task = fmt.Sprintf("%s (for: %s)", strings.TrimSuffix(s.info.Description, "."), p.task)
 		} else {
-			shape := skills.Schema{Type: "object", Properties: map[string]skills.Schema{}}
+			shape := schema.Shape{Type: "object", Properties: map[string]schema.Shape{}}
 			var users []string
 			for _, n := range needs {
-				shape.Properties[n.field] = n.schema
+				shape.Properties[n.field] = n.shape
 				shape.Required = append(shape.Required, n.field)
 				users = append(users, fmt.Sprintf("%s needs %s", n.consumer, n.field))
 			}
@@ -160,7 +161,7 @@ func (p *planner) steps(first int) []llm.PlannedStep {
 // the first required free-text field). Step tasks carry the user's task
 // as "(for: …)"; only that part is read, so a skill description's own
 // numbers are never taken for arguments.
-func taskArgs(task string, s skills.Schema) map[string]any {
+func taskArgs(task string, s schema.Shape) map[string]any {
 	if i := strings.LastIndex(task, "(for: "); i >= 0 {
 		task = strings.TrimSuffix(task[i+len("(for: "):], ")")
 	}
@@ -168,7 +169,7 @@ func taskArgs(task string, s skills.Schema) map[string]any {
 	args := map[string]any{}
 	for _, name := range sortedNames(s.Properties) {
 		for _, e := range s.Properties[name].Enum {
-			if str, ok := e.(string); ok && words[stem(strings.ToLower(str))] {
+			if str, ok := e.(string); ok && words[text.Stem(strings.ToLower(str))] {
 				args[name] = str
 				break
 			}
@@ -254,24 +255,24 @@ func replan(in llm.PlanInput) llm.PlanOutput {
 // names, when it names at least two fields of one list ("every menu item
 // id with its category" keeps item_id and category): a response may be
 // megabytes, and the answer needs only those. Otherwise the whole output.
-func narrow(out skills.Schema, task string) (skills.Schema, string) {
+func narrow(out schema.Shape, task string) (schema.Shape, string) {
 	words := wordSet(task)
 	named := func(field string) bool {
 		for _, tok := range strings.Split(field, "_") {
-			if !words[stem(strings.ToLower(tok))] {
+			if !words[text.Stem(strings.ToLower(tok))] {
 				return false
 			}
 		}
 		return true
 	}
-	shape := skills.Schema{Type: "object", Properties: map[string]skills.Schema{}}
+	shape := schema.Shape{Type: "object", Properties: map[string]schema.Shape{}}
 	var kept []string
 	for _, name := range sortedNames(out.Properties) {
 		prop := out.Properties[name]
 		if prop.Type != "array" || prop.Items == nil || prop.Items.Type != "object" {
 			continue
 		}
-		item := skills.Schema{Type: "object", Properties: map[string]skills.Schema{}}
+		item := schema.Shape{Type: "object", Properties: map[string]schema.Shape{}}
 		for _, f := range sortedNames(prop.Items.Properties) {
 			if named(f) {
 				item.Properties[f] = prop.Items.Properties[f]
@@ -280,7 +281,7 @@ func narrow(out skills.Schema, task string) (skills.Schema, string) {
 			}
 		}
 		if len(item.Properties) >= 2 {
-			shape.Properties[name] = skills.Schema{Type: "array", Items: &item}
+			shape.Properties[name] = schema.Shape{Type: "array", Items: &item}
 			shape.Required = append(shape.Required, name)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/offline"
+	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -89,7 +90,7 @@ func complete(t *testing.T, task llm.Task, input any, history []llm.Message) llm
 func offlinePlan(t *testing.T, in llm.PlanInput) llm.PlanOutput {
 	t.Helper()
 	msg := complete(t, llm.TaskPlan, in, nil)
-	if err := llm.ValidateJSON(llm.PlanSchema, []byte(msg.Content)); err != nil {
+	if err := schema.Validate(llm.PlanSchema, []byte(msg.Content)); err != nil {
 		t.Fatalf("offline plan does not match PlanSchema: %v\n%s", err, msg.Content)
 	}
 	var out llm.PlanOutput
@@ -134,7 +135,7 @@ func TestOfflinePlanChainsOutletListIntoEngagement(t *testing.T) {
 			if !slices.Equal(s2.DependsOn, []int{tc.wantFirst}) {
 				t.Errorf("step 2 depends on %v, want [%d]", s2.DependsOn, tc.wantFirst)
 			}
-			shape, err := skills.ParseSchema(s1.ReturnSpec.Shape)
+			shape, err := schema.ParseShape(s1.ReturnSpec.Shape)
 			if err != nil {
 				t.Fatalf("step 1 shape: %v", err)
 			}
@@ -148,7 +149,7 @@ func TestOfflinePlanChainsOutletListIntoEngagement(t *testing.T) {
 				t.Errorf("step 1 reason = %q", s1.ReturnSpec.Reason)
 			}
 			// The final step returns the whole skill output.
-			final, err := skills.ParseSchema(s2.ReturnSpec.Shape)
+			final, err := schema.ParseShape(s2.ReturnSpec.Shape)
 			if err != nil {
 				t.Fatalf("step 2 shape: %v", err)
 			}
@@ -198,7 +199,7 @@ func actOut(t *testing.T, msg llm.Message) llm.ActOutput {
 	if len(msg.ToolCalls) != 0 {
 		t.Fatalf("got tool calls %+v, want a final answer", msg.ToolCalls)
 	}
-	if err := llm.ValidateJSON(llm.ActSchema, []byte(msg.Content)); err != nil {
+	if err := schema.Validate(llm.ActSchema, []byte(msg.Content)); err != nil {
 		t.Fatalf("answer does not match ActSchema: %v\n%s", err, msg.Content)
 	}
 	var a llm.ActOutput
@@ -341,7 +342,7 @@ func TestOfflineActAnswers(t *testing.T) {
 			}
 			if tc.wantData != "" {
 				assertJSONEqual(t, a.Data, tc.wantData)
-				if err := llm.ValidateJSON(tc.in.ReturnSpec.Shape, a.Data); err != nil {
+				if err := schema.Validate(tc.in.ReturnSpec.Shape, a.Data); err != nil {
 					t.Errorf("data does not satisfy the return_spec: %v", err)
 				}
 			} else if len(a.Data) != 0 {
@@ -383,7 +384,7 @@ func TestOfflineRoute(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := complete(t, llm.TaskRoute, llm.RouteInput{Task: tc.task, TaskTypes: tc.tts}, nil)
-			if err := llm.ValidateJSON(llm.RouteSchema, []byte(msg.Content)); err != nil {
+			if err := schema.Validate(llm.RouteSchema, []byte(msg.Content)); err != nil {
 				t.Fatalf("route does not match RouteSchema: %v", err)
 			}
 			var out llm.RouteOutput

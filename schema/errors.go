@@ -1,0 +1,63 @@
+package schema
+
+import (
+	"errors"
+	"strings"
+)
+
+// Sentinel errors; callers test with errors.Is.
+var (
+	// ErrCompile reports a schema document that is not JSON or not a valid
+	// JSON Schema.
+	ErrCompile = errors.New("schema: cannot compile")
+	// ErrNotJSON reports an instance that is not JSON.
+	ErrNotJSON = errors.New("schema: not JSON")
+	// ErrInvalid matches every *ValidationError under errors.Is.
+	ErrInvalid = errors.New("schema: validation failed")
+	// ErrNotDerivable marks a return_spec shape that a skill's output
+	// schema cannot satisfy.
+	ErrNotDerivable = errors.New("schema: shape not derivable from output schema")
+)
+
+// Violation is one failing location of an instance.
+type Violation struct {
+	// Field is the JSON Pointer (RFC 6901) of the failing value, for
+	// example "/steps/0/status"; "" is the instance itself. For a missing
+	// or unexpected property it names that property.
+	Field string
+	// Reason is a human-readable description of the violation.
+	Reason string
+}
+
+// ValidationError is an instance that does not validate against its
+// schema.
+type ValidationError struct {
+	// Violations lists every failing location once, ordered by location
+	// (array indexes numerically, a parent before its children), so the
+	// first is deterministic. It is never empty.
+	Violations []Violation
+}
+
+// Error implements error: "schema: validation failed at /status: …",
+// followed by the other violations, separated by semicolons.
+func (e *ValidationError) Error() string {
+	var sb strings.Builder
+	sb.WriteString(ErrInvalid.Error())
+	for i, v := range e.Violations {
+		if i > 0 {
+			sb.WriteByte(';')
+		}
+		field := v.Field
+		if field == "" {
+			field = "/"
+		}
+		sb.WriteString(" at ")
+		sb.WriteString(field)
+		sb.WriteString(": ")
+		sb.WriteString(v.Reason)
+	}
+	return sb.String()
+}
+
+// Is makes errors.Is(err, ErrInvalid) true for any *ValidationError.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
