@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
@@ -20,7 +22,25 @@ func runBench(args []string) int {
 	fs.BoolVar(&cfg.Quick, "quick", false, "small samples (smoke test)")
 	fs.BoolVar(&cfg.SkipPeer, "skip-peer", false, "do not measure the LangGraph peer")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
+	modes := fs.String("modes", "", "durability modes to measure, comma-separated: default, sync_always (default both)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	_ = fs.Parse(args)
+	if *modes != "" {
+		cfg.ModesToRun = strings.Split(*modes, ",")
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := app.SignalContext()
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
