@@ -17,6 +17,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -25,7 +26,7 @@ func startStack(t *testing.T) *app.Stack {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}})
+		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}, Skills: demo.NewService(demo.Config{}).Handler()})
 	if err != nil {
 		t.Fatal(err)
 	}
