@@ -30,6 +30,7 @@ import (
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/store/embedded"
 )
@@ -511,7 +512,7 @@ func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			model := llmtest.Sequence(
-				toolCallResp("c1", skills.SkillOutletList, `{"status":"active"}`),
+				toolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`),
 				actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids", "data": tc.data}),
 			)
 			x := newTestExecutor(env, model, env.toolcalls)
@@ -706,7 +707,7 @@ func runLimitCases(t *testing.T, prefix string, cases []limitCase) {
 			for _, tool := range model.Requests()[0].Tools {
 				offered = append(offered, tool.Name)
 			}
-			if !slices.Equal(offered, []string{skills.SkillOutletList}) {
+			if !slices.Equal(offered, []string{demo.SkillOutletList}) {
 				t.Errorf("tools offered = %v, want the step's allowed_skills only", offered)
 			}
 		})
@@ -716,9 +717,9 @@ func runLimitCases(t *testing.T, prefix string, cases []limitCase) {
 // Checklist: "SubAgent-B cannot call skills outside its allowed_skills list".
 func TestBoundaries_ExecutorCannotCallSkillsOutsideAllowedSkills(t *testing.T) {
 	runLimitCases(t, "allowed", []limitCase{
-		{"public skill outside allowed_skills", toolCallResp("c1", skills.SkillEngagementAnalytics, `{"outlet_ids":["out-001"]}`),
+		{"public skill outside allowed_skills", toolCallResp("c1", demo.SkillEngagementAnalytics, `{"outlet_ids":["out-001"]}`),
 			"permission denied", "skill.denied"},
-		{"private skill of another tenant", toolCallResp("c1", skills.SkillAcmeLoyaltyReport, `{}`),
+		{"private skill of another tenant", toolCallResp("c1", demo.SkillAcmeLoyaltyReport, `{}`),
 			"permission denied", "skill.denied"},
 		{"discovery tool", toolCallResp("c1", skills.ToolLoadSkill, `{"name":"menu_catalog"}`),
 			"permission denied", "skill.denied"},
@@ -902,7 +903,7 @@ func TestMemory_ContractViolationIsStepFailureForOrchestrator(t *testing.T) {
 
 	// The executor runs the dispatched step; the model's data breaks the contract.
 	model := llmtest.Sequence(
-		toolCallResp("c1", skills.SkillOutletList, `{"status":"active"}`),
+		toolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`),
 		actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids", "data": map[string]any{"outlets": []string{"out-001"}}}),
 	)
 	x := newTestExecutor(env, model, env.toolcalls)
@@ -1149,7 +1150,7 @@ func TestReplan_PlannerReceivesCompletedStepsAndFailure(t *testing.T) {
 		t.Fatalf("remaining steps = %+v, want the failed step 2", in.Remaining)
 	}
 	rem := in.Remaining[0]
-	if rem.Step != 2 || !slices.Equal(rem.Skills, []string{skills.SkillEngagementAnalytics}) || !slices.Equal(rem.DependsOn, []int{1}) {
+	if rem.Step != 2 || !slices.Equal(rem.Skills, []string{demo.SkillEngagementAnalytics}) || !slices.Equal(rem.DependsOn, []int{1}) {
 		t.Errorf("remaining step = %+v", rem)
 	}
 	assertJSON(t, rem.ReturnSpec.Shape, resultsShape)
@@ -1216,7 +1217,7 @@ func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
 			t.Errorf("step %d dispatched after the revision; only step 3 may be", n)
 		}
 	}
-	if n := f.env.svc.Calls(skills.SkillOutletList); n != 0 {
+	if n := f.env.svc.Calls(demo.SkillOutletList); n != 0 {
 		t.Errorf("outlet_list ran %d times: completed work was redone", n)
 	}
 	if len(res.Steps) != 3 || res.Steps[0].Status != orch.StepComplete || res.Steps[0].MemoryKey != f.key1 ||

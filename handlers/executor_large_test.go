@@ -10,7 +10,7 @@ import (
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/sandbox"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 // menuShape is what a menu step needs: item ids and categories only.
@@ -20,7 +20,7 @@ const menuShape = `{"type":"object","required":["items"],"properties":{"items":{
 func menuRequest(runID string) orch.StepRequest {
 	req := execRequest(runID, 1)
 	s := &req.Run.Plan.Steps[0]
-	s.Task, s.Skills = "Return the full menu catalog (for: List every menu item id with its category)", []string{skills.SkillMenuCatalog}
+	s.Task, s.Skills = "Return the full menu catalog (for: List every menu item id with its category)", []string{demo.SkillMenuCatalog}
 	s.ReturnSpec = orch.ReturnSpec{Shape: json.RawMessage(menuShape)}
 	return req
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm/offline"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 // TestExecutorRedeliveryReemitsSkillAudit: when a turn's outputs were
@@ -24,7 +24,7 @@ func TestExecutorRedeliveryReemitsSkillAudit(t *testing.T) {
 	ev := newEvent(t, "step-lost-outputs", events.TypeStepRequested, execRequest("run-lost-outputs", 1))
 	first := handle(t, x, ev)  // its outputs are lost: never published
 	second := handle(t, x, ev) // the redelivery
-	if n := env.svc.Calls(skills.SkillOutletList); n != 1 {
+	if n := env.svc.Calls(demo.SkillOutletList); n != 1 {
 		t.Fatalf("outlet_list ran %d times, want 1", n)
 	}
 	if r := env.svc.Replays(); len(r) != 0 {

@@ -16,7 +16,7 @@ import (
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/orch"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -109,11 +109,11 @@ func TestExecutorRunsStepToMemory(t *testing.T) {
 		t.Fatalf("got %d turns, want 2 (call + result): %+v", len(it.Turns), it.Turns)
 	}
 	call, result := it.Turns[0], it.Turns[1]
-	if call.Role != "assistant" || call.ToolName != skills.SkillOutletList || call.ToolCallID == "" {
+	if call.Role != "assistant" || call.ToolName != demo.SkillOutletList || call.ToolCallID == "" {
 		t.Errorf("call turn = %+v", call)
 	}
 	assertJSON(t, call.ToolArgs, `{"status":"active"}`)
-	if result.Role != "tool" || result.IsError || result.ToolCallID != call.ToolCallID || result.ToolName != skills.SkillOutletList {
+	if result.Role != "tool" || result.IsError || result.ToolCallID != call.ToolCallID || result.ToolName != demo.SkillOutletList {
 		t.Errorf("result turn = %+v", result)
 	}
 	var listed struct {
@@ -129,13 +129,13 @@ func TestExecutorRunsStepToMemory(t *testing.T) {
 		t.Errorf("iteration lost the step context: step %d group %+v seq %d", it.Step, it.Group, it.Run.Seq)
 	}
 	a, called := auditOf(t, outs, "skill.called")
-	if a.SkillID != skills.SkillOutletList || a.TaskID != "task-1" || called["is_error"] != false || called["tenant_id"] != testTenant {
+	if a.SkillID != demo.SkillOutletList || a.TaskID != "task-1" || called["is_error"] != false || called["tenant_id"] != testTenant {
 		t.Errorf("skill.called audit = %+v %v", a, called)
 	}
 	if got := events.Ext(only(t, outs, events.AuditType("skill.called")), events.ExtTask); got != "task-1" {
 		t.Errorf("audit taskid extension = %q", got)
 	}
-	if n := env.svc.Calls(skills.SkillOutletList); n != 1 {
+	if n := env.svc.Calls(demo.SkillOutletList); n != 1 {
 		t.Errorf("outlet_list called %d times, want 1", n)
 	}
 
@@ -165,7 +165,7 @@ func TestExecutorRunsStepToMemory(t *testing.T) {
 	if _, written := auditOf(t, outs, "memory.written"); written["key"] != wantKey || written["validated"] != true {
 		t.Errorf("memory.written audit = %v", written)
 	}
-	if n := env.svc.Calls(skills.SkillOutletList); n != 1 {
+	if n := env.svc.Calls(demo.SkillOutletList); n != 1 {
 		t.Errorf("outlet_list called %d times after the answer, want 1", n)
 	}
 	// The memory lock was released.
@@ -184,14 +184,14 @@ func TestExecutorReadsInputs(t *testing.T) {
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("err = %v, want the missing input reported", err)
 	}
-	if n := env.svc.Calls(skills.SkillEngagementAnalytics); n != 0 {
+	if n := env.svc.Calls(demo.SkillEngagementAnalytics); n != 0 {
 		t.Fatalf("skill called %d times without its input", n)
 	}
 
 	writeMemory(t, env, req.Run, orch.Step{Index: 1, TaskID: "task-1"}, "outlet_ids", `{"outlet_ids":["out-004","out-001"]}`)
 	outs := handle(t, x, newEvent(t, "step-x2", events.TypeStepRequested, req))
 	it := decode[orch.StepRequest](t, only(t, outs, events.TypeStepIterated))
-	if len(it.Turns) != 2 || it.Turns[0].ToolName != skills.SkillEngagementAnalytics || it.Turns[1].IsError {
+	if len(it.Turns) != 2 || it.Turns[0].ToolName != demo.SkillEngagementAnalytics || it.Turns[1].IsError {
 		t.Fatalf("turns = %+v", it.Turns)
 	}
 	assertJSON(t, it.Turns[0].ToolArgs, `{"outlet_ids":["out-004","out-001"]}`)
@@ -288,7 +288,7 @@ func TestExecutorRedeliveryReusesToolResult(t *testing.T) {
 			ev := newEvent(t, "step-redeliver", events.TypeStepRequested, execRequest("run-redeliver", 1))
 			first := handle(t, x, ev)
 			second := handle(t, x, ev)
-			if n := env.svc.Calls(skills.SkillOutletList); n != 1 {
+			if n := env.svc.Calls(demo.SkillOutletList); n != 1 {
 				t.Errorf("outlet_list ran %d times, want 1", n)
 			}
 			if !slices.Contains(auditNames(first), "skill.called") {
@@ -332,8 +332,8 @@ func TestExecutorFailsStep(t *testing.T) {
 	manyTurns := execRequest("run-f1", 1)
 	for range 6 {
 		manyTurns.Turns = append(manyTurns.Turns,
-			orch.Turn{Role: "assistant", ToolCallID: "c", ToolName: skills.SkillOutletList, ToolArgs: json.RawMessage(`{}`)},
-			orch.Turn{Role: "tool", ToolCallID: "c", ToolName: skills.SkillOutletList, Content: `{"outlets":[]}`})
+			orch.Turn{Role: "assistant", ToolCallID: "c", ToolName: demo.SkillOutletList, ToolArgs: json.RawMessage(`{}`)},
+			orch.Turn{Role: "tool", ToolCallID: "c", ToolName: demo.SkillOutletList, Content: `{"outlets":[]}`})
 		manyTurns.Iteration++
 	}
 	unknownSkill := execRequest("run-f2", 1)
@@ -350,7 +350,7 @@ func TestExecutorFailsStep(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := env.svc.Calls(skills.SkillOutletList)
+			before := env.svc.Calls(demo.SkillOutletList)
 			x := newTestExecutor(env, offline.New(), env.toolcalls)
 			if tc.large > 0 {
 				x.LargeResponse = tc.large
@@ -359,7 +359,7 @@ func TestExecutorFailsStep(t *testing.T) {
 			if sf.Result.Outcome != orch.OutcomeFailed || !strings.Contains(sf.Result.Reason, tc.wantReason) {
 				t.Errorf("result = %+v, want failed with %q", sf.Result, tc.wantReason)
 			}
-			if n := env.svc.Calls(skills.SkillOutletList) - before; n != tc.wantCalls {
+			if n := env.svc.Calls(demo.SkillOutletList) - before; n != tc.wantCalls {
 				t.Errorf("outlet_list called %d times, want %d", n, tc.wantCalls)
 			}
 		})

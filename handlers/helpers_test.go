@@ -17,6 +17,7 @@ import (
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store/embedded"
 )
 
@@ -38,7 +39,7 @@ const (
 type testEnv struct {
 	js        jetstream.JetStream
 	st        *embedded.Store
-	svc       *skills.DemoService
+	svc       *demo.Service
 	sk        *skills.Client
 	fanin     jetstream.KeyValue
 	locks     jetstream.KeyValue
@@ -68,7 +69,7 @@ func newEnv(t *testing.T) *testEnv {
 	if err != nil {
 		t.Fatalf("embedded.New: %v", err)
 	}
-	svc := skills.NewDemoService(skills.DemoConfig{})
+	svc := demo.NewService(demo.Config{})
 	srv := httptest.NewServer(svc.Handler())
 	t.Cleanup(srv.Close)
 	sk, err := skills.NewClient(skills.Config{URL: srv.URL + "/tenants/{tenant}/mcp"})

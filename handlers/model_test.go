@@ -16,7 +16,7 @@ import (
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/orch"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 // pricedOffline is the offline model metered with a non-zero price, so
@@ -134,7 +134,7 @@ func TestValidation_ThirdInvalidPlanEndsValidationFail(t *testing.T) {
 // the validation error instead of being made; the third in a row ends the
 // run VALIDATION_FAIL, and the skill never ran.
 func TestValidation_ToolArgumentsOffTheInputSchemaNeverReachTheTool(t *testing.T) {
-	bad := llmtest.ToolCall("c1", skills.SkillOutletList, `{"status":"open"}`) // not in the enum
+	bad := llmtest.ToolCall("c1", demo.SkillOutletList, `{"status":"open"}`) // not in the enum
 	t.Run("three invalid calls", func(t *testing.T) {
 		env := newEnv(t)
 		f := newFlow(t, env, env.st)
@@ -143,7 +143,7 @@ func TestValidation_ToolArgumentsOffTheInputSchemaNeverReachTheTool(t *testing.T
 		if res.TerminalCode != orch.CodeValidationFail || !strings.Contains(res.Reason, "stayed invalid") {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 		}
-		if n := env.svc.Calls(skills.SkillOutletList); n != 0 {
+		if n := env.svc.Calls(demo.SkillOutletList); n != 0 {
 			t.Fatalf("outlet_list ran %d times with invalid arguments", n)
 		}
 		if n := len(ofType(seen, events.AuditType("skill.arguments_invalid"))); n != 1+llm.MaxRepairs {
@@ -159,7 +159,7 @@ func TestValidation_ToolArgumentsOffTheInputSchemaNeverReachTheTool(t *testing.T
 		if res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
-		if n := env.svc.Calls(skills.SkillOutletList); n != 1 {
+		if n := env.svc.Calls(demo.SkillOutletList); n != 1 {
 			t.Fatalf("outlet_list ran %d times, want once (the repaired call)", n)
 		}
 		reqs := exec.Requests(llm.TaskAct)

@@ -17,6 +17,7 @@ import (
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 // recording returns the real offline model with its requests recorded.
@@ -91,7 +92,7 @@ func TestPlannerProposes(t *testing.T) {
 				// A replan revises only the failed step: same skill, and
 				// its dependency on the completed step is kept.
 				rev := prop.Steps[0]
-				if len(prop.Steps) != 1 || !slices.Equal(rev.Skills, []string{skills.SkillEngagementAnalytics}) {
+				if len(prop.Steps) != 1 || !slices.Equal(rev.Skills, []string{demo.SkillEngagementAnalytics}) {
 					t.Fatalf("revised steps %+v", prop.Steps)
 				}
 				if tc.name == "replan numbers after existing steps" && !slices.Equal(rev.DependsOn, []int{1}) {
@@ -100,7 +101,7 @@ func TestPlannerProposes(t *testing.T) {
 				return
 			}
 			first, second := prop.Steps[0], prop.Steps[1]
-			if !slices.Equal(first.Skills, []string{skills.SkillOutletList}) || !slices.Equal(second.Skills, []string{skills.SkillEngagementAnalytics}) {
+			if !slices.Equal(first.Skills, []string{demo.SkillOutletList}) || !slices.Equal(second.Skills, []string{demo.SkillEngagementAnalytics}) {
 				t.Errorf("skills %v then %v", first.Skills, second.Skills)
 			}
 			if !slices.Equal(second.DependsOn, []int{first.Index}) || len(first.DependsOn) != 0 {
@@ -130,7 +131,7 @@ func TestPlannerProposes(t *testing.T) {
 					t.Errorf("skill %s given without schemas", s.Name)
 				}
 			}
-			if !slices.Contains(names, skills.SkillOutletList) || !slices.Contains(names, skills.SkillEngagementAnalytics) {
+			if !slices.Contains(names, demo.SkillOutletList) || !slices.Contains(names, demo.SkillEngagementAnalytics) {
 				t.Errorf("model saw skills %v", names)
 			}
 			if in.MaxSteps != orch.MaxPlanSteps || in.FirstStep != tc.wantSteps[0] {
@@ -186,7 +187,7 @@ func TestPlannerRejectsUnverifiablePlan(t *testing.T) {
 func TestVerifyPlan(t *testing.T) {
 	env := newEnv(t)
 	manifests := map[string]skills.Manifest{}
-	for _, name := range []string{skills.SkillOutletList, skills.SkillEngagementAnalytics} {
+	for _, name := range []string{demo.SkillOutletList, demo.SkillEngagementAnalytics} {
 		m, err := env.sk.Load(testCtx(t), testTenant, name)
 		if err != nil {
 			t.Fatalf("Load(%s): %v", name, err)

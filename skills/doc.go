@@ -1,6 +1,8 @@
 // Package skills contains the MCP skill client used by agentbus to discover,
-// describe and invoke skills, and a demo Skill Service that serves a small,
-// deterministic, tenant-scoped skill catalog over MCP.
+// describe and invoke skills, the protocol values a Skill Service shares
+// with it, and the schema derivation used to chain skills. The demo Skill
+// Service lives in package skills/demo, which the role binaries do not
+// link.
 //
 // The client reaches skills in one of two modes (Config.Mode):
 //
@@ -31,10 +33,6 @@
 // URL and API key; on stdio, one process) and passes the caller's
 // idempotency key in the _meta field "idempotency_key" of every skill call,
 // so that a Skill Service can deduplicate retried invocations.
-//
-// The demo service is served over streamable HTTP at /tenants/{tenant}/mcp,
-// over SSE at /tenants/{tenant}/sse, and over stdio for one tenant
-// (DemoService.ServeStdio).
 //
 // The package never logs; failures are reported as errors wrapping the
 // sentinels declared in types.go.

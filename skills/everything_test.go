@@ -1,4 +1,4 @@
-package skills
+package skills_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/schema"
+	"github.com/agentbus/agentbus/skills"
 )
 
 // The MCP reference server, @modelcontextprotocol/server-everything, as
@@ -54,6 +55,14 @@ func everythingScript(t *testing.T) (node, script string) {
 		t.Fatalf("%s %q is installed in .cache/mcp, want %s; run %s", everythingPackage, installed.Version, want, everythingSetup)
 	}
 	return node, filepath.Join(dir, "dist", "index.js")
+}
+
+// everythingStdioConfig is a Config running server-everything over stdio;
+// the test fails when it is not installed.
+func everythingStdioConfig(t *testing.T) skills.Config {
+	t.Helper()
+	node, script := everythingScript(t)
+	return skills.Config{Transport: skills.TransportStdio, Command: []string{node, script, "stdio"}}
 }
 
 func readJSON(t *testing.T, path string, v any) {
@@ -141,17 +150,14 @@ func startEverythingHTTP(t *testing.T, transport string) string {
 
 // everythingConfigs are plain Configs (Mode left to auto-detection) for
 // server-everything over each transport.
-func everythingConfigs(t *testing.T) map[string]func(t *testing.T) Config {
-	return map[string]func(t *testing.T) Config{
-		TransportStdio: func(t *testing.T) Config {
-			node, script := everythingScript(t)
-			return Config{Transport: TransportStdio, Command: []string{node, script, "stdio"}}
+func everythingConfigs(t *testing.T) map[string]func(t *testing.T) skills.Config {
+	return map[string]func(t *testing.T) skills.Config{
+		skills.TransportStdio: everythingStdioConfig,
+		skills.TransportSSE: func(t *testing.T) skills.Config {
+			return skills.Config{Transport: skills.TransportSSE, URL: startEverythingHTTP(t, "sse") + "/sse"}
 		},
-		TransportSSE: func(t *testing.T) Config {
-			return Config{Transport: TransportSSE, URL: startEverythingHTTP(t, "sse") + "/sse"}
-		},
-		TransportStreamableHTTP: func(t *testing.T) Config {
-			return Config{URL: startEverythingHTTP(t, "streamableHttp") + "/mcp"}
+		skills.TransportStreamableHTTP: func(t *testing.T) skills.Config {
+			return skills.Config{URL: startEverythingHTTP(t, "streamableHttp") + "/mcp"}
 		},
 	}
 }
@@ -165,11 +171,11 @@ func TestEverythingInterop(t *testing.T) {
 			c := newClient(t, cfg(t))
 			ctx := testCtx(t)
 
-			mode, tools, err := c.mode(ctx, "t1")
+			mode, tools, err := skills.DetectMode(ctx, c, "t1")
 			if err != nil {
 				t.Fatalf("tools/list: %v", err)
 			}
-			if mode != ModePlain || len(tools) < 5 {
+			if mode != skills.ModePlain || len(tools) < 5 {
 				t.Fatalf("mode = %s with %d tools, want plain", mode, len(tools))
 			}
 
@@ -192,7 +198,7 @@ func TestEverythingInterop(t *testing.T) {
 			if err != nil || in.Type != "object" || in.Properties["message"].Type != "string" || !contains(in.Required, "message") {
 				t.Fatalf("echo input schema = %s (%v)", m.InputSchema, err)
 			}
-			if string(m.OutputSchema) != string(TextOutputSchema) || m.ExecutionMode != ExecutionModeSync {
+			if string(m.OutputSchema) != string(skills.TextOutputSchema) || m.ExecutionMode != skills.ExecutionModeSync {
 				t.Fatalf("echo manifest = %+v", m)
 			}
 
@@ -231,13 +237,13 @@ func TestEverythingInterop(t *testing.T) {
 			}
 
 			// Failures map to the package's sentinels.
-			if _, err := c.Load(ctx, "t1", "no-such-tool"); !errors.Is(err, ErrSkillNotFound) {
+			if _, err := c.Load(ctx, "t1", "no-such-tool"); !errors.Is(err, skills.ErrSkillNotFound) {
 				t.Fatalf("Load(no-such-tool) err = %v, want ErrSkillNotFound", err)
 			}
-			if _, err := c.Call(ctx, "t1", "no-such-tool", nil, ""); !errors.Is(err, ErrSkillNotFound) {
+			if _, err := c.Call(ctx, "t1", "no-such-tool", nil, ""); !errors.Is(err, skills.ErrSkillNotFound) {
 				t.Fatalf("Call(no-such-tool) err = %v, want ErrSkillNotFound", err)
 			}
-			if _, err := c.Call(ctx, "t1", "get-sum", json.RawMessage(`{"a":"two"}`), ""); !errors.Is(err, ErrSkillFailed) {
+			if _, err := c.Call(ctx, "t1", "get-sum", json.RawMessage(`{"a":"two"}`), ""); !errors.Is(err, skills.ErrSkillFailed) {
 				t.Fatalf("Call(get-sum, bad args) err = %v, want ErrSkillFailed", err)
 			}
 		})
@@ -249,7 +255,7 @@ func TestEverythingInterop(t *testing.T) {
 func TestEverythingStdioEnvironment(t *testing.T) {
 	t.Setenv("AGENTBUS_TEST_SECRET", "must-not-leak")
 	node, script := everythingScript(t)
-	c := newClient(t, Config{Transport: TransportStdio, Command: []string{node, script, "stdio"},
+	c := newClient(t, skills.Config{Transport: skills.TransportStdio, Command: []string{node, script, "stdio"},
 		Env: []string{"AGENTBUS_TEST_VISIBLE=yes"}})
 	out, err := c.Call(testCtx(t), "t1", "get-env", nil, "")
 	if err != nil {
@@ -260,8 +266,8 @@ func TestEverythingStdioEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	var env map[string]string
-	if err := json.Unmarshal([]byte(wrapped[TextOutputField]), &env); err != nil {
-		t.Fatalf("get-env text = %q: %v", wrapped[TextOutputField], err)
+	if err := json.Unmarshal([]byte(wrapped[skills.TextOutputField]), &env); err != nil {
+		t.Fatalf("get-env text = %q: %v", wrapped[skills.TextOutputField], err)
 	}
 	if env["AGENTBUS_TEST_VISIBLE"] != "yes" || env["PATH"] == "" {
 		t.Fatalf("server environment lacks Config.Env or PATH: %v", env)

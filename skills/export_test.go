@@ -1,12 +1,22 @@
 package skills
 
-import "testing"
+import (
+	"context"
 
-// EverythingStdioConfig is, for the external tests, a Config running the
-// reference MCP server (server-everything) over stdio; the test fails
-// when it is not installed (deploy/mcp/setup.sh).
-func EverythingStdioConfig(t *testing.T) Config {
-	t.Helper()
-	node, script := everythingScript(t)
-	return Config{Transport: TransportStdio, Command: []string{node, script, "stdio"}}
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// DetectMode is, for the external tests, the mode c picks for tenant and
+// the tools/list it is based on.
+func DetectMode(ctx context.Context, c *Client, tenant string) (string, []mcp.Tool, error) {
+	return c.mode(ctx, tenant)
+}
+
+// StopStdioServer closes, for the external tests, c's stdio session
+// behind its back, as if the server process had exited.
+func StopStdioServer(c *Client) {
+	c.mu.Lock()
+	cn := c.sessions[TransportStdio].conn
+	c.mu.Unlock()
+	_ = cn.mc.Close()
 }

@@ -118,8 +118,8 @@ func toolDescription(t mcp.Tool) string {
 	return t.Annotations.Title
 }
 
-// rankTools ranks tools against query with the same relevance score as
-// the demo Skill Service, best first, at most limit of them
+// rankTools ranks tools against query with Rank, as the demo Skill
+// Service ranks its catalog, best first, at most limit of them
 // (DefaultFindLimit when limit <= 0, never more than MaxFindLimit).
 func rankTools(query string, tools []mcp.Tool, limit int) []Summary {
 	if limit <= 0 {
@@ -133,7 +133,7 @@ func rankTools(query string, tools []mcp.Tool, limit int) []Summary {
 		}
 		items = append(items, Summary{Name: t.Name, Description: toolDescription(t)})
 	}
-	ranked := rankSummaries(query, items)
+	ranked := Rank(query, items)
 	if len(ranked) > limit {
 		ranked = ranked[:limit]
 	}

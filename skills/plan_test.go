@@ -30,7 +30,7 @@ var (
 // the other declares none and plans through the synthesised
 // skills.TextOutputSchema. Both plans pass the verification pass.
 func TestPlannerOverPlainMCPServer(t *testing.T) {
-	c, err := skills.NewClient(skills.EverythingStdioConfig(t))
+	c, err := skills.NewClient(everythingStdioConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,20 +39,11 @@ func relevance(query, name, description string) float64 {
 	return math.Round(cosine(q, d)*10000) / 10000
 }
 
-// rankSkills returns the skills with a positive relevance to query, best
-// first; ties are broken by name.
-func rankSkills(query string, catalog []*demoSkill) []Summary {
-	items := make([]Summary, 0, len(catalog))
-	for _, sk := range catalog {
-		items = append(items, Summary{Name: sk.name, Description: sk.description})
-	}
-	return rankSummaries(query, items)
-}
-
-// rankSummaries scores items by the relevance of their name and
-// description to query and returns those with a positive score, best
-// first; ties are broken by name.
-func rankSummaries(query string, items []Summary) []Summary {
+// Rank scores items by the relevance of their name and description to
+// query and returns those with a positive score, best first; ties are
+// broken by name. Client ranks plain MCP tools with it, and a Skill
+// Service may rank its catalog with it for find_relevant_skills.
+func Rank(query string, items []Summary) []Summary {
 	out := make([]Summary, 0, len(items))
 	for _, it := range items {
 		if score := relevance(query, it.Name, it.Description); score > 0 {

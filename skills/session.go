@@ -91,7 +91,7 @@ func (c *Client) callTool(ctx context.Context, tenant, name string, args any, id
 	}
 	if result.IsError {
 		msg := strings.TrimSpace(string(resultText(result)))
-		if rest, ok := strings.CutPrefix(msg, notFoundMessage); ok {
+		if rest, ok := strings.CutPrefix(msg, NotFoundMessage); ok {
 			return nil, fmt.Errorf("%w%s", ErrSkillNotFound, rest)
 		}
 		if msg == "" {

@@ -1,12 +1,10 @@
-package skills
+package skills_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 // stdioTenantEnv makes the test binary serve the demo catalog of the named
@@ -29,7 +30,7 @@ func TestStdioDemoHelper(t *testing.T) {
 	if tenant == "" {
 		return
 	}
-	if err := NewDemoService(DemoConfig{}).ServeStdio(context.Background(), tenant, os.Stdin, os.Stdout); err != nil {
+	if err := demo.NewService(demo.Config{}).ServeStdio(context.Background(), tenant, os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "serve stdio:", err)
 		os.Exit(1)
 	}
@@ -38,9 +39,9 @@ func TestStdioDemoHelper(t *testing.T) {
 
 // stdioDemoConfig is a stdio Config whose command is this test binary
 // serving tenant's demo catalog.
-func stdioDemoConfig(tenant string) Config {
-	return Config{
-		Transport: TransportStdio,
+func stdioDemoConfig(tenant string) skills.Config {
+	return skills.Config{
+		Transport: skills.TransportStdio,
 		Command:   []string{os.Args[0], "-test.run=^TestStdioDemoHelper$", "-test.count=1"},
 		// The race detector sleeps a second before a process exits unless told not to.
 		Env: []string{stdioTenantEnv + "=" + tenant, "GORACE=atexit_sleep_ms=0"},
@@ -50,7 +51,7 @@ func stdioDemoConfig(tenant string) Config {
 // newDemoServer starts the demo service on a loopback listener.
 func newDemoServer(t *testing.T, wrap func(http.Handler) http.Handler) *httptest.Server {
 	t.Helper()
-	h := NewDemoService(DemoConfig{}).Handler()
+	h := demo.NewService(demo.Config{}).Handler()
 	if wrap != nil {
 		h = wrap(h)
 	}
@@ -59,9 +60,9 @@ func newDemoServer(t *testing.T, wrap func(http.Handler) http.Handler) *httptest
 	return srv
 }
 
-func newClient(t *testing.T, cfg Config) *Client {
+func newClient(t *testing.T, cfg skills.Config) *skills.Client {
 	t.Helper()
-	c, err := NewClient(cfg)
+	c, err := skills.NewClient(cfg)
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}
@@ -73,10 +74,10 @@ func newClient(t *testing.T, cfg Config) *Client {
 // the demo Skill Service over each transport, with the mode auto-detected.
 func TestTransportsSkillService(t *testing.T) {
 	srv := newDemoServer(t, nil)
-	cases := map[string]Config{
-		TransportStreamableHTTP: {URL: srv.URL + "/tenants/{tenant}/mcp"},
-		TransportSSE:            {Transport: TransportSSE, URL: srv.URL + "/tenants/{tenant}/sse"},
-		TransportStdio:          stdioDemoConfig("acme"),
+	cases := map[string]skills.Config{
+		skills.TransportStreamableHTTP: {URL: srv.URL + "/tenants/{tenant}/mcp"},
+		skills.TransportSSE:            {Transport: skills.TransportSSE, URL: srv.URL + "/tenants/{tenant}/sse"},
+		skills.TransportStdio:          stdioDemoConfig("acme"),
 	}
 	for name, cfg := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -88,31 +89,31 @@ func TestTransportsSkillService(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Find: %v", err)
 			}
-			if len(got) == 0 || got[0].Name != SkillAcmeLoyaltyReport {
-				t.Fatalf("Find = %v, want %s first", names(got), SkillAcmeLoyaltyReport)
+			if len(got) == 0 || got[0].Name != demo.SkillAcmeLoyaltyReport {
+				t.Fatalf("Find = %v, want %s first", names(got), demo.SkillAcmeLoyaltyReport)
 			}
-			m, err := c.Load(ctx, "acme", SkillOutletList)
+			m, err := c.Load(ctx, "acme", demo.SkillOutletList)
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
 			// A Skill Service manifest carries the service's own output schema.
-			if !strings.Contains(string(m.OutputSchema), `"outlets"`) || m.ExecutionMode != ExecutionModeSync {
+			if !strings.Contains(string(m.OutputSchema), `"outlets"`) || m.ExecutionMode != skills.ExecutionModeSync {
 				t.Fatalf("Load = %+v", m)
 			}
-			out, err := c.Call(ctx, "acme", SkillOutletList, json.RawMessage(`{"status":"inactive"}`), "")
+			out, err := c.Call(ctx, "acme", demo.SkillOutletList, json.RawMessage(`{"status":"inactive"}`), "")
 			if err != nil {
 				t.Fatalf("Call: %v", err)
 			}
 			var res struct {
-				Outlets []outlet `json:"outlets"`
+				Outlets []json.RawMessage `json:"outlets"`
 			}
 			if err := json.Unmarshal(out, &res); err != nil || len(res.Outlets) != 4 {
 				t.Fatalf("Call = %s (%v)", out, err)
 			}
-			if _, err := c.Call(ctx, "acme", "no_such_skill", nil, ""); !errors.Is(err, ErrSkillNotFound) {
+			if _, err := c.Call(ctx, "acme", "no_such_skill", nil, ""); !errors.Is(err, skills.ErrSkillNotFound) {
 				t.Fatalf("Call(unknown) err = %v, want ErrSkillNotFound", err)
 			}
-			if _, err := c.Find(ctx, "../acme", "outlets", 1); !errors.Is(err, ErrInvalidTenant) {
+			if _, err := c.Find(ctx, "../acme", "outlets", 1); !errors.Is(err, skills.ErrInvalidTenant) {
 				t.Fatalf("Find(bad tenant) err = %v, want ErrInvalidTenant", err)
 			}
 		})
@@ -124,62 +125,22 @@ func TestTransportsSkillService(t *testing.T) {
 func TestTransportTenantScope(t *testing.T) {
 	srv := newDemoServer(t, nil)
 	ctx := testCtx(t)
-	sse := newClient(t, Config{Transport: TransportSSE, URL: srv.URL + "/tenants/{tenant}/sse"})
-	if _, err := sse.Load(ctx, "beta", SkillAcmeLoyaltyReport); !errors.Is(err, ErrSkillNotFound) {
+	sse := newClient(t, skills.Config{Transport: skills.TransportSSE, URL: srv.URL + "/tenants/{tenant}/sse"})
+	if _, err := sse.Load(ctx, "beta", demo.SkillAcmeLoyaltyReport); !errors.Is(err, skills.ErrSkillNotFound) {
 		t.Fatalf("SSE: beta loads acme's skill: err = %v", err)
 	}
-	if _, err := sse.Load(ctx, "acme", SkillAcmeLoyaltyReport); err != nil {
+	if _, err := sse.Load(ctx, "acme", demo.SkillAcmeLoyaltyReport); err != nil {
 		t.Fatalf("SSE: acme: %v", err)
 	}
 
 	stdio := newClient(t, stdioDemoConfig("beta"))
 	for _, tenant := range []string{"acme", "beta"} {
-		if _, err := stdio.Load(ctx, tenant, SkillAcmeLoyaltyReport); !errors.Is(err, ErrSkillNotFound) {
+		if _, err := stdio.Load(ctx, tenant, demo.SkillAcmeLoyaltyReport); !errors.Is(err, skills.ErrSkillNotFound) {
 			t.Fatalf("stdio scoped to beta: tenant %s loads acme's skill: err = %v", tenant, err)
 		}
 	}
-	if _, err := stdio.Find(ctx, "bad/tenant", "outlets", 1); !errors.Is(err, ErrInvalidTenant) {
+	if _, err := stdio.Find(ctx, "bad/tenant", "outlets", 1); !errors.Is(err, skills.ErrInvalidTenant) {
 		t.Fatalf("stdio: bad tenant err = %v, want ErrInvalidTenant", err)
-	}
-}
-
-// TestDemoSSESessionBoundToTenant: a message for an SSE session opened on
-// one tenant's path is refused on another tenant's path.
-func TestDemoSSESessionBoundToTenant(t *testing.T) {
-	srv := newDemoServer(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/tenants/acme/sse", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var endpoint string
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			endpoint = strings.TrimSpace(data)
-			break
-		}
-	}
-	if !strings.HasPrefix(endpoint, "/tenants/acme/message?sessionId=acme.") {
-		t.Fatalf("endpoint event = %q", endpoint)
-	}
-	body := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
-	for path, want := range map[string]int{
-		strings.Replace(endpoint, "/tenants/acme/", "/tenants/beta/", 1): http.StatusNotFound,
-		endpoint: http.StatusAccepted,
-	} {
-		r, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, r.Body)
-		_ = r.Body.Close()
-		if r.StatusCode != want {
-			t.Fatalf("POST %s: status %d, want %d", path, r.StatusCode, want)
-		}
 	}
 }
 
@@ -188,38 +149,38 @@ func TestDemoSSESessionBoundToTenant(t *testing.T) {
 func TestPlainModeOverDemo(t *testing.T) {
 	mc := &methodCounter{counts: map[string]int{}}
 	srv := newDemoServer(t, mc.wrap)
-	c := newClient(t, Config{URL: srv.URL + "/tenants/{tenant}/mcp", Mode: ModePlain})
+	c := newClient(t, skills.Config{URL: srv.URL + "/tenants/{tenant}/mcp", Mode: skills.ModePlain})
 	ctx := testCtx(t)
 
 	got, err := c.Find(ctx, "beta", "rank outlets by engagement", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) == 0 || got[0].Name != SkillEngagementAnalytics || slices.Contains(names(got), ToolFindRelevantSkills) {
+	if len(got) == 0 || got[0].Name != demo.SkillEngagementAnalytics || slices.Contains(names(got), skills.ToolFindRelevantSkills) {
 		t.Fatalf("Find = %+v", got)
 	}
-	m, err := c.Load(ctx, "beta", SkillOutletList)
+	m, err := c.Load(ctx, "beta", demo.SkillOutletList)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(m.InputSchema), `"enum":["active","inactive","all"]`) ||
-		string(m.OutputSchema) != string(TextOutputSchema) || m.ExecutionMode != ExecutionModeSync {
+		string(m.OutputSchema) != string(skills.TextOutputSchema) || m.ExecutionMode != skills.ExecutionModeSync {
 		t.Fatalf("Load = %s / %s / %s", m.InputSchema, m.OutputSchema, m.ExecutionMode)
 	}
-	for _, name := range []string{ToolLoadSkill, SkillAcmeLoyaltyReport, "nope"} {
-		if _, err := c.Load(ctx, "beta", name); !errors.Is(err, ErrSkillNotFound) {
+	for _, name := range []string{skills.ToolLoadSkill, demo.SkillAcmeLoyaltyReport, "nope"} {
+		if _, err := c.Load(ctx, "beta", name); !errors.Is(err, skills.ErrSkillNotFound) {
 			t.Fatalf("Load(%s) err = %v, want ErrSkillNotFound", name, err)
 		}
 	}
-	out, err := c.Call(ctx, "beta", SkillOutletList, json.RawMessage(`{"status":"active"}`), "k1")
+	out, err := c.Call(ctx, "beta", demo.SkillOutletList, json.RawMessage(`{"status":"active"}`), "k1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wrapped map[string]string
-	if err := json.Unmarshal(out, &wrapped); err != nil || !strings.Contains(wrapped[TextOutputField], `"out-001"`) {
+	if err := json.Unmarshal(out, &wrapped); err != nil || !strings.Contains(wrapped[skills.TextOutputField], `"out-001"`) {
 		t.Fatalf("Call = %s (%v)", out, err)
 	}
-	if _, err := c.Call(ctx, "beta", "nope", nil, ""); !errors.Is(err, ErrSkillNotFound) {
+	if _, err := c.Call(ctx, "beta", "nope", nil, ""); !errors.Is(err, skills.ErrSkillNotFound) {
 		t.Fatalf("Call(nope) err = %v, want ErrSkillNotFound", err)
 	}
 	// One listing served Find, Load and Call; the unknown names each
@@ -234,7 +195,7 @@ func TestPlainModeOverDemo(t *testing.T) {
 func TestToolsListCached(t *testing.T) {
 	mc := &methodCounter{counts: map[string]int{}}
 	srv := newDemoServer(t, mc.wrap)
-	c := newClient(t, Config{URL: srv.URL + "/tenants/{tenant}/mcp", Mode: ModePlain, ToolsTTL: 300 * time.Millisecond})
+	c := newClient(t, skills.Config{URL: srv.URL + "/tenants/{tenant}/mcp", Mode: skills.ModePlain, ToolsTTL: 300 * time.Millisecond})
 	ctx := testCtx(t)
 	for range 3 {
 		if _, err := c.Find(ctx, "beta", "outlets", 0); err != nil {
@@ -289,17 +250,17 @@ func TestAPIKeyPerCall(t *testing.T) {
 		transport, path string
 		post            string // the path the tools/call requests go to
 	}{
-		{TransportStreamableHTTP, "/tenants/{tenant}/mcp", "POST /tenants/beta/mcp"},
-		{TransportSSE, "/tenants/{tenant}/sse", "POST /tenants/beta/message"},
+		{skills.TransportStreamableHTTP, "/tenants/{tenant}/mcp", "POST /tenants/beta/mcp"},
+		{skills.TransportSSE, "/tenants/{tenant}/sse", "POST /tenants/beta/message"},
 	} {
 		t.Run(tc.transport, func(t *testing.T) {
-			c := newClient(t, Config{Transport: tc.transport, URL: srv.URL + tc.path, APIKey: keyCfg, Mode: ModeSkillService})
+			c := newClient(t, skills.Config{Transport: tc.transport, URL: srv.URL + tc.path, APIKey: keyCfg, Mode: skills.ModeSkillService})
 			ctx := testCtx(t)
 			// Open the session first so that the calls below are one request each.
-			if _, err := c.Call(ctx, "beta", SkillOutletList, nil, ""); err != nil {
+			if _, err := c.Call(ctx, "beta", demo.SkillOutletList, nil, ""); err != nil {
 				t.Fatal(err)
 			}
-			if tc.transport == TransportSSE {
+			if tc.transport == skills.TransportSSE {
 				// The caller-less session's stream, opened with the config key.
 				if got := keysOf("GET /tenants/beta/sse"); !slices.Equal(got, []string{keyCfg}) {
 					t.Fatalf("SSE stream keys = %v", got)
@@ -307,15 +268,15 @@ func TestAPIKeyPerCall(t *testing.T) {
 			}
 			keysOf(tc.post)
 			for _, key := range []string{keyA, keyB, keyA} {
-				if _, err := c.Call(WithAPIKey(ctx, key), "beta", SkillOutletList, nil, ""); err != nil {
+				if _, err := c.Call(skills.WithAPIKey(ctx, key), "beta", demo.SkillOutletList, nil, ""); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if _, err := c.Call(WithAPIKey(ctx, ""), "beta", SkillOutletList, nil, ""); err != nil {
+			if _, err := c.Call(skills.WithAPIKey(ctx, ""), "beta", demo.SkillOutletList, nil, ""); err != nil {
 				t.Fatal(err)
 			}
 			got := keysOf(tc.post)
-			if tc.transport == TransportSSE {
+			if tc.transport == skills.TransportSSE {
 				// Each new key opened its own stream, whose handshake sent
 				// more than one message; every message carried its caller's key.
 				if streams := keysOf("GET /tenants/beta/sse"); !slices.Equal(streams, []string{keyA, keyB}) {
@@ -327,7 +288,7 @@ func TestAPIKeyPerCall(t *testing.T) {
 				t.Fatalf("keys of the calls = %v, want %v", got, want)
 			}
 
-			_, err := c.Call(WithAPIKey(ctx, keyB), "echo", SkillOutletList, nil, "")
+			_, err := c.Call(skills.WithAPIKey(ctx, keyB), "echo", demo.SkillOutletList, nil, "")
 			if err == nil || strings.Contains(err.Error(), keyB) || strings.Contains(err.Error(), keyCfg) {
 				t.Fatalf("error of a key-echoing server = %v", err)
 			}
@@ -353,22 +314,12 @@ func compact(keys []string) []string {
 func TestStdioServerRestarted(t *testing.T) {
 	c := newClient(t, stdioDemoConfig("beta"))
 	ctx := testCtx(t)
-	if _, err := c.Call(ctx, "beta", SkillOutletList, nil, ""); err != nil {
+	if _, err := c.Call(ctx, "beta", demo.SkillOutletList, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	// Stop the process behind the client's back.
-	c.mu.Lock()
-	cn := c.sessions[TransportStdio].conn
-	c.mu.Unlock()
-	_ = cn.mc.Close()
-	if _, err := c.Call(ctx, "beta", SkillOutletList, nil, ""); err != nil {
+	skills.StopStdioServer(c)
+	if _, err := c.Call(ctx, "beta", demo.SkillOutletList, nil, ""); err != nil {
 		t.Fatalf("call after the server exited: %v", err)
 	}
-}
-
-// count returns the requests of "path method" so far.
-func (m *methodCounter) count(key string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.counts[key]
 }

@@ -34,6 +34,19 @@ const (
 	ToolLoadSkill = "load_skill"
 )
 
+// Limits of find_relevant_skills.
+const (
+	// DefaultFindLimit is the number of candidates returned when the request
+	// sets no limit.
+	DefaultFindLimit = 5
+	// MaxFindLimit caps the requested limit.
+	MaxFindLimit = 50
+)
+
+// NotFoundMessage starts the tool error a Skill Service returns for a
+// skill outside the tenant's catalog; Client maps it to ErrSkillNotFound.
+const NotFoundMessage = "skill not found"
+
 // MetaIdempotencyKey is the _meta field of a tools/call request that carries
 // the caller's idempotency key.
 const MetaIdempotencyKey = "idempotency_key"

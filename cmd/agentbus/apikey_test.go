@@ -21,7 +21,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -48,8 +48,8 @@ func (k *keyRecorder) wrap(next http.Handler) http.Handler {
 func TestAPIKeyForwardedToSkillsAndNeverRecorded(t *testing.T) {
 	const secret = "sk-agentbus-test-4f1d9c0e7b2a"
 	rec := &keyRecorder{keys: map[string]int{}}
-	demo := httptest.NewServer(rec.wrap(skills.NewDemoService(skills.DemoConfig{}).Handler()))
-	defer demo.Close()
+	skillSrv := httptest.NewServer(rec.wrap(demo.NewService(demo.Config{}).Handler()))
+	defer skillSrv.Close()
 	chat := chatServer(t, "demo_conversation.json", nil)
 	keyFile := filepath.Join(t.TempDir(), "model.key")
 	if err := os.WriteFile(keyFile, []byte(modelKey+"\n"), 0o600); err != nil {
@@ -63,7 +63,7 @@ func TestAPIKeyForwardedToSkillsAndNeverRecorded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		SkillsURL: demo.URL + "/tenants/{tenant}/mcp", Log: zerolog.New(&logs).Level(zerolog.DebugLevel),
+		SkillsURL: skillSrv.URL + "/tenants/{tenant}/mcp", Log: zerolog.New(&logs).Level(zerolog.DebugLevel),
 		Process: app.Config{AckWait: 2 * time.Second, LogLevel: "debug", Models: models}})
 	if err != nil {
 		t.Fatal(err)

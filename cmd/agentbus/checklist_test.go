@@ -17,33 +17,36 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 )
 
-func startStackWith(t *testing.T, demo skills.DemoConfig) *app.Stack {
+// startStackWith starts an all-in-one stack serving a demo Skill Service
+// configured by demoCfg, and returns both.
+func startStackWith(t *testing.T, demoCfg demo.Config) (*app.Stack, *demo.Service) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	svc := demo.NewService(demoCfg)
 	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		Log: zerolog.Nop(), Demo: demo, Process: app.Config{AckWait: 2 * time.Second}})
+		Log: zerolog.Nop(), Skills: svc.Handler(), Process: app.Config{AckWait: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	return s
+	return s, svc
 }
 
 // TestReplan_SkillFailingOnceReplansAndAnswers: a demo skill that fails on
 // its first call produces a run with replan_count 1 and a correct answer,
 // and GET /agent/plans/{id} shows the revision.
 func TestReplan_SkillFailingOnceReplansAndAnswers(t *testing.T) {
-	s := startStackWith(t, skills.DemoConfig{FailFirst: map[string]int{skills.SkillEngagementAnalytics: 1}})
+	s, svc := startStackWith(t, demo.Config{FailFirst: map[string]int{demo.SkillEngagementAnalytics: 1}})
 	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-replan", Message: demoTask})
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 	}
-	outletCalls := s.DemoSkills.Calls(skills.SkillOutletList)
+	outletCalls := svc.Calls(demo.SkillOutletList)
 	assertRanked(t, res.Response, expectedRanking(t, s.SkillsURL, "demo"))
 
 	finalPlan(t, s, res.PlanID) // the projector has caught up
@@ -84,7 +87,7 @@ func TestReplan_SkillFailingOnceReplansAndAnswers(t *testing.T) {
 // without touching the service: any NATS publisher can submit a run and
 // read its answer, with no ingress involved.
 func TestBoundary_ChatAPIReplacedByNATSPublisher(t *testing.T) {
-	s := startStackWith(t, skills.DemoConfig{})
+	s, _ := startStackWith(t, demo.Config{})
 	got := make(chan orch.RunResult, 1)
 	sub, err := s.Deps.NC.Subscribe("agent.run.finished.viaNATS", func(m *nats.Msg) {
 		ev, err := events.FromMsg(m.Header, m.Data)

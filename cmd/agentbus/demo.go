@@ -13,12 +13,13 @@ import (
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 // DemoTask is the task `agentbus demo` runs.
 const DemoTask = "List the active outlets and rank them by engagement"
 
-func demo(args []string) int {
+func runDemo(args []string) int {
 	fs := flag.NewFlagSet("agentbus demo", flag.ExitOnError)
 	task := fs.String("task", DemoTask, "the task to run")
 	data := fs.String("data", "", "data directory (default: a temporary one, removed on exit)")
@@ -45,7 +46,8 @@ func demo(args []string) int {
 	ctx, stop := app.SignalContext()
 	defer stop()
 	fmt.Println("agentbus demo: starting embedded NATS, store, demo skills and every role…")
-	s, err := app.StartStack(ctx, app.StackConfig{DataDir: dir, NATSPort: -1, HTTPAddr: "127.0.0.1:0", Log: log, Process: pc})
+	s, err := app.StartStack(ctx, app.StackConfig{DataDir: dir, NATSPort: -1, HTTPAddr: "127.0.0.1:0", Log: log, Process: pc,
+		Skills: demo.NewService(demo.Config{}).Handler()})
 	if err != nil {
 		return app.LogFatal(log, "start", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 // postRun submits a synchronous run and decodes the answer.
@@ -47,7 +48,7 @@ func expectedRanking(t *testing.T, skillsURL, tenant string) []string {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	out, err := c.Call(ctx, tenant, skills.SkillOutletList, json.RawMessage(`{"status":"active"}`), "")
+	out, err := c.Call(ctx, tenant, demo.SkillOutletList, json.RawMessage(`{"status":"active"}`), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func expectedRanking(t *testing.T, skillsURL, tenant string) []string {
 		ids = append(ids, o.ID)
 	}
 	args, _ := json.Marshal(map[string]any{"outlet_ids": ids})
-	out, err = c.Call(ctx, tenant, skills.SkillEngagementAnalytics, args, "")
+	out, err = c.Call(ctx, tenant, demo.SkillEngagementAnalytics, args, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -25,7 +26,7 @@ func startStack(t *testing.T) *app.Stack {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}})
+		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}, Skills: demo.NewService(demo.Config{}).Handler()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +68,12 @@ func TestCoreFlow_ManagerDelegatesAndSynthesisesEndToEnd(t *testing.T) {
 	if !strings.HasSuffix(plan.Steps[0].MemoryKey, ":outlet_ids") || !strings.HasSuffix(plan.Steps[1].MemoryKey, ":results") {
 		t.Fatalf("memory labels: %s, %s", plan.Steps[0].MemoryKey, plan.Steps[1].MemoryKey)
 	}
+	// The projector indexes a hop's audit events concurrently: wait for
+	// every one the run must have left, not just for the last.
+	want := []string{"user_message.received", "routing.decided", "plan.received", "step_1.started",
+		"skill.called", "memory.written", "step_1.complete", "step_2.complete", "run.finished"}
 	var types []string
-	eventually(t, 10*time.Second, "the trace to be indexed", func() bool {
+	eventually(t, 10*time.Second, fmt.Sprintf("the trace to hold %v", want), func() bool {
 		evs, err := s.Deps.Store.Trace(ctx, store.TraceQuery{TenantID: "demo", SessionID: "sess-e2e"})
 		if err != nil {
 			return false
@@ -77,14 +82,13 @@ func TestCoreFlow_ManagerDelegatesAndSynthesisesEndToEnd(t *testing.T) {
 		for _, e := range evs {
 			types = append(types, e.EventType)
 		}
-		return len(types) > 0 && types[len(types)-1] == "run.finished"
-	})
-	for _, want := range []string{"user_message.received", "routing.decided", "plan.received", "step_1.started",
-		"skill.called", "memory.written", "step_1.complete", "step_2.complete", "run.finished"} {
-		if !containsStr(types, want) {
-			t.Fatalf("trace lacks %s: %v", want, types)
+		for _, w := range want {
+			if !containsStr(types, w) {
+				return false
+			}
 		}
-	}
+		return true
+	})
 }
 
 func containsStr(list []string, s string) bool {

@@ -24,7 +24,7 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	cmds := map[string]func([]string) int{"up": up, "demo": demo, "run": run, "skills": serveSkills, "nats": serveNATS, "chaos": runChaos, "bench": runBench}
+	cmds := map[string]func([]string) int{"up": up, "demo": runDemo, "run": run, "skills": serveSkills, "nats": serveNATS, "chaos": runChaos, "bench": runBench}
 	switch cmd := os.Args[1]; cmd {
 	case "-h", "--help", "help":
 		fmt.Print(usage)

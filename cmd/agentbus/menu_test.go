@@ -11,6 +11,7 @@ import (
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -37,7 +38,7 @@ func TestMenuDemoGoesThroughTheSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	raw, err := c.Call(ctx, "demo", skills.SkillMenuCatalog, json.RawMessage(`{}`), "")
+	raw, err := c.Call(ctx, "demo", demo.SkillMenuCatalog, json.RawMessage(`{}`), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 // outageProxy forwards TCP to a target and can go down: while down it
@@ -116,7 +116,7 @@ func TestOpenSearchOutageLosesNoAuditEvent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		Log: zerolog.Nop(), Demo: skills.DemoConfig{Latency: 1500 * time.Millisecond},
+		Log: zerolog.Nop(), Skills: demo.NewService(demo.Config{Latency: 1500 * time.Millisecond}).Handler(),
 		Process: app.Config{Store: "opensearch", StorePrefix: prefix, AckWait: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)

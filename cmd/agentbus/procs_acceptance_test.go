@@ -14,7 +14,7 @@ import (
 	"github.com/agentbus/agentbus/events/eventstest"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 const demoTask = "List the active outlets and rank them by engagement"
@@ -27,7 +27,7 @@ func connect(t *testing.T, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 // TestMultiProcess runs the five binaries as OS processes against one
 // nats-server over TCP and completes a run through the ingress.
 func TestMultiProcess(t *testing.T) {
-	c := newCluster(t, skills.DemoConfig{})
+	c := newCluster(t, demo.Config{})
 	c.startAll(1)
 	res := postRun(t, c.ingURL, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-multi", Message: demoTask})
 	if res.TerminalCode != orch.CodeSuccess {
@@ -41,7 +41,7 @@ func TestMultiProcess(t *testing.T) {
 // and checks the run still completes with no skill executed twice and no
 // step finished twice.
 func TestRedeliveryAfterExecutorKill(t *testing.T) {
-	c := newCluster(t, skills.DemoConfig{Latency: 1500 * time.Millisecond})
+	c := newCluster(t, demo.Config{Latency: 1500 * time.Millisecond})
 	procs := c.startAll(1)
 	done := make(chan handlers.RunResponse, 1)
 	go func() {
@@ -88,7 +88,7 @@ func TestRedeliveryAfterExecutorKill(t *testing.T) {
 // TestTwoExecutorsShareWork starts two executor processes with one slot
 // each and submits concurrent runs: both executors handle steps.
 func TestTwoExecutorsShareWork(t *testing.T) {
-	c := newCluster(t, skills.DemoConfig{Latency: 100 * time.Millisecond}, "CONCURRENCY=1")
+	c := newCluster(t, demo.Config{Latency: 100 * time.Millisecond}, "CONCURRENCY=1")
 	procs := c.startAll(2)
 	const runs = 6
 	var wg sync.WaitGroup

@@ -18,7 +18,7 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store/embedded"
 )
 
@@ -60,7 +60,7 @@ type cluster struct {
 	t      *testing.T
 	bin    string
 	nats   *server.Server
-	skills *skills.DemoService
+	skills *demo.Service
 	skURL  string
 	env    []string
 	ingURL string
@@ -72,7 +72,7 @@ type proc struct {
 	logs *procs.Buffer
 }
 
-func newCluster(t *testing.T, demo skills.DemoConfig, env ...string) *cluster {
+func newCluster(t *testing.T, demoCfg demo.Config, env ...string) *cluster {
 	t.Helper()
 	bin := binaries(t)
 	ns, err := events.RunServer(events.ServerConfig{Port: -1, StoreDir: t.TempDir()})
@@ -93,7 +93,7 @@ func newCluster(t *testing.T, demo skills.DemoConfig, env ...string) *cluster {
 	if _, err := embedded.New(ctx, js, embedded.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	svc := skills.NewDemoService(demo)
+	svc := demo.NewService(demoCfg)
 	hs := httptest.NewServer(svc.Handler())
 	t.Cleanup(hs.Close)
 	c := &cluster{t: t, bin: bin, nats: ns, skills: svc, skURL: hs.URL + "/tenants/{tenant}/mcp"}

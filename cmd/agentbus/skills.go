@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 // serveSkills runs the demo Skill Service on its own, for deployments
@@ -21,7 +21,7 @@ func serveSkills(args []string) int {
 	log := app.Logger("skills", "info")
 	ctx, stop := app.SignalContext()
 	defer stop()
-	svc := skills.NewDemoService(skills.DemoConfig{Latency: *latency})
+	svc := demo.NewService(demo.Config{Latency: *latency})
 	srv := &http.Server{Addr: *addr, Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 func up(args []string) int {
@@ -35,7 +36,7 @@ func up(args []string) int {
 	abs, _ := filepath.Abs(*data)
 	s, err := app.StartStack(ctx, app.StackConfig{
 		DataDir: abs, NATSPort: *natsPort, HTTPAddr: *httpAddr, SkillsAddr: *demoAddr, Token: *token, Log: log,
-		Process: pc, ExternalSkills: externalSkills(fs),
+		Process: pc, ExternalSkills: externalSkills(fs), Skills: demo.NewService(demo.Config{}).Handler(),
 	})
 	if err != nil {
 		return app.LogFatal(log, "start", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 const rankTask = "List the active outlets and rank them by engagement"
@@ -45,7 +46,7 @@ func demoSkills(t *testing.T) map[string]llm.SkillInfo {
 	if demoInfos != nil {
 		return demoInfos
 	}
-	svc := skills.NewDemoService(skills.DemoConfig{})
+	svc := demo.NewService(demo.Config{})
 	srv := httptest.NewServer(svc.Handler())
 	defer srv.Close()
 	c, err := skills.NewClient(skills.Config{URL: srv.URL + "/tenants/{tenant}/mcp"})
@@ -55,7 +56,7 @@ func demoSkills(t *testing.T) map[string]llm.SkillInfo {
 	defer func() { _ = c.Close() }()
 	ctx := testCtx(t)
 	infos := map[string]llm.SkillInfo{}
-	for _, name := range []string{skills.SkillOutletList, skills.SkillEngagementAnalytics, skills.SkillMenuCatalog} {
+	for _, name := range []string{demo.SkillOutletList, demo.SkillEngagementAnalytics, demo.SkillMenuCatalog} {
 		m, err := c.Load(ctx, "beta", name)
 		if err != nil {
 			t.Fatalf("Load(%s): %v", name, err)
@@ -68,7 +69,7 @@ func demoSkills(t *testing.T) map[string]llm.SkillInfo {
 
 func allDemo(t *testing.T) []llm.SkillInfo {
 	m := demoSkills(t)
-	return []llm.SkillInfo{m[skills.SkillMenuCatalog], m[skills.SkillEngagementAnalytics], m[skills.SkillOutletList]}
+	return []llm.SkillInfo{m[demo.SkillMenuCatalog], m[demo.SkillEngagementAnalytics], m[demo.SkillOutletList]}
 }
 
 // complete runs the offline model on input and returns its message.
@@ -123,10 +124,10 @@ func TestOfflinePlanChainsOutletListIntoEngagement(t *testing.T) {
 			if s1.Step != tc.wantFirst || s2.Step != tc.wantFirst+1 {
 				t.Errorf("step numbers = %d, %d; want %d, %d", s1.Step, s2.Step, tc.wantFirst, tc.wantFirst+1)
 			}
-			if !slices.Equal(s1.Skills, []string{skills.SkillOutletList}) {
+			if !slices.Equal(s1.Skills, []string{demo.SkillOutletList}) {
 				t.Errorf("step 1 skills = %v, want [outlet_list]", s1.Skills)
 			}
-			if !slices.Equal(s2.Skills, []string{skills.SkillEngagementAnalytics}) {
+			if !slices.Equal(s2.Skills, []string{demo.SkillEngagementAnalytics}) {
 				t.Errorf("step 2 skills = %v, want [engagement_analytics]", s2.Skills)
 			}
 			if len(s1.DependsOn) != 0 {
@@ -181,7 +182,7 @@ func TestOfflinePlanInfeasible(t *testing.T) {
 			case "unrelated task", "too many steps":
 				in.Skills = allDemo(t)
 			case "producer missing":
-				in.Skills = []llm.SkillInfo{demoSkills(t)[skills.SkillEngagementAnalytics]}
+				in.Skills = []llm.SkillInfo{demoSkills(t)[demo.SkillEngagementAnalytics]}
 			}
 			out := offlinePlan(t, in)
 			if len(out.Steps) != 0 {
@@ -219,36 +220,36 @@ func TestOfflineActCallsAllowedSkill(t *testing.T) {
 	}{
 		{
 			name: "status from task",
-			in: llm.ActInput{Task: rankTask, Skills: []llm.SkillInfo{sk[skills.SkillOutletList]},
+			in: llm.ActInput{Task: rankTask, Skills: []llm.SkillInfo{sk[demo.SkillOutletList]},
 				ReturnSpec: llm.ReturnSpec{Shape: json.RawMessage(outletIDsShape)}},
-			wantTool: skills.SkillOutletList, wantArgs: `{"status":"active"}`,
+			wantTool: demo.SkillOutletList, wantArgs: `{"status":"active"}`,
 		},
 		{
 			name: "inactive status",
-			in: llm.ActInput{Task: "list the inactive outlets", Skills: []llm.SkillInfo{sk[skills.SkillOutletList]},
+			in: llm.ActInput{Task: "list the inactive outlets", Skills: []llm.SkillInfo{sk[demo.SkillOutletList]},
 				ReturnSpec: llm.ReturnSpec{Shape: json.RawMessage(outletIDsShape)}},
-			wantTool: skills.SkillOutletList, wantArgs: `{"status":"inactive"}`,
+			wantTool: demo.SkillOutletList, wantArgs: `{"status":"inactive"}`,
 		},
 		{
 			name: "no argument available",
-			in: llm.ActInput{Task: "list outlets", Skills: []llm.SkillInfo{sk[skills.SkillOutletList]},
+			in: llm.ActInput{Task: "list outlets", Skills: []llm.SkillInfo{sk[demo.SkillOutletList]},
 				ReturnSpec: llm.ReturnSpec{Shape: json.RawMessage(outletIDsShape)}},
-			wantTool: skills.SkillOutletList, wantArgs: `{}`,
+			wantTool: demo.SkillOutletList, wantArgs: `{}`,
 		},
 		{
 			name: "outlet ids from input memory",
-			in: llm.ActInput{Task: "rank outlets by engagement", Skills: []llm.SkillInfo{sk[skills.SkillEngagementAnalytics]},
-				ReturnSpec: llm.ReturnSpec{Shape: sk[skills.SkillEngagementAnalytics].OutputSchema},
+			in: llm.ActInput{Task: "rank outlets by engagement", Skills: []llm.SkillInfo{sk[demo.SkillEngagementAnalytics]},
+				ReturnSpec: llm.ReturnSpec{Shape: sk[demo.SkillEngagementAnalytics].OutputSchema},
 				Inputs:     map[string]json.RawMessage{"t:s:task-1:outlet_ids": json.RawMessage(`{"outlet_ids":["out-001","out-004"]}`)}},
-			wantTool: skills.SkillEngagementAnalytics, wantArgs: `{"outlet_ids":["out-001","out-004"]}`,
+			wantTool: demo.SkillEngagementAnalytics, wantArgs: `{"outlet_ids":["out-001","out-004"]}`,
 		},
 		{
 			name: "outlet ids projected from a list of outlets",
-			in: llm.ActInput{Task: "rank outlets by engagement", Skills: []llm.SkillInfo{sk[skills.SkillEngagementAnalytics]},
-				ReturnSpec: llm.ReturnSpec{Shape: sk[skills.SkillEngagementAnalytics].OutputSchema},
+			in: llm.ActInput{Task: "rank outlets by engagement", Skills: []llm.SkillInfo{sk[demo.SkillEngagementAnalytics]},
+				ReturnSpec: llm.ReturnSpec{Shape: sk[demo.SkillEngagementAnalytics].OutputSchema},
 				Inputs: map[string]json.RawMessage{"t:s:task-1:outlets": json.RawMessage(
 					`{"outlets":[{"outlet_id":"out-002","name":"Central Station"},{"outlet_id":"out-005","name":"Market Lane"}]}`)}},
-			wantTool: skills.SkillEngagementAnalytics, wantArgs: `{"outlet_ids":["out-002","out-005"]}`,
+			wantTool: demo.SkillEngagementAnalytics, wantArgs: `{"outlet_ids":["out-002","out-005"]}`,
 		},
 	}
 	for _, tc := range cases {
@@ -276,8 +277,8 @@ func TestOfflineActAnswers(t *testing.T) {
 	sk := demoSkills(t)
 	outlets := `{"outlets":[{"outlet_id":"out-001","name":"Harbour Front","city":"Sydney","status":"active"},` +
 		`{"outlet_id":"out-002","name":"Central Station","city":"Melbourne","status":"active"}]}`
-	call := llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "call-1", Name: skills.SkillOutletList, Arguments: json.RawMessage(`{"status":"active"}`)}}}
-	listStep := llm.ActInput{Task: rankTask, Skills: []llm.SkillInfo{sk[skills.SkillOutletList]},
+	call := llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "call-1", Name: demo.SkillOutletList, Arguments: json.RawMessage(`{"status":"active"}`)}}}
+	listStep := llm.ActInput{Task: rankTask, Skills: []llm.SkillInfo{sk[demo.SkillOutletList]},
 		ReturnSpec: llm.ReturnSpec{Shape: json.RawMessage(outletIDsShape)}}
 	cases := []struct {
 		name           string
@@ -296,8 +297,8 @@ func TestOfflineActAnswers(t *testing.T) {
 		},
 		{
 			name: "whole output for a final step",
-			in: llm.ActInput{Task: rankTask, Skills: []llm.SkillInfo{sk[skills.SkillOutletList]},
-				ReturnSpec: llm.ReturnSpec{Shape: sk[skills.SkillOutletList].OutputSchema}},
+			in: llm.ActInput{Task: rankTask, Skills: []llm.SkillInfo{sk[demo.SkillOutletList]},
+				ReturnSpec: llm.ReturnSpec{Shape: sk[demo.SkillOutletList].OutputSchema}},
 			history:    []llm.Message{call, {Role: llm.RoleTool, ToolCallID: "call-1", Content: outlets}},
 			wantStatus: "complete", wantLabel: "outlets", wantData: outlets,
 		},
@@ -313,15 +314,15 @@ func TestOfflineActAnswers(t *testing.T) {
 		},
 		{
 			name: "return_spec not derivable from the skill",
-			in: llm.ActInput{Task: rankTask, Skills: []llm.SkillInfo{sk[skills.SkillOutletList]},
+			in: llm.ActInput{Task: rankTask, Skills: []llm.SkillInfo{sk[demo.SkillOutletList]},
 				ReturnSpec: llm.ReturnSpec{Shape: json.RawMessage(`{"type":"object","properties":{"revenue":{"type":"number"}}}`)}},
 			history:    []llm.Message{call, {Role: llm.RoleTool, ToolCallID: "call-1", Content: outlets}},
 			wantStatus: "insufficient", wantReason: "revenue",
 		},
 		{
 			name: "missing required input",
-			in: llm.ActInput{Task: "rank outlets by engagement", Skills: []llm.SkillInfo{sk[skills.SkillEngagementAnalytics]},
-				ReturnSpec: llm.ReturnSpec{Shape: sk[skills.SkillEngagementAnalytics].OutputSchema}},
+			in: llm.ActInput{Task: "rank outlets by engagement", Skills: []llm.SkillInfo{sk[demo.SkillEngagementAnalytics]},
+				ReturnSpec: llm.ReturnSpec{Shape: sk[demo.SkillEngagementAnalytics].OutputSchema}},
 			wantStatus: "insufficient", wantReason: `needs "outlet_ids"`,
 			wantSuggestion: "add a step before this one that produces outlet_ids",
 		},

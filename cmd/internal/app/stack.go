@@ -22,24 +22,27 @@ type StackConfig struct {
 	DataDir    string // NATS file store (and so the embedded store) lives here
 	NATSPort   int    // -1 picks a free port
 	HTTPAddr   string // ingress; "" disables it
-	SkillsAddr string // demo Skill Service; default 127.0.0.1:0
-	SkillsURL  string // an external Skill Service (streamable HTTP) instead of the demo one
+	SkillsAddr string // listen address of Skills; default 127.0.0.1:0
+	SkillsURL  string // an external Skill Service (streamable HTTP) instead of Skills
 	// ExternalSkills uses the skill settings of Process as they are (a
-	// Skill Service URL, or a stdio server) instead of the demo skills.
+	// Skill Service URL, or a stdio server) instead of Skills.
 	ExternalSkills bool
-	Token          string
-	Log            zerolog.Logger
-	Process        Config // shared settings (concurrency, timeouts); NATS and skills URLs are filled in
-	Demo           skills.DemoConfig
-	SyncAlways     bool
+	// Skills is the Skill Service the stack serves on SkillsAddr when
+	// neither SkillsURL nor ExternalSkills names other skills; the
+	// all-in-one binary passes the demo one (package skills/demo), which
+	// this package does not import, so that the role binaries never link it.
+	Skills     http.Handler
+	Token      string
+	Log        zerolog.Logger
+	Process    Config // shared settings (concurrency, timeouts); NATS and skills URLs are filled in
+	SyncAlways bool
 }
 
-// Stack is a running all-in-one agentbus: embedded NATS, the demo Skill
-// Service, every role and the ingress.
+// Stack is a running all-in-one agentbus: embedded NATS, a Skill Service
+// (StackConfig.Skills), every role and the ingress.
 type Stack struct {
 	Server      *server.Server
 	Deps        *Deps
-	DemoSkills  *skills.DemoService
 	SkillsURL   string
 	IngressAddr string
 	cancel      context.CancelFunc
@@ -74,12 +77,12 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 		}
 	} else {
 		if s.SkillsURL == "" {
-			if err := s.serveDemoSkills(cfg); err != nil {
+			if err := s.serveSkills(cfg); err != nil {
 				ns.Shutdown()
 				return nil, err
 			}
 		}
-		// The demo Skill Service (or the given one) over streamable HTTP.
+		// The served Skill Service (or the given one) over streamable HTTP.
 		pc.SkillServiceURL, pc.SkillTransport, pc.SkillCommand = s.SkillsURL, "", ""
 	}
 	fillDefaults(&pc)
@@ -107,17 +110,19 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	return s, nil
 }
 
-// serveDemoSkills starts the demo Skill Service on cfg.SkillsAddr.
-func (s *Stack) serveDemoSkills(cfg StackConfig) error {
+// serveSkills starts cfg.Skills on cfg.SkillsAddr.
+func (s *Stack) serveSkills(cfg StackConfig) error {
+	if cfg.Skills == nil {
+		return errors.New("no Skill Service to serve: set StackConfig.Skills, SkillsURL or ExternalSkills")
+	}
 	if cfg.SkillsAddr == "" {
 		cfg.SkillsAddr = "127.0.0.1:0"
 	}
-	s.DemoSkills = skills.NewDemoService(cfg.Demo)
 	ln, err := net.Listen("tcp", cfg.SkillsAddr)
 	if err != nil {
-		return fmt.Errorf("demo skills: %w", err)
+		return fmt.Errorf("skill service: %w", err)
 	}
-	s.httpSrv = &http.Server{Handler: s.DemoSkills.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.httpSrv = &http.Server{Handler: cfg.Skills, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.httpSrv.Serve(ln) }()
 	s.SkillsURL = "http://" + ln.Addr().String() + "/tenants/{tenant}/mcp"
 	return nil
@@ -147,7 +152,7 @@ func (s *Stack) Err() error {
 	return s.err
 }
 
-// Close drains the roles, stops the ingress, the demo skills and NATS.
+// Close drains the roles, stops the ingress, the served skills and NATS.
 func (s *Stack) Close() {
 	if s.cancel != nil {
 		s.cancel()

@@ -14,7 +14,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
-	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -111,8 +111,8 @@ func (h *harness) analyse(ctx context.Context, recs []*runRec, sum *Summary) {
 }
 
 // invocations reads the Skill Service's executions and replays.
-func (h *harness) invocations(ctx context.Context) (skills.InvocationReport, error) {
-	var rep skills.InvocationReport
+func (h *harness) invocations(ctx context.Context) (demo.InvocationReport, error) {
+	var rep demo.InvocationReport
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.d.skills+"/invocations", nil)
 	if err != nil {
 		return rep, err

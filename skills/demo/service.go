@@ -1,4 +1,4 @@
-package skills
+package demo
 
 import (
 	"context"
@@ -13,33 +13,22 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/agentbus/agentbus/skills"
 )
 
-// notFoundMessage starts the tool error a Skill Service returns for a skill
-// outside the tenant's catalog; Client maps it to ErrSkillNotFound.
-const notFoundMessage = "skill not found"
-
 // InjectedFailureMessage is the tool error returned by calls that
-// DemoConfig.FailFirst makes fail.
+// Config.FailFirst makes fail.
 const InjectedFailureMessage = "transient failure (injected)"
 
 // Demo Skill Service identity reported to MCP clients.
 const (
-	demoServerName    = "agentbus-demo-skills"
-	demoServerVersion = "1.0.0"
+	serverName    = "agentbus-demo-skills"
+	serverVersion = "1.0.0"
 )
 
-// Limits of find_relevant_skills.
-const (
-	// DefaultFindLimit is the number of candidates returned when the request
-	// sets no limit.
-	DefaultFindLimit = 5
-	// MaxFindLimit caps the requested limit.
-	MaxFindLimit = 50
-)
-
-// DemoConfig configures a DemoService. The zero value is usable.
-type DemoConfig struct {
+// Config configures a Service. The zero value is usable.
+type Config struct {
 	// FailFirst maps a skill name to the number of its initial calls (counted
 	// globally per skill) that fail with the tool error
 	// "transient failure (injected)". Default empty.
@@ -48,14 +37,14 @@ type DemoConfig struct {
 	Latency time.Duration
 }
 
-// DemoService is a demo Skill Service: a tenant-scoped skill catalog served
+// Service is a demo Skill Service: a tenant-scoped skill catalog served
 // over MCP streamable HTTP at /tenants/{tenant}/mcp, over SSE at
 // /tenants/{tenant}/sse and, one tenant per stream, over stdio
 // (ServeStdio). It records every skill invocation for fault-injection
-// tests. A DemoService is safe for concurrent use.
-type DemoService struct {
-	cfg     DemoConfig
-	skills  map[string]*demoSkill
+// tests. A Service is safe for concurrent use.
+type Service struct {
+	cfg     Config
+	byName  map[string]*catalogSkill
 	names   []string // sorted skill names
 	handler http.Handler
 	mcpSrv  *server.MCPServer // the catalog's MCP server, behind every transport
@@ -74,8 +63,8 @@ type keyedCall struct {
 	res  *mcp.CallToolResult
 }
 
-// demoSkill is one catalog entry.
-type demoSkill struct {
+// catalogSkill is one catalog entry.
+type catalogSkill struct {
 	name        string
 	description string
 	owner       string // tenant owning a private skill; "" for public skills
@@ -85,52 +74,52 @@ type demoSkill struct {
 }
 
 // visibleTo reports whether tenant may see and call the skill.
-func (d *demoSkill) visibleTo(tenant string) bool {
+func (d *catalogSkill) visibleTo(tenant string) bool {
 	return d.owner == "" || d.owner == tenant
 }
 
 // manifest returns the skill's Manifest.
-func (d *demoSkill) manifest() Manifest {
-	return Manifest{
+func (d *catalogSkill) manifest() skills.Manifest {
+	return skills.Manifest{
 		Name:          d.name,
 		Description:   d.description,
 		InputSchema:   d.input,
 		OutputSchema:  d.output,
-		ExecutionMode: ExecutionModeSync,
+		ExecutionMode: skills.ExecutionModeSync,
 	}
 }
 
-// NewDemoService builds a DemoService with the fixed demo catalog.
-func NewDemoService(cfg DemoConfig) *DemoService {
+// NewService builds a Service with the fixed demo catalog.
+func NewService(cfg Config) *Service {
 	cfg.FailFirst = maps.Clone(cfg.FailFirst)
 	if cfg.FailFirst == nil {
 		cfg.FailFirst = map[string]int{}
 	}
-	s := &DemoService{
+	s := &Service{
 		cfg:         cfg,
-		skills:      make(map[string]*demoSkill),
+		byName:      make(map[string]*catalogSkill),
 		invocations: make(map[string]int),
 		calls:       make(map[string]int),
 		replays:     make(map[string]int),
 		results:     make(map[string]*keyedCall),
 	}
-	for _, sk := range demoCatalog() {
-		s.skills[sk.name] = sk
+	for _, sk := range allSkills() {
+		s.byName[sk.name] = sk
 		s.names = append(s.names, sk.name)
 	}
 	slices.Sort(s.names)
 
-	mcpServer := server.NewMCPServer(demoServerName, demoServerVersion,
+	mcpServer := server.NewMCPServer(serverName, serverVersion,
 		server.WithToolCapabilities(false),
 		server.WithToolFilter(s.filterTools),
 		server.WithRecovery(),
 	)
-	mcpServer.AddTool(discoveryTool(ToolFindRelevantSkills,
+	mcpServer.AddTool(discoveryTool(skills.ToolFindRelevantSkills,
 		"Find the skills most relevant to a natural-language query, best first", findInputSchema), s.handleFind)
-	mcpServer.AddTool(discoveryTool(ToolLoadSkill,
+	mcpServer.AddTool(discoveryTool(skills.ToolLoadSkill,
 		"Load the full manifest (input/output schema, execution mode) of a skill", loadInputSchema), s.handleLoad)
 	for _, name := range s.names {
-		sk := s.skills[name]
+		sk := s.byName[name]
 		mcpServer.AddTool(mcp.Tool{
 			Name:           sk.name,
 			Description:    sk.description,
@@ -161,7 +150,7 @@ func NewDemoService(cfg DemoConfig) *DemoService {
 // /tenants/{tenant}/mcp, MCP over SSE at /tenants/{tenant}/sse (messages
 // at /tenants/{tenant}/message) and the executions and replays per
 // idempotency key at GET /invocations (an InvocationReport).
-func (s *DemoService) Handler() http.Handler {
+func (s *Service) Handler() http.Handler {
 	return s.handler
 }
 
@@ -169,14 +158,14 @@ func (s *DemoService) Handler() http.Handler {
 // effects) per idempotency key; calls without a key are counted under "".
 // A repeated key is answered from the first execution's result and counted
 // by Replays instead, as an idempotency-key API does.
-func (s *DemoService) Invocations() map[string]int {
+func (s *Service) Invocations() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.invocations)
 }
 
 // Calls returns the number of calls of skill so far, failed ones included.
-func (s *DemoService) Calls(skill string) int {
+func (s *Service) Calls(skill string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls[skill]
@@ -184,7 +173,7 @@ func (s *DemoService) Calls(skill string) int {
 
 // Replays returns how many calls per idempotency key were answered from
 // the recorded result without executing the skill again.
-func (s *DemoService) Replays() map[string]int {
+func (s *Service) Replays() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.replays)
@@ -192,7 +181,7 @@ func (s *DemoService) Replays() map[string]int {
 
 // record counts one execution of skill with key and returns the skill's
 // execution number (1 for the first).
-func (s *DemoService) record(skill, key string) int {
+func (s *Service) record(skill, key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.invocations[key]++
@@ -202,7 +191,7 @@ func (s *DemoService) record(skill, key string) int {
 
 // claim returns the execution already recorded for key, or registers the
 // caller as its one executor (owner = true).
-func (s *DemoService) claim(key string) (kc *keyedCall, owner bool) {
+func (s *Service) claim(key string) (kc *keyedCall, owner bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if kc, ok := s.results[key]; ok {
@@ -216,7 +205,7 @@ func (s *DemoService) claim(key string) (kc *keyedCall, owner bool) {
 
 // abandon forgets an execution that ended before its side effect, so the
 // next call with the key executes.
-func (s *DemoService) abandon(key string, kc *keyedCall) {
+func (s *Service) abandon(key string, kc *keyedCall) {
 	s.mu.Lock()
 	delete(s.results, key)
 	s.mu.Unlock()
@@ -234,7 +223,7 @@ type InvocationReport struct {
 // serveInvocations answers GET /invocations with an InvocationReport, so a
 // harness running the service as a separate process can check that no key
 // was executed twice.
-func (s *DemoService) serveInvocations(w http.ResponseWriter, _ *http.Request) {
+func (s *Service) serveInvocations(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	rep := InvocationReport{Executions: maps.Clone(s.invocations), Replays: maps.Clone(s.replays)}
 	s.mu.Unlock()
@@ -255,7 +244,7 @@ type tenantKey struct{}
 func tenantScope(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant := r.PathValue("tenant")
-		if !ValidTenant(tenant) {
+		if !skills.ValidTenant(tenant) {
 			http.Error(w, "invalid tenant", http.StatusNotFound)
 			return
 		}
@@ -272,15 +261,15 @@ func tenantFromContext(ctx context.Context) string {
 
 // filterTools hides (and, since mcp-go applies filters on tools/call too,
 // blocks) skills outside the request tenant's catalog.
-func (s *DemoService) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+func (s *Service) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	tenant := tenantFromContext(ctx)
 	out := make([]mcp.Tool, 0, len(tools))
 	for _, tool := range tools {
-		if tool.Name == ToolFindRelevantSkills || tool.Name == ToolLoadSkill {
+		if tool.Name == skills.ToolFindRelevantSkills || tool.Name == skills.ToolLoadSkill {
 			out = append(out, tool)
 			continue
 		}
-		if sk, ok := s.skills[tool.Name]; ok && sk.visibleTo(tenant) {
+		if sk, ok := s.byName[tool.Name]; ok && sk.visibleTo(tenant) {
 			out = append(out, tool)
 		}
 	}
@@ -288,10 +277,10 @@ func (s *DemoService) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.T
 }
 
 // catalog returns the skills visible to tenant, sorted by name.
-func (s *DemoService) catalog(tenant string) []*demoSkill {
-	out := make([]*demoSkill, 0, len(s.names))
+func (s *Service) catalog(tenant string) []*catalogSkill {
+	out := make([]*catalogSkill, 0, len(s.names))
 	for _, name := range s.names {
-		if sk := s.skills[name]; sk.visibleTo(tenant) {
+		if sk := s.byName[name]; sk.visibleTo(tenant) {
 			out = append(out, sk)
 		}
 	}
@@ -300,10 +289,10 @@ func (s *DemoService) catalog(tenant string) []*demoSkill {
 
 // skillHandler wraps a skill's implementation with scoping, recording,
 // latency and fault injection.
-func (s *DemoService) skillHandler(sk *demoSkill) server.ToolHandlerFunc {
+func (s *Service) skillHandler(sk *catalogSkill) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if !sk.visibleTo(tenantFromContext(ctx)) {
-			return mcp.NewToolResultError(notFoundMessage + ": " + sk.name), nil
+			return mcp.NewToolResultError(skills.NotFoundMessage + ": " + sk.name), nil
 		}
 		key := idempotencyKey(req)
 		if key == "" {
@@ -335,7 +324,7 @@ func (s *DemoService) skillHandler(sk *demoSkill) server.ToolHandlerFunc {
 
 // execute runs the skill once: latency, fault injection, then the effect,
 // which is recorded only when the call was not abandoned before it.
-func (s *DemoService) execute(ctx context.Context, sk *demoSkill, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *Service) execute(ctx context.Context, sk *catalogSkill, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if s.cfg.Latency > 0 {
 		timer := time.NewTimer(s.cfg.Latency)
 		select {
@@ -357,7 +346,7 @@ func (s *DemoService) execute(ctx context.Context, sk *demoSkill, req mcp.CallTo
 }
 
 // handleFind implements find_relevant_skills over the request tenant's catalog.
-func (s *DemoService) handleFind(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *Service) handleFind(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct {
 		Query string `json:"query"`
 		Limit int    `json:"limit"`
@@ -366,27 +355,27 @@ func (s *DemoService) handleFind(ctx context.Context, req mcp.CallToolRequest) (
 		return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
 	}
 	if args.Limit <= 0 {
-		args.Limit = DefaultFindLimit
+		args.Limit = skills.DefaultFindLimit
 	}
-	args.Limit = min(args.Limit, MaxFindLimit)
+	args.Limit = min(args.Limit, skills.MaxFindLimit)
 	ranked := rankSkills(args.Query, s.catalog(tenantFromContext(ctx)))
 	if len(ranked) > args.Limit {
 		ranked = ranked[:args.Limit]
 	}
-	return jsonResult(map[string][]Summary{"skills": ranked})
+	return jsonResult(map[string][]skills.Summary{"skills": ranked})
 }
 
 // handleLoad implements load_skill over the request tenant's catalog.
-func (s *DemoService) handleLoad(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *Service) handleLoad(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct {
 		Name string `json:"name"`
 	}
 	if err := json.Unmarshal(rawArguments(req), &args); err != nil {
 		return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
 	}
-	sk, ok := s.skills[args.Name]
+	sk, ok := s.byName[args.Name]
 	if !ok || !sk.visibleTo(tenantFromContext(ctx)) {
-		return mcp.NewToolResultError(fmt.Sprintf("%s: %q", notFoundMessage, args.Name)), nil
+		return mcp.NewToolResultError(fmt.Sprintf("%s: %q", skills.NotFoundMessage, args.Name)), nil
 	}
 	return jsonResult(sk.manifest())
 }
@@ -411,7 +400,7 @@ func discoveryTool(name, description string, input json.RawMessage) mcp.Tool {
 // idempotencyKey returns the string in the request's _meta idempotency_key
 // field, or "".
 func idempotencyKey(req mcp.CallToolRequest) string {
-	key, _ := req.Params.Meta.GetMetaField(MetaIdempotencyKey).(string)
+	key, _ := req.Params.Meta.GetMetaField(skills.MetaIdempotencyKey).(string)
 	return key
 }
 
@@ -439,7 +428,7 @@ func rawArguments(req mcp.CallToolRequest) json.RawMessage {
 func jsonResult(v any) (*mcp.CallToolResult, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("skills: encode result: %w", err)
+		return nil, fmt.Errorf("demo: encode result: %w", err)
 	}
 	return mcp.NewToolResultText(string(b)), nil
 }

@@ -1,4 +1,4 @@
-package skills
+package demo
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/agentbus/agentbus/skills"
 )
 
 // mountSSE serves mcpServer over the HTTP+SSE transport at
@@ -50,9 +52,9 @@ func sessionOfTenant(next http.Handler) http.Handler {
 // cancelled. A stdio stream has no URL, so it is scoped to the one tenant
 // given here. The MCP library keeps one stdio session per process, so at
 // most one ServeStdio may run at a time in a process.
-func (s *DemoService) ServeStdio(ctx context.Context, tenant string, in io.Reader, out io.Writer) error {
-	if !ValidTenant(tenant) {
-		return fmt.Errorf("skills: serve stdio: %w", ErrInvalidTenant)
+func (s *Service) ServeStdio(ctx context.Context, tenant string, in io.Reader, out io.Writer) error {
+	if !skills.ValidTenant(tenant) {
+		return fmt.Errorf("demo: serve stdio: %w", skills.ErrInvalidTenant)
 	}
 	stdio := server.NewStdioServer(s.mcpSrv)
 	stdio.SetErrorLogger(log.New(io.Discard, "", 0))

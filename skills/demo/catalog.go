@@ -1,4 +1,4 @@
-package skills
+package demo
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/agentbus/agentbus/skills"
 )
 
 // Names of the demo skills.
@@ -23,9 +25,9 @@ const (
 	SkillAcmeLoyaltyReport = "acme_loyalty_report"
 )
 
-// demoCatalog returns every demo skill, public and private.
-func demoCatalog() []*demoSkill {
-	return []*demoSkill{
+// allSkills returns every demo skill, public and private.
+func allSkills() []*catalogSkill {
+	return []*catalogSkill{
 		{
 			name:        SkillOutletList,
 			description: "List the brand's outlets (stores) with their status",
@@ -72,6 +74,16 @@ func demoCatalog() []*demoSkill {
 			run: runAcmeLoyaltyReport,
 		},
 	}
+}
+
+// rankSkills returns the skills with a positive relevance to query, best
+// first; ties are broken by name.
+func rankSkills(query string, catalog []*catalogSkill) []skills.Summary {
+	items := make([]skills.Summary, 0, len(catalog))
+	for _, sk := range catalog {
+		items = append(items, skills.Summary{Name: sk.name, Description: sk.description})
+	}
+	return skills.Rank(query, items)
 }
 
 // outlet is one demo outlet.

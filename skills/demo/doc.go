@@ -1,0 +1,21 @@
+// Package demo is the demo Skill Service: a small, deterministic,
+// tenant-scoped skill catalog (outlets, engagement analytics, a ~1 MB menu
+// and a skill private to tenant "acme") served over MCP.
+//
+// A Service serves the catalog over streamable HTTP at
+// /tenants/{tenant}/mcp, over SSE at /tenants/{tenant}/sse, and over stdio
+// for one tenant (Service.ServeStdio). Next to the skills it exposes the
+// discovery tools find_relevant_skills and load_skill, so a skills.Client
+// reaches it in Skill Service mode; a stock MCP client sees its tools/list.
+//
+// For fault-injection tests a Service sleeps Config.Latency in every call,
+// fails the first calls of a skill (Config.FailFirst), executes each
+// idempotency key once and answers repeats from the recorded result, and
+// reports executions and replays (Invocations, Replays, GET /invocations).
+//
+// Only the all-in-one agentbus binary (agentbus up, demo and skills) links
+// this package; the role binaries reach skills through skills.Client
+// alone, and a test in cmd/internal/app keeps it so.
+//
+// The package never logs.
+package demo
