@@ -169,8 +169,8 @@ func TestExecutorRunsStepToMemory(t *testing.T) {
 		t.Errorf("outlet_list called %d times after the answer, want 1", n)
 	}
 	// The memory lock was released.
-	if _, err := env.locks.Get(testCtx(t), kvKey(wantKey)); !errors.Is(err, jetstream.ErrKeyNotFound) {
-		t.Errorf("lock still held after the write: %v", err)
+	if err := lockReleased(t, env, wantKey); err != nil {
+		t.Errorf("after the write: %v", err)
 	}
 }
 

@@ -125,7 +125,15 @@ func (w *MemoryWriter) lock(ctx context.Context, key, owner string) (time.Durati
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	release := func() { _ = w.Locks.Delete(context.WithoutCancel(ctx), lk) }
+	// The release is not awaited: the write is done, a lost delete only
+	// leaves the lock to its TTL, and the same owner may retake it.
+	release := func() {
+		go func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = w.Locks.Delete(rctx, lk)
+		}()
+	}
 	return time.Since(start), release, nil
 }
 
