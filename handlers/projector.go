@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
@@ -18,8 +19,17 @@ import (
 // plan.projected event with version = seq, so a stale snapshot, however
 // late or reordered, never overwrites a newer one. While the store is down
 // the events wait in the stream.
+//
+// Writes are group-committed: the events the worker hands over while a
+// write is under way are written together by the next one (one bulk
+// append, and of several snapshots of one plan only the newest), and each
+// handler call returns once its own event is stored.
 type Projector struct {
 	Store ProjectionStore
+
+	mu       sync.Mutex
+	pending  []*projection
+	flushing bool
 }
 
 // AuditPlanProjected names the audit event that carries a run's plan
@@ -30,6 +40,16 @@ const AuditPlanProjected = "plan.projected"
 type PlanProjected struct {
 	Version int64      `json:"version"`
 	Plan    store.Plan `json:"plan"`
+}
+
+// projection is one event waiting to be written: an audit document or a
+// plan snapshot. done receives its outcome; lead is closed when it is its
+// handler's turn to write the pending batch.
+type projection struct {
+	doc  *store.Event
+	plan *PlanProjected
+	done chan error
+	lead chan struct{}
 }
 
 // Routes are the events the projector consumes: every audit event.
@@ -43,20 +63,136 @@ func (p *Projector) Handle(ctx context.Context, ev event.Event) ([]event.Event, 
 }
 
 func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, error) {
+	it := &projection{done: make(chan error, 1), lead: make(chan struct{})}
 	if events.AuditName(ev.Type()) == AuditPlanProjected {
-		return nil, p.project(ctx, ev)
-	}
-	doc, err := AuditDoc(ev)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.Store.AppendEvents(ctx, []store.Event{doc}); err != nil {
-		if errors.Is(err, store.ErrSchema) {
+		pp, err := planSnapshot(ev)
+		if err != nil {
+			return nil, err
+		}
+		it.plan = &pp
+	} else {
+		doc, err := AuditDoc(ev)
+		if err != nil {
+			return nil, err
+		}
+		if err := store.Validate(store.IndexEvents, doc); err != nil {
 			return nil, events.Permanent(err)
 		}
-		return nil, fmt.Errorf("handlers: index audit event: %w", err)
+		it.doc = &doc
 	}
-	return nil, nil
+	return nil, p.commit(ctx, it)
+}
+
+// commit queues it and returns its outcome. The first caller to find no
+// write under way writes the queue; the others wait for their outcome or
+// for their turn to write what queued up meanwhile.
+func (p *Projector) commit(ctx context.Context, it *projection) error {
+	p.mu.Lock()
+	p.pending = append(p.pending, it)
+	lead := !p.flushing
+	p.flushing = true
+	p.mu.Unlock()
+	if !lead {
+		// No deadline here: the write under way is bounded by its
+		// writer's context, and a waiter picked to write next must write.
+		select {
+		case err := <-it.done:
+			return err
+		case <-it.lead:
+		}
+	}
+	p.mu.Lock()
+	batch := p.pending
+	p.pending = nil
+	p.mu.Unlock()
+	p.write(ctx, batch)
+	p.mu.Lock()
+	if len(p.pending) > 0 {
+		close(p.pending[0].lead) // its handler writes the next batch
+	} else {
+		p.flushing = false
+	}
+	p.mu.Unlock()
+	return <-it.done
+}
+
+// write stores a batch and answers every projection in it: the audit
+// documents in one append, and per plan only the newest snapshot.
+func (p *Projector) write(ctx context.Context, batch []*projection) {
+	var docs []store.Event
+	var audits []*projection
+	newest := map[string]*projection{}
+	var plans []string
+	for _, it := range batch {
+		if it.doc != nil {
+			docs = append(docs, *it.doc)
+			audits = append(audits, it)
+			continue
+		}
+		id := it.plan.Plan.PlanID
+		cur, ok := newest[id]
+		if !ok {
+			plans = append(plans, id)
+		}
+		if !ok || it.plan.Version > cur.plan.Version {
+			newest[id] = it
+		}
+	}
+	if len(docs) > 0 {
+		err := p.Store.AppendEvents(ctx, docs)
+		switch {
+		case errors.Is(err, store.ErrSchema):
+			err = events.Permanent(err) // each was validated alone first
+		case err != nil:
+			err = fmt.Errorf("handlers: index audit events: %w", err)
+		}
+		for _, it := range audits {
+			it.done <- err
+		}
+	}
+	results := make(map[string]error, len(plans))
+	for _, id := range plans {
+		results[id] = p.putPlan(ctx, *newest[id].plan)
+	}
+	for _, it := range batch {
+		if it.plan != nil {
+			it.done <- results[it.plan.Plan.PlanID]
+		}
+	}
+}
+
+// putPlan writes a plan snapshot. A stale write means a newer snapshot is
+// already stored.
+func (p *Projector) putPlan(ctx context.Context, pp PlanProjected) error {
+	err := p.Store.PutPlan(ctx, pp.Plan, pp.Version)
+	switch {
+	case err == nil, errors.Is(err, store.ErrStale):
+		return nil
+	case errors.Is(err, store.ErrSchema):
+		return events.Permanent(err)
+	}
+	return fmt.Errorf("handlers: write plan projection: %w", err)
+}
+
+// planSnapshot decodes the snapshot a plan.projected event carries; it
+// must be the event's plan, of the event's tenant.
+func planSnapshot(ev event.Event) (PlanProjected, error) {
+	var a events.Audit
+	if err := events.Decode(ev, &a); err != nil {
+		return PlanProjected{}, err
+	}
+	var pp PlanProjected
+	if err := json.Unmarshal(a.Payload, &pp); err != nil {
+		return pp, events.Permanent(fmt.Errorf("%w: payload: %v", events.ErrInvalidData, err))
+	}
+	if pp.Plan.PlanID == "" || pp.Plan.PlanID != a.PlanID || pp.Plan.TenantID != events.MetaOf(ev).Tenant || pp.Version < 1 {
+		return pp, events.Permanent(fmt.Errorf("%w: payload: plan %q of tenant %q at version %d does not match the event's plan %q of tenant %q",
+			events.ErrInvalidData, pp.Plan.PlanID, pp.Plan.TenantID, pp.Version, a.PlanID, events.MetaOf(ev).Tenant))
+	}
+	if err := store.Validate(store.IndexPlans, pp.Plan); err != nil {
+		return pp, events.Permanent(err)
+	}
+	return pp, nil
 }
 
 // AuditDoc converts an audit event into its agent_events document.
@@ -75,29 +211,4 @@ func AuditDoc(ev event.Event) (store.Event, error) {
 		EventType: events.AuditName(ev.Type()), SkillID: a.SkillID, ScriptHash: a.ScriptHash,
 		Payload: payload, TS: ev.Time(),
 	}, nil
-}
-
-// project writes the plan projection a plan.projected event carries. A
-// stale write means a newer snapshot is already stored.
-func (p *Projector) project(ctx context.Context, ev event.Event) error {
-	var a events.Audit
-	if err := events.Decode(ev, &a); err != nil {
-		return err
-	}
-	var pp PlanProjected
-	if err := json.Unmarshal(a.Payload, &pp); err != nil {
-		return events.Permanent(fmt.Errorf("%w: payload: %v", events.ErrInvalidData, err))
-	}
-	if pp.Plan.PlanID == "" || pp.Plan.PlanID != a.PlanID || pp.Plan.TenantID != events.MetaOf(ev).Tenant || pp.Version < 1 {
-		return events.Permanent(fmt.Errorf("%w: payload: plan %q of tenant %q at version %d does not match the event's plan %q of tenant %q",
-			events.ErrInvalidData, pp.Plan.PlanID, pp.Plan.TenantID, pp.Version, a.PlanID, events.MetaOf(ev).Tenant))
-	}
-	err := p.Store.PutPlan(ctx, pp.Plan, pp.Version)
-	switch {
-	case err == nil, errors.Is(err, store.ErrStale):
-		return nil
-	case errors.Is(err, store.ErrSchema):
-		return events.Permanent(err)
-	}
-	return fmt.Errorf("handlers: write plan projection: %w", err)
 }

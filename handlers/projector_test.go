@@ -1,9 +1,12 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,4 +158,63 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// slowStore counts the writes of a store that takes a while for each, so
+// the projector's concurrent callers queue behind a write under way.
+type slowStore struct {
+	ProjectionStore
+	appends, puts atomic.Int32
+}
+
+func (s *slowStore) AppendEvents(ctx context.Context, evs []store.Event) error {
+	s.appends.Add(1)
+	time.Sleep(20 * time.Millisecond)
+	return s.ProjectionStore.AppendEvents(ctx, evs)
+}
+
+func (s *slowStore) PutPlan(ctx context.Context, p store.Plan, version int64) error {
+	s.puts.Add(1)
+	time.Sleep(20 * time.Millisecond)
+	return s.ProjectionStore.PutPlan(ctx, p, version)
+}
+
+// TestProjectorGroupCommits hands the projector 40 audit events and 10
+// snapshots of one plan at once: every event is stored, the newest
+// snapshot wins, and the store sees a few bulk writes, not 50.
+func TestProjectorGroupCommits(t *testing.T) {
+	env := newEnv(t)
+	st := &slowStore{ProjectionStore: env.st}
+	p := &Projector{Store: st}
+	var evs []event.Event
+	for i := range 40 {
+		evs = append(evs, newEvent(t, fmt.Sprintf("gc-%d", i), events.AuditType("step_1.started"), events.Audit{PlanID: "plan-gc"}))
+	}
+	for v := int64(1); v <= 10; v++ {
+		plan := store.Plan{PlanID: "plan-gc", TenantID: testTenant, SessionID: testSession, UserID: testUser,
+			Status: store.PlanStatusExecuting, ReplanCount: int(v), CreatedAt: time.Now().UTC()}
+		evs = append(evs, newEvent(t, fmt.Sprintf("gc-snap-%d", v), events.AuditType(AuditPlanProjected),
+			events.Audit{PlanID: plan.PlanID, Payload: mustJSON(t, PlanProjected{Version: v, Plan: plan})}))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(evs))
+	for i, ev := range evs {
+		wg.Go(func() { _, errs[i] = p.Handle(testCtx(t), ev) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Handle %s: %v", evs[i].ID(), err)
+		}
+	}
+	trace, err := env.st.Trace(testCtx(t), store.TraceQuery{TenantID: testTenant, PlanID: "plan-gc"})
+	if err != nil || len(trace) != 40 {
+		t.Fatalf("trace holds %d events (%v), want 40", len(trace), err)
+	}
+	if got := assertProjection(t, env, "plan-gc", store.PlanStatusExecuting, 10); got.ReplanCount != 10 {
+		t.Errorf("projection replan_count %d, want the newest snapshot's 10", got.ReplanCount)
+	}
+	if a, w := st.appends.Load(), st.puts.Load(); a > 5 || w > 5 {
+		t.Errorf("%d appends and %d plan writes for 50 events, want a few group commits", a, w)
+	}
 }

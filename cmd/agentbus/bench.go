@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,10 +24,16 @@ func runBench(args []string) int {
 	fs.BoolVar(&cfg.SkipPeer, "skip-peer", false, "do not measure the LangGraph peer")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	modes := fs.String("modes", "", "durability modes to measure, comma-separated: default, sync_always (default both)")
+	conc := fs.String("concurrency", "", "concurrency points of the throughput runs, comma-separated (default 1,8,64; quick 1,8)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	_ = fs.Parse(args)
 	if *modes != "" {
 		cfg.ModesToRun = strings.Split(*modes, ",")
+	}
+	for _, c := range strings.Split(*conc, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(c)); err == nil && n > 0 {
+			cfg.Concurrency = append(cfg.Concurrency, n)
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

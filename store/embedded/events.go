@@ -38,11 +38,30 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 		payloads[i] = data
 	}
 	stream := s.events.CachedInfo().Config.Name
+	if len(evs) == 1 {
+		msg := &nats.Msg{Subject: s.eventSubject(evs[0]), Data: payloads[0]}
+		if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(evs[0].EventID), jetstream.WithExpectStream(stream)); err != nil {
+			return fmt.Errorf("embedded: append event %q: %w", evs[0].EventID, err)
+		}
+		return nil
+	}
+	// Pipelined: every event is sent, then every PubAck awaited.
+	futures := make([]jetstream.PubAckFuture, len(evs))
 	for i, ev := range evs {
 		msg := &nats.Msg{Subject: s.eventSubject(ev), Data: payloads[i]}
-		_, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.EventID), jetstream.WithExpectStream(stream))
+		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.EventID), jetstream.WithExpectStream(stream))
 		if err != nil {
 			return fmt.Errorf("embedded: append event %q: %w", ev.EventID, err)
+		}
+		futures[i] = f
+	}
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("embedded: append event %q: %w", evs[i].EventID, err)
+		case <-ctx.Done():
+			return fmt.Errorf("embedded: append events: %w", ctx.Err())
 		}
 	}
 	return nil
