@@ -78,8 +78,12 @@ func MetaOf(ev event.Event) Meta {
 
 // Ext returns the string value of extension name, or "".
 func Ext(ev event.Event, name string) string {
-	v, ok := ev.Extensions()[name]
-	if !ok {
+	if ev.Context == nil {
+		return ""
+	}
+	// GetExtension reads one; Extensions() would copy them all.
+	v, err := ev.Context.GetExtension(name)
+	if err != nil {
 		return ""
 	}
 	s, _ := v.(string)
