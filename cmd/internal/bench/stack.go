@@ -17,6 +17,7 @@ import (
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/store/embedded"
 )
 
@@ -74,15 +75,13 @@ func (b *benchServer) connect(tcp bool) (*nats.Conn, jetstream.JetStream, error)
 // deployment is every agentbus role on one server, with a number of
 // executor instances (each its own connection and worker).
 type deployment struct {
-	srv     *benchServer
-	conns   []*nats.Conn
-	js      jetstream.JetStream // the client's connection
-	store   *embedded.Store
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	waiters map[string]chan orch.RunResult
-	sub     *nats.Subscription
+	srv    *benchServer
+	conns  []*nats.Conn
+	js     jetstream.JetStream // the client's connection
+	store  *embedded.Store
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	runs   *runclient.Client
 }
 
 type deployConfig struct {
@@ -93,7 +92,7 @@ type deployConfig struct {
 }
 
 func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deployment, error) {
-	d := &deployment{srv: srv, waiters: map[string]chan orch.RunResult{}}
+	d := &deployment{srv: srv}
 	nc, js, err := srv.connect(cfg.tcp)
 	if err != nil {
 		return nil, err
@@ -140,12 +139,11 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 			return nil, err
 		}
 	}
-	d.sub, err = nc.Subscribe("agent.run.finished.*", d.finished)
-	if err != nil {
+	if d.runs, err = runclient.New(ctx, js, runclient.Config{Source: "bench"}); err != nil {
 		d.close()
 		return nil, err
 	}
-	return d, nc.Flush()
+	return d, nil
 }
 
 func (d *deployment) startWorker(ctx, runCtx context.Context, js jetstream.JetStream, role string, h events.Handler) error {
@@ -162,49 +160,19 @@ func (d *deployment) startWorker(ctx, runCtx context.Context, js jetstream.JetSt
 	return nil
 }
 
-func (d *deployment) finished(m *nats.Msg) {
-	ev, err := events.FromMsg(m.Header, m.Data)
-	if err != nil {
-		return
-	}
-	var res orch.RunResult
-	if events.Decode(ev, &res) != nil {
-		return
-	}
-	d.mu.Lock()
-	ch := d.waiters[res.RunID]
-	d.mu.Unlock()
-	if ch != nil {
-		ch <- res
-	}
-}
-
 // run submits one run of task on NATS and waits for its result.
 func (d *deployment) run(ctx context.Context, task string) (orch.RunResult, time.Duration, error) {
 	id := uuid.NewString()
-	ch := make(chan orch.RunResult, 1)
-	d.mu.Lock()
-	d.waiters[id] = ch
-	d.mu.Unlock()
-	defer func() { d.mu.Lock(); delete(d.waiters, id); d.mu.Unlock() }()
 	req := orch.RunRequest{RunID: id, TenantID: "bench", UserID: "bench", SessionID: "s-" + id[:8], Message: task}
-	ev, err := events.New(id, events.TypeRunRequested, events.Meta{Tenant: "bench", Session: req.SessionID, Run: id}, req)
-	if err != nil {
-		return orch.RunResult{}, 0, err
-	}
 	start := time.Now()
-	if err := events.Publish(ctx, d.js, ev); err != nil {
+	res, err := d.runs.Run(ctx, req)
+	switch {
+	case err != nil:
 		return orch.RunResult{}, 0, err
+	case res.TerminalCode != orch.CodeSuccess:
+		return res, 0, fmt.Errorf("run %s ended %s: %s", id, res.TerminalCode, res.Reason)
 	}
-	select {
-	case res := <-ch:
-		if res.TerminalCode != orch.CodeSuccess {
-			return res, 0, fmt.Errorf("run %s ended %s: %s", id, res.TerminalCode, res.Reason)
-		}
-		return res, time.Since(start), nil
-	case <-ctx.Done():
-		return orch.RunResult{}, 0, fmt.Errorf("run %s: %w", id, ctx.Err())
-	}
+	return res, time.Since(start), nil
 }
 
 func (d *deployment) close() {
@@ -212,8 +180,8 @@ func (d *deployment) close() {
 		d.cancel()
 	}
 	d.wg.Wait()
-	if d.sub != nil {
-		_ = d.sub.Unsubscribe()
+	if d.runs != nil {
+		d.runs.Close()
 	}
 	for _, c := range d.conns {
 		c.Close()
