@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,9 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -41,14 +39,12 @@ type IngressConfig struct {
 // identity headers, publishes run.requested and answers with the run's
 // result, as JSON or as a server-sent event stream.
 type Ingress struct {
-	js      jetstream.JetStream
-	nc      *nats.Conn
-	store   IngressStore
-	log     zerolog.Logger
-	cfg     IngressConfig
-	mu      sync.Mutex
-	waiters map[string]chan orch.RunResult
-	results jetstream.ConsumeContext
+	js    jetstream.JetStream
+	nc    *nats.Conn
+	store IngressStore
+	log   zerolog.Logger
+	cfg   IngressConfig
+	runs  *runclient.Client
 }
 
 // NewIngress returns the API. Call Start before serving.
@@ -59,69 +55,29 @@ func NewIngress(js jetstream.JetStream, st IngressStore, log zerolog.Logger, cfg
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10
 	}
-	return &Ingress{js: js, nc: js.Conn(), store: st, log: log, cfg: cfg, waiters: map[string]chan orch.RunResult{}}
+	return &Ingress{js: js, nc: js.Conn(), store: st, log: log, cfg: cfg}
 }
 
-// Start follows finished runs. Every ingress instance sees every
-// run.finished and answers the callers it holds. It reads them from the
-// AGENT stream with an ordered consumer, not a core subscription: after a
-// NATS restart or a dropped connection the consumer resumes after the last
-// result it saw, so a run that finished while the ingress was disconnected
-// still answers its caller.
+// Start follows finished runs (runclient.New): every ingress instance
+// sees every run.finished and answers the callers it holds, also after a
+// NATS restart or a dropped connection.
 func (g *Ingress) Start() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stream, err := g.js.Stream(ctx, events.StreamAgent)
-	if err != nil {
-		return fmt.Errorf("handlers: ingress: stream %s: %w", events.StreamAgent, err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("handlers: ingress: stream %s: %w", events.StreamAgent, err)
-	}
-	// Start after everything stored now, by sequence: a start policy of
-	// "new" would be applied again if the consumer is recreated before it
-	// delivered anything, and skip the results stored meanwhile.
-	cons, err := g.js.OrderedConsumer(ctx, events.StreamAgent, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"agent.run.finished.*"},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    info.State.LastSeq + 1,
-	})
-	if err != nil {
-		return fmt.Errorf("handlers: ingress: follow run.finished: %w", err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		ev, err := events.FromMsg(m.Headers(), m.Data())
-		if err != nil {
-			return
-		}
-		var res orch.RunResult
-		if events.Decode(ev, &res) != nil {
-			return
-		}
-		g.mu.Lock()
-		ch := g.waiters[res.RunID]
-		g.mu.Unlock()
-		if ch != nil {
-			select {
-			case ch <- res:
-			default:
-			}
-		}
-	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	runs, err := runclient.New(ctx, g.js, runclient.Config{Source: "ingress", OnError: func(err error) {
 		g.log.Debug().Err(err).Msg("run.finished consumer")
-	}))
+	}})
 	if err != nil {
-		return fmt.Errorf("handlers: ingress: follow run.finished: %w", err)
+		return fmt.Errorf("handlers: ingress: %w", err)
 	}
-	g.results = cc
+	g.runs = runs
 	return nil
 }
 
 // Stop stops following finished runs.
 func (g *Ingress) Stop() {
-	if g.results != nil {
-		g.results.Stop()
+	if g.runs != nil {
+		g.runs.Close()
 	}
 }
 
@@ -157,46 +113,12 @@ func (g *Ingress) auth(next http.Handler) http.Handler {
 	})
 }
 
-// RunBody is the body of POST /agent/run.
-type RunBody struct {
-	TenantID  string `json:"tenant_id"`
-	UserID    string `json:"user_id"`
-	SessionID string `json:"session_id"`
-	Message   string `json:"message"`
-	Stream    bool   `json:"stream"`
-}
-
-// RunResponse is the synchronous answer of POST /agent/run.
-type RunResponse struct {
-	RunID        string          `json:"run_id"`
-	Response     string          `json:"response"`
-	PlanID       string          `json:"plan_id"`
-	Status       string          `json:"status"`
-	TerminalCode string          `json:"terminal_code"`
-	Steps        []orch.Step     `json:"steps,omitempty"`
-	Detail       json.RawMessage `json:"detail,omitempty"`
-	// Usage totals the run's model calls: tokens, cost and call count.
-	Usage llm.Usage `json:"usage"`
-}
-
-// resultBody is the answer to the caller of a finished run.
-func resultBody(res orch.RunResult) RunResponse {
-	return RunResponse{RunID: res.RunID, Response: res.Response, PlanID: res.PlanID, Status: res.Status,
-		TerminalCode: res.TerminalCode, Steps: res.Steps, Detail: res.Detail, Usage: res.Usage}
-}
-
 func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 	req, code, err := g.parseRun(w, r)
 	if err != nil {
 		writeError(w, statusOf(code), code, err.Error())
 		return
 	}
-	ch := make(chan orch.RunResult, 1)
-	g.mu.Lock()
-	g.waiters[req.RunID] = ch
-	g.mu.Unlock()
-	defer func() { g.mu.Lock(); delete(g.waiters, req.RunID); g.mu.Unlock() }()
-
 	var stream *sseWriter
 	if req.Stream {
 		stream, err = g.streamStart(w, req)
@@ -211,33 +133,26 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
 		return
 	}
-	ev, err := events.New(req.RunID, events.TypeRunRequested, events.Meta{
-		Tenant: req.TenantID, Session: req.SessionID, Run: req.RunID, SourceProcess: "ingress",
-	}, req)
-	if err == nil {
-		err = events.Publish(r.Context(), g.js, ev)
-	}
+	pending, err := g.runs.Submit(r.Context(), req)
 	if err != nil {
 		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("publish run.requested")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
 		return
 	}
+	defer pending.Close()
 	g.log.Info().Str("run_id", req.RunID).Str("tenant_id", req.TenantID).Str("session_id", req.SessionID).Msg("run requested")
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RunTimeout)
 	defer cancel()
-	select {
-	case res := <-ch:
-		if stream != nil {
-			g.streamEnd(stream, req, res)
-			return
-		}
-		writeJSON(w, http.StatusOK, resultBody(res))
-	case <-ctx.Done():
-		if stream != nil {
-			stream.send(Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: "error",
-				Content: "run_timeout: the run is still in progress", EndOfMessage: true, EndOfDialog: true})
-			return
-		}
+	res, err := pending.Wait(ctx)
+	switch {
+	case err == nil && stream != nil:
+		g.streamEnd(stream, req, res)
+	case err == nil:
+		writeJSON(w, http.StatusOK, runclient.ResponseOf(res))
+	case stream != nil:
+		stream.send(runclient.Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: "error",
+			Content: "run_timeout: the run is still in progress", EndOfMessage: true, EndOfDialog: true})
+	default:
 		writeJSON(w, http.StatusGatewayTimeout, map[string]any{"run_id": req.RunID, "error": map[string]string{
 			"code": "run_timeout", "message": "the run is still in progress; it continues and its plan can be read later"}})
 	}
@@ -245,7 +160,7 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 
 // parseRun decodes and validates the request body and identity headers.
 func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequest, string, error) {
-	var body RunBody
+	var body runclient.Request
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
@@ -322,16 +237,8 @@ func statusOf(code string) int {
 	}
 }
 
-// APIError is the body of every HTTP error: a stable code and a message.
-type APIError struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var e APIError
+	var e runclient.APIError
 	e.Error.Code, e.Error.Message = code, msg
 	writeJSON(w, status, e)
 }

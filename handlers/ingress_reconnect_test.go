@@ -17,6 +17,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 )
 
 // gateDialer dials NATS until it is cut: then it closes its connections
@@ -122,13 +123,13 @@ func TestIngressAnswersRunFinishedWhileDisconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	body, _ := json.Marshal(RunBody{TenantID: testTenant, UserID: testUser, SessionID: testSession, Message: rankTask})
+	body, _ := json.Marshal(runclient.Request{TenantID: testTenant, UserID: testUser, SessionID: testSession, Message: rankTask})
 	resp, err := http.Post(srv.URL+"/agent/run", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var res RunResponse
+	var res runclient.Response
 	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
 		t.Fatal(err)
 	}

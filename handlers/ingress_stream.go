@@ -12,18 +12,8 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 )
-
-// Chunk is one server-sent event of a streamed run (seed 001 streaming
-// protocol): chunks of one message share MessageID.
-type Chunk struct {
-	MessageID    string `json:"message_id"`
-	SessionID    string `json:"session_id"`
-	MessageType  string `json:"message_type"` // progress | answer | result | error
-	Content      string `json:"content"`
-	EndOfMessage bool   `json:"end_of_message"`
-	EndOfDialog  bool   `json:"end_of_dialog"`
-}
 
 // sseWriter serialises writes to one SSE response.
 type sseWriter struct {
@@ -35,7 +25,7 @@ type sseWriter struct {
 	subs   []*nats.Subscription
 }
 
-func (s *sseWriter) send(c Chunk) {
+func (s *sseWriter) send(c runclient.Chunk) {
 	b, _ := json.Marshal(c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,7 +67,7 @@ func (g *Ingress) streamStart(w http.ResponseWriter, req orch.RunRequest) (*sseW
 		}
 		var a events.Audit
 		_ = json.Unmarshal(m.Data, &a)
-		s.send(Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: "progress",
+		s.send(runclient.Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: "progress",
 			Content: name + " " + string(a.Payload), EndOfMessage: true})
 	})
 	if err != nil {
@@ -85,7 +75,7 @@ func (g *Ingress) streamStart(w http.ResponseWriter, req orch.RunRequest) (*sseW
 	}
 	s.subs = append(s.subs, progress)
 	answer, err := g.nc.Subscribe(events.ReplySubject(req.TenantID, req.SessionID), func(m *nats.Msg) {
-		var c Chunk
+		var c runclient.Chunk
 		if !ofRun(m) || json.Unmarshal(m.Data, &c) != nil {
 			return
 		}
@@ -117,7 +107,7 @@ func (g *Ingress) streamEnd(s *sseWriter, req orch.RunRequest, res orch.RunResul
 	if res.TerminalCode != orch.CodeSuccess {
 		typ = "error"
 	}
-	body, _ := json.Marshal(resultBody(res))
-	s.send(Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: typ, Content: string(body),
+	body, _ := json.Marshal(runclient.ResponseOf(res))
+	s.send(runclient.Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: typ, Content: string(body),
 		EndOfMessage: true, EndOfDialog: true})
 }

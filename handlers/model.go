@@ -11,6 +11,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 )
 
 // modelCalls emits one model.called audit event per call recorded in rec
@@ -50,7 +51,7 @@ type Replies struct {
 type replyStream struct {
 	js      jetstream.JetStream
 	in      event.Event
-	chunk   Chunk
+	chunk   runclient.Chunk
 	n       int
 	futures []jetstream.PubAckFuture
 	err     error
@@ -63,7 +64,7 @@ func (r *Replies) open(in event.Event, msgType string) *replyStream {
 		return nil
 	}
 	m := events.MetaOf(in)
-	return &replyStream{js: r.JS, in: in, chunk: Chunk{
+	return &replyStream{js: r.JS, in: in, chunk: runclient.Chunk{
 		MessageID: events.DeriveID(in.ID(), "reply/"+msgType), SessionID: m.Session, MessageType: msgType}}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/skills/demo"
 )
 
@@ -243,7 +244,7 @@ func TestStreaming_AnswerChunksOnTheReplyStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	var text strings.Builder
-	var chunks []Chunk
+	var chunks []runclient.Chunk
 	for {
 		msg, err := c.Next(jetstream.FetchMaxWait(500 * time.Millisecond))
 		if err != nil {
@@ -253,7 +254,7 @@ func TestStreaming_AnswerChunksOnTheReplyStream(t *testing.T) {
 		if err != nil || ev.Type() != events.TypeReplyChunk || events.MetaOf(ev).Run != "run-stream" {
 			t.Fatalf("reply message %v: %v", ev.Type(), err)
 		}
-		ch := decode[Chunk](t, ev)
+		ch := decode[runclient.Chunk](t, ev)
 		chunks = append(chunks, ch)
 		text.WriteString(ch.Content)
 	}

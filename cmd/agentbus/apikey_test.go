@@ -21,6 +21,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 )
@@ -70,14 +71,14 @@ func TestAPIKeyForwardedToSkillsAndNeverRecorded(t *testing.T) {
 	}
 	defer s.Close()
 
-	body, _ := json.Marshal(handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-key", Message: demoTask})
+	body, _ := json.Marshal(runclient.Request{TenantID: "demo", UserID: "u", SessionID: "s-key", Message: demoTask})
 	req, _ := http.NewRequest(http.MethodPost, "http://"+s.IngressAddr+"/agent/run", bytes.NewReader(body))
 	req.Header.Set("X-Api-Key", secret)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res handlers.RunResponse
+	var res runclient.Response
 	_ = json.NewDecoder(resp.Body).Decode(&res)
 	resp.Body.Close()
 	if res.TerminalCode != orch.CodeSuccess {

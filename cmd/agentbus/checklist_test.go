@@ -15,7 +15,6 @@ import (
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
@@ -42,7 +41,7 @@ func startStackWith(t *testing.T, demoCfg demo.Config) (*app.Stack, *demo.Servic
 // and GET /agent/plans/{id} shows the revision.
 func TestReplan_SkillFailingOnceReplansAndAnswers(t *testing.T) {
 	s, svc := startStackWith(t, demo.Config{FailFirst: map[string]int{demo.SkillEngagementAnalytics: 1}})
-	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-replan", Message: demoTask})
+	res := postRun(t, "http://"+s.IngressAddr, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-replan", Message: demoTask})
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
-	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 )
@@ -55,7 +55,7 @@ func runDemo(args []string) int {
 	fmt.Printf("task: %q\n\n", *task)
 	start := time.Now()
 	p := &printer{progress: printProgress}
-	res, err := submit("http://"+s.IngressAddr, handlers.RunBody{
+	res, err := runclient.NewHTTP("http://"+s.IngressAddr, nil).Stream(ctx, orch.RunRequest{
 		TenantID: "demo", UserID: "demo-user", SessionID: fmt.Sprintf("sess-%d", time.Now().UnixNano()), Message: *task,
 	}, p.chunk)
 	if err != nil {
@@ -74,7 +74,7 @@ func runDemo(args []string) int {
 }
 
 // printProgress prints a step's progress as it happens.
-func printProgress(c handlers.Chunk) {
+func printProgress(c runclient.Chunk) {
 	name, payload, _ := strings.Cut(c.Content, " ")
 	var p map[string]any
 	_ = json.Unmarshal([]byte(payload), &p)

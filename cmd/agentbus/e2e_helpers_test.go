@@ -1,37 +1,26 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
-	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 )
 
-// postRun submits a synchronous run and decodes the answer.
-func postRun(t *testing.T, baseURL string, body handlers.RunBody) handlers.RunResponse {
+// postRun submits a synchronous run with the HTTP client and returns its
+// result.
+func postRun(t *testing.T, baseURL string, req orch.RunRequest) orch.RunResult {
 	t.Helper()
-	b, _ := json.Marshal(body)
-	resp, err := http.Post(baseURL+"/agent/run", "application/json", bytes.NewReader(b))
+	res, err := runclient.NewHTTP(baseURL, nil).Run(context.Background(), req)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var res handlers.RunResponse
-	if resp.StatusCode != http.StatusOK {
-		var e handlers.APIError
-		_ = json.NewDecoder(resp.Body).Decode(&e)
-		t.Fatalf("POST /agent/run: %s %+v", resp.Status, e)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
 		t.Fatal(err)
 	}
 	return res

@@ -39,7 +39,7 @@ func startStack(t *testing.T) *app.Stack {
 // and checks the answer, the plan's steps, the memory written and the trace.
 func TestCoreFlow_ManagerDelegatesAndSynthesisesEndToEnd(t *testing.T) {
 	s := startStack(t)
-	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "demo", UserID: "u1", SessionID: "sess-e2e",
+	res := postRun(t, "http://"+s.IngressAddr, orch.RunRequest{TenantID: "demo", UserID: "u1", SessionID: "sess-e2e",
 		Message: "List the active outlets and rank them by engagement"})
 	if res.TerminalCode != orch.CodeSuccess || res.Status != orch.PlanComplete {
 		t.Fatalf("run ended %s/%s: %s", res.Status, res.TerminalCode, res.Response)
@@ -154,7 +154,7 @@ func TestPoisonEventIsDeadLettered(t *testing.T) {
 	if n := len(readAll[events.DeadLetter](t, js, "agent.dead.acme")); n != 2 {
 		t.Errorf("%d dead letters, want 2: an invalid request with a run id ends its run instead", n)
 	}
-	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "acme", UserID: "u", SessionID: "s2",
+	res := postRun(t, "http://"+s.IngressAddr, orch.RunRequest{TenantID: "acme", UserID: "u", SessionID: "s2",
 		Message: "List the active outlets and rank them by engagement"})
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("router stopped serving after poison: %+v", res)

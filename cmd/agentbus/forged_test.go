@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
 )
 
@@ -87,7 +86,7 @@ func TestForgedEventsAreDeadLetteredAtOnce(t *testing.T) {
 		t.Errorf("cross-tenant event: dead letter after %d deliveries, reason %q", dl.Deliveries, dl.Reason)
 	}
 
-	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "acme", UserID: "u", SessionID: "s2",
+	res := postRun(t, "http://"+s.IngressAddr, orch.RunRequest{TenantID: "acme", UserID: "u", SessionID: "s2",
 		Message: "List the active outlets and rank them by engagement"})
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("consumers stopped serving after forged events: %+v", res)

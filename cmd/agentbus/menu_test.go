@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
@@ -25,7 +24,7 @@ const menuTask = "List every menu item id with its category"
 // large_response.detected and python_script.executed with the script hash.
 func TestMenuDemoGoesThroughTheSandbox(t *testing.T) {
 	s := startStack(t)
-	res := postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-menu", Message: menuTask})
+	res := postRun(t, "http://"+s.IngressAddr, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-menu", Message: menuTask})
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -12,10 +13,10 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/cmd/internal/procs"
-	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -80,10 +81,10 @@ func modelEnv(t *testing.T, chat *llmtest.ChatServer) []string {
 
 // streamRun posts a streamed run with the CLI's client and returns its
 // answer chunks and result.
-func streamRun(t *testing.T, url string, body handlers.RunBody) ([]handlers.Chunk, handlers.RunResponse) {
+func streamRun(t *testing.T, url string, req orch.RunRequest) ([]runclient.Chunk, orch.RunResult) {
 	t.Helper()
-	var answer []handlers.Chunk
-	res, err := submit(url, body, func(c handlers.Chunk) {
+	var answer []runclient.Chunk
+	res, err := runclient.NewHTTP(url, nil).Stream(context.Background(), req, func(c runclient.Chunk) {
 		if c.MessageType == "answer" {
 			answer = append(answer, c)
 		}
@@ -146,7 +147,7 @@ func modelCalls(t *testing.T, url, planID string) []llm.Call {
 func TestRealModel_OpenAICompatibleDemoRunEndToEnd(t *testing.T) {
 	chat := chatServer(t, "demo_conversation.json", nil)
 	url, logs := startUp(t, modelEnv(t, chat)...)
-	answer, res := streamRun(t, url, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-openai", Message: demoTask})
+	answer, res := streamRun(t, url, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-openai", Message: demoTask})
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s (unmatched model requests: %v)", res.TerminalCode, res.Response, chat.Unmatched())
 	}
@@ -246,7 +247,7 @@ func TestRealModel_PlainMCPFilesystemOverStdio(t *testing.T) {
 	chat := chatServer(t, "filesystem_conversation.json", map[string]string{"DIR": dir})
 	command, _ := json.Marshal([]string{"node", server, dir})
 	url, _ := startUp(t, append(modelEnv(t, chat), "SKILL_TRANSPORT=stdio", "SKILL_MODE=plain", "SKILL_COMMAND="+string(command))...)
-	res := postRun(t, url, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-fs", Message: "List the files in " + dir})
+	res := postRun(t, url, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-fs", Message: "List the files in " + dir})
 	if res.TerminalCode != orch.CodeSuccess || res.Response != "The directory holds two files: notes.txt and report.csv." {
 		t.Fatalf("run ended %s: %s (unmatched model requests: %v)", res.TerminalCode, res.Response, chat.Unmatched())
 	}
@@ -278,7 +279,7 @@ func TestRealModel_ProviderErrors(t *testing.T) {
 		chat := llmtest.NewChatServer(append([]llmtest.Exchange{{Task: llm.TaskRoute, Status: 429, RetryAfter: "1"}}, demo...))
 		defer chat.Close()
 		url, _ := startUp(t, modelEnv(t, chat)...)
-		res := postRun(t, url, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-429", Message: demoTask})
+		res := postRun(t, url, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-429", Message: demoTask})
 		if res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
@@ -292,7 +293,7 @@ func TestRealModel_ProviderErrors(t *testing.T) {
 		chat := llmtest.NewChatServer(down)
 		defer chat.Close()
 		url, _ := startUp(t, modelEnv(t, chat)...)
-		res := postRun(t, url, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-500", Message: demoTask})
+		res := postRun(t, url, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-500", Message: demoTask})
 		if res.TerminalCode != orch.CodeUnavailableDep {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
@@ -308,7 +309,7 @@ func TestRealModel_ProviderErrors(t *testing.T) {
 			{Task: llm.TaskPlan, Status: 500, Times: -1}, {Task: llm.TaskAct, Status: 500, Times: -1}, {Task: llm.TaskSynthesize, Status: 500, Times: -1}})
 		defer chat.Close()
 		url, _ := startUp(t, append(modelEnv(t, chat), "MODEL_FALLBACK=offline")...)
-		res := postRun(t, url, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-fallback", Message: demoTask})
+		res := postRun(t, url, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-fallback", Message: demoTask})
 		if res.TerminalCode != orch.CodeSuccess || !strings.Contains(res.Response, "Central Station") {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills/demo"
 )
@@ -123,9 +122,9 @@ func TestOpenSearchOutageLosesNoAuditEvent(t *testing.T) {
 	}
 	defer s.Close()
 
-	done := make(chan handlers.RunResponse, 1)
+	done := make(chan orch.RunResult, 1)
 	go func() {
-		done <- postRun(t, "http://"+s.IngressAddr, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-outage", Message: demoTask})
+		done <- postRun(t, "http://"+s.IngressAddr, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-outage", Message: demoTask})
 	}()
 	time.Sleep(time.Second) // the run is in its first skill call
 	proxy.setDown(true)

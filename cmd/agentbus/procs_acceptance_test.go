@@ -29,7 +29,7 @@ func connect(t *testing.T, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 func TestMultiProcess(t *testing.T) {
 	c := newCluster(t, demo.Config{})
 	c.startAll(1)
-	res := postRun(t, c.ingURL, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-multi", Message: demoTask})
+	res := postRun(t, c.ingURL, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-multi", Message: demoTask})
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 	}
@@ -43,9 +43,9 @@ func TestMultiProcess(t *testing.T) {
 func TestRedeliveryAfterExecutorKill(t *testing.T) {
 	c := newCluster(t, demo.Config{Latency: 1500 * time.Millisecond})
 	procs := c.startAll(1)
-	done := make(chan handlers.RunResponse, 1)
+	done := make(chan orch.RunResult, 1)
 	go func() {
-		done <- postRun(t, c.ingURL, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: "s-kill", Message: demoTask})
+		done <- postRun(t, c.ingURL, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-kill", Message: demoTask})
 	}()
 	eventually(t, 20*time.Second, "the executor to hold a step", func() bool { return c.ackPending(handlers.RoleExecutor) > 0 })
 	procs["executor1"].Kill()
@@ -92,12 +92,12 @@ func TestTwoExecutorsShareWork(t *testing.T) {
 	procs := c.startAll(2)
 	const runs = 6
 	var wg sync.WaitGroup
-	results := make(chan handlers.RunResponse, runs)
+	results := make(chan orch.RunResult, runs)
 	for i := range runs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results <- postRun(t, c.ingURL, handlers.RunBody{TenantID: "demo", UserID: "u", SessionID: fmt.Sprintf("s-share-%d", i), Message: demoTask})
+			results <- postRun(t, c.ingURL, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: fmt.Sprintf("s-share-%d", i), Message: demoTask})
 		}()
 	}
 	wg.Wait()

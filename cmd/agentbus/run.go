@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -8,8 +9,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
-	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 )
 
 func run(args []string) int {
@@ -31,8 +32,9 @@ func run(args []string) int {
 	if *session == "" {
 		*session = fmt.Sprintf("sess-%d", time.Now().UnixNano())
 	}
-	p := &printer{progress: func(c handlers.Chunk) { fmt.Println("  ·", c.Content) }}
-	res, err := submit(*url, handlers.RunBody{TenantID: *tenant, UserID: *user, SessionID: *session, Message: task}, p.chunk)
+	p := &printer{progress: func(c runclient.Chunk) { fmt.Println("  ·", c.Content) }}
+	res, err := runclient.NewHTTP(*url, nil).Stream(context.Background(),
+		orch.RunRequest{TenantID: *tenant, UserID: *user, SessionID: *session, Message: task}, p.chunk)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentbus run:", err)
 		return 1

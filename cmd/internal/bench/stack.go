@@ -18,6 +18,7 @@ import (
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/store/embedded"
 )
 
@@ -75,16 +76,16 @@ func (b *benchServer) connect(tcp bool) (*nats.Conn, jetstream.JetStream, error)
 // deployment is every agentbus role on one server, with a number of
 // executor instances (each its own connection and worker).
 type deployment struct {
-	srv     *benchServer
-	conns   []*nats.Conn
-	js      jetstream.JetStream // the client's connection
-	store   *embedded.Store
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	waiters map[string]chan orch.RunResult
-	sub     *nats.Subscription
-	failed  chan error // a role that stopped
+	srv    *benchServer
+	conns  []*nats.Conn
+	js     jetstream.JetStream // the client's connection
+	store  *embedded.Store
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	runs   *runclient.Client
+	// failed is cancelled, with the error as its cause, when a role stops.
+	failed context.Context
+	fail   context.CancelCauseFunc
 }
 
 type deployConfig struct {
@@ -99,7 +100,8 @@ type deployConfig struct {
 // on the in-process pipeline skills and cfg's model, with cfg.executors
 // executor instances, each on its own connection.
 func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deployment, error) {
-	d := &deployment{srv: srv, waiters: map[string]chan orch.RunResult{}, failed: make(chan error, 8)}
+	d := &deployment{srv: srv}
+	d.failed, d.fail = context.WithCancelCause(context.Background())
 	nc, js, err := srv.connect(cfg.tcp)
 	if err != nil {
 		return nil, err
@@ -134,12 +136,11 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 		x.NC, x.JS = enc, ejs
 		d.start(runCtx, x, handlers.RoleExecutor)
 	}
-	d.sub, err = nc.Subscribe("agent.run.finished.*", d.finished)
-	if err != nil {
+	if d.runs, err = runclient.New(ctx, js, runclient.Config{Source: "bench"}); err != nil {
 		d.close()
 		return nil, err
 	}
-	return d, nc.Flush()
+	return d, nil
 }
 
 // start runs roles on deps until the deployment closes.
@@ -148,57 +149,29 @@ func (d *deployment) start(ctx context.Context, deps app.Deps, roles ...string) 
 	go func() {
 		defer d.wg.Done()
 		if err := deps.RunRoles(ctx, roles...); err != nil {
-			d.failed <- fmt.Errorf("roles %v: %w", roles, err)
+			d.fail(fmt.Errorf("roles %v: %w", roles, err))
 		}
 	}()
-}
-
-func (d *deployment) finished(m *nats.Msg) {
-	ev, err := events.FromMsg(m.Header, m.Data)
-	if err != nil {
-		return
-	}
-	var res orch.RunResult
-	if events.Decode(ev, &res) != nil {
-		return
-	}
-	d.mu.Lock()
-	ch := d.waiters[res.RunID]
-	d.mu.Unlock()
-	if ch != nil {
-		ch <- res
-	}
 }
 
 // run submits one run of task on NATS and waits for its result.
 func (d *deployment) run(ctx context.Context, task string) (orch.RunResult, time.Duration, error) {
 	id := uuid.NewString()
-	ch := make(chan orch.RunResult, 1)
-	d.mu.Lock()
-	d.waiters[id] = ch
-	d.mu.Unlock()
-	defer func() { d.mu.Lock(); delete(d.waiters, id); d.mu.Unlock() }()
 	req := orch.RunRequest{RunID: id, TenantID: "bench", UserID: "bench", SessionID: "s-" + id[:8], Message: task}
-	ev, err := events.New(id, events.TypeRunRequested, events.Meta{Tenant: "bench", Session: req.SessionID, Run: id}, req)
-	if err != nil {
-		return orch.RunResult{}, 0, err
-	}
 	start := time.Now()
-	if err := events.Publish(ctx, d.js, ev); err != nil {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(d.failed, cancel)()
+	res, err := d.runs.Run(rctx, req)
+	switch {
+	case err != nil && context.Cause(d.failed) != nil:
+		return orch.RunResult{}, 0, context.Cause(d.failed)
+	case err != nil:
 		return orch.RunResult{}, 0, err
+	case res.TerminalCode != orch.CodeSuccess:
+		return res, 0, fmt.Errorf("run %s ended %s: %s", id, res.TerminalCode, res.Reason)
 	}
-	select {
-	case res := <-ch:
-		if res.TerminalCode != orch.CodeSuccess {
-			return res, 0, fmt.Errorf("run %s ended %s: %s", id, res.TerminalCode, res.Reason)
-		}
-		return res, time.Since(start), nil
-	case err := <-d.failed:
-		d.failed <- err // for the other runs waiting
-		return orch.RunResult{}, 0, err
-	case <-ctx.Done():
-		return orch.RunResult{}, 0, fmt.Errorf("run %s: %w", id, ctx.Err())
-	}
+	return res, time.Since(start), nil
 }
 
 func (d *deployment) close() {
@@ -206,8 +179,8 @@ func (d *deployment) close() {
 		d.cancel()
 	}
 	d.wg.Wait()
-	if d.sub != nil {
-		_ = d.sub.Unsubscribe()
+	if d.runs != nil {
+		d.runs.Close()
 	}
 	for _, c := range d.conns {
 		c.Close()

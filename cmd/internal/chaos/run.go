@@ -1,9 +1,7 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,9 +19,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/cmd/internal/procs"
-	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 )
 
 // harness is one chaos run.
@@ -35,6 +32,8 @@ type harness struct {
 	js    jetstream.JetStream
 	w     *watcher
 	http  *http.Client
+	runs  *runclient.Client // NATS submissions
+	api   *runclient.HTTP   // submissions through the ingress
 
 	reference string // the fault-free answer
 	refPlan   string // the reference run's plan
@@ -57,7 +56,7 @@ type runRec struct {
 	viaHTTP bool
 	session string
 	runIDs  []string
-	httpRes *handlers.RunResponse
+	httpRes *orch.RunResult
 	stalled time.Time // when a POST timed out without an answer
 	err     error
 }
@@ -120,6 +119,11 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go h.w.run(wctx)
+	if h.runs, err = runclient.New(ctx, h.js, runclient.Config{Source: "chaos"}); err != nil {
+		return sum, err
+	}
+	defer h.runs.Close()
+	h.api = runclient.NewHTTP("http://"+d.ingress, h.http)
 
 	if err := h.referenceRun(ctx); err != nil {
 		h.printTails(nil)
@@ -174,8 +178,8 @@ func (h *harness) crashed(name string, exit error, logPath string) {
 func (h *harness) referenceRun(ctx context.Context) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		res, status, err := h.post(ctx, "chaos-reference")
-		if err == nil && status == http.StatusOK {
+		res, err := h.api.Run(ctx, h.request("chaos-reference"))
+		if err == nil {
 			if res.TerminalCode != orch.CodeSuccess {
 				return fmt.Errorf("the fault-free reference run ended %s: %s", res.TerminalCode, res.Response)
 			}
@@ -183,12 +187,18 @@ func (h *harness) referenceRun(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the fault-free reference run failed: status %d, %v", status, err)
+			return fmt.Errorf("the fault-free reference run failed: %w", err)
 		}
 		if err := sleep(ctx, 500*time.Millisecond); err != nil {
 			return err
 		}
 	}
+}
+
+// request is the run of session; the ingress assigns the run id of an
+// HTTP run.
+func (h *harness) request(session string) orch.RunRequest {
+	return orch.RunRequest{TenantID: Tenant, UserID: "chaos", SessionID: session, Message: DemoTask}
 }
 
 // submitUnderFaults submits every run, cfg.Concurrency at a time, while
@@ -249,28 +259,26 @@ func (h *harness) submit(ctx context.Context, r *runRec) {
 		h.submitHTTP(ctx, r)
 		return
 	}
-	id := uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "agentbus-chaos/%d/%d", h.cfg.Seed, r.idx)).String()
-	r.runIDs = []string{id}
-	req := orch.RunRequest{RunID: id, TenantID: Tenant, UserID: "chaos", SessionID: r.session, Message: DemoTask}
-	ev, err := events.New(id, events.TypeRunRequested, events.Meta{Tenant: Tenant, Session: r.session, Run: id, SourceProcess: "chaos"}, req)
-	if err != nil {
-		r.err = err
-		return
-	}
+	req := h.request(r.session)
+	req.RunID = uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "agentbus-chaos/%d/%d", h.cfg.Seed, r.idx)).String()
+	r.runIDs = []string{req.RunID}
 	// The id is the Nats-Msg-Id: retrying through an outage stores one run.
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := events.Publish(pctx, h.js, ev)
+		p, err := h.runs.Submit(pctx, req)
 		cancel()
 		if err == nil {
-			break
+			wctx, cancel := context.WithTimeout(ctx, h.cfg.RunWait)
+			_, _ = p.Wait(wctx)
+			cancel()
+			p.Close()
+			return
 		}
 		if sleep(ctx, 200*time.Millisecond) != nil {
 			r.err = err
 			return
 		}
 	}
-	h.w.waitFinished(ctx, id, h.cfg.RunWait)
 }
 
 // submitHTTP posts the run to the ingress. A POST that fails without an
@@ -285,14 +293,15 @@ func (h *harness) submitHTTP(ctx context.Context, r *runRec) {
 			h.retries++
 			h.mu.Unlock()
 		}
-		res, status, err := h.post(ctx, r.session)
+		res, err := h.api.Run(ctx, h.request(r.session))
+		var refused *runclient.StatusError
 		switch {
-		case err == nil && status == http.StatusOK:
+		case err == nil:
 			r.httpRes = &res
 			r.runIDs = []string{res.RunID}
 			return
-		case err == nil && status >= 400 && status < 500:
-			r.err = fmt.Errorf("POST /agent/run: status %d", status)
+		case errors.As(err, &refused) && refused.StatusCode >= 400 && refused.StatusCode < 500:
+			r.err = fmt.Errorf("POST /agent/run: status %d", refused.StatusCode)
 			return
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 			h.mu.Lock()
@@ -321,30 +330,6 @@ func (h *harness) submitHTTP(ctx context.Context, r *runRec) {
 func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
-}
-
-// post sends POST /agent/run for session.
-func (h *harness) post(ctx context.Context, session string) (handlers.RunResponse, int, error) {
-	var res handlers.RunResponse
-	body, _ := json.Marshal(handlers.RunBody{TenantID: Tenant, UserID: "chaos", SessionID: session, Message: DemoTask})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+h.d.ingress+"/agent/run", bytes.NewReader(body))
-	if err != nil {
-		return res, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := h.http.Do(req)
-	if err != nil {
-		return res, 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return res, resp.StatusCode, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return res, resp.StatusCode, nil
-	}
-	return res, resp.StatusCode, json.Unmarshal(b, &res)
 }
 
 // injectFaults injects cfg.Faults faults, evenly split across the kinds in

@@ -133,7 +133,9 @@ func (w *watcher) results(runID string) []orch.RunResult {
 }
 
 // waitFinished waits until runID has a run.finished, ctx ends or timeout
-// passes; it reports whether the run finished.
+// passes; it reports whether the run finished. It serves the runs an
+// ambiguous POST adopts: they may have finished before they are awaited,
+// which the watcher's record shows and a runclient waiter would miss.
 func (w *watcher) waitFinished(ctx context.Context, runID string, timeout time.Duration) bool {
 	w.mu.Lock()
 	if len(w.finished[runID]) > 0 {

@@ -1,0 +1,66 @@
+package runclient
+
+import (
+	"encoding/json"
+
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
+)
+
+// Request is the body of POST /agent/run.
+type Request struct {
+	TenantID  string `json:"tenant_id"`
+	UserID    string `json:"user_id"`
+	SessionID string `json:"session_id"`
+	Message   string `json:"message"`
+	Stream    bool   `json:"stream"`
+}
+
+// Response is the answer of POST /agent/run: the result of the run, as the
+// synchronous body and as the content of a stream's last chunk.
+type Response struct {
+	RunID        string          `json:"run_id"`
+	Response     string          `json:"response"`
+	PlanID       string          `json:"plan_id"`
+	Status       string          `json:"status"`
+	TerminalCode string          `json:"terminal_code"`
+	Steps        []orch.Step     `json:"steps,omitempty"`
+	Detail       json.RawMessage `json:"detail,omitempty"`
+	// Usage totals the run's model calls: tokens, cost and call count.
+	Usage llm.Usage `json:"usage"`
+}
+
+// ResponseOf is the answer to the caller of a finished run.
+func ResponseOf(res orch.RunResult) Response {
+	return Response{RunID: res.RunID, Response: res.Response, PlanID: res.PlanID, Status: res.Status,
+		TerminalCode: res.TerminalCode, Steps: res.Steps, Detail: res.Detail, Usage: res.Usage}
+}
+
+// result is the run result an answer carries, with the identity of the
+// request it answers.
+func (r Response) result(req orch.RunRequest) orch.RunResult {
+	return orch.RunResult{RunID: r.RunID, TenantID: req.TenantID, SessionID: req.SessionID, PlanID: r.PlanID,
+		Status: r.Status, TerminalCode: r.TerminalCode, Response: r.Response, Steps: r.Steps, Detail: r.Detail,
+		Usage: r.Usage}
+}
+
+// Chunk is one piece of a streamed run (seed 001 streaming protocol), as
+// the REPLY stream carries it and the ingress forwards it as a server-sent
+// event: chunks of one message share MessageID.
+type Chunk struct {
+	MessageID    string `json:"message_id"`
+	SessionID    string `json:"session_id"`
+	MessageType  string `json:"message_type"` // progress | answer | result | error
+	Content      string `json:"content"`
+	EndOfMessage bool   `json:"end_of_message"`
+	EndOfDialog  bool   `json:"end_of_dialog"`
+}
+
+// APIError is the body of every HTTP error of the ingress: a stable code
+// and a message.
+type APIError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}

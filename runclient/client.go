@@ -1,0 +1,201 @@
+package runclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
+)
+
+// Errors of the NATS client.
+var (
+	// ErrClosed is returned by Submit and Wait once the Client is closed.
+	ErrClosed = errors.New("runclient: closed")
+	// ErrAwaited refuses a second Submit of a run id still awaited.
+	ErrAwaited = errors.New("runclient: run already awaited")
+)
+
+// Config configures a Client. The zero value is usable.
+type Config struct {
+	// Source names the submitting process in the source of its
+	// run.requested events ("ingress", "chaos"); default "agentbus".
+	Source string
+	// OnError receives the errors the run.finished consumer reports (a
+	// lost connection, a consumer being recreated); nil drops them.
+	OnError func(error)
+}
+
+// Client submits runs on NATS and awaits their run.finished. It is safe
+// for concurrent use.
+type Client struct {
+	js      jetstream.JetStream
+	cfg     Config
+	results jetstream.ConsumeContext
+
+	mu      sync.Mutex
+	waiters map[string]chan orch.RunResult
+	closed  chan struct{}
+	once    sync.Once
+}
+
+// New follows finished runs and returns the client; Close stops it.
+//
+// Every client sees every run.finished and hands it to the run it awaits,
+// if any. It reads them from the AGENT stream with an ordered consumer,
+// not a core subscription: after a NATS restart or a dropped connection
+// the consumer resumes after the last result it saw, so a run that
+// finished while the client was disconnected still answers its waiter.
+func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Client, error) {
+	c := &Client{js: js, cfg: cfg, waiters: map[string]chan orch.RunResult{}, closed: make(chan struct{})}
+	stream, err := js.Stream(ctx, events.StreamAgent)
+	if err != nil {
+		return nil, fmt.Errorf("runclient: stream %s: %w", events.StreamAgent, err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("runclient: stream %s: %w", events.StreamAgent, err)
+	}
+	// Start after everything stored now, by sequence: a start policy of
+	// "new" would be applied again if the consumer is recreated before it
+	// delivered anything, and skip the results stored meanwhile.
+	cons, err := js.OrderedConsumer(ctx, events.StreamAgent, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"agent.run.finished.*"},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    info.State.LastSeq + 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runclient: follow run.finished: %w", err)
+	}
+	c.results, err = cons.Consume(c.finished, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if cfg.OnError != nil {
+			cfg.OnError(err)
+		}
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("runclient: follow run.finished: %w", err)
+	}
+	return c, nil
+}
+
+// finished hands a run.finished to its waiter. A result nobody awaits
+// (another process's run) and a duplicate are dropped.
+func (c *Client) finished(m jetstream.Msg) {
+	ev, err := events.FromMsg(m.Headers(), m.Data())
+	if err != nil {
+		return
+	}
+	var res orch.RunResult
+	if events.Decode(ev, &res) != nil {
+		return
+	}
+	c.mu.Lock()
+	ch := c.waiters[res.RunID]
+	c.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- res:
+		default:
+		}
+	}
+}
+
+// Submit publishes a run.requested for req and returns the run awaiting
+// its result. The waiter is in place before the request is published, so
+// no result can pass unseen; the caller Closes the Pending run. ctx bounds
+// the publication only. req.RunID is required, and is the event's id: a
+// resubmitted request is stored once.
+func (c *Client) Submit(ctx context.Context, req orch.RunRequest) (*Pending, error) {
+	if req.RunID == "" {
+		return nil, errors.New("runclient: submit: the run id is required")
+	}
+	p, err := c.await(req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := events.New(req.RunID, events.TypeRunRequested, events.Meta{
+		Tenant: req.TenantID, Session: req.SessionID, Run: req.RunID, SourceProcess: c.cfg.Source,
+	}, req)
+	if err == nil {
+		err = events.Publish(ctx, c.js, ev)
+	}
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("runclient: submit %s: %w", req.RunID, err)
+	}
+	return p, nil
+}
+
+// Run submits req and waits for its result until ctx ends.
+func (c *Client) Run(ctx context.Context, req orch.RunRequest) (orch.RunResult, error) {
+	p, err := c.Submit(ctx, req)
+	if err != nil {
+		return orch.RunResult{}, err
+	}
+	defer p.Close()
+	return p.Wait(ctx)
+}
+
+// await registers the waiter of runID.
+func (c *Client) await(runID string) (*Pending, error) {
+	p := &Pending{c: c, id: runID, ch: make(chan orch.RunResult, 1)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.closed:
+		return nil, ErrClosed
+	default:
+	}
+	if c.waiters[runID] != nil {
+		return nil, fmt.Errorf("%w: %s", ErrAwaited, runID)
+	}
+	c.waiters[runID] = p.ch
+	return p, nil
+}
+
+// Close stops following finished runs; every Wait in progress returns
+// ErrClosed.
+func (c *Client) Close() {
+	c.once.Do(func() {
+		c.results.Stop()
+		c.mu.Lock()
+		close(c.closed)
+		c.mu.Unlock()
+	})
+}
+
+// Pending is a submitted run whose result is awaited.
+type Pending struct {
+	c  *Client
+	id string
+	ch chan orch.RunResult
+}
+
+// RunID is the id of the run.
+func (p *Pending) RunID() string { return p.id }
+
+// Wait returns the run's result once its run.finished arrives, or an error
+// when ctx ends (the run goes on) or the client is closed.
+func (p *Pending) Wait(ctx context.Context) (orch.RunResult, error) {
+	select {
+	case res := <-p.ch:
+		return res, nil
+	case <-ctx.Done():
+		return orch.RunResult{}, fmt.Errorf("runclient: run %s: %w", p.id, ctx.Err())
+	case <-p.c.closed:
+		return orch.RunResult{}, fmt.Errorf("runclient: run %s: %w", p.id, ErrClosed)
+	}
+}
+
+// Close stops awaiting the run. It may be called more than once.
+func (p *Pending) Close() {
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
+	if p.c.waiters[p.id] == p.ch {
+		delete(p.c.waiters, p.id)
+	}
+}

@@ -1,0 +1,157 @@
+package runclient_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/events/eventstest"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
+)
+
+// unanswered is the message of a run the fake router leaves unanswered.
+const unanswered = "never answered"
+
+// newIngress serves the real ingress over a fake router that reports the
+// plan's progress, streams the answer "hello, world" in two chunks and
+// finishes the run, except for a run whose message is unanswered.
+func newIngress(t *testing.T) *runclient.HTTP {
+	t.Helper()
+	topo := eventstest.TestTopology()
+	topo.Buckets = handlers.Buckets
+	_, nc, js := eventstest.Bootstrap(t, topo)
+	fakeRouter(t, nc, func(ev event.Event, req orch.RunRequest) {
+		if req.Message == unanswered {
+			return
+		}
+		publish(t, js, ev, "audit", events.AuditType("plan.received"), events.Audit{Payload: []byte(`{"steps":2}`)})
+		for i, part := range []string{"hello, ", "world"} {
+			publish(t, js, ev, fmt.Sprint("chunk", i), events.TypeReplyChunk, runclient.Chunk{MessageID: "m1",
+				SessionID: req.SessionID, MessageType: "answer", Content: part, EndOfMessage: i == 1})
+		}
+		finish(t, js, ev, req, "1", "hello, world")
+	})
+	g := handlers.NewIngress(js, nil, zerolog.Nop(), handlers.IngressConfig{RunTimeout: 300 * time.Millisecond})
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	return runclient.NewHTTP(srv.URL+"/", nil)
+}
+
+func publish(t *testing.T, js jetstream.JetStream, parent event.Event, key, typ string, data any) {
+	ev, err := events.Child(parent, key, typ, data)
+	if err == nil {
+		err = events.Publish(context.Background(), js, ev)
+	}
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+func TestHTTPRun(t *testing.T) {
+	api := newIngress(t)
+	res, err := api.Run(testCtx(t), request("ignored"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RunID == "" || res.RunID == "ignored" || res.Response != "hello, world" || res.PlanID != "plan-"+res.RunID ||
+		res.TerminalCode != orch.CodeSuccess || res.TenantID != "acme" || res.SessionID != "s1" {
+		t.Errorf("Run = %+v; want the ingress's run id and the run's result", res)
+	}
+}
+
+func TestHTTPStream(t *testing.T) {
+	api := newIngress(t)
+	var progress, answer []string
+	res, err := api.Stream(testCtx(t), request(""), func(c runclient.Chunk) {
+		switch c.MessageType {
+		case "progress":
+			progress = append(progress, c.Content)
+		case "answer":
+			answer = append(answer, c.Content)
+		default:
+			t.Errorf("chunk %+v before the last", c)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Response != "hello, world" || res.TerminalCode != orch.CodeSuccess {
+		t.Errorf("Stream = %+v", res)
+	}
+	if strings.Join(answer, "") != "hello, world" {
+		t.Errorf("answer chunks %q, want hello, world", answer)
+	}
+	if len(progress) != 1 || !strings.HasPrefix(progress[0], "plan.received ") {
+		t.Errorf("progress chunks %q, want plan.received", progress)
+	}
+}
+
+func TestHTTPErrors(t *testing.T) {
+	api := newIngress(t)
+	invalid := request("")
+	invalid.Message = " "
+	slow := request("")
+	slow.Message = unanswered
+	noChunks := func(c runclient.Chunk) {}
+	cases := []struct {
+		name     string
+		call     func() error
+		status   int
+		code     string
+		contains string
+	}{
+		{name: "invalid request", status: 400, code: "invalid_request",
+			call: func() error { _, err := api.Run(testCtx(t), invalid); return err }},
+		{name: "invalid streamed request", status: 400, code: "invalid_request",
+			call: func() error { _, err := api.Stream(testCtx(t), invalid, noChunks); return err }},
+		{name: "run timeout", status: 504, code: "run_timeout",
+			call: func() error { _, err := api.Run(testCtx(t), slow); return err }},
+		{name: "streamed run timeout", contains: "run_timeout",
+			call: func() error { _, err := api.Stream(testCtx(t), slow, noChunks); return err }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			var refused *runclient.StatusError
+			switch {
+			case err == nil:
+				t.Fatal("no error")
+			case tc.status != 0 && (!errors.As(err, &refused) || refused.StatusCode != tc.status || refused.Code != tc.code || refused.Message == ""):
+				t.Errorf("error %v, want status %d code %s with a message", err, tc.status, tc.code)
+			case tc.contains != "" && !strings.Contains(err.Error(), tc.contains):
+				t.Errorf("error %v, want %q", err, tc.contains)
+			}
+		})
+	}
+}
+
+// TestHTTPStreamWithoutResult: a stream cut before its last chunk is an
+// error, not an empty result.
+func TestHTTPStreamWithoutResult(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "id: 1\nevent: chunk\ndata: {\"message_type\":\"progress\",\"content\":\"step_1.started\"}\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	var got []runclient.Chunk
+	_, err := runclient.NewHTTP(srv.URL, nil).Stream(testCtx(t), request(""), func(c runclient.Chunk) { got = append(got, c) })
+	if !errors.Is(err, runclient.ErrNoResult) || len(got) != 1 {
+		t.Errorf("Stream = %v after %d chunks; want ErrNoResult after 1", err, len(got))
+	}
+}
