@@ -17,8 +17,10 @@ import (
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills/demo"
+	"github.com/agentbus/agentbus/store"
 )
 
 // outageProxy forwards TCP to a target and can go down: while down it
@@ -137,8 +139,9 @@ func TestOpenSearchOutageLosesNoAuditEvent(t *testing.T) {
 		t.Fatal("agentbus never tried OpenSearch during the outage: the test proved nothing")
 	}
 
+	var res orch.RunResult
 	select {
-	case res := <-done:
+	case res = <-done:
 		if res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
@@ -146,8 +149,15 @@ func TestOpenSearchOutageLosesNoAuditEvent(t *testing.T) {
 		t.Fatal("the run did not complete after OpenSearch came back")
 	}
 
-	// Every audit event the run produced is in agent_events exactly once.
+	// Every audit event the run produced is in agent_events exactly once;
+	// its plan snapshots went to agent_plans, the last one included.
 	want := auditIDs(t, s.Deps.JS, "audit.demo.>")
+	for id := range auditIDs(t, s.Deps.JS, "audit.demo."+handlers.AuditPlanProjected) {
+		delete(want, id)
+	}
+	if p, _ := finalPlan(t, s, res.PlanID); p.Status != store.PlanStatusComplete {
+		t.Fatalf("plan projection %s after the outage, want complete", p.Status)
+	}
 	if len(want) < 10 {
 		t.Fatalf("only %d audit events in the stream", len(want))
 	}
