@@ -12,8 +12,8 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
-	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/skills/demo"
+	"github.com/agentbus/agentbus/store"
 )
 
 // DemoTask is the task `agentbus demo` runs.

@@ -12,8 +12,8 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/skills"
-	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/skills/demo"
+	"github.com/agentbus/agentbus/store"
 )
 
 // postRun submits a synchronous run and decodes the answer.
