@@ -11,7 +11,11 @@
 //
 // Validate checks a document against the embedded JSON Schema of its index
 // before any backend is touched; violations are reported as *SchemaError,
-// which also matches ErrSchema under errors.Is.
+// which also matches ErrSchema under errors.Is. The schemas are the
+// specification, and untyped documents (json.RawMessage, maps) are
+// validated against them; the document types above, which agentbus builds
+// itself, are checked by equivalent Go code (check.go) with the same
+// verdicts and errors, a test comparing the two on generated documents.
 //
 // The package also provides the sentinel errors shared by all backends
 // (ErrNotFound, ErrConflict, ErrStale, ErrInvalidArgument), the query and
