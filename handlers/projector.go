@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
@@ -26,6 +27,11 @@ import (
 // handler call returns once its own event is stored.
 type Projector struct {
 	Store ProjectionStore
+	// WriteTimeout bounds one group write (default 10s). Every queued
+	// event waits on the write under way, so a store call that hangs (a
+	// request lost in a NATS restart) must fail soon and be redelivered,
+	// not hold the whole projector for the handler's deadline.
+	WriteTimeout time.Duration
 
 	mu       sync.Mutex
 	pending  []*projection
@@ -105,7 +111,7 @@ func (p *Projector) commit(ctx context.Context, it *projection) error {
 	batch := p.pending
 	p.pending = nil
 	p.mu.Unlock()
-	p.write(ctx, batch)
+	p.writeAll(ctx, batch)
 	p.mu.Lock()
 	if len(p.pending) > 0 {
 		close(p.pending[0].lead) // its handler writes the next batch
@@ -116,9 +122,32 @@ func (p *Projector) commit(ctx context.Context, it *projection) error {
 	return <-it.done
 }
 
+// writeAll writes a batch; a panic fails every projection of it that has
+// no outcome yet, so the queue behind it never waits forever.
+func (p *Projector) writeAll(ctx context.Context, batch []*projection) {
+	defer func() {
+		if r := recover(); r != nil {
+			err := fmt.Errorf("handlers: projector write panicked: %v", r)
+			for _, it := range batch {
+				select {
+				case it.done <- err:
+				default: // already answered
+				}
+			}
+		}
+	}()
+	p.write(ctx, batch)
+}
+
 // write stores a batch and answers every projection in it: the audit
 // documents in one append, and per plan only the newest snapshot.
 func (p *Projector) write(ctx context.Context, batch []*projection) {
+	timeout := p.WriteTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var docs []store.Event
 	var audits []*projection
 	newest := map[string]*projection{}

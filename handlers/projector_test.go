@@ -218,3 +218,59 @@ func TestProjectorGroupCommits(t *testing.T) {
 		t.Errorf("%d appends and %d plan writes for 50 events, want a few group commits", a, w)
 	}
 }
+
+// hangingStore's appends block until their context ends, as a request
+// lost in a NATS restart would, until it is healed.
+type hangingStore struct {
+	ProjectionStore
+	healed atomic.Bool
+}
+
+func (s *hangingStore) AppendEvents(ctx context.Context, evs []store.Event) error {
+	if !s.healed.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.ProjectionStore.AppendEvents(ctx, evs)
+}
+
+// TestProjectorBoundsAHangingWrite: a write that hangs fails after the
+// write timeout, for it and for everything queued behind it, and the
+// redelivered events are stored once the store answers again.
+func TestProjectorBoundsAHangingWrite(t *testing.T) {
+	env := newEnv(t)
+	st := &hangingStore{ProjectionStore: env.st}
+	p := &Projector{Store: st, WriteTimeout: 100 * time.Millisecond}
+	var evs []event.Event
+	for i := range 8 {
+		evs = append(evs, newEvent(t, fmt.Sprintf("hang-%d", i), events.AuditType("step_1.started"), events.Audit{PlanID: "plan-hang"}))
+	}
+	handleAll := func() []error {
+		errs := make([]error, len(evs))
+		var wg sync.WaitGroup
+		for i, ev := range evs {
+			wg.Go(func() { _, errs[i] = p.Handle(testCtx(t), ev) })
+		}
+		wg.Wait()
+		return errs
+	}
+	start := time.Now()
+	for i, err := range handleAll() {
+		if err == nil || events.IsPermanent(err) {
+			t.Errorf("event %d: err = %v, want a transient error", i, err)
+		}
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the hanging write held the projector %s", took)
+	}
+	st.healed.Store(true)
+	for i, err := range handleAll() {
+		if err != nil {
+			t.Fatalf("event %d after healing: %v", i, err)
+		}
+	}
+	trace, err := env.st.Trace(testCtx(t), store.TraceQuery{TenantID: testTenant, PlanID: "plan-hang"})
+	if err != nil || len(trace) != len(evs) {
+		t.Fatalf("trace holds %d events (%v), want %d", len(trace), err, len(evs))
+	}
+}
