@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -89,7 +90,7 @@ func (r *Report) compare() {
 			maxC = max(maxC, tp.Concurrency)
 		}
 	}
-	vsSQLite := "unavailable"
+	var vs []string // every LangGraph ratio, for the summary line
 	for _, pr := range r.Peer.Results {
 		tp, ok := ours[pr.Concurrency]
 		if !ok {
@@ -98,12 +99,13 @@ func (r *Report) compare() {
 		c := Comparison{Checkpointer: pr.Checkpointer, Concurrency: pr.Concurrency,
 			RunsPerS: ratio(tp.RunsPerS, pr.RunsPerS), P50Speedup: ratio(pr.P50, tp.Latency.P50)}
 		r.Comparisons = append(r.Comparisons, c)
-		if pr.Checkpointer == "sqlite" && pr.Concurrency == maxC {
-			vsSQLite = fmt.Sprintf("%.1fx", c.RunsPerS)
-		}
+		vs = append(vs, fmt.Sprintf("vs_langgraph_%s_c%d=%.2fx", pr.Checkpointer, pr.Concurrency, c.RunsPerS))
 	}
-	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f runs_per_s_c%d=%.1f vs_langgraph_sqlite=%s",
-		m.OverheadP50, maxC, ours[maxC].RunsPerS, vsSQLite)
+	if len(vs) == 0 {
+		vs = []string{"vs_langgraph=unavailable"}
+	}
+	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f runs_per_s_c%d=%.1f %s",
+		m.OverheadP50, maxC, ours[maxC].RunsPerS, strings.Join(vs, " "))
 }
 
 // write saves the JSON report and the chart under dir.

@@ -157,11 +157,15 @@ func (h *harness) printTails(recs []*runRec) {
 // the plan must be complete and the trace must hold the same audit events
 // (by type, with multiplicity) as the reference run's.
 func (h *harness) checkProjections(ctx context.Context, recs []*runRec, sum *Summary) {
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := h.waitConsumerIdle(cctx, events.StreamAudit, handlers.RoleProjector); err != nil {
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer wcancel()
+	if err := h.waitConsumerIdle(wctx, events.StreamAudit, handlers.RoleProjector); err != nil {
 		sum.Problems = append(sum.Problems, "the projector did not catch up: "+err.Error())
 	}
+	// The reads have a budget of their own: a thousand plan and trace
+	// reads through the ingress take longer than the projector's wait.
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
 	want, err := h.traceTypes(cctx, h.refPlan)
 	if err != nil {
 		sum.Problems = append(sum.Problems, "reference trace: "+err.Error())
