@@ -192,7 +192,9 @@ func TestEncodeTypedAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		if encode > marshal {
+		// A couple of allocations of slack: the race detector and the
+		// interface conversion add one; the schema path added ~100.
+		if encode > marshal+2 {
 			t.Errorf("%s: Encode %v allocs, json.Marshal %v", index, encode, marshal)
 		}
 	}
