@@ -65,20 +65,20 @@ func (p *Publisher) PublishAll(ctx context.Context, outs []event.Event) error {
 		}
 		byStream[s] = append(byStream[s], m)
 	}
-	errs := make([]error, len(streams))
+	// Batches go concurrently; every other message is sent before any
+	// PubAck is awaited, so a hop costs about one round trip either way.
+	errs := make([]error, len(streams)+1)
 	var wg sync.WaitGroup
+	var piped []*nats.Msg
 	for i, s := range streams {
 		msgs := byStream[s]
 		if len(msgs) > 1 && p.batches(ctx, s) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = p.batch(ctx, s, msgs)
-			}()
+			wg.Go(func() { errs[i] = p.batch(ctx, s, msgs) })
 			continue
 		}
-		errs[i] = p.pipeline(ctx, msgs)
+		piped = append(piped, msgs...)
 	}
+	errs[len(streams)] = p.pipeline(ctx, piped)
 	wg.Wait()
 	return errors.Join(errs...)
 }
