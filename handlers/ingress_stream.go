@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -35,6 +36,31 @@ func (s *sseWriter) send(c runclient.Chunk) {
 	s.n++
 	fmt.Fprintf(s.w, "id: %d\nevent: chunk\ndata: %s\n\n", s.n, b)
 	s.f.Flush()
+}
+
+// drain forwards what the subscriptions already hold, then stops them.
+//
+// A run's chunks are published before its run.finished, and the ingress
+// reads both on one connection, so when the result arrives every chunk
+// has been read off the socket, though perhaps not yet handed to its
+// callback: the subscriptions run on their own goroutines. Draining them
+// before the result is sent keeps the answer whole.
+func (s *sseWriter) drain(timeout time.Duration) {
+	var done []<-chan nats.SubStatus
+	for _, sub := range s.subs {
+		closed := sub.StatusChanged(nats.SubscriptionClosed)
+		if sub.Drain() == nil {
+			done = append(done, closed)
+		}
+	}
+	deadline := time.After(timeout)
+	for _, ch := range done {
+		select {
+		case <-ch:
+		case <-deadline:
+			return
+		}
+	}
 }
 
 // close stops forwarding; no write happens after it returns.
@@ -103,6 +129,7 @@ func progressEvent(name string) bool {
 // streamEnd sends the run's result as the last chunk: the whole answer,
 // terminal code and usage, whether or not the answer was streamed.
 func (g *Ingress) streamEnd(s *sseWriter, req orch.RunRequest, res orch.RunResult) {
+	s.drain(time.Second)
 	typ := "result"
 	if res.TerminalCode != orch.CodeSuccess {
 		typ = "error"
