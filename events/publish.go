@@ -1,9 +1,11 @@
 package events
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -78,6 +80,11 @@ func (p *Publisher) PublishAll(ctx context.Context, outs []event.Event) error {
 		}
 		piped = append(piped, msgs...)
 	}
+	// The next hop's message goes before the audit trail: the next role
+	// can start while the server still stores the trail.
+	slices.SortStableFunc(piped, func(a, b *nats.Msg) int {
+		return cmp.Compare(boolInt(StreamOfSubject(a.Subject) == StreamAudit), boolInt(StreamOfSubject(b.Subject) == StreamAudit))
+	})
 	errs[len(streams)] = p.pipeline(ctx, piped)
 	wg.Wait()
 	return errors.Join(errs...)
@@ -137,6 +144,13 @@ func (p *Publisher) pipeline(ctx context.Context, msgs []*nats.Msg) error {
 		}
 	}
 	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // StreamOfSubject names the stream that stores subject.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -118,6 +119,10 @@ type Throughput struct {
 	RunsPerS    float64 `json:"runs_per_s"`
 	HopsPerS    float64 `json:"hops_per_s"`
 	Latency     Dist    `json:"run_latency"`
+	// CPUPerRunMS is the process's CPU time (user and system: every role,
+	// the embedded nats-server and the client) over the measured phase,
+	// per run. Steadier than runs/s on a shared machine.
+	CPUPerRunMS float64 `json:"cpu_per_run_ms"`
 }
 
 // throughput keeps conc runs in flight until total runs have finished.
@@ -143,6 +148,7 @@ func throughput(ctx context.Context, srv *benchServer, executors, conc, total in
 		next <- struct{}{}
 	}
 	close(next)
+	cpu0 := processCPU()
 	start := time.Now()
 	for range conc {
 		wg.Add(1)
@@ -162,11 +168,22 @@ func throughput(ctx context.Context, srv *benchServer, executors, conc, total in
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
 	if len(errs) > 0 {
 		return Throughput{}, fmt.Errorf("%d of %d runs failed: %w", len(errs), total, errs[0])
 	}
 	rps := float64(total) / elapsed.Seconds()
-	return Throughput{Executors: executors, Concurrency: conc, Runs: total, RunsPerS: rps, HopsPerS: rps * hopsPerRun, Latency: distOf(lat)}, nil
+	return Throughput{Executors: executors, Concurrency: conc, Runs: total, RunsPerS: rps, HopsPerS: rps * hopsPerRun, Latency: distOf(lat),
+		CPUPerRunMS: float64(cpu.Microseconds()) / 1000 / float64(total)}, nil
+}
+
+// processCPU is the user plus system CPU time the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // LLMShare is the fraction of run time spent in the model.

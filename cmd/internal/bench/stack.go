@@ -196,21 +196,42 @@ type stamp struct {
 // storedRuns reads the AGENT stream once and returns every run's events in
 // stream order with their stored timestamps.
 func storedRuns(ctx context.Context, js jetstream.JetStream) (map[string][]stamp, error) {
-	c, err := js.OrderedConsumer(ctx, events.StreamAgent, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"agent.*.*.bench"}})
+	stream, err := js.Stream(ctx, events.StreamAgent)
 	if err != nil {
 		return nil, err
 	}
+	// One consumer read to the end: an ordered consumer's Next would
+	// create a new server-side consumer, and count its pending messages
+	// over the whole stream, for every message.
+	c, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{FilterSubjects: []string{"agent.*.*.bench"},
+		AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, InactiveThreshold: time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = stream.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
 	runs := map[string][]stamp{}
-	for {
-		msg, err := c.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
-		if err != nil {
-			return runs, nil
-		}
-		md, err := msg.Metadata()
+	for pending := c.CachedInfo().NumPending; pending > 0; {
+		batch, err := c.Fetch(int(min(pending, 1000)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return nil, err
 		}
-		id := msg.Headers().Get("ce-" + events.ExtRun)
-		runs[id] = append(runs[id], stamp{typ: msg.Headers().Get("ce-type"), ts: md.Timestamp})
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			md, err := msg.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			id := msg.Headers().Get("ce-" + events.ExtRun)
+			runs[id] = append(runs[id], stamp{typ: msg.Headers().Get("ce-type"), ts: md.Timestamp})
+			pending = md.NumPending
+		}
+		if err := batch.Error(); err != nil {
+			return nil, err
+		}
+		if got == 0 {
+			break
+		}
 	}
+	return runs, nil
 }
