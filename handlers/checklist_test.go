@@ -198,7 +198,7 @@ func (s *mapStore) PutPlan(_ context.Context, p store.Plan, version int64) error
 	return nil
 }
 
-func (s *mapStore) GetPlan(_ context.Context, planID string) (store.Plan, int64, error) {
+func (s *mapStore) GetPlan(_ context.Context, tenantID, planID string) (store.Plan, int64, error) {
 	s.mu.Lock()
 	cur, ok := s.plans[planID]
 	s.mu.Unlock()
@@ -208,6 +208,9 @@ func (s *mapStore) GetPlan(_ context.Context, planID string) (store.Plan, int64,
 	var p store.Plan
 	if err := json.Unmarshal(cur.doc, &p); err != nil {
 		return store.Plan{}, 0, err
+	}
+	if p.TenantID != tenantID {
+		return store.Plan{}, 0, fmt.Errorf("mapstore: plan %q: %w", planID, store.ErrNotFound)
 	}
 	return p, cur.version, nil
 }
@@ -623,7 +626,7 @@ func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
 			}
 			// The backend holds the run's plan, step outputs and trace.
 			ctx := testCtx(t)
-			p, _, err := b.st.GetPlan(ctx, res.PlanID)
+			p, _, err := b.st.GetPlan(ctx, res.TenantID, res.PlanID)
 			if err != nil || p.Status != store.PlanStatusComplete || len(p.Steps) != 2 {
 				t.Fatalf("plan projection = %+v (%v), want complete with 2 steps", p, err)
 			}
@@ -662,7 +665,7 @@ func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
 	}
 	// The map run never touched the embedded store.
 	ctx := testCtx(t)
-	if _, _, err := env.st.GetPlan(ctx, planIDs["map"]); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := env.st.GetPlan(ctx, testTenant, planIDs["map"]); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the map-backed run's plan reached the embedded store: %v", err)
 	}
 	for _, key := range mapKeys {

@@ -29,7 +29,7 @@ type MemoryStore interface {
 // PlanStore keeps the versioned plan projections.
 type PlanStore interface {
 	PutPlan(ctx context.Context, p store.Plan, version int64) error
-	GetPlan(ctx context.Context, planID string) (store.Plan, int64, error)
+	GetPlan(ctx context.Context, tenantID, planID string) (store.Plan, int64, error)
 }
 
 // EventStore appends audit events; the same event id is stored once.

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/store"
@@ -21,7 +22,7 @@ import (
 
 // IngressStore is what the HTTP API reads.
 type IngressStore interface {
-	GetPlan(ctx context.Context, planID string) (store.Plan, int64, error)
+	GetPlan(ctx context.Context, tenantID, planID string) (store.Plan, int64, error)
 	Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, error)
 }
 
@@ -29,7 +30,13 @@ type IngressStore interface {
 type IngressConfig struct {
 	RunTimeout   time.Duration // how long POST /agent/run waits; default 5m
 	MaxBodyBytes int64         // default 64 KiB
-	ServiceToken string        // when set, every request needs Authorization: Bearer <token>
+	// ServiceToken, when set, admits a trusted front end that presents it
+	// as a bearer token and names the tenant in X-Tenant-Id.
+	ServiceToken string
+	// Auth verifies tenants' own bearer credentials (API keys, JWTs): the
+	// tenant and user then come from the credential. With neither Auth nor
+	// ServiceToken the ingress is open (loopback development only).
+	Auth auth.Verifier
 	// Credentials receives the X-Api-Key of a request, to be forwarded on
 	// the run's skill calls; nil ignores the header.
 	Credentials *Credentials
@@ -97,20 +104,7 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
 	})
-	return g.auth(mux)
-}
-
-func (g *Ingress) auth(next http.Handler) http.Handler {
-	if g.cfg.ServiceToken == "" {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && r.Header.Get("Authorization") != "Bearer "+g.cfg.ServiceToken {
-			writeError(w, http.StatusUnauthorized, "unauthorized", "a service token is required")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return g.authenticate(mux)
 }
 
 func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
@@ -187,6 +181,23 @@ func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequ
 		}
 		*h.field = v
 	}
+	if c := callerOf(r.Context()); c.bound {
+		// A tenant's credential names the tenant (and the user, if it
+		// binds one); the body may repeat them, never contradict them.
+		for _, f := range []struct {
+			got        *string
+			want, what string
+		}{
+			{&body.TenantID, c.TenantID, "tenant_id"}, {&body.UserID, c.UserID, "user_id"}} {
+			if f.want == "" {
+				continue
+			}
+			if *f.got != "" && *f.got != f.want {
+				return orch.RunRequest{}, "identity_mismatch", fmt.Errorf("the body's %s does not match the credential", f.what)
+			}
+			*f.got = f.want
+		}
+	}
 	req := orch.RunRequest{RunID: uuid.NewString(), TenantID: body.TenantID, UserID: body.UserID,
 		SessionID: body.SessionID, Message: body.Message, Stream: body.Stream}
 	if err := orch.ValidateRequest(req); err != nil {
@@ -195,8 +206,27 @@ func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequ
 	return req, "", nil
 }
 
+// readScope returns the tenant a read is scoped to, or answers the
+// request itself when there is none.
+func readScope(w http.ResponseWriter, r *http.Request) (string, bool) {
+	tenant := readTenant(r)
+	if tenant == "" {
+		writeError(w, http.StatusBadRequest, "tenant_required", "reads are scoped to a tenant: send X-Tenant-Id")
+		return "", false
+	}
+	if err := orch.ValidateID("tenant_id", tenant); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return "", false
+	}
+	return tenant, true
+}
+
 func (g *Ingress) plan(w http.ResponseWriter, r *http.Request) {
-	p, version, err := g.store.GetPlan(r.Context(), r.PathValue("plan_id"))
+	tenant, ok := readScope(w, r)
+	if !ok {
+		return
+	}
+	p, version, err := g.store.GetPlan(r.Context(), tenant, r.PathValue("plan_id"))
 	if g.storeError(w, err, "plan") {
 		return
 	}
@@ -204,7 +234,11 @@ func (g *Ingress) plan(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Ingress) trace(w http.ResponseWriter, r *http.Request) {
-	p, _, err := g.store.GetPlan(r.Context(), r.PathValue("plan_id"))
+	tenant, ok := readScope(w, r)
+	if !ok {
+		return
+	}
+	p, _, err := g.store.GetPlan(r.Context(), tenant, r.PathValue("plan_id"))
 	if g.storeError(w, err, "plan") {
 		return
 	}
@@ -232,6 +266,8 @@ func statusOf(code string) int {
 	switch code {
 	case "body_too_large":
 		return http.StatusRequestEntityTooLarge
+	case "identity_mismatch":
+		return http.StatusForbidden
 	default:
 		return http.StatusBadRequest
 	}

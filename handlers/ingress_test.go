@@ -83,6 +83,9 @@ func checkHTTP(t *testing.T, srv *httptest.Server, tc httpCase) map[string]any {
 	return body
 }
 
+// asTenant names the tenant of a read.
+func asTenant(tenant string) map[string]string { return map[string]string{"X-Tenant-Id": tenant} }
+
 func TestIngressRejects(t *testing.T) {
 	env := newEnv(t)
 	srv := newIngressServer(t, env, IngressConfig{MaxBodyBytes: 512, RunTimeout: time.Second})
@@ -96,19 +99,21 @@ func TestIngressRejects(t *testing.T) {
 		{name: "oversize body", method: "POST", path: "/agent/run",
 			body: `{"tenant_id":"beta","user_id":"u1","session_id":"s1","message":"` + strings.Repeat("x", 600) + `"}`, wantStatus: 413, wantCode: "body_too_large"},
 		{name: "tenant header mismatch", method: "POST", path: "/agent/run", body: valid,
-			headers: map[string]string{"X-Tenant-Id": "acme"}, wantStatus: 400, wantCode: "identity_mismatch"},
+			headers: map[string]string{"X-Tenant-Id": "acme"}, wantStatus: 403, wantCode: "identity_mismatch"},
 		{name: "user header mismatch", method: "POST", path: "/agent/run", body: valid,
-			headers: map[string]string{"X-User-Id": "u2"}, wantStatus: 400, wantCode: "identity_mismatch"},
+			headers: map[string]string{"X-User-Id": "u2"}, wantStatus: 403, wantCode: "identity_mismatch"},
 		{name: "session header mismatch", method: "POST", path: "/agent/run", body: valid,
-			headers: map[string]string{"X-Session-Id": "s2"}, wantStatus: 400, wantCode: "identity_mismatch"},
+			headers: map[string]string{"X-Session-Id": "s2"}, wantStatus: 403, wantCode: "identity_mismatch"},
 		{name: "invalid tenant", method: "POST", path: "/agent/run",
 			body: `{"tenant_id":"a.b","user_id":"u1","session_id":"s1","message":"hi"}`, wantStatus: 400, wantCode: "invalid_request"},
 		{name: "header tenant invalid", method: "POST", path: "/agent/run",
 			body: `{"user_id":"u1","session_id":"s1","message":"hi"}`, headers: map[string]string{"X-Tenant-Id": "a b"}, wantStatus: 400, wantCode: "invalid_request"},
 		{name: "empty message", method: "POST", path: "/agent/run",
 			body: `{"tenant_id":"beta","user_id":"u1","session_id":"s1","message":"  "}`, wantStatus: 400, wantCode: "invalid_request"},
-		{name: "missing plan", method: "GET", path: "/agent/plans/missing", wantStatus: 404, wantCode: "not_found"},
-		{name: "missing plan trace", method: "GET", path: "/agent/plans/missing/trace", wantStatus: 404, wantCode: "not_found"},
+		{name: "missing plan", method: "GET", path: "/agent/plans/missing", headers: asTenant(testTenant), wantStatus: 404, wantCode: "not_found"},
+		{name: "missing plan trace", method: "GET", path: "/agent/plans/missing/trace", headers: asTenant(testTenant), wantStatus: 404, wantCode: "not_found"},
+		{name: "read without tenant", method: "GET", path: "/agent/plans/missing", wantStatus: 400, wantCode: "tenant_required"},
+		{name: "read with invalid tenant", method: "GET", path: "/agent/plans/missing", headers: asTenant("a.*"), wantStatus: 400, wantCode: "invalid_request"},
 		{name: "unknown route", method: "GET", path: "/agent/nothing", wantStatus: 404, wantCode: "not_found"},
 		{name: "unknown method", method: "DELETE", path: "/agent/run", wantStatus: 404, wantCode: "not_found"},
 	}
@@ -133,17 +138,21 @@ func TestIngressReadsPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	body := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/plans/plan-read", wantStatus: 200})
+	body := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/plans/plan-read", headers: asTenant(testTenant), wantStatus: 200})
 	got, _ := body["plan"].(map[string]any)
 	if body["version"] != 3.0 || got["plan_id"] != "plan-read" || got["status"] != store.PlanStatusExecuting {
 		t.Errorf("plan body = %v", body)
 	}
 
-	body = checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/plans/plan-read/trace", wantStatus: 200})
+	body = checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/plans/plan-read/trace", headers: asTenant(testTenant), wantStatus: 200})
 	evs, _ := body["events"].([]any)
 	if body["plan_id"] != "plan-read" || len(evs) != 1 || evs[0].(map[string]any)["event_id"] != "e1" {
 		t.Errorf("trace body = %v, want only the plan's event e1", body)
 	}
+
+	// Another tenant reads the plan and its trace as missing ones.
+	checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/plans/plan-read", headers: asTenant("acme"), wantStatus: 404, wantCode: "not_found"})
+	checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/plans/plan-read/trace", headers: asTenant("acme"), wantStatus: 404, wantCode: "not_found"})
 
 	body = checkHTTP(t, srv, httpCase{method: "GET", path: "/healthz", wantStatus: 200})
 	if body["nats_connected"] != true {
@@ -154,7 +163,7 @@ func TestIngressReadsPlans(t *testing.T) {
 func TestIngressServiceToken(t *testing.T) {
 	env := newEnv(t)
 	srv := newIngressServer(t, env, IngressConfig{ServiceToken: "s3cret"})
-	bearer := map[string]string{"Authorization": "Bearer s3cret"}
+	bearer := map[string]string{"Authorization": "Bearer s3cret", "X-Tenant-Id": testTenant}
 	cases := []httpCase{
 		{name: "no token", method: "GET", path: "/agent/plans/missing", wantStatus: 401, wantCode: "unauthorized"},
 		{name: "wrong token", method: "GET", path: "/agent/plans/missing",

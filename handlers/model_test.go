@@ -89,7 +89,7 @@ func TestUsage_RunTotalsEqualTheModelCalls(t *testing.T) {
 		math.Abs(res.Usage.CostUSD-sum.CostUSD) > 1e-12 {
 		t.Fatalf("run totals %+v, want the sum of its %d model.called events %+v", res.Usage, len(calls), sum)
 	}
-	p, _, err := env.st.GetPlan(testCtx(t), res.PlanID)
+	p, _, err := env.st.GetPlan(testCtx(t), res.TenantID, res.PlanID)
 	if err != nil {
 		t.Fatal(err)
 	}

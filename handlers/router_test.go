@@ -115,7 +115,7 @@ func stepOf(t *testing.T, p orch.Plan, idx int) orch.Step {
 
 func assertProjection(t *testing.T, env *testEnv, planID, wantStatus string, wantVersion int64) store.Plan {
 	t.Helper()
-	p, v, err := env.st.GetPlan(testCtx(t), planID)
+	p, v, err := env.st.GetPlan(testCtx(t), testTenant, planID)
 	if err != nil {
 		t.Fatalf("GetPlan(%s): %v", planID, err)
 	}

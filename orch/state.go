@@ -281,3 +281,12 @@ func validToken(s string) bool {
 	}
 	return true
 }
+
+// ValidateID checks a tenant or session id: it becomes a subject token, so
+// wildcards, dots and separators are refused.
+func ValidateID(field, s string) error {
+	if !validToken(s) {
+		return fmt.Errorf("%w: %s must match [A-Za-z0-9_-]{1,64}", ErrInvalidRequest, field)
+	}
+	return nil
+}

@@ -48,8 +48,13 @@ func TestReplan_SkillFailingOnceReplansAndAnswers(t *testing.T) {
 	outletCalls := svc.Calls(demo.SkillOutletList)
 	assertRanked(t, res.Response, expectedRanking(t, s.SkillsURL, "demo"))
 
-	finalPlan(t, s, res.PlanID) // the projector has caught up
-	resp, err := http.Get("http://" + s.IngressAddr + "/agent/plans/" + res.PlanID)
+	finalPlan(t, s, res.TenantID, res.PlanID) // the projector has caught up
+	req, err := http.NewRequest(http.MethodGet, "http://"+s.IngressAddr+"/agent/plans/"+res.PlanID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Tenant-Id", res.TenantID)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func runDemo(args []string) int {
 	if !p.answered {
 		fmt.Printf("\nanswer:\n%s\n", res.Response)
 	}
-	printPlan(ctx, s, res.PlanID)
+	printPlan(ctx, s, res.TenantID, res.PlanID)
 	fmt.Printf("\n%s, %s in %s; %s\n", res.Status, res.TerminalCode, time.Since(start).Round(time.Millisecond), usageLine(res.Usage))
 	if res.TerminalCode != orch.CodeSuccess {
 		return 1
@@ -96,14 +96,14 @@ func printProgress(c runclient.Chunk) {
 
 // printPlan prints the persisted plan's steps once the projector has
 // written the run's final projection.
-func printPlan(ctx context.Context, s *app.Stack, planID string) {
+func printPlan(ctx context.Context, s *app.Stack, tenantID, planID string) {
 	var (
 		p       store.Plan
 		version int64
 		err     error
 	)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		p, version, err = s.Deps.Store.GetPlan(ctx, planID)
+		p, version, err = s.Deps.Store.GetPlan(ctx, tenantID, planID)
 		if err == nil && (p.Status == store.PlanStatusComplete || p.Status == store.PlanStatusFailed) || time.Now().After(deadline) {
 			break
 		}

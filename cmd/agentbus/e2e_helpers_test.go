@@ -110,7 +110,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 
 // finalPlan waits until the projector has written the final projection
 // (complete or failed) of a finished run's plan and returns it.
-func finalPlan(t *testing.T, s *app.Stack, planID string) (store.Plan, int64) {
+func finalPlan(t *testing.T, s *app.Stack, tenantID, planID string) (store.Plan, int64) {
 	t.Helper()
 	var (
 		p       store.Plan
@@ -118,7 +118,7 @@ func finalPlan(t *testing.T, s *app.Stack, planID string) (store.Plan, int64) {
 	)
 	eventually(t, 10*time.Second, "the final projection of plan "+planID, func() bool {
 		var err error
-		p, version, err = s.Deps.Store.GetPlan(context.Background(), planID)
+		p, version, err = s.Deps.Store.GetPlan(context.Background(), tenantID, planID)
 		return err == nil && (p.Status == store.PlanStatusComplete || p.Status == store.PlanStatusFailed)
 	})
 	return p, version

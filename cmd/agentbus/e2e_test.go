@@ -47,7 +47,7 @@ func TestCoreFlow_ManagerDelegatesAndSynthesisesEndToEnd(t *testing.T) {
 	assertRanked(t, res.Response, expectedRanking(t, s.SkillsURL, "demo"))
 
 	ctx := context.Background()
-	plan, version := finalPlan(t, s, res.PlanID)
+	plan, version := finalPlan(t, s, res.TenantID, res.PlanID)
 	if plan.Status != store.PlanStatusComplete || len(plan.Steps) != 2 || version < 4 {
 		t.Fatalf("plan %s v%d with %d steps", plan.Status, version, len(plan.Steps))
 	}

@@ -62,7 +62,7 @@ func TestMenuDemoGoesThroughTheSandbox(t *testing.T) {
 	}
 
 	// The stored output holds exactly id and category of every item.
-	plan, _ := finalPlan(t, s, res.PlanID)
+	plan, _ := finalPlan(t, s, res.TenantID, res.PlanID)
 	if len(plan.Steps) != 1 {
 		t.Fatalf("plan has %d steps, want 1", len(plan.Steps))
 	}

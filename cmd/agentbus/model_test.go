@@ -96,9 +96,15 @@ func streamRun(t *testing.T, url string, req orch.RunRequest) ([]runclient.Chunk
 }
 
 // getJSON decodes the JSON answer of GET url into v.
-func getJSON(t *testing.T, url string, v any) {
+// getJSON reads url as tenant (every read is tenant-scoped).
+func getJSON(t *testing.T, url, tenant string, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Tenant-Id", tenant)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,14 +119,14 @@ func getJSON(t *testing.T, url string, v any) {
 
 // modelCalls reads the model.called events of a plan's trace once the run
 // has been indexed.
-func modelCalls(t *testing.T, url, planID string) []llm.Call {
+func modelCalls(t *testing.T, url string, res orch.RunResult) []llm.Call {
 	t.Helper()
 	var trace struct {
 		Events []store.Event `json:"events"`
 	}
 	eventually(t, 15*time.Second, "the trace to hold run.finished", func() bool {
 		trace.Events = nil
-		getJSON(t, url+"/agent/plans/"+planID+"/trace", &trace)
+		getJSON(t, url+"/agent/plans/"+res.PlanID+"/trace", res.TenantID, &trace)
 		n := len(trace.Events)
 		return n > 0 && trace.Events[n-1].EventType == "run.finished"
 	})
@@ -193,7 +199,7 @@ func TestRealModel_OpenAICompatibleDemoRunEndToEnd(t *testing.T) {
 	}
 
 	// The trace lists every call with tokens and cost; the totals add up.
-	calls := modelCalls(t, url, res.PlanID)
+	calls := modelCalls(t, url, res)
 	var sum llm.Usage
 	for _, c := range calls {
 		if c.Provider != "openai" || c.Model != "test-model" || c.InputTokens == 0 || c.CostUSD <= 0 || c.PromptVersion == "" {
@@ -214,7 +220,7 @@ func TestRealModel_OpenAICompatibleDemoRunEndToEnd(t *testing.T) {
 		Plan store.Plan `json:"plan"`
 	}
 	eventually(t, 10*time.Second, "the final plan projection", func() bool {
-		getJSON(t, url+"/agent/plans/"+res.PlanID, &plan)
+		getJSON(t, url+"/agent/plans/"+res.PlanID, res.TenantID, &plan)
 		return plan.Plan.Status == store.PlanStatusComplete || plan.Plan.Status == store.PlanStatusFailed
 	})
 	if plan.Plan.Usage != res.Usage {
@@ -314,7 +320,7 @@ func TestRealModel_ProviderErrors(t *testing.T) {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
 		fell := 0
-		for _, c := range modelCalls(t, url, res.PlanID) {
+		for _, c := range modelCalls(t, url, res) {
 			if c.FallbackReason != "" && c.Provider == "offline" {
 				fell++
 			}

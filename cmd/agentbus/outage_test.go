@@ -155,7 +155,7 @@ func TestOpenSearchOutageLosesNoAuditEvent(t *testing.T) {
 	for id := range auditIDs(t, s.Deps.JS, "audit.demo."+handlers.AuditPlanProjected) {
 		delete(want, id)
 	}
-	if p, _ := finalPlan(t, s, res.PlanID); p.Status != store.PlanStatusComplete {
+	if p, _ := finalPlan(t, s, res.TenantID, res.PlanID); p.Status != store.PlanStatusComplete {
 		t.Fatalf("plan projection %s after the outage, want complete", p.Status)
 	}
 	if len(want) < 10 {

@@ -43,26 +43,32 @@ func (s *Store) GetSoul(ctx context.Context, tenantID, userID string) (store.Sou
 	return soul, nil
 }
 
-// PutSession validates sess and stores it under sess.SessionID, replacing
-// any previous one.
+// sessionKey is the KV key of a session: session ids are unique within a
+// tenant only.
+func sessionKey(tenantID, sessionID string) string {
+	return escape(tenantID) + "." + escape(sessionID)
+}
+
+// PutSession validates sess and stores it under (sess.TenantID,
+// sess.SessionID), replacing any previous one.
 func (s *Store) PutSession(ctx context.Context, sess store.Session) error {
 	data, err := store.Encode(store.IndexSessions, sess)
 	if err != nil {
 		return fmt.Errorf("embedded: encode session %q: %w", sess.SessionID, err)
 	}
-	if _, err := s.sessions.Put(ctx, escape(sess.SessionID), data); err != nil {
+	if _, err := s.sessions.Put(ctx, sessionKey(sess.TenantID, sess.SessionID), data); err != nil {
 		return fmt.Errorf("embedded: put session %q: %w", sess.SessionID, err)
 	}
 	return nil
 }
 
-// GetSession returns the session stored under sessionID, or
+// GetSession returns the session sessionID of tenantID, or
 // store.ErrNotFound.
-func (s *Store) GetSession(ctx context.Context, sessionID string) (store.Session, error) {
-	if sessionID == "" {
-		return store.Session{}, fmt.Errorf("embedded: empty session id: %w", store.ErrInvalidArgument)
+func (s *Store) GetSession(ctx context.Context, tenantID, sessionID string) (store.Session, error) {
+	if tenantID == "" || sessionID == "" {
+		return store.Session{}, fmt.Errorf("embedded: session needs a tenant and an id: %w", store.ErrInvalidArgument)
 	}
-	e, err := getEntry(ctx, s.sessions, escape(sessionID), fmt.Sprintf("session %q", sessionID))
+	e, err := getEntry(ctx, s.sessions, sessionKey(tenantID, sessionID), fmt.Sprintf("session %q", sessionID))
 	if err != nil {
 		return store.Session{}, err
 	}

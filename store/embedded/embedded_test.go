@@ -123,7 +123,7 @@ func TestPrefixIsolates(t *testing.T) {
 	if err := a.PutPlan(ctx, p, 1); err != nil {
 		t.Fatalf("PutPlan: %v", err)
 	}
-	if _, _, err := b.GetPlan(ctx, "p1"); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := b.GetPlan(ctx, "t", "p1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("prefix b sees prefix a's plan: %v", err)
 	}
 	ev := store.Event{EventID: "e1", TenantID: "t", SessionID: "s", EventType: "x", TS: time.Now().UTC()}

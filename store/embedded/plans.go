@@ -80,9 +80,12 @@ func (s *Store) PutPlan(ctx context.Context, p store.Plan, version int64) error 
 	}
 }
 
-// GetPlan returns the plan stored under planID and its external version,
-// or store.ErrNotFound.
-func (s *Store) GetPlan(ctx context.Context, planID string) (store.Plan, int64, error) {
+// GetPlan returns the plan planID of tenantID and its external version,
+// or store.ErrNotFound, also when the plan is another tenant's.
+func (s *Store) GetPlan(ctx context.Context, tenantID, planID string) (store.Plan, int64, error) {
+	if tenantID == "" {
+		return store.Plan{}, 0, fmt.Errorf("embedded: plan without tenant: %w", store.ErrInvalidArgument)
+	}
 	if planID == "" {
 		return store.Plan{}, 0, fmt.Errorf("embedded: empty plan id: %w", store.ErrInvalidArgument)
 	}
@@ -97,6 +100,10 @@ func (s *Store) GetPlan(ctx context.Context, planID string) (store.Plan, int64, 
 	p, err := decodePlan(e, env)
 	if err != nil {
 		return store.Plan{}, 0, err
+	}
+	if p.TenantID != tenantID {
+		// Another tenant's plan reads exactly as a missing one.
+		return store.Plan{}, 0, fmt.Errorf("embedded: plan %q: %w", planID, store.ErrNotFound)
 	}
 	return p, env.Version, nil
 }

@@ -40,20 +40,29 @@ func (s *Store) GetSoul(ctx context.Context, tenantID, userID string) (store.Sou
 	return soul, err
 }
 
-// PutSession validates sess and stores it under sess.SessionID, replacing
-// any previous one.
+// sessionID is the document id of a session: session ids are unique
+// within a tenant only, so the id is length-prefixed by the tenant like
+// soulID.
+func sessionID(tenantID, sessionID string) string {
+	return strconv.Itoa(len(tenantID)) + ":" + tenantID + ":" + sessionID
+}
+
+// PutSession validates sess and stores it under (sess.TenantID,
+// sess.SessionID), replacing any previous one.
 func (s *Store) PutSession(ctx context.Context, sess store.Session) error {
 	if err := store.Validate(store.IndexSessions, sess); err != nil {
 		return err
 	}
-	return s.putDoc(ctx, s.names.sessions, "session", sess.SessionID, sess)
+	return s.putDoc(ctx, s.names.sessions, "session", sessionID(sess.TenantID, sess.SessionID), sess)
 }
 
-// GetSession returns the session stored under sessionID, or
-// store.ErrNotFound.
-func (s *Store) GetSession(ctx context.Context, sessionID string) (store.Session, error) {
+// GetSession returns the session id of tenantID, or store.ErrNotFound.
+func (s *Store) GetSession(ctx context.Context, tenantID, id string) (store.Session, error) {
+	if tenantID == "" || id == "" {
+		return store.Session{}, fmt.Errorf("opensearch: session needs a tenant and an id: %w", store.ErrInvalidArgument)
+	}
 	var sess store.Session
-	err := s.getDoc(ctx, s.names.sessions, "session", sessionID, &sess)
+	err := s.getDoc(ctx, s.names.sessions, "session", sessionID(tenantID, id), &sess)
 	return sess, err
 }
 

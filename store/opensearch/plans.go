@@ -46,7 +46,7 @@ func (s *Store) PutPlan(ctx context.Context, p store.Plan, version int64) error 
 		if status(resp.Inspect().Response) != http.StatusConflict {
 			return check(resp.Inspect().Response, err, fmt.Sprintf("index plan %q", p.PlanID))
 		}
-		stored, storedVersion, err := s.GetPlan(ctx, p.PlanID)
+		stored, storedVersion, err := s.getPlan(ctx, p.PlanID)
 		if err != nil {
 			return fmt.Errorf("opensearch: plan %q: read after version conflict: %w", p.PlanID, err)
 		}
@@ -75,9 +75,22 @@ func sameJSON(stored store.Plan, doc []byte) (bool, error) {
 	return bytes.Equal(got, doc), nil
 }
 
-// GetPlan returns the plan stored under planID and its external version
+// GetPlan returns the plan planID of tenantID and its external version
 // (_version), or store.ErrNotFound. It is real-time.
-func (s *Store) GetPlan(ctx context.Context, planID string) (store.Plan, int64, error) {
+func (s *Store) GetPlan(ctx context.Context, tenantID, planID string) (store.Plan, int64, error) {
+	if tenantID == "" {
+		return store.Plan{}, 0, fmt.Errorf("opensearch: plan without tenant: %w", store.ErrInvalidArgument)
+	}
+	p, version, err := s.getPlan(ctx, planID)
+	if err == nil && p.TenantID != tenantID {
+		// Another tenant's plan reads exactly as a missing one.
+		return store.Plan{}, 0, fmt.Errorf("opensearch: plan %q: %w", planID, store.ErrNotFound)
+	}
+	return p, version, err
+}
+
+// getPlan reads a plan whatever its tenant.
+func (s *Store) getPlan(ctx context.Context, planID string) (store.Plan, int64, error) {
 	id, err := docID("plan id", planID)
 	if err != nil {
 		return store.Plan{}, 0, err

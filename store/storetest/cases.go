@@ -44,7 +44,7 @@ func testRoundTrip(t *testing.T, b Backend) {
 	}
 	p.ReplanHistory = []store.ReplanRecord{{Attempt: 1, Trigger: "step_failed", FailedStep: 1, Reason: "timeout", RevisedAt: f.at(4)}}
 	must(t, "PutPlan", b.PutPlan(ctx, p, 7))
-	gotPlan, version, err := b.GetPlan(ctx, p.PlanID)
+	gotPlan, version, err := b.GetPlan(ctx, f.tenant, p.PlanID)
 	must(t, "GetPlan", err)
 	sameJSON(t, "plan", gotPlan, p)
 	if version != 7 {
@@ -80,7 +80,7 @@ func testRoundTrip(t *testing.T, b Backend) {
 		},
 	}
 	must(t, "PutSession", b.PutSession(ctx, sess))
-	gotSess, err := b.GetSession(ctx, f.session)
+	gotSess, err := b.GetSession(ctx, f.tenant, f.session)
 	must(t, "GetSession", err)
 	sameJSON(t, "session", gotSess, sess)
 }
@@ -90,11 +90,11 @@ func testNotFound(t *testing.T, b Backend) {
 	f := newFixture()
 	_, err := b.GetMemory(ctx, f.tenant+":missing")
 	wantErr(t, "GetMemory", err, store.ErrNotFound)
-	_, _, err = b.GetPlan(ctx, "plan-"+uuid.NewString())
+	_, _, err = b.GetPlan(ctx, f.tenant, "plan-"+uuid.NewString())
 	wantErr(t, "GetPlan", err, store.ErrNotFound)
 	_, err = b.GetSoul(ctx, f.tenant, "")
 	wantErr(t, "GetSoul", err, store.ErrNotFound)
-	_, err = b.GetSession(ctx, f.session)
+	_, err = b.GetSession(ctx, f.tenant, f.session)
 	wantErr(t, "GetSession", err, store.ErrNotFound)
 	trace, err := b.Trace(ctx, store.TraceQuery{TenantID: f.tenant, SessionID: f.session})
 	must(t, "Trace", err)
@@ -131,7 +131,7 @@ func testSchemaViolation(t *testing.T, b Backend) {
 
 	p := f.plan("bogus", 0)
 	wantSchemaError(t, "PutPlan", b.PutPlan(ctx, p, 1), store.IndexPlans, "/status")
-	_, _, err := b.GetPlan(ctx, p.PlanID)
+	_, _, err := b.GetPlan(ctx, f.tenant, p.PlanID)
 	wantErr(t, "GetPlan after rejected put", err, store.ErrNotFound)
 
 	p = f.plan(store.PlanStatusExecuting, 0)
@@ -168,6 +168,6 @@ func testSchemaViolation(t *testing.T, b Backend) {
 
 	err = b.PutSession(ctx, store.Session{SessionID: f.session})
 	wantSchemaError(t, "PutSession", err, store.IndexSessions, "/tenant_id")
-	_, err = b.GetSession(ctx, f.session)
+	_, err = b.GetSession(ctx, f.tenant, f.session)
 	wantErr(t, "GetSession after rejected put", err, store.ErrNotFound)
 }

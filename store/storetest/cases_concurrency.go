@@ -100,7 +100,7 @@ func testStalePlan(t *testing.T, b Backend) {
 	wantErr(t, "PutPlan v2 different content", b.PutPlan(ctx, older, 2), store.ErrStale)
 	must(t, "PutPlan v2 identical content", b.PutPlan(ctx, newer, 2))
 
-	got, version, err := b.GetPlan(ctx, newer.PlanID)
+	got, version, err := b.GetPlan(ctx, f.tenant, newer.PlanID)
 	must(t, "GetPlan", err)
 	if version != 2 || got.Status != store.PlanStatusExecuting {
 		t.Fatalf("stored %q at v%d, want %q at v2", got.Status, version, store.PlanStatusExecuting)
@@ -110,7 +110,7 @@ func testStalePlan(t *testing.T, b Backend) {
 	done.Status = store.PlanStatusComplete
 	done.CompletedAt = f.at(60)
 	must(t, "PutPlan v3", b.PutPlan(ctx, done, 3))
-	got, version, err = b.GetPlan(ctx, newer.PlanID)
+	got, version, err = b.GetPlan(ctx, f.tenant, newer.PlanID)
 	must(t, "GetPlan", err)
 	if version != 3 {
 		t.Fatalf("version %d, want 3", version)
@@ -142,7 +142,7 @@ func testConcurrentPlanWriters(t *testing.T, b Backend) {
 	if errs[n] != nil {
 		t.Fatalf("highest version rejected: %v", errs[n])
 	}
-	got, version, err := b.GetPlan(ctx, p.PlanID)
+	got, version, err := b.GetPlan(ctx, f.tenant, p.PlanID)
 	must(t, "GetPlan", err)
 	if version != n || got.ReplanCount != n {
 		t.Fatalf("stored v%d (replan_count %d), want v%d", version, got.ReplanCount, n)

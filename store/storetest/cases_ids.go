@@ -39,7 +39,7 @@ func testSpecialCharacterIDs(t *testing.T, b Backend) {
 	p := f.plan(store.PlanStatusExecuting, 0)
 	p.PlanID += "/" + awkward
 	must(t, "PutPlan", b.PutPlan(ctx, p, 1))
-	gotPlan, version, err := b.GetPlan(ctx, p.PlanID)
+	gotPlan, version, err := b.GetPlan(ctx, f.tenant, p.PlanID)
 	must(t, "GetPlan", err)
 	sameJSON(t, "plan", gotPlan, p)
 	if version != 1 {
@@ -85,7 +85,7 @@ func testSpecialCharacterIDs(t *testing.T, b Backend) {
 
 	sess := store.Session{SessionID: f.session, TenantID: f.tenant, State: awkward}
 	must(t, "PutSession", b.PutSession(ctx, sess))
-	gotSess, err := b.GetSession(ctx, f.session)
+	gotSess, err := b.GetSession(ctx, f.tenant, f.session)
 	must(t, "GetSession", err)
 	sameJSON(t, "session", gotSess, sess)
 }

@@ -50,7 +50,7 @@ func RunRestart(t *testing.T, open, reopen func(t *testing.T) Backend) {
 	_, err = b.PutMemory(ctx, gotM)
 	must(t, "conditional PutMemory after restart", err)
 
-	gotP, version, err := b.GetPlan(ctx, p.PlanID)
+	gotP, version, err := b.GetPlan(ctx, f.tenant, p.PlanID)
 	must(t, "GetPlan after restart", err)
 	sameJSON(t, "plan", gotP, p)
 	if version != 5 {
@@ -65,7 +65,7 @@ func RunRestart(t *testing.T, open, reopen func(t *testing.T) Backend) {
 	gotSoul, err := b.GetSoul(ctx, f.tenant, "")
 	must(t, "GetSoul after restart", err)
 	sameJSON(t, "soul", gotSoul, soul)
-	gotSess, err := b.GetSession(ctx, f.session)
+	gotSess, err := b.GetSession(ctx, f.tenant, f.session)
 	must(t, "GetSession after restart", err)
 	sameJSON(t, "session", gotSess, sess)
 }

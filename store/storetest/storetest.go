@@ -34,8 +34,9 @@ type Backend interface {
 	// else store.ErrStale (re-writing identical content at the stored
 	// version succeeds).
 	PutPlan(ctx context.Context, p store.Plan, version int64) error
-	// GetPlan returns the stored plan and its version.
-	GetPlan(ctx context.Context, planID string) (store.Plan, int64, error)
+	// GetPlan returns the stored plan of the tenant and its version;
+	// another tenant's plan is store.ErrNotFound.
+	GetPlan(ctx context.Context, tenantID, planID string) (store.Plan, int64, error)
 	// AppendEvents validates the whole batch, then stores each event once
 	// per event id.
 	AppendEvents(ctx context.Context, evs []store.Event) error
@@ -48,8 +49,9 @@ type Backend interface {
 	GetSoul(ctx context.Context, tenantID, userID string) (store.Soul, error)
 	// PutSession upserts a session.
 	PutSession(ctx context.Context, s store.Session) error
-	// GetSession returns the session stored under sessionID.
-	GetSession(ctx context.Context, sessionID string) (store.Session, error)
+	// GetSession returns the session of the tenant; session ids are
+	// unique within a tenant only.
+	GetSession(ctx context.Context, tenantID, sessionID string) (store.Session, error)
 	// Health aggregates the tenant's plans as store.ComputePlanHealth does.
 	Health(ctx context.Context, tenantID string) (store.PlanHealth, error)
 	// Close releases the backend.
@@ -77,6 +79,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Backend) {
 		{"PlanHealth", testPlanHealth},
 		{"SpecialCharacterIDs", testSpecialCharacterIDs},
 		{"TraceLarge", testTraceLarge},
+		{"TenantIsolation", testTenantIsolation},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -269,6 +269,7 @@ func (h *harness) getJSON(ctx context.Context, path string, v any) error {
 		if err != nil {
 			return err
 		}
+		req.Header.Set("X-Tenant-Id", Tenant) // every read is tenant-scoped
 		resp, err := h.http.Do(req)
 		if err == nil {
 			b, rerr := io.ReadAll(resp.Body)
