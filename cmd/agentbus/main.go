@@ -15,6 +15,7 @@ Usage:
   agentbus nats [--port 4222] [--store DIR] [--sync-always]  run nats-server with JetStream alone
   agentbus chaos [--runs 500] [--seed N] [--concurrency 8]  fault-injection run against the multi-process deployment
   agentbus bench [--quick] [--skip-peer]                  measure agentbus beside the JetStream floor and LangGraph
+  agentbus tenants create|list|rotate|revoke [--nats URL]  manage tenant API keys (abk_…)
 
 Run "agentbus <command> --help" for the flags of a command.
 `
@@ -24,7 +25,7 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	cmds := map[string]func([]string) int{"up": up, "demo": runDemo, "run": run, "skills": serveSkills, "nats": serveNATS, "chaos": runChaos, "bench": runBench}
+	cmds := map[string]func([]string) int{"up": up, "demo": runDemo, "run": run, "skills": serveSkills, "nats": serveNATS, "chaos": runChaos, "bench": runBench, "tenants": tenants}
 	switch cmd := os.Args[1]; cmd {
 	case "-h", "--help", "help":
 		fmt.Print(usage)

@@ -17,7 +17,8 @@ func up(args []string) int {
 	natsPort := fs.Int("nats-port", 4222, "port of the embedded NATS server (-1 picks a free one)")
 	demoAddr := fs.String("demo-skills", "127.0.0.1:7070",
 		"listen address of the demo Skill Service, served unless SKILL_SERVICE_URL, --skills or SKILL_TRANSPORT=stdio names other skills")
-	token := fs.String("token", os.Getenv("INGRESS_TOKEN"), "service token; required when --http is beyond loopback (env INGRESS_TOKEN)")
+	var ingress app.IngressOptions
+	ingress.RegisterAuth(fs)
 	var pc app.Config
 	pc.RegisterStack(fs)
 	fs.Usage = func() {
@@ -35,7 +36,7 @@ func up(args []string) int {
 	defer stop()
 	abs, _ := filepath.Abs(*data)
 	s, err := app.StartStack(ctx, app.StackConfig{
-		DataDir: abs, NATSPort: *natsPort, HTTPAddr: *httpAddr, SkillsAddr: *demoAddr, Token: *token, Log: log,
+		DataDir: abs, NATSPort: *natsPort, HTTPAddr: *httpAddr, SkillsAddr: *demoAddr, Ingress: ingress, Log: log,
 		Process: pc, ExternalSkills: externalSkills(fs), Skills: demo.NewService(demo.Config{}).Handler(),
 	})
 	if err != nil {

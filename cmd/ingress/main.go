@@ -12,7 +12,7 @@ func main() {
 	var opts app.IngressOptions
 	c := app.Parse("ingress", "the agentbus HTTP API", os.Args[1:], func(fs *flag.FlagSet) {
 		fs.StringVar(&opts.Addr, "http", app.Env("INGRESS_ADDR", "127.0.0.1:8080"), "listen address (env INGRESS_ADDR)")
-		fs.StringVar(&opts.Token, "token", os.Getenv("INGRESS_TOKEN"), "service token; required beyond loopback (env INGRESS_TOKEN)")
+		opts.RegisterAuth(fs)
 		fs.DurationVar(&opts.RunTimeout, "run-timeout", 5*time.Minute, "how long POST /agent/run waits for an answer")
 	})
 	log := app.Logger("ingress", c.LogLevel)

@@ -3,17 +3,20 @@ package app
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/handlers"
 )
 
@@ -73,17 +76,65 @@ func RunProcess(process string, c *Config, roles ...string) int {
 // IngressOptions configures the HTTP API of a process.
 type IngressOptions struct {
 	Addr       string
-	Token      string
 	RunTimeout time.Duration
+	jwks       *string
+	// Token admits a trusted front end that names tenants in the
+	// identity headers (seed 000 §11.3).
+	Token string
+	// APIKeys verifies tenants' own API keys (agentbus tenants create).
+	APIKeys bool
+	// JWT verifies tenants' bearer tokens when it names a key source.
+	JWT auth.JWTConfig
 }
 
-// ErrTokenRequired refuses a bind beyond loopback without a service token.
-var ErrTokenRequired = errors.New("binding beyond loopback requires a service token (--token or INGRESS_TOKEN)")
+// RegisterAuth registers the authentication flags on fs. The HS256
+// secret is read from the environment only, so it never shows in a
+// process listing.
+func (o *IngressOptions) RegisterAuth(fs *flag.FlagSet) {
+	fs.StringVar(&o.Token, "token", os.Getenv("INGRESS_TOKEN"),
+		"service token of a trusted front end that names tenants in X-Tenant-Id (env INGRESS_TOKEN)")
+	fs.BoolVar(&o.APIKeys, "api-keys", Env("INGRESS_API_KEYS", "") == "1",
+		"accept tenant API keys (agentbus tenants create) as bearer credentials (env INGRESS_API_KEYS=1)")
+	jwks := fs.String("jwt-jwks", os.Getenv("INGRESS_JWT_JWKS"),
+		"accept JWT bearer tokens verified against this JWKS file or http(s) URL; RS256, ES256 (env INGRESS_JWT_JWKS)")
+	fs.StringVar(&o.JWT.Issuer, "jwt-issuer", os.Getenv("INGRESS_JWT_ISSUER"), "required JWT iss (env INGRESS_JWT_ISSUER)")
+	fs.StringVar(&o.JWT.Audience, "jwt-audience", os.Getenv("INGRESS_JWT_AUDIENCE"), "required JWT aud (env INGRESS_JWT_AUDIENCE)")
+	fs.StringVar(&o.JWT.TenantClaim, "jwt-tenant-claim", Env("INGRESS_JWT_TENANT_CLAIM", auth.DefaultTenantClaim),
+		"JWT claim naming the tenant (env INGRESS_JWT_TENANT_CLAIM)")
+	fs.StringVar(&o.JWT.UserClaim, "jwt-user-claim", Env("INGRESS_JWT_USER_CLAIM", auth.DefaultUserClaim),
+		"JWT claim naming the user, falling back to sub (env INGRESS_JWT_USER_CLAIM)")
+	o.jwks = jwks
+}
+
+// jwtConfig returns the JWT settings and whether JWTs are accepted: a
+// JWKS or, for development, an HS256 secret in INGRESS_JWT_HS256_SECRET.
+func (o *IngressOptions) jwtConfig() (auth.JWTConfig, bool) {
+	c := o.JWT
+	if o.jwks != nil && *o.jwks != "" {
+		if strings.HasPrefix(*o.jwks, "http://") || strings.HasPrefix(*o.jwks, "https://") {
+			c.JWKSURL = *o.jwks
+		} else {
+			c.JWKSFile = *o.jwks
+		}
+	}
+	if secret := os.Getenv("INGRESS_JWT_HS256_SECRET"); secret != "" && c.HS256Secret == nil {
+		c.HS256Secret = []byte(secret)
+	}
+	return c, c.JWKSFile != "" || c.JWKSURL != "" || len(c.HS256Secret) > 0
+}
+
+// ErrAuthRequired refuses a bind beyond loopback with no authentication.
+var ErrAuthRequired = errors.New("binding beyond loopback requires authentication: --token, --api-keys or --jwt-jwks " +
+	"(or INGRESS_JWT_HS256_SECRET)")
 
 // ServeIngress serves the HTTP API on opts.Addr until ctx ends, then shuts
 // down gracefully. ready, when set, receives the bound address.
 func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(addr string)) error {
-	if err := checkBind(opts.Addr, opts.Token); err != nil {
+	verifier, err := opts.verifier(ctx, d)
+	if err != nil {
+		return err
+	}
+	if err := checkBind(opts.Addr, opts.Token != "" || verifier != nil); err != nil {
 		return err
 	}
 	creds, err := d.Credentials(ctx)
@@ -91,7 +142,7 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 		return err
 	}
 	g := handlers.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
-		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Credentials: creds})
+		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds})
 	if err := retry(ctx, g.Start); err != nil {
 		return err
 	}
@@ -117,16 +168,40 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	return srv.Shutdown(shut)
 }
 
-func checkBind(addr, token string) error {
+func checkBind(addr string, authenticated bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err
 	}
 	ip := net.ParseIP(host)
-	if host == "localhost" || (ip != nil && ip.IsLoopback()) || token != "" {
+	if host == "localhost" || (ip != nil && ip.IsLoopback()) || authenticated {
 		return nil
 	}
-	return ErrTokenRequired
+	return ErrAuthRequired
+}
+
+// verifier builds the verifier of tenants' credentials, or nil when
+// neither API keys nor JWTs are accepted.
+func (o *IngressOptions) verifier(ctx context.Context, d *Deps) (auth.Verifier, error) {
+	var (
+		keys *auth.Keys
+		jwt  *auth.JWT
+		err  error
+	)
+	if o.APIKeys {
+		if keys, err = auth.NewKeys(ctx, d.JS); err != nil {
+			return nil, fmt.Errorf("api keys: %w", err)
+		}
+	}
+	if c, ok := o.jwtConfig(); ok {
+		if jwt, err = auth.NewJWT(ctx, c); err != nil {
+			return nil, fmt.Errorf("jwt: %w", err)
+		}
+	}
+	if keys == nil && jwt == nil {
+		return nil, nil
+	}
+	return auth.Select(keys, jwt), nil
 }
 
 // LogFatal logs err and returns exit code 1.

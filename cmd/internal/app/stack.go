@@ -31,8 +31,10 @@ type StackConfig struct {
 	// neither SkillsURL nor ExternalSkills names other skills; the
 	// all-in-one binary passes the demo one (package skills/demo), which
 	// this package does not import, so that the role binaries never link it.
-	Skills     http.Handler
-	Token      string
+	Skills http.Handler
+	// Ingress holds the ingress's authentication and timeouts; its Addr
+	// is HTTPAddr.
+	Ingress    IngressOptions
 	Log        zerolog.Logger
 	Process    Config // shared settings (concurrency, timeouts); NATS and skills URLs are filled in
 	SyncAlways bool
@@ -98,7 +100,9 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	if cfg.HTTPAddr != "" {
 		ready := make(chan string, 1)
 		s.goRun(func() error {
-			return ServeIngress(runCtx, d, IngressOptions{Addr: cfg.HTTPAddr, Token: cfg.Token}, func(a string) { ready <- a })
+			opts := cfg.Ingress
+			opts.Addr = cfg.HTTPAddr
+			return ServeIngress(runCtx, d, opts, func(a string) { ready <- a })
 		})
 		select {
 		case s.IngressAddr = <-ready:
