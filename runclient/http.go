@@ -37,8 +37,9 @@ func (e *StatusError) Error() string {
 // results: the HTTP transport of what Client does on NATS. The ingress
 // assigns the run id, so a request's RunID is not sent.
 type HTTP struct {
-	url string
-	hc  *http.Client
+	url    string
+	hc     *http.Client
+	bearer string
 }
 
 // NewHTTP returns a client of the ingress at baseURL (http://host:port).
@@ -48,6 +49,15 @@ func NewHTTP(baseURL string, hc *http.Client) *HTTP {
 		hc = http.DefaultClient
 	}
 	return &HTTP{url: strings.TrimRight(baseURL, "/") + "/agent/run", hc: hc}
+}
+
+// WithCredential returns a copy of c that authenticates as the holder of
+// credential (a tenant API key, a JWT or the service token), sent as a
+// bearer token.
+func (c *HTTP) WithCredential(credential string) *HTTP {
+	cp := *c
+	cp.bearer = credential
+	return &cp
 }
 
 // Run posts req and returns the run's result from the synchronous answer.
@@ -123,6 +133,9 @@ func (c *HTTP) post(ctx context.Context, req orch.RunRequest, stream bool) (*htt
 		return nil, fmt.Errorf("runclient: %w", err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	if c.bearer != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.bearer)
+	}
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
 		return nil, fmt.Errorf("runclient: POST /agent/run: %w", err)

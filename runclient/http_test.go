@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
 	"github.com/agentbus/agentbus/handlers"
@@ -29,6 +30,12 @@ const unanswered = "never answered"
 // finishes the run, except for a run whose message is unanswered.
 func newIngress(t *testing.T) *runclient.HTTP {
 	t.Helper()
+	return newIngressWith(t, func(jetstream.JetStream) handlers.IngressConfig { return handlers.IngressConfig{} })
+}
+
+// newIngressWith is newIngress with the ingress configuration cfg returns.
+func newIngressWith(t *testing.T, cfg func(jetstream.JetStream) handlers.IngressConfig) *runclient.HTTP {
+	t.Helper()
 	topo := eventstest.TestTopology()
 	topo.Buckets = handlers.Buckets
 	_, nc, js := eventstest.Bootstrap(t, topo)
@@ -43,7 +50,9 @@ func newIngress(t *testing.T) *runclient.HTTP {
 		}
 		finish(t, js, ev, req, "1", "hello, world")
 	})
-	g := handlers.NewIngress(js, nil, zerolog.Nop(), handlers.IngressConfig{RunTimeout: 300 * time.Millisecond})
+	conf := cfg(js)
+	conf.RunTimeout = 300 * time.Millisecond
+	g := handlers.NewIngress(js, nil, zerolog.Nop(), conf)
 	if err := g.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +108,31 @@ func TestHTTPStream(t *testing.T) {
 	}
 	if len(progress) != 1 || !strings.HasPrefix(progress[0], "plan.received ") {
 		t.Errorf("progress chunks %q, want plan.received", progress)
+	}
+}
+
+// TestHTTPCredential: a client with a tenant's API key is admitted, one
+// without is refused with the ingress's 401.
+func TestHTTPCredential(t *testing.T) {
+	var key string
+	api := newIngressWith(t, func(js jetstream.JetStream) handlers.IngressConfig {
+		keys, err := auth.NewKeys(testCtx(t), js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key, _, err = keys.Create(testCtx(t), "acme", ""); err != nil {
+			t.Fatal(err)
+		}
+		return handlers.IngressConfig{Auth: auth.Select(keys, nil)}
+	})
+	res, err := api.WithCredential(key).Run(testCtx(t), request(""))
+	if err != nil || res.Response != "hello, world" || res.TenantID != "acme" {
+		t.Errorf("Run with a key = %+v, %v", res, err)
+	}
+	_, err = api.Run(testCtx(t), request(""))
+	var serr *runclient.StatusError
+	if !errors.As(err, &serr) || serr.StatusCode != http.StatusUnauthorized || serr.Code != "unauthorized" {
+		t.Errorf("Run without a key = %v, want 401 unauthorized", err)
 	}
 }
 

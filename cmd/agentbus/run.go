@@ -19,8 +19,9 @@ func run(args []string) int {
 	tenant := fs.String("tenant", "demo", "tenant id")
 	user := fs.String("user", "cli-user", "user id")
 	session := fs.String("session", "", "session id (default: a new one)")
+	credential := os.Getenv("AGENTBUS_KEY") // a tenant API key or JWT; from the environment only, never a flag
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentbus run [flags] \"<task>\"\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: agentbus run [flags] \"<task>\"\n\nAGENTBUS_KEY, when set, is sent as the bearer credential (a tenant API key or JWT).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	_ = fs.Parse(args)
@@ -33,7 +34,7 @@ func run(args []string) int {
 		*session = fmt.Sprintf("sess-%d", time.Now().UnixNano())
 	}
 	p := &printer{progress: func(c runclient.Chunk) { fmt.Println("  ·", c.Content) }}
-	res, err := runclient.NewHTTP(*url, nil).Stream(context.Background(),
+	res, err := runclient.NewHTTP(*url, nil).WithCredential(credential).Stream(context.Background(),
 		orch.RunRequest{TenantID: *tenant, UserID: *user, SessionID: *session, Message: task}, p.chunk)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentbus run:", err)
