@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -147,6 +148,9 @@ func (s *Sandbox) bwrapCommand(t *Task, argv []string) (*exec.Cmd, error) {
 // would not do: the kernel refuses bind sources from another mount namespace.
 func (s *Sandbox) nsCommand(t *Task, argv []string) (*exec.Cmd, error) {
 	spec := nsSpec{Argv: argv, Limits: s.limits, TmpfsBytes: s.cfg.FileSizeBytes, TaskDir: t.Dir, Binds: s.py.extra}
+	if real, err := filepath.EvalSymlinks(s.prlimit); err == nil && strings.HasPrefix(real, "/usr/") {
+		spec.Prlimit = real // /usr is mounted in the new root
+	}
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSetup, err)
