@@ -121,21 +121,28 @@ func (c *tenantsCmd) fail(err error) int {
 	return 1
 }
 
-// open connects to NATS and opens the key store; close releases it.
-func (c *tenantsCmd) open(ctx context.Context) (keys *auth.Keys, closeNC func(), err error) {
+// withKeys connects to NATS, opens the key store and runs fn on it
+// within tenantsTimeout; it returns the exit code: 1 if any step failed.
+func (c *tenantsCmd) withKeys(ctx context.Context, fn func(context.Context, *auth.Keys) error) int {
+	ctx, cancel := context.WithTimeout(ctx, tenantsTimeout)
+	defer cancel()
 	nc, err := nats.Connect(c.natsURL, nats.Name("agentbus-tenants"), nats.Timeout(5*time.Second))
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", c.natsURL, err)
+		return c.fail(fmt.Errorf("connect to NATS at %s: %w", c.natsURL, err))
 	}
+	defer nc.Close()
 	js, err := jetstream.New(nc)
+	var keys *auth.Keys
 	if err == nil {
 		keys, err = auth.NewKeys(ctx, js)
 	}
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
+	if err == nil {
+		err = fn(ctx, keys)
 	}
-	return keys, nc.Close, nil
+	if err != nil {
+		return c.fail(err)
+	}
+	return 0
 }
 
 func tenantsCreate(ctx context.Context, c *tenantsCmd, args []string) int {
@@ -153,19 +160,13 @@ func tenantsCreate(ctx context.Context, c *tenantsCmd, args []string) int {
 	case *user != "" && !auth.ValidID(*user):
 		return c.usageError("user %q: ids are 1 to 64 letters, digits, '_' or '-'", *user)
 	}
-	ctx, cancel := context.WithTimeout(ctx, tenantsTimeout)
-	defer cancel()
-	keys, closeNC, err := c.open(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	defer closeNC()
-	key, rec, err := keys.Create(ctx, *tenant, *user)
-	if err != nil {
-		return c.fail(err)
-	}
-	c.printKey("API key for "+owner(rec), key, rec)
-	return 0
+	return c.withKeys(ctx, func(ctx context.Context, keys *auth.Keys) error {
+		key, rec, err := keys.Create(ctx, *tenant, *user)
+		if err == nil {
+			c.printKey("API key for "+owner(rec), key, rec)
+		}
+		return err
+	})
 }
 
 func tenantsList(ctx context.Context, c *tenantsCmd, args []string) int {
@@ -177,20 +178,20 @@ func tenantsList(ctx context.Context, c *tenantsCmd, args []string) int {
 	if *tenant != "" && !auth.ValidID(*tenant) {
 		return c.usageError("tenant %q: ids are 1 to 64 letters, digits, '_' or '-'", *tenant)
 	}
-	ctx, cancel := context.WithTimeout(ctx, tenantsTimeout)
-	defer cancel()
-	keys, closeNC, err := c.open(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	defer closeNC()
-	recs, err := keys.List(ctx, *tenant)
-	if err != nil {
-		return c.fail(err)
-	}
+	return c.withKeys(ctx, func(ctx context.Context, keys *auth.Keys) error {
+		recs, err := keys.List(ctx, *tenant)
+		if err != nil {
+			return err
+		}
+		return c.printList(recs)
+	})
+}
+
+// printList prints the key records as a table.
+func (c *tenantsCmd) printList(recs []auth.KeyRecord) error {
 	if len(recs) == 0 {
 		fmt.Fprintln(c.stdout, "no keys")
-		return 0
+		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY ID\tTENANT\tUSER\tCREATED\tSTATUS\tREPLACED BY")
@@ -198,10 +199,7 @@ func tenantsList(ctx context.Context, c *tenantsCmd, args []string) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.KeyID, r.TenantID, orDash(r.UserID),
 			r.CreatedAt.UTC().Format(time.RFC3339), r.Status(), orDash(r.ReplacedBy))
 	}
-	if err := tw.Flush(); err != nil {
-		return c.fail(err)
-	}
-	return 0
+	return tw.Flush()
 }
 
 func tenantsRotate(ctx context.Context, c *tenantsCmd, args []string) int {
@@ -210,20 +208,14 @@ func tenantsRotate(ctx context.Context, c *tenantsCmd, args []string) int {
 	if !ok {
 		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, tenantsTimeout)
-	defer cancel()
-	keys, closeNC, err := c.open(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	defer closeNC()
-	key, rec, err := keys.Rotate(ctx, pos[0])
-	if err != nil {
-		return c.fail(err)
-	}
-	c.printKey("New API key for "+owner(rec)+", replacing "+pos[0], key, rec)
-	fmt.Fprintf(c.stdout, "Key %s is refused from now on.\n", pos[0])
-	return 0
+	return c.withKeys(ctx, func(ctx context.Context, keys *auth.Keys) error {
+		key, rec, err := keys.Rotate(ctx, pos[0])
+		if err == nil {
+			c.printKey("New API key for "+owner(rec)+", replacing "+pos[0], key, rec)
+			fmt.Fprintf(c.stdout, "Key %s is refused from now on.\n", pos[0])
+		}
+		return err
+	})
 }
 
 func tenantsRevoke(ctx context.Context, c *tenantsCmd, args []string) int {
@@ -232,18 +224,13 @@ func tenantsRevoke(ctx context.Context, c *tenantsCmd, args []string) int {
 	if !ok {
 		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, tenantsTimeout)
-	defer cancel()
-	keys, closeNC, err := c.open(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	defer closeNC()
-	if err := keys.Revoke(ctx, pos[0]); err != nil {
-		return c.fail(err)
-	}
-	fmt.Fprintf(c.stdout, "Key %s revoked: it is refused from now on.\n", pos[0])
-	return 0
+	return c.withKeys(ctx, func(ctx context.Context, keys *auth.Keys) error {
+		err := keys.Revoke(ctx, pos[0])
+		if err == nil {
+			fmt.Fprintf(c.stdout, "Key %s revoked: it is refused from now on.\n", pos[0])
+		}
+		return err
+	})
 }
 
 // printKey shows a new key, the only time it is ever shown.
