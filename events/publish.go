@@ -1,7 +1,6 @@
 package events
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,6 +66,11 @@ func (p *Publisher) PublishAll(ctx context.Context, outs []event.Event) error {
 		}
 		byStream[s] = append(byStream[s], m)
 	}
+	// The audit trail goes last: the next role can start on the hop's
+	// orchestration message while the server still stores the trail.
+	if i := slices.Index(streams, StreamAudit); i >= 0 {
+		streams = append(slices.Delete(streams, i, i+1), StreamAudit)
+	}
 	// Batches go concurrently; every other message is sent before any
 	// PubAck is awaited, so a hop costs about one round trip either way.
 	errs := make([]error, len(streams)+1)
@@ -80,11 +84,6 @@ func (p *Publisher) PublishAll(ctx context.Context, outs []event.Event) error {
 		}
 		piped = append(piped, msgs...)
 	}
-	// The next hop's message goes before the audit trail: the next role
-	// can start while the server still stores the trail.
-	slices.SortStableFunc(piped, func(a, b *nats.Msg) int {
-		return cmp.Compare(boolInt(StreamOfSubject(a.Subject) == StreamAudit), boolInt(StreamOfSubject(b.Subject) == StreamAudit))
-	})
 	errs[len(streams)] = p.pipeline(ctx, piped)
 	wg.Wait()
 	return errors.Join(errs...)
@@ -144,13 +143,6 @@ func (p *Publisher) pipeline(ctx context.Context, msgs []*nats.Msg) error {
 		}
 	}
 	return nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // StreamOfSubject names the stream that stores subject.

@@ -206,10 +206,14 @@ func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequ
 	return req, "", nil
 }
 
-// readScope returns the tenant a read is scoped to, or answers the
-// request itself when there is none.
+// readScope returns the tenant a read is scoped to: the credential's, or
+// the X-Tenant-Id of a trusted or open caller. There is no read across
+// tenants: without a tenant it answers the request itself.
 func readScope(w http.ResponseWriter, r *http.Request) (string, bool) {
-	tenant := readTenant(r)
+	tenant := r.Header.Get("X-Tenant-Id")
+	if c := callerOf(r.Context()); c.bound {
+		tenant = c.TenantID
+	}
 	if tenant == "" {
 		writeError(w, http.StatusBadRequest, "tenant_required", "reads are scoped to a tenant: send X-Tenant-Id")
 		return "", false

@@ -91,13 +91,3 @@ func (g *Ingress) identify(r *http.Request) (caller, int, string, string) {
 		return caller{}, http.StatusUnauthorized, "unauthorized", "a bearer credential is required"
 	}
 }
-
-// readTenant is the tenant a read is scoped to: the credential's, or the
-// X-Tenant-Id of a trusted or open caller. Every read is scoped; there is
-// no read across tenants.
-func readTenant(r *http.Request) string {
-	if c := callerOf(r.Context()); c.bound {
-		return c.TenantID
-	}
-	return r.Header.Get("X-Tenant-Id")
-}

@@ -18,9 +18,9 @@ type nsSpec struct {
 	TmpfsBytes int64    `json:"tmpfs_bytes"`
 	Limits     limits   `json:"limits"`
 	Argv       []string `json:"argv"`
-	// Prlimit, when set, is prlimit(1) under /usr: the process limit is
-	// then set by it, a single-threaded program, right before it execs
-	// the script. Set here, in this Go process, it would also bound the
+	// Prlimit, when set, is prlimit(1) under /usr: the limits are then set
+	// by it, a single-threaded program, right before it execs the script.
+	// The process limit set here, in this Go process, would also bound the
 	// threads the Go runtime may still start before exec, which under
 	// load aborts the runtime.
 	Prlimit string `json:"prlimit,omitempty"`
@@ -61,11 +61,7 @@ func nsInit(raw string) error {
 		return err
 	}
 	if sp.Prlimit != "" {
-		l := sp.Limits
-		l.NProc = 0 // left to prlimit; 0 means unchanged
-		if err := applyLimits(l); err != nil {
-			return err
-		}
+		// prlimit applies every limit, then execs the script.
 		argv := sp.Limits.prlimitArgs(sp.Prlimit, sp.Argv)
 		return syscall.Exec(argv[0], argv, os.Environ())
 	}
@@ -319,9 +315,6 @@ func applyLimits(l limits) error {
 		{syscall.RLIMIT_AS, l.AS}, {syscall.RLIMIT_CPU, l.CPU}, {syscall.RLIMIT_FSIZE, l.FSize},
 		{syscall.RLIMIT_NOFILE, l.NoFile}, {syscall.RLIMIT_CORE, 0}, {rlimitNproc, l.NProc},
 	} {
-		if r.res == rlimitNproc && r.val == 0 {
-			continue
-		}
 		v := uint64(r.val)
 		if err := syscall.Setrlimit(r.res, &syscall.Rlimit{Cur: v, Max: v}); err != nil {
 			return fmt.Errorf("rlimit %d: %w", r.res, err)

@@ -77,7 +77,7 @@ func RunProcess(process string, c *Config, roles ...string) int {
 type IngressOptions struct {
 	Addr       string
 	RunTimeout time.Duration
-	jwks       *string
+	jwks       string // a JWKS file or URL; see jwtConfig
 	// Token admits a trusted front end that names tenants in the
 	// identity headers (seed 000 §11.3).
 	Token string
@@ -95,7 +95,7 @@ func (o *IngressOptions) RegisterAuth(fs *flag.FlagSet) {
 		"service token of a trusted front end that names tenants in X-Tenant-Id (env INGRESS_TOKEN)")
 	fs.BoolVar(&o.APIKeys, "api-keys", Env("INGRESS_API_KEYS", "") == "1",
 		"accept tenant API keys (agentbus tenants create) as bearer credentials (env INGRESS_API_KEYS=1)")
-	jwks := fs.String("jwt-jwks", os.Getenv("INGRESS_JWT_JWKS"),
+	fs.StringVar(&o.jwks, "jwt-jwks", os.Getenv("INGRESS_JWT_JWKS"),
 		"accept JWT bearer tokens verified against this JWKS file or http(s) URL; RS256, ES256 (env INGRESS_JWT_JWKS)")
 	fs.StringVar(&o.JWT.Issuer, "jwt-issuer", os.Getenv("INGRESS_JWT_ISSUER"), "required JWT iss (env INGRESS_JWT_ISSUER)")
 	fs.StringVar(&o.JWT.Audience, "jwt-audience", os.Getenv("INGRESS_JWT_AUDIENCE"), "required JWT aud (env INGRESS_JWT_AUDIENCE)")
@@ -103,19 +103,17 @@ func (o *IngressOptions) RegisterAuth(fs *flag.FlagSet) {
 		"JWT claim naming the tenant (env INGRESS_JWT_TENANT_CLAIM)")
 	fs.StringVar(&o.JWT.UserClaim, "jwt-user-claim", Env("INGRESS_JWT_USER_CLAIM", auth.DefaultUserClaim),
 		"JWT claim naming the user, falling back to sub (env INGRESS_JWT_USER_CLAIM)")
-	o.jwks = jwks
 }
 
 // jwtConfig returns the JWT settings and whether JWTs are accepted: a
 // JWKS or, for development, an HS256 secret in INGRESS_JWT_HS256_SECRET.
 func (o *IngressOptions) jwtConfig() (auth.JWTConfig, bool) {
 	c := o.JWT
-	if o.jwks != nil && *o.jwks != "" {
-		if strings.HasPrefix(*o.jwks, "http://") || strings.HasPrefix(*o.jwks, "https://") {
-			c.JWKSURL = *o.jwks
-		} else {
-			c.JWKSFile = *o.jwks
-		}
+	switch {
+	case strings.HasPrefix(o.jwks, "http://") || strings.HasPrefix(o.jwks, "https://"):
+		c.JWKSURL = o.jwks
+	case o.jwks != "":
+		c.JWKSFile = o.jwks
 	}
 	if secret := os.Getenv("INGRESS_JWT_HS256_SECRET"); secret != "" && c.HS256Secret == nil {
 		c.HS256Secret = []byte(secret)
