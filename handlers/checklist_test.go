@@ -8,6 +8,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,13 +59,16 @@ func newFlow(t *testing.T, env *testEnv, st interface {
 	if err := SeedConfig(testCtx(t), env.config); err != nil {
 		t.Fatalf("SeedConfig: %v", err)
 	}
-	return &flow{
+	f := &flow{
 		router:  NewRouter(offline.New(), st, env.config, nopLog),
 		planner: NewPlanner(offline.New(), env.sk, nopLog),
 		exec:    NewExecutor(offline.New(), env.sk, st, env.locks, env.toolcalls, nopLog),
 		agg:     NewAggregator(env.fanin, nopLog),
-		proj:    &Projector{Store: st},
+		proj:    &Projector{Store: st, Embedder: testEmbedder},
 	}
+	f.router.Sessions = &Sessions{KV: env.sessions}
+	f.exec.Writer.Embedder = testEmbedder
+	return f
 }
 
 // drive feeds first into its handler and every output into the next one
@@ -126,6 +130,8 @@ type mapStore struct {
 	plans  map[string]mapPlan
 	events []store.Event
 	seen   map[string]bool
+	souls  map[[2]string]store.Soul
+	sess   map[[2]string]store.Session
 }
 
 type mapPlan struct {
@@ -134,7 +140,8 @@ type mapPlan struct {
 }
 
 func newMapStore() *mapStore {
-	return &mapStore{memory: map[string]store.Memory{}, plans: map[string]mapPlan{}, seen: map[string]bool{}}
+	return &mapStore{memory: map[string]store.Memory{}, plans: map[string]mapPlan{}, seen: map[string]bool{},
+		souls: map[[2]string]store.Soul{}, sess: map[[2]string]store.Session{}}
 }
 
 // The handlers compile against both backends through the interfaces only.
@@ -246,6 +253,51 @@ func (s *mapStore) Trace(_ context.Context, q store.TraceQuery) ([]store.Event, 
 	}
 	slices.SortStableFunc(out, func(a, b store.Event) int { return a.TS.Compare(b.TS) })
 	return out, nil
+}
+
+func (s *mapStore) PutSoul(_ context.Context, soul store.Soul) error {
+	if err := store.Validate(store.IndexSouls, soul); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.souls[[2]string{soul.TenantID, soul.UserID}] = soul
+	return nil
+}
+
+func (s *mapStore) GetSoul(_ context.Context, tenantID, userID string) (store.Soul, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	soul, ok := s.souls[[2]string{tenantID, userID}]
+	if !ok {
+		return store.Soul{}, fmt.Errorf("mapstore: soul %q/%q: %w", tenantID, userID, store.ErrNotFound)
+	}
+	return soul, nil
+}
+
+func (s *mapStore) PutSession(_ context.Context, sess store.Session) error {
+	if err := store.Validate(store.IndexSessions, sess); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sess[[2]string{sess.TenantID, sess.SessionID}] = sess
+	return nil
+}
+
+// QueryMemory ranks the tenant's embedded memories by cosine similarity.
+func (s *mapStore) QueryMemory(_ context.Context, q store.MemoryQuery) ([]store.MemoryHit, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var hits []store.MemoryHit
+	for _, m := range s.memory {
+		if m.TenantID == q.TenantID && len(m.Embedding) == len(q.Vector) && (q.Scope == "" || m.Scope == q.Scope) &&
+			(q.UserID == "" || m.UserID == q.UserID) {
+			hits = append(hits, store.MemoryHit{Memory: m, Score: store.Cosine(q.Vector, m.Embedding)})
+		}
+	}
+	slices.SortFunc(hits, func(a, b store.MemoryHit) int { return cmp.Compare(b.Score, a.Score) })
+	return hits[:min(len(hits), cmp.Or(q.TopK, store.DefaultTopK))], nil
 }
 
 // recordingFinder is the real Skill Service client with the planner's

@@ -39,14 +39,17 @@ type EventStore interface {
 }
 
 // RouterStore is what the router needs: the step outputs it synthesises
-// from. It writes nothing.
+// from and the tenants' souls. It writes nothing.
 type RouterStore interface {
 	GetMemory(ctx context.Context, key string) (store.Memory, error)
+	GetSoul(ctx context.Context, tenantID, userID string) (store.Soul, error)
 }
 
-// ProjectionStore is what the projector writes: audit events and plan
-// projections.
+// ProjectionStore is what the projector writes: audit events, plan and
+// session projections, and the exchanges kept in users' memory.
 type ProjectionStore interface {
 	EventStore
 	PutPlan(ctx context.Context, p store.Plan, version int64) error
+	PutSession(ctx context.Context, s store.Session) error
+	PutMemory(ctx context.Context, m store.Memory) (store.Memory, error)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
+	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/store/embedded"
 )
 
@@ -45,6 +46,7 @@ type testEnv struct {
 	locks     jetstream.KeyValue
 	toolcalls jetstream.KeyValue
 	config    jetstream.KeyValue
+	sessions  jetstream.KeyValue
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -86,7 +88,7 @@ func newEnv(t *testing.T) *testEnv {
 	}
 	return &testEnv{js: js, st: st, svc: svc, sk: sk,
 		fanin: kv(BucketFanin), locks: kv(BucketLocks),
-		toolcalls: kv(BucketToolcalls), config: kv(BucketConfig)}
+		toolcalls: kv(BucketToolcalls), config: kv(BucketConfig), sessions: kv(BucketSessions)}
 }
 
 func toolCallResp(id, name, args string) llm.Response {
@@ -214,6 +216,9 @@ func checkOutputs(t *testing.T, outs []event.Event) {
 }
 
 var nopLog = zerolog.Nop()
+
+// testEmbedder is the offline embedder at the dimension the services use.
+var testEmbedder = store.NewHashEmbedder(1536)
 
 func stepIndexes(steps []orch.Step) []int {
 	idx := make([]int, len(steps))

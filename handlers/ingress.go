@@ -20,10 +20,14 @@ import (
 	"github.com/agentbus/agentbus/store"
 )
 
-// IngressStore is what the HTTP API reads.
+// IngressStore is what the HTTP API reads and writes.
 type IngressStore interface {
 	GetPlan(ctx context.Context, tenantID, planID string) (store.Plan, int64, error)
 	Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, error)
+	GetSoul(ctx context.Context, tenantID, userID string) (store.Soul, error)
+	PutSoul(ctx context.Context, soul store.Soul) error
+	PutMemory(ctx context.Context, m store.Memory) (store.Memory, error)
+	QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.MemoryHit, error)
 }
 
 // IngressConfig configures the HTTP API.
@@ -40,6 +44,13 @@ type IngressConfig struct {
 	// Credentials receives the X-Api-Key of a request, to be forwarded on
 	// the run's skill calls; nil ignores the header.
 	Credentials *Credentials
+	// Sessions serves GET /agent/sessions/{id}.
+	Sessions *Sessions
+	// Embedder embeds memory queries and the facts posted to memory; nil
+	// refuses memory queries.
+	Embedder store.Embedder
+	// Now is the clock of the documents the API writes; default time.Now.
+	Now func() time.Time
 }
 
 // Ingress is the chat API bridge (seed 000 §11): it validates requests and
@@ -63,6 +74,13 @@ func NewIngress(js jetstream.JetStream, st IngressStore, log zerolog.Logger, cfg
 		cfg.MaxBodyBytes = 64 << 10
 	}
 	return &Ingress{js: js, nc: js.Conn(), store: st, log: log, cfg: cfg}
+}
+
+func (g *Ingress) now() time.Time {
+	if g.cfg.Now != nil {
+		return g.cfg.Now().UTC()
+	}
+	return time.Now().UTC()
 }
 
 // Start follows finished runs (runclient.New): every ingress instance
@@ -94,6 +112,11 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("POST /agent/run", g.run)
 	mux.HandleFunc("GET /agent/plans/{plan_id}", g.plan)
 	mux.HandleFunc("GET /agent/plans/{plan_id}/trace", g.trace)
+	mux.HandleFunc("PUT /agent/souls/{tenant_id}", g.putSoul)
+	mux.HandleFunc("GET /agent/souls/{tenant_id}", g.getSoul)
+	mux.HandleFunc("GET /agent/sessions/{session_id}", g.session)
+	mux.HandleFunc("POST /agent/memory", g.putMemory)
+	mux.HandleFunc("GET /agent/memory/query", g.queryMemory)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusOK
 		if !g.nc.IsConnected() {

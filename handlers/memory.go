@@ -36,6 +36,27 @@ type ContractViolation struct {
 
 func (c *ContractViolation) Error() string { return "handlers: contract violation: " + c.Reason }
 
+// Memory scopes (seed 000 §4): a step output belongs to its session; a
+// user's past exchanges and facts to the user, across sessions; a
+// tenant's facts to every user of the tenant.
+const (
+	ScopeSession = "session"
+	ScopeUser    = "user"
+	ScopeTenant  = "tenant"
+)
+
+// Embed embeds text with e, or returns nil when e is nil.
+func Embed(ctx context.Context, e store.Embedder, text string) ([]float32, error) {
+	if e == nil {
+		return nil, nil
+	}
+	vecs, err := e.Embed(ctx, []string{text})
+	if err != nil {
+		return nil, fmt.Errorf("handlers: embed memory: %w", err)
+	}
+	return vecs[0], nil
+}
+
 var labelRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_]{0,63}$`)
 
 // MemoryScope is the namespace of a write: the infra tool builds the key
@@ -58,6 +79,9 @@ type MemoryWriter struct {
 	Locks    jetstream.KeyValue // nil disables locking (single-writer tests)
 	LockWait time.Duration      // default 5s
 	Now      func() time.Time
+	// Embedder embeds every value written, for the semantic memory
+	// query; nil writes no embedding.
+	Embedder store.Embedder
 }
 
 // Write stores data under scope.Key(label) after checking it against
@@ -70,6 +94,10 @@ func (w *MemoryWriter) Write(ctx context.Context, scope MemoryScope, label strin
 		return "", 0, &ContractViolation{Expected: shape, Actual: shapeOf(data), Reason: err.Error()}
 	}
 	key := scope.Key(label)
+	vec, err := Embed(ctx, w.Embedder, string(data))
+	if err != nil {
+		return "", 0, err
+	}
 	waited, release, err := w.lock(ctx, key, scope.TaskID)
 	if err != nil {
 		return "", waited, err
@@ -77,7 +105,7 @@ func (w *MemoryWriter) Write(ctx context.Context, scope MemoryScope, label strin
 	defer release()
 	_, err = w.Store.PutMemory(ctx, store.Memory{
 		ID: key, TenantID: scope.TenantID, SessionID: scope.SessionID, TaskID: scope.TaskID, UserID: scope.UserID,
-		Scope: "session", Key: key, Text: string(data), Source: "executor", StepIndex: scope.StepIndex,
+		Scope: ScopeSession, Key: key, Text: string(data), Embedding: vec, Source: "executor", StepIndex: scope.StepIndex,
 		PlanID: scope.PlanID, CreatedAt: w.now(),
 	})
 	if err != nil {

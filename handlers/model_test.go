@@ -77,7 +77,7 @@ func TestUsage_RunTotalsEqualTheModelCalls(t *testing.T) {
 	for _, c := range calls {
 		tasks[c.Task]++
 		sum = sum.Add(c.Usage())
-		if c.Model != "offline" || c.Provider != "offline" || c.PromptVersion != string(c.Task)+"@v1" || c.InputTokens == 0 || c.CostUSD <= 0 {
+		if c.Model != "offline" || c.Provider != "offline" || c.PromptVersion != llm.SystemPrompt(c.Task).Version || c.InputTokens == 0 || c.CostUSD <= 0 {
 			t.Errorf("model.called = %+v: want the model, provider, prompt version, tokens and cost", c)
 		}
 	}

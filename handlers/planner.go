@@ -94,7 +94,8 @@ func (p *Planner) plan(ctx context.Context, model llm.Model, run orch.RunState, 
 		manifests[m.Name] = m
 		infos = append(infos, llm.SkillInfo{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, OutputSchema: m.OutputSchema})
 	}
-	in := llm.PlanInput{Task: run.Request.Message, Skills: infos, MaxSteps: orch.MaxPlanSteps, FirstStep: 1}
+	in := llm.PlanInput{Task: run.Request.Message, Persona: run.Context.Persona, History: run.Context.History,
+		Skills: infos, MaxSteps: orch.MaxPlanSteps, FirstStep: 1}
 	if failure != nil {
 		addReplanContext(&in, run.Plan, *failure)
 	}

@@ -33,9 +33,16 @@ type Projector struct {
 	// not hold the whole projector for the handler's deadline.
 	WriteTimeout time.Duration
 
+	// Embedder embeds the exchanges written to the users' memory; nil
+	// writes them without an embedding.
+	Embedder store.Embedder
+
 	mu       sync.Mutex
 	pending  []*projection
 	flushing bool
+
+	sessMu   sync.Mutex
+	sessRevs map[string]uint64 // newest session revision written, by tenant.session
 }
 
 // AuditPlanProjected names the audit event that carries a run's plan
@@ -70,13 +77,16 @@ func (p *Projector) Handle(ctx context.Context, ev event.Event) ([]event.Event, 
 
 func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, error) {
 	it := &projection{done: make(chan error, 1), lead: make(chan struct{})}
-	if events.AuditName(ev.Type()) == AuditPlanProjected {
+	switch events.AuditName(ev.Type()) {
+	case AuditSessionUpdated:
+		return nil, p.session(ctx, ev)
+	case AuditPlanProjected:
 		pp, err := planSnapshot(ev)
 		if err != nil {
 			return nil, err
 		}
 		it.plan = &pp
-	} else {
+	default:
 		doc, err := AuditDoc(ev)
 		if err != nil {
 			return nil, err
@@ -201,6 +211,62 @@ func (p *Projector) putPlan(ctx context.Context, pp PlanProjected) error {
 		return events.Permanent(err)
 	}
 	return fmt.Errorf("handlers: write plan projection: %w", err)
+}
+
+// maxSessionRevs bounds the projector's memory of session revisions.
+const maxSessionRevs = 10000
+
+// session writes a session snapshot into agent_sessions, unless this
+// process already wrote a newer one, and the run's exchange into its
+// user's memory, embedded, so later sessions can recall it.
+func (p *Projector) session(ctx context.Context, ev event.Event) error {
+	var a events.Audit
+	if err := events.Decode(ev, &a); err != nil {
+		return err
+	}
+	var up SessionUpdated
+	if err := json.Unmarshal(a.Payload, &up); err != nil {
+		return events.Permanent(fmt.Errorf("%w: payload: %v", events.ErrInvalidData, err))
+	}
+	sess := up.Session
+	if sess.TenantID != events.MetaOf(ev).Tenant || up.RunID == "" || up.UserID == "" {
+		return events.Permanent(fmt.Errorf("%w: payload: session of tenant %q from run %q on an event of tenant %q",
+			events.ErrInvalidData, sess.TenantID, up.RunID, events.MetaOf(ev).Tenant))
+	}
+	if err := store.Validate(store.IndexSessions, sess); err != nil {
+		return events.Permanent(err)
+	}
+	key := sessionKey(sess.TenantID, sess.SessionID)
+	p.sessMu.Lock()
+	defer p.sessMu.Unlock()
+	if up.Revision > p.sessRevs[key] {
+		if err := p.Store.PutSession(ctx, sess); err != nil {
+			return fmt.Errorf("handlers: write session projection: %w", err)
+		}
+		if p.sessRevs == nil || len(p.sessRevs) >= maxSessionRevs {
+			p.sessRevs = map[string]uint64{}
+		}
+		p.sessRevs[key] = up.Revision
+	}
+	text := "user: " + up.Message + "\nassistant: " + up.Answer
+	vec, err := Embed(ctx, p.Embedder, text)
+	if err != nil {
+		return err
+	}
+	id := ExchangeKey(sess.TenantID, up.UserID, up.RunID)
+	_, err = p.Store.PutMemory(ctx, store.Memory{ID: id, Key: id, TenantID: sess.TenantID, SessionID: sess.SessionID,
+		UserID: up.UserID, Scope: ScopeUser, Text: text, Embedding: vec, Source: "session", CreatedAt: ev.Time().UTC()})
+	if errors.Is(err, store.ErrSchema) {
+		return events.Permanent(err)
+	}
+	return err
+}
+
+// ExchangeKey is the memory key of a run's exchange in its user's memory.
+// The "@" marks keep it apart from the session-scoped keys
+// {tenant}:{session}:{task}:{label}, whose parts are ids and labels.
+func ExchangeKey(tenantID, userID, runID string) string {
+	return tenantID + ":@user:" + userID + ":@run:" + runID
 }
 
 // planSnapshot decodes the snapshot a plan.projected event carries; it

@@ -26,6 +26,9 @@ const (
 	// the key never travels in an event. Entries expire after a day and
 	// the router deletes them when the run ends.
 	BucketCredentials = "credentials"
+	// BucketSessions holds each session's bounded conversation, by tenant
+	// and session (see Sessions). A session idle for 30 days expires.
+	BucketSessions = "sessions"
 )
 
 // Buckets are the KV buckets the roles use.
@@ -35,4 +38,5 @@ var Buckets = []events.Bucket{
 	{Name: BucketConfig, History: 5},
 	{Name: BucketToolcalls, TTL: events.KeepWithRuns},
 	{Name: BucketCredentials, TTL: 24 * time.Hour},
+	{Name: BucketSessions, TTL: 30 * 24 * time.Hour},
 }

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,6 +34,9 @@ type Router struct {
 	Credentials *Credentials
 	// Replies, when set, streams the answer of runs that asked for it.
 	Replies *Replies
+	// Sessions, when set, gives each run its session's history and keeps
+	// the exchange of every finished run.
+	Sessions *Sessions
 }
 
 // NewRouter returns a router.
@@ -87,8 +91,26 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 	}
 	if d.Ended != nil {
 		r.Credentials.Forget(ctx, d.Ended.RunID)
+		if err := r.keepExchange(ctx, &d); err != nil {
+			return nil, err
+		}
 	}
 	return publish(ev, d)
+}
+
+// keepExchange appends a finished run's message and answer to its session
+// before the caller gets the answer, and records the session in the trace.
+func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
+	req := d.State.Request
+	if r.Sessions == nil || orch.ValidateRequest(req) != nil {
+		return nil
+	}
+	up, err := r.Sessions.Append(ctx, req, d.Ended.Response, r.Now().UTC())
+	if err != nil {
+		return err
+	}
+	d.Audits = append(d.Audits, orch.Audit{Name: AuditSessionUpdated, Payload: up})
+	return nil
 }
 
 // publish turns a decision into the events of the hop: its audit trail,
@@ -140,6 +162,9 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest) (orch.Input, er
 		return nil, err
 	}
 	in.TaskTypes = tts
+	if in.Context, err = r.runContext(ctx, req); err != nil {
+		return nil, err
+	}
 	rec := llm.Record(r.Model)
 	mreq := llm.NewRequest(llm.TaskRoute, llm.RouteInput{Task: req.Message, TaskTypes: tts})
 	mreq.Schema = llm.RouteSchema
@@ -155,10 +180,38 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest) (orch.Input, er
 	return in, nil
 }
 
+// runContext loads what a new run knows of its caller: the soul of its
+// user, else of its tenant, and its session's history.
+func (r *Router) runContext(ctx context.Context, req orch.RunRequest) (orch.RunContext, error) {
+	var rc orch.RunContext
+	soul, err := r.Store.GetSoul(ctx, req.TenantID, req.UserID)
+	if errors.Is(err, store.ErrNotFound) {
+		soul, err = r.Store.GetSoul(ctx, req.TenantID, "")
+	}
+	switch {
+	case err == nil:
+		rc.Persona = PersonaOf(soul)
+	case !errors.Is(err, store.ErrNotFound):
+		return rc, fmt.Errorf("handlers: load soul: %w", err)
+	}
+	if r.Sessions != nil {
+		if rc.History, err = r.Sessions.History(ctx, req.TenantID, req.SessionID); err != nil {
+			return rc, err
+		}
+	}
+	return rc, nil
+}
+
+// PersonaOf is a soul as the models see it.
+func PersonaOf(s store.Soul) *llm.Persona {
+	return &llm.Persona{Name: s.Persona.Name, Instructions: s.Persona.SystemPrompt, Tone: s.Persona.Tone,
+		Language: s.Persona.Language, Policies: s.Policies}
+}
+
 // synthesise writes the final answer from the outputs of the completed
 // steps, streaming it onto the REPLY stream when the run asked for it.
 func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State, syn orch.Synthesise) (orch.Synthesised, error) {
-	in := llm.SynthInput{Task: syn.Task}
+	in := llm.SynthInput{Task: syn.Task, Persona: run.Context.Persona, History: run.Context.History}
 	for _, s := range syn.Steps {
 		m, err := r.Store.GetMemory(ctx, s.MemoryKey)
 		if err != nil {

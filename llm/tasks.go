@@ -63,13 +63,18 @@ type FailedStep struct {
 // replan Completed, Failed and Remaining are set and only the remaining
 // work is planned, numbered from FirstStep.
 type PlanInput struct {
-	Task      string        `json:"task"`
-	Skills    []SkillInfo   `json:"skills"`
-	MaxSteps  int           `json:"max_steps"`
-	Completed []DoneStep    `json:"completed_steps,omitempty"`
-	Failed    *FailedStep   `json:"failed_step,omitempty"`
-	Remaining []PlannedStep `json:"remaining_steps,omitempty"`
-	FirstStep int           `json:"first_step,omitempty"`
+	Task string `json:"task"`
+	// Persona and History are the tenant's soul and the session's recent
+	// conversation: a follow-up task ("and the second one?") is planned
+	// in their light.
+	Persona   *Persona         `json:"persona,omitempty"`
+	History   []HistoryMessage `json:"history,omitempty"`
+	Skills    []SkillInfo      `json:"skills"`
+	MaxSteps  int              `json:"max_steps"`
+	Completed []DoneStep       `json:"completed_steps,omitempty"`
+	Failed    *FailedStep      `json:"failed_step,omitempty"`
+	Remaining []PlannedStep    `json:"remaining_steps,omitempty"`
+	FirstStep int              `json:"first_step,omitempty"`
 }
 
 // PlanOutput is a proposed plan, or Infeasible with the reason.
@@ -105,11 +110,30 @@ type StepOutput struct {
 	Value json.RawMessage `json:"value"`
 }
 
-// SynthInput asks for the final answer to Task from the step outputs.
+// SynthInput asks for the final answer to Task from the step outputs, in
+// the voice of Persona and in the light of the session's History.
 type SynthInput struct {
-	Task    string       `json:"task"`
-	Outputs []StepOutput `json:"outputs"`
-	Persona string       `json:"persona,omitempty"`
+	Task    string           `json:"task"`
+	Outputs []StepOutput     `json:"outputs"`
+	Persona *Persona         `json:"persona,omitempty"`
+	History []HistoryMessage `json:"history,omitempty"`
+}
+
+// Persona is a tenant's soul as a model sees it: who the agent is, what it
+// must always do, and how it speaks.
+type Persona struct {
+	Name         string          `json:"name,omitempty"`
+	Instructions string          `json:"instructions,omitempty"`
+	Tone         string          `json:"tone,omitempty"`
+	Language     string          `json:"language,omitempty"`
+	Policies     json.RawMessage `json:"policies,omitempty"`
+}
+
+// HistoryMessage is one message of a session's recent conversation. Role
+// is user, assistant or summary (the older turns, condensed).
+type HistoryMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
 }
 
 // ExtractInput asks for an extraction script for a skill response too large

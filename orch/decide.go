@@ -28,6 +28,7 @@ type Failure struct {
 // Calls are the routing model's calls, for the trace and the usage totals.
 type Requested struct {
 	Request   RunRequest
+	Context   RunContext
 	Route     llm.RouteOutput
 	TaskTypes []llm.TaskType
 	Calls     []llm.Call
@@ -169,6 +170,12 @@ func (d *decision) requested(in Requested) {
 	if err := ValidateRequest(req); err != nil {
 		d.finish(CodeValidationFail, err.Error(), nil)
 		return
+	}
+	d.State.Context = in.Context
+	if c := in.Context; c.Persona != nil || len(c.History) > 0 {
+		// The trace records the context the run saw: a replay re-derives
+		// its decisions from it, not from today's soul and session.
+		d.audit("context.loaded", "", c)
 	}
 	d.modelCalls(in.Calls)
 	if in.Failure != nil {

@@ -94,6 +94,17 @@ type RunState struct {
 	// Usage totals every model call of the run that the router has been
 	// told of: its own, the planner's and those of finished steps.
 	Usage llm.Usage `json:"usage,omitzero"`
+	// Context is what the run knew of its caller when it started.
+	Context RunContext `json:"context,omitzero"`
+}
+
+// RunContext is the tenant's soul and the session's recent conversation,
+// loaded once when the run is requested and recorded in its state: the
+// planner and the synthesiser read them from there, and a replay sees what
+// the run saw, whatever was changed since.
+type RunContext struct {
+	Persona *llm.Persona         `json:"persona,omitempty"`
+	History []llm.HistoryMessage `json:"history,omitempty"`
 }
 
 // Plan is the run's plan, with every step's status (seed 000 §2.2, §5).

@@ -13,6 +13,11 @@ import (
 // records becomes numbered lines (by rank when the records carry one).
 func synthesize(in llm.SynthInput) string {
 	var b strings.Builder
+	if in.Persona != nil && in.Persona.Name != "" {
+		// The offline model has no style; it opens with the persona's
+		// name, so a soul's effect on the answer can be seen.
+		fmt.Fprintf(&b, "%s — ", in.Persona.Name)
+	}
 	fmt.Fprintf(&b, "Result for %q:\n", in.Task)
 	if len(in.Outputs) == 0 {
 		b.WriteString("(no step produced output)\n")

@@ -15,7 +15,7 @@ import (
 func testTenantFilteredSimilarity(t *testing.T, b Backend) {
 	ctx := ctxFor(t)
 	emb := store.NewHashEmbedder(Dimension)
-	a, other := newFixture(), newFixture()
+	a, other, third := newFixture(), newFixture(), newFixture()
 	const query = "quarterly revenue report for the sales team"
 
 	versions := map[string]store.Version{}
@@ -31,10 +31,11 @@ func testTenantFilteredSimilarity(t *testing.T, b Backend) {
 	}
 	// Tenant B holds the exact query text: the closest possible vector.
 	put(other, "exact", query, "session", "user-1")
+	put(third, "close", "quarterly revenue report for sales", "user", "user-1")
 	near := put(a, "near", "revenue report for sales", "session", "user-1")
 	far := put(a, "far", "kitten pictures and cat videos", "session", "user-1")
 	user2 := put(a, "user2", "quarterly revenue report", "session", "user-2")
-	put(a, "global", "sales team revenue", "global", "user-1")
+	userScoped := put(a, "facts", "sales team revenue", "user", "user-1")
 	noVector := a.memory("novector", "quarterly revenue report")
 	_, err := b.PutMemory(ctx, noVector)
 	must(t, "PutMemory without embedding", err)
@@ -80,6 +81,11 @@ func testTenantFilteredSimilarity(t *testing.T, b Backend) {
 	must(t, "QueryMemory by scope and user", err)
 	if got := hitKeys(hits); !slices.Equal(got, []string{near.Key, far.Key}) {
 		t.Fatalf("scope+user filter returned %v, want [%s %s]", got, near.Key, far.Key)
+	}
+	hits, err = b.QueryMemory(ctx, store.MemoryQuery{TenantID: a.tenant, Scope: "user", Vector: qv})
+	must(t, "QueryMemory by scope", err)
+	if got := hitKeys(hits); !slices.Equal(got, []string{userScoped.Key}) {
+		t.Fatalf("user scope returned %v, want [%s]", got, userScoped.Key)
 	}
 }
 

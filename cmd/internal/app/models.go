@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -11,7 +12,12 @@ import (
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/provider"
+	"github.com/agentbus/agentbus/store"
 )
+
+// DefaultEmbeddingDimension is the embedding length of seed 000's
+// agent_memory mapping.
+const DefaultEmbeddingDimension = 1536
 
 // ModelConfig selects the model of each role and how to reach it. The API
 // key comes from the environment (MODEL_API_KEY) or a file, never a flag,
@@ -33,7 +39,11 @@ type ModelConfig struct {
 	Fallback    string // "" or offline
 	PricesFile  string
 	Region      string
-	apiKey      string
+	// Embedder embeds memory for the semantic query: offline (hashed
+	// n-grams) or openai:<model>, with EmbeddingDimension dimensions.
+	Embedder           string
+	EmbeddingDimension int
+	apiKey             string
 }
 
 // Register adds the model flags to fs, with defaults from the environment.
@@ -58,6 +68,10 @@ func (m *ModelConfig) Register(fs *flag.FlagSet) {
 	fs.StringVar(&m.PricesFile, "model-prices", env("MODEL_PRICES_FILE", ""),
 		`JSON price table added to the built-in one: {"<model>": {"input": USD/Mtok, "cached_input": …, "output": …}} (env MODEL_PRICES_FILE)`)
 	fs.StringVar(&m.Region, "model-region", env("BEDROCK_REGION", ""), "Bedrock AWS region; default the AWS chain's (env BEDROCK_REGION)")
+	fs.StringVar(&m.Embedder, "embedder", env("EMBEDDER", provider.Offline),
+		"memory embeddings: offline (hashed n-grams) or openai:<model> at --model-base-url (env EMBEDDER)")
+	fs.IntVar(&m.EmbeddingDimension, "embedding-dimension", envInt("EMBEDDING_DIMENSION", DefaultEmbeddingDimension),
+		"length of the memory embeddings; with the opensearch store it is also the knn_vector dimension (env EMBEDDING_DIMENSION)")
 	m.apiKey = os.Getenv("MODEL_API_KEY")
 }
 
@@ -87,7 +101,22 @@ func (m *ModelConfig) Validate() error {
 	if _, err := llm.LoadPrices(m.PricesFile); err != nil {
 		return fmt.Errorf("MODEL_PRICES_FILE: %w", err)
 	}
+	m.Embedder = cmp.Or(m.Embedder, provider.Offline)
+	if name, _, err := provider.Parse(m.Embedder); err != nil || (name != provider.Offline && name != provider.OpenAI) {
+		return fmt.Errorf("EMBEDDER %q: use offline or openai:<model>", m.Embedder)
+	}
+	m.EmbeddingDimension = cmp.Or(m.EmbeddingDimension, DefaultEmbeddingDimension)
+	if m.EmbeddingDimension < 1 || m.EmbeddingDimension > 16000 {
+		return fmt.Errorf("EMBEDDING_DIMENSION must be from 1 to 16000")
+	}
 	return nil
+}
+
+// OpenEmbedder opens the memory embedder.
+func (m *ModelConfig) OpenEmbedder() (store.Embedder, error) {
+	return provider.OpenEmbedder(cmp.Or(m.Embedder, provider.Offline), llm.ProviderConfig{
+		BaseURL: m.BaseURL, APIKey: m.apiKey, Timeout: m.Timeout, MaxRetries: m.MaxRetries},
+		cmp.Or(m.EmbeddingDimension, DefaultEmbeddingDimension))
 }
 
 // Summary names each role's model, for a start-up banner.

@@ -139,8 +139,13 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	if err != nil {
 		return err
 	}
+	sessions, err := d.bucket(ctx, handlers.BucketSessions)
+	if err != nil {
+		return err
+	}
 	g := handlers.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
-		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds})
+		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds,
+			Sessions: &handlers.Sessions{KV: sessions}, Embedder: d.Embedder})
 	if err := retry(ctx, g.Start); err != nil {
 		return err
 	}

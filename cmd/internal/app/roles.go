@@ -157,8 +157,13 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	if err != nil {
 		return nil, err
 	}
+	sessions, err := d.bucket(ctx, handlers.BucketSessions)
+	if err != nil {
+		return nil, err
+	}
 	r := handlers.NewRouter(d.Models.Router, d.Store, cfg, log)
 	r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
+	r.Sessions = &handlers.Sessions{KV: sessions}
 	return r.Routes(), nil
 }
 
@@ -186,7 +191,7 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 		return nil, err
 	}
 	x := handlers.NewExecutor(d.Models.Executor, d.Skills, d.Store, locks, calls, log)
-	x.Credentials = creds
+	x.Credentials, x.Writer.Embedder = creds, d.Embedder
 	if d.Config.MaxTurns > 0 {
 		x.MaxTurns = d.Config.MaxTurns
 	}
@@ -205,5 +210,5 @@ func buildAggregator(ctx context.Context, d *Deps, log zerolog.Logger) ([]events
 }
 
 func buildProjector(_ context.Context, d *Deps, _ zerolog.Logger) ([]events.Route, error) {
-	return (&handlers.Projector{Store: d.Store}).Routes(), nil
+	return (&handlers.Projector{Store: d.Store, Embedder: d.Embedder}).Routes(), nil
 }

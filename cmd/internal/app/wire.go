@@ -15,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/sandbox"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/store/embedded"
 	"github.com/agentbus/agentbus/store/opensearch"
 )
@@ -58,6 +59,12 @@ func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, e
 	if c.StorePrefix != "" {
 		cfg.IndexPrefix = c.StorePrefix
 	}
+	// The index holds what the embedder writes.
+	if dim := c.Models.EmbeddingDimension; os.Getenv("OPENSEARCH_DIMENSION") == "" && dim > 0 {
+		cfg.Dimension = dim
+	} else if dim > 0 && cfg.Dimension != dim {
+		return nil, fmt.Errorf("OPENSEARCH_DIMENSION %d differs from EMBEDDING_DIMENSION %d", cfg.Dimension, dim)
+	}
 	var st *opensearch.Store
 	err = retry(ctx, func() error {
 		var err error
@@ -84,6 +91,8 @@ type Deps struct {
 	Store  Store
 	Skills Skills
 	Models Models
+	// Embedder embeds what is written to memory and the memory queries.
+	Embedder store.Embedder
 }
 
 // Connect dials NATS (retrying until ctx ends), bootstraps the topology
@@ -133,7 +142,12 @@ func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger)
 		nc.Close()
 		return nil, fmt.Errorf("models: %w", err)
 	}
-	return &Deps{Config: c, Log: log, NC: nc, JS: js, Store: st, Skills: sk, Models: models}, nil
+	emb, err := c.Models.OpenEmbedder()
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("embedder: %w", err)
+	}
+	return &Deps{Config: c, Log: log, NC: nc, JS: js, Store: st, Skills: sk, Models: models, Embedder: emb}, nil
 }
 
 // retry calls fn until it succeeds or ctx ends, so a process may start

@@ -120,7 +120,12 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 		conf.MaxTurns = cfg.maxTurns
 	}
 	model := cfg.model
-	deps := app.Deps{Config: conf, Log: zerolog.Nop(), NC: nc, JS: js, Store: d.store, Skills: newPipelineSkills(),
+	emb, err := conf.Models.OpenEmbedder()
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	deps := app.Deps{Embedder: emb, Config: conf, Log: zerolog.Nop(), NC: nc, JS: js, Store: d.store, Skills: newPipelineSkills(),
 		Models: app.Models{Router: model, Planner: model, Executor: model, Synthesiser: model}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel

@@ -1,0 +1,306 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/store"
+)
+
+// The rest of the service API (seed 000 §11): souls, the semantic memory
+// query and the tenant's own facts, and sessions. Every route is scoped to
+// the caller's tenant; another tenant's soul, session or memory is not
+// found, exactly like a missing one.
+
+// SoulBody is the body of PUT /agent/souls/{tenant_id}.
+type SoulBody struct {
+	UserID   string          `json:"user_id,omitempty"`
+	Persona  store.Persona   `json:"persona"`
+	Policies json.RawMessage `json:"policies,omitempty"`
+}
+
+// MemoryBody is the body of POST /agent/memory: a fact the tenant (or one
+// of its users) wants its runs to be able to recall.
+type MemoryBody struct {
+	Scope  string `json:"scope"` // user | tenant
+	UserID string `json:"user_id,omitempty"`
+	Label  string `json:"label"`
+	Text   string `json:"text"`
+}
+
+// MemoryQueryBody is the query of GET /agent/memory/query, as a JSON body
+// or as URL parameters of the same names.
+type MemoryQueryBody struct {
+	TenantID  string `json:"tenant_id,omitempty"`
+	UserID    string `json:"user_id,omitempty"`
+	QueryText string `json:"query_text"`
+	TopK      int    `json:"top_k,omitempty"`
+	Scope     string `json:"scope,omitempty"`
+}
+
+// MemoryHit is one result of a memory query.
+type MemoryHit struct {
+	Key       string  `json:"key"`
+	Scope     string  `json:"scope"`
+	UserID    string  `json:"user_id,omitempty"`
+	SessionID string  `json:"session_id,omitempty"`
+	Text      string  `json:"text"`
+	Score     float32 `json:"score"`
+}
+
+// maxTopK bounds a memory query's results.
+const maxTopK = 100
+
+// pathTenant is the tenant a route names in its path: it must be the
+// caller's own (another tenant's is not found) and agree with X-Tenant-Id.
+func pathTenant(w http.ResponseWriter, r *http.Request) (string, bool) {
+	tenant := r.PathValue("tenant_id")
+	if err := orch.ValidateID("tenant_id", tenant); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return "", false
+	}
+	if c := callerOf(r.Context()); c.bound && c.TenantID != tenant {
+		writeError(w, http.StatusNotFound, "not_found", "soul not found")
+		return "", false
+	}
+	if h := r.Header.Get("X-Tenant-Id"); h != "" && h != tenant {
+		writeError(w, http.StatusForbidden, "identity_mismatch", "X-Tenant-Id does not match the path's tenant")
+		return "", false
+	}
+	return tenant, true
+}
+
+// userScope resolves the user a request names against a credential that
+// binds one: it may repeat the credential's user, never another.
+func userScope(w http.ResponseWriter, r *http.Request, named string) (string, bool) {
+	if c := callerOf(r.Context()); c.bound && c.UserID != "" {
+		if named != "" && named != c.UserID {
+			writeError(w, http.StatusForbidden, "identity_mismatch", "user_id does not match the credential's user")
+			return "", false
+		}
+		return c.UserID, true
+	}
+	if named != "" {
+		if err := orch.ValidateID("user_id", named); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+			return "", false
+		}
+	}
+	return named, true
+}
+
+// decodeBody decodes a JSON body strictly into v, answering the request
+// itself when it cannot.
+func (g *Ingress) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", g.cfg.MaxBodyBytes))
+	case strings.Contains(err.Error(), "unknown field"):
+		writeError(w, http.StatusBadRequest, "unknown_field", err.Error())
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_json", err.Error())
+	}
+	return false
+}
+
+func (g *Ingress) putSoul(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := pathTenant(w, r)
+	if !ok {
+		return
+	}
+	var body SoulBody
+	if !g.decodeBody(w, r, &body) {
+		return
+	}
+	user, ok := userScope(w, r, body.UserID)
+	if !ok {
+		return
+	}
+	if len(body.Policies) > 0 && body.Policies[0] != '{' {
+		writeError(w, http.StatusBadRequest, "invalid_request", "policies must be a JSON object")
+		return
+	}
+	id := "soul-" + tenant
+	if user != "" {
+		id += "-" + user
+	}
+	soul := store.Soul{ID: id, TenantID: tenant, UserID: user, Persona: body.Persona, Policies: body.Policies,
+		UpdatedAt: g.now()}
+	err := g.store.PutSoul(r.Context(), soul)
+	if errors.Is(err, store.ErrSchema) {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	if g.storeError(w, err, "soul") {
+		return
+	}
+	writeJSON(w, http.StatusOK, soul)
+}
+
+func (g *Ingress) getSoul(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := pathTenant(w, r)
+	if !ok {
+		return
+	}
+	user, ok := userScope(w, r, r.URL.Query().Get("user_id"))
+	if !ok {
+		return
+	}
+	soul, err := g.store.GetSoul(r.Context(), tenant, user)
+	if g.storeError(w, err, "soul") {
+		return
+	}
+	writeJSON(w, http.StatusOK, soul)
+}
+
+func (g *Ingress) session(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := readScope(w, r)
+	if !ok {
+		return
+	}
+	if g.cfg.Sessions == nil {
+		writeError(w, http.StatusServiceUnavailable, "sessions_unavailable", "this ingress keeps no sessions")
+		return
+	}
+	sess, _, err := g.cfg.Sessions.Get(r.Context(), tenant, r.PathValue("session_id"))
+	if g.storeError(w, err, "session") {
+		return
+	}
+	if c := callerOf(r.Context()); c.bound && c.UserID != "" && sess.UserID != c.UserID {
+		writeError(w, http.StatusNotFound, "not_found", "session not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, sess)
+}
+
+func (g *Ingress) putMemory(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := readScope(w, r)
+	if !ok {
+		return
+	}
+	var body MemoryBody
+	if !g.decodeBody(w, r, &body) {
+		return
+	}
+	user, ok := userScope(w, r, body.UserID)
+	if !ok {
+		return
+	}
+	var key string
+	switch {
+	case !labelRE.MatchString(body.Label):
+		writeError(w, http.StatusBadRequest, "invalid_request", "label must match [a-z0-9][a-z0-9_]{0,63}")
+		return
+	case body.Text == "":
+		writeError(w, http.StatusBadRequest, "invalid_request", "text is required")
+		return
+	case body.Scope == ScopeTenant:
+		key, user = tenant+":@tenant:"+body.Label, ""
+	case body.Scope == ScopeUser && user != "":
+		key = tenant + ":@user:" + user + ":" + body.Label
+	case body.Scope == ScopeUser:
+		writeError(w, http.StatusBadRequest, "invalid_request", "a user-scoped memory needs user_id")
+		return
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_request", "scope must be user or tenant (session memory is written by runs)")
+		return
+	}
+	vec, err := Embed(r.Context(), g.cfg.Embedder, body.Text)
+	if err != nil {
+		g.log.Error().Err(err).Msg("embed memory")
+		writeError(w, http.StatusServiceUnavailable, "embedder_unavailable", "the text could not be embedded")
+		return
+	}
+	m, err := g.store.PutMemory(r.Context(), store.Memory{ID: key, Key: key, TenantID: tenant, UserID: user,
+		Scope: body.Scope, Text: body.Text, Embedding: vec, Source: "api", CreatedAt: g.now()})
+	if g.storeError(w, err, "memory") {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"key": m.Key, "scope": m.Scope, "user_id": m.UserID})
+}
+
+func (g *Ingress) queryMemory(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := readScope(w, r)
+	if !ok {
+		return
+	}
+	var q MemoryQueryBody
+	if r.ContentLength != 0 && r.Body != http.NoBody {
+		if !g.decodeBody(w, r, &q) {
+			return
+		}
+	}
+	params := r.URL.Query()
+	for name, dst := range map[string]*string{"tenant_id": &q.TenantID, "user_id": &q.UserID,
+		"query_text": &q.QueryText, "scope": &q.Scope} {
+		if v := params.Get(name); v != "" {
+			*dst = v
+		}
+	}
+	if v := params.Get("top_k"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "top_k must be a number")
+			return
+		}
+		q.TopK = n
+	}
+	if q.TenantID != "" && q.TenantID != tenant {
+		writeError(w, http.StatusForbidden, "identity_mismatch", "tenant_id does not match the caller's tenant")
+		return
+	}
+	user, ok := userScope(w, r, q.UserID)
+	if !ok {
+		return
+	}
+	if c := callerOf(r.Context()); q.Scope == "" && c.bound && c.UserID != "" {
+		// A user's credential sees its own memories and its tenant's,
+		// never another user's: it names the scope it searches.
+		writeError(w, http.StatusBadRequest, "scope_required", "a user's query names its scope: session, user or tenant")
+		return
+	}
+	switch {
+	case strings.TrimSpace(q.QueryText) == "":
+		writeError(w, http.StatusBadRequest, "invalid_request", "query_text is required")
+		return
+	case q.TopK < 0 || q.TopK > maxTopK:
+		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("top_k must be from 1 to %d", maxTopK))
+		return
+	case q.Scope != "" && q.Scope != ScopeSession && q.Scope != ScopeUser && q.Scope != ScopeTenant:
+		writeError(w, http.StatusBadRequest, "invalid_request", "scope must be session, user or tenant")
+		return
+	case q.Scope == ScopeTenant:
+		user = "" // tenant facts belong to no user
+	}
+	if g.cfg.Embedder == nil {
+		writeError(w, http.StatusServiceUnavailable, "embedder_unavailable", "no embedder is configured")
+		return
+	}
+	vec, err := Embed(r.Context(), g.cfg.Embedder, q.QueryText)
+	if err != nil {
+		g.log.Error().Err(err).Msg("embed query")
+		writeError(w, http.StatusServiceUnavailable, "embedder_unavailable", "the query could not be embedded")
+		return
+	}
+	hits, err := g.store.QueryMemory(r.Context(), store.MemoryQuery{TenantID: tenant, Scope: q.Scope, UserID: user,
+		Vector: vec, TopK: q.TopK})
+	if g.storeError(w, err, "memory") {
+		return
+	}
+	out := make([]MemoryHit, len(hits))
+	for i, h := range hits {
+		out[i] = MemoryHit{Key: h.Key, Scope: h.Scope, UserID: h.UserID, SessionID: h.SessionID, Text: h.Text, Score: h.Score}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"hits": out})
+}

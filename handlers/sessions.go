@@ -1,0 +1,214 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/store"
+)
+
+// History bounds: a session keeps its last HistoryKeep messages verbatim
+// (each cut to HistoryMessageBytes) and condenses the older ones into one
+// summary message of at most HistorySummaryBytes, so the context a run
+// carries in every message stays bounded however long the session runs.
+const (
+	HistoryKeep         = 6
+	HistoryMessageBytes = 1000
+	HistorySummaryBytes = 1500
+)
+
+// Session message roles.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleSummary   = "summary"
+)
+
+// AuditSessionUpdated names the audit event that carries a session after
+// a run appended its exchange; the projector indexes it into
+// agent_sessions and writes the exchange to the user's memory.
+const AuditSessionUpdated = "session.updated"
+
+// SessionUpdated is the payload of a session.updated audit event.
+type SessionUpdated struct {
+	// Revision orders the snapshots of one session.
+	Revision uint64        `json:"revision"`
+	Session  store.Session `json:"session"`
+	// RunID, UserID, Message and Answer are the exchange the run
+	// appended.
+	RunID   string `json:"run_id"`
+	UserID  string `json:"user_id"`
+	Message string `json:"message"`
+	Answer  string `json:"answer"`
+}
+
+// Sessions keeps every session's bounded conversation in the sessions KV
+// bucket, by tenant and session: the router reads a session's history when
+// a run starts and appends the run's exchange when it ends, before the
+// caller gets the answer, so the session's next run always sees it. The
+// bucket is the authority; agent_sessions is its projection.
+type Sessions struct {
+	KV jetstream.KeyValue
+}
+
+// sessionKey is the bucket key of a session: tenant and session ids are
+// both strict tokens, so the key never collides across tenants.
+func sessionKey(tenantID, sessionID string) string { return tenantID + "." + sessionID }
+
+// Get returns a session of tenantID, or store.ErrNotFound: another
+// tenant's session is not found either.
+func (s *Sessions) Get(ctx context.Context, tenantID, sessionID string) (store.Session, uint64, error) {
+	if orch.ValidateID("tenant_id", tenantID) != nil || orch.ValidateID("session_id", sessionID) != nil {
+		return store.Session{}, 0, store.ErrNotFound
+	}
+	e, err := s.KV.Get(ctx, sessionKey(tenantID, sessionID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return store.Session{}, 0, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Session{}, 0, fmt.Errorf("handlers: read session: %w", err)
+	}
+	var sess store.Session
+	if err := json.Unmarshal(e.Value(), &sess); err != nil {
+		return store.Session{}, 0, fmt.Errorf("handlers: decode session %s: %w", e.Key(), err)
+	}
+	return sess, e.Revision(), nil
+}
+
+// History is the conversation a new run of the session sees, oldest first;
+// nil for a new session.
+func (s *Sessions) History(ctx context.Context, tenantID, sessionID string) ([]llm.HistoryMessage, error) {
+	sess, _, err := s.Get(ctx, tenantID, sessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]llm.HistoryMessage, len(sess.Messages))
+	for i, m := range sess.Messages {
+		out[i] = llm.HistoryMessage{Role: m.Role, Content: m.Content}
+	}
+	return out, nil
+}
+
+// Append adds a finished run's user message and answer to its session
+// (compare-and-swap, so concurrent runs of a session both land) and
+// returns the event that records it. A redelivered end appends nothing
+// twice: the exchange is found by its run id.
+func (s *Sessions) Append(ctx context.Context, req orch.RunRequest, answer string, at time.Time) (SessionUpdated, error) {
+	key := sessionKey(req.TenantID, req.SessionID)
+	for {
+		sess, rev, err := s.Get(ctx, req.TenantID, req.SessionID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			sess = store.Session{SessionID: req.SessionID, TenantID: req.TenantID, UserID: req.UserID,
+				State: "active", StartedAt: at}
+		case err != nil:
+			return SessionUpdated{}, err
+		}
+		up := SessionUpdated{RunID: req.RunID, UserID: req.UserID, Message: req.Message, Answer: answer}
+		if !appendExchange(&sess, req, answer, at) {
+			up.Revision, up.Session = rev, sess
+			return up, nil
+		}
+		data, err := json.Marshal(sess)
+		if err != nil {
+			return SessionUpdated{}, fmt.Errorf("handlers: encode session: %w", err)
+		}
+		if rev == 0 {
+			rev, err = s.KV.Create(ctx, key, data)
+		} else {
+			rev, err = s.KV.Update(ctx, key, data, rev)
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue // another run of the session appended first
+		}
+		if err != nil {
+			return SessionUpdated{}, fmt.Errorf("handlers: write session: %w", err)
+		}
+		up.Revision, up.Session = rev, sess
+		return up, nil
+	}
+}
+
+// appendExchange appends the exchange of req to sess and condenses what
+// falls out of the window. It reports false when the exchange is already
+// there.
+func appendExchange(sess *store.Session, req orch.RunRequest, answer string, at time.Time) bool {
+	userID := req.RunID + ".user"
+	for _, m := range sess.Messages {
+		if m.MsgID == userID {
+			return false
+		}
+	}
+	sess.LastActive = at
+	sess.Messages = append(sess.Messages,
+		store.SessionMessage{MsgID: userID, Role: RoleUser, Content: clip(req.Message, HistoryMessageBytes), TS: at},
+		store.SessionMessage{MsgID: req.RunID + ".assistant", Role: RoleAssistant, Content: clip(answer, HistoryMessageBytes), TS: at})
+	var summary *store.SessionMessage
+	kept := sess.Messages[:0:0]
+	for _, m := range sess.Messages {
+		if m.Role == RoleSummary {
+			s := m
+			summary = &s
+			continue
+		}
+		kept = append(kept, m)
+	}
+	if len(kept) <= HistoryKeep {
+		return true
+	}
+	old := kept[:len(kept)-HistoryKeep]
+	if summary == nil {
+		summary = &store.SessionMessage{MsgID: "summary", Role: RoleSummary}
+	}
+	lines := summary.Content
+	for _, m := range old {
+		lines += "\n" + m.Role + ": " + firstLine(m.Content, 160)
+		summary.TS = m.TS
+	}
+	summary.Content = keepTail(strings.TrimPrefix(lines, "\n"), HistorySummaryBytes)
+	sess.Messages = append([]store.SessionMessage{*summary}, kept[len(kept)-HistoryKeep:]...)
+	return true
+}
+
+// clip cuts s to at most n bytes on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// firstLine is the first line of s, clipped to n bytes.
+func firstLine(s string, n int) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return clip(line, n)
+}
+
+// keepTail keeps the last whole lines of s that fit in n bytes: the
+// summary forgets its oldest turns first.
+func keepTail(s string, n int) string {
+	for len(s) > n {
+		_, rest, ok := strings.Cut(s, "\n")
+		if !ok {
+			return clip(s, n)
+		}
+		s = rest
+	}
+	return s
+}
