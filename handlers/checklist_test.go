@@ -66,7 +66,7 @@ func newFlow(t *testing.T, env *testEnv, st interface {
 		agg:     NewAggregator(env.fanin, nopLog),
 		proj:    &Projector{Store: st, Embedder: testEmbedder},
 	}
-	f.router.Sessions = &Sessions{KV: env.sessions}
+	f.router.Sessions, f.router.Locks = &Sessions{KV: env.sessions}, env.locks
 	f.exec.Writer.Embedder = testEmbedder
 	return f
 }
@@ -373,7 +373,17 @@ func lockTaken(t *testing.T, env *testEnv, key string) bool {
 	return true
 }
 
-// lockReleased waits for the lock of key to be released: the writer
+// lockOwner is the task holding the lock of key, or "".
+func lockOwner(t *testing.T, env *testEnv, key string) string {
+	t.Helper()
+	e, err := env.locks.Get(testCtx(t), kvKey(key))
+	if err != nil {
+		return ""
+	}
+	return string(e.Value())
+}
+
+// lockReleased waits for the lock of key to be released: the router
 // releases it without waiting for the delete.
 func lockReleased(t *testing.T, env *testEnv, key string) error {
 	t.Helper()
@@ -620,11 +630,12 @@ func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
 				t.Fatalf("GetMemory: %v", err)
 			}
 			assertJSON(t, []byte(m.Text), `{"outlet_ids":["out-001","out-002"]}`)
-			if !lockTaken(t, env, key) {
-				t.Error("the write did not go through the memory lock")
+			if owner := lockOwner(t, env, key); owner != req.Run.Plan.Steps[0].TaskID {
+				t.Errorf("after the write the lock is held by %q, want the writing task until the router reads", owner)
 			}
+			ReleaseMemoryLocks(testCtx(t), env.locks, []orch.StepResult{sf.Result})
 			if err := lockReleased(t, env, key); err != nil {
-				t.Errorf("after the write: %v", err)
+				t.Errorf("after the router's confirmation: %v", err)
 			}
 			if _, w := auditOf(t, outs, "memory.written"); w["key"] != key || w["validated"] != true {
 				t.Errorf("memory.written audit = %v", w)
@@ -874,10 +885,19 @@ func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
 	if len(keys) != len(writes) {
 		t.Errorf("%d distinct keys for %d writes", len(keys), len(writes))
 	}
-	// Every lock was released.
+	// Every lock is held by its writer until the router confirms the
+	// step's result, then released.
+	var results []orch.StepResult
+	for _, wr := range writes {
+		if owner := lockOwner(t, env, wr.key); owner != wr.scope.TaskID {
+			t.Errorf("lock of %s held by %q, want %q", wr.key, owner, wr.scope.TaskID)
+		}
+		results = append(results, orch.StepResult{TaskID: wr.scope.TaskID, MemoryKey: wr.key})
+	}
+	ReleaseMemoryLocks(ctx, env.locks, results)
 	for _, wr := range writes {
 		if err := lockReleased(t, env, wr.key); err != nil {
-			t.Errorf("after the writes: %v", err)
+			t.Errorf("after the router's confirmation: %v", err)
 		}
 	}
 }
@@ -941,14 +961,12 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 	if m.CreatedAt.Before(releasedAt) {
 		t.Errorf("the waiting writer wrote at %s, before the holder released at %s", m.CreatedAt, releasedAt)
 	}
-	if err := lockReleased(t, env, key); err != nil {
-		t.Errorf("after the write: %v", err)
+	// The writer holds the lock until the router has the step's result.
+	if owner := lockOwner(t, env, key); owner != "task-1" {
+		t.Errorf("after the write the lock is held by %q, want task-1", owner)
 	}
 
 	// The same task re-enters a lock it holds (a redelivered step).
-	if _, err := env.locks.Create(ctx, kvKey(key), []byte("task-1")); err != nil {
-		t.Fatalf("take lock: %v", err)
-	}
 	got, waited, err = w.Write(ctx, scope, "outlet_ids", json.RawMessage(`{"outlet_ids":["out-009"]}`), shape)
 	if err != nil || got != key {
 		t.Fatalf("re-entrant Write = %q, %v", got, err)

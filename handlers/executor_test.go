@@ -168,9 +168,10 @@ func TestExecutorRunsStepToMemory(t *testing.T) {
 	if n := env.svc.Calls(demo.SkillOutletList); n != 1 {
 		t.Errorf("outlet_list called %d times after the answer, want 1", n)
 	}
-	// The memory lock was released.
-	if err := lockReleased(t, env, wantKey); err != nil {
-		t.Errorf("after the write: %v", err)
+	// The memory lock stays with the step's task until the router has
+	// its result.
+	if owner := lockOwner(t, env, wantKey); owner != "task-1" {
+		t.Errorf("after the write the lock is held by %q, want task-1", owner)
 	}
 }
 

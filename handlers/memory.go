@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/store"
 )
@@ -73,7 +74,9 @@ func (s MemoryScope) Key(label string) string {
 
 // MemoryWriter is write_memory, the single choke point for step outputs:
 // it validates the label and the data against the return_spec, locks the
-// namespaced key, writes, and releases the lock.
+// namespaced key and writes. The lock stays held until the router has
+// taken the step's result into the plan (ReleaseMemoryLocks, seed 000
+// §4.2); the bucket's TTL frees the locks of a run that died before.
 type MemoryWriter struct {
 	Store    MemoryStore
 	Locks    jetstream.KeyValue // nil disables locking (single-writer tests)
@@ -98,11 +101,10 @@ func (w *MemoryWriter) Write(ctx context.Context, scope MemoryScope, label strin
 	if err != nil {
 		return "", 0, err
 	}
-	waited, release, err := w.lock(ctx, key, scope.TaskID)
+	waited, err := w.lock(ctx, key, scope.TaskID)
 	if err != nil {
 		return "", waited, err
 	}
-	defer release()
 	_, err = w.Store.PutMemory(ctx, store.Memory{
 		ID: key, TenantID: scope.TenantID, SessionID: scope.SessionID, TaskID: scope.TaskID, UserID: scope.UserID,
 		Scope: ScopeSession, Key: key, Text: string(data), Embedding: vec, Source: "executor", StepIndex: scope.StepIndex,
@@ -123,9 +125,9 @@ func (w *MemoryWriter) now() time.Time {
 
 // lock takes the key in the locks bucket for owner. The same owner may
 // take it again (a redelivered step); another owner waits up to LockWait.
-func (w *MemoryWriter) lock(ctx context.Context, key, owner string) (time.Duration, func(), error) {
+func (w *MemoryWriter) lock(ctx context.Context, key, owner string) (time.Duration, error) {
 	if w.Locks == nil {
-		return 0, func() {}, nil
+		return 0, nil
 	}
 	wait := w.LockWait
 	if wait <= 0 {
@@ -139,30 +141,41 @@ func (w *MemoryWriter) lock(ctx context.Context, key, owner string) (time.Durati
 			break
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return time.Since(start), nil, fmt.Errorf("handlers: lock %s: %w", key, err)
+			return time.Since(start), fmt.Errorf("handlers: lock %s: %w", key, err)
 		}
 		if e, gerr := w.Locks.Get(ctx, lk); gerr == nil && string(e.Value()) == owner {
 			break
 		}
 		if time.Since(start) >= wait {
-			return time.Since(start), nil, fmt.Errorf("%w: %s after %s", ErrMemoryLock, key, wait)
+			return time.Since(start), fmt.Errorf("%w: %s after %s", ErrMemoryLock, key, wait)
 		}
 		select {
 		case <-ctx.Done():
-			return time.Since(start), nil, ctx.Err()
+			return time.Since(start), ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	// The release is not awaited: the write is done, a lost delete only
-	// leaves the lock to its TTL, and the same owner may retake it.
-	release := func() {
+	return time.Since(start), nil
+}
+
+// ReleaseMemoryLocks frees the memory locks of the steps whose results the
+// router has taken into the plan: the value under each key has been
+// confirmed, so another task may write it. The deletes are not awaited: a
+// lost one only leaves the lock to the bucket's TTL.
+func ReleaseMemoryLocks(ctx context.Context, locks jetstream.KeyValue, results []orch.StepResult) {
+	if locks == nil {
+		return
+	}
+	for _, r := range results {
+		if r.MemoryKey == "" {
+			continue
+		}
 		go func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_ = w.Locks.Delete(rctx, lk)
+			_ = locks.Delete(rctx, kvKey(r.MemoryKey))
 		}()
 	}
-	return time.Since(start), release, nil
 }
 
 // kvKey maps any string (a memory key, an idempotency key, a run id) onto

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -119,5 +121,25 @@ func TestMemoryWriterWithoutLocks(t *testing.T) {
 	m, err := env.st.GetMemory(testCtx(t), key)
 	if err != nil || !m.CreatedAt.Equal(fixed) || m.PlanID != "plan-m" || m.StepIndex != 1 || m.UserID != testUser {
 		t.Errorf("stored %+v (%v)", m, err)
+	}
+}
+
+// TestMemoryLocksHeldUntilTheRouterHasTheResult: in a whole run every step
+// output goes through its lock, and every lock is free once the run is
+// over: the router released each when it took the step's result.
+func TestMemoryLocksHeldUntilTheRouterHasTheResult(t *testing.T) {
+	env := newEnv(t)
+	f := newFlow(t, env, env.st)
+	res, _ := f.drive(t, newEvent(t, "run-locks", events.TypeRunRequested, runRequest("run-locks", rankTask)))
+	if res.TerminalCode != orch.CodeSuccess || len(res.Steps) == 0 {
+		t.Fatalf("run ended %s with %d steps", res.TerminalCode, len(res.Steps))
+	}
+	for _, s := range res.Steps {
+		if !lockTaken(t, env, s.MemoryKey) {
+			t.Errorf("step %d's output %s was written without its lock", s.Index, s.MemoryKey)
+		}
+		if err := lockReleased(t, env, s.MemoryKey); err != nil {
+			t.Errorf("step %d: %v", s.Index, err)
+		}
 	}
 }

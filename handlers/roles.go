@@ -34,7 +34,7 @@ const (
 // Buckets are the KV buckets the roles use.
 var Buckets = []events.Bucket{
 	{Name: BucketFanin, TTL: events.KeepWithRuns},
-	{Name: BucketLocks, TTL: time.Minute},
+	{Name: BucketLocks, TTL: 10 * time.Minute}, // the locks of a run that died before its router read them
 	{Name: BucketConfig, History: 5},
 	{Name: BucketToolcalls, TTL: events.KeepWithRuns},
 	{Name: BucketCredentials, TTL: 24 * time.Hour},

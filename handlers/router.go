@@ -37,6 +37,9 @@ type Router struct {
 	// Sessions, when set, gives each run its session's history and keeps
 	// the exchange of every finished run.
 	Sessions *Sessions
+	// Locks, when set, is the memory locks bucket: the router frees the
+	// lock of each step output once it has the step's result.
+	Locks jetstream.KeyValue
 }
 
 // NewRouter returns a router.
@@ -58,7 +61,11 @@ func (r *Router) Routes() []events.Route {
 			return r.decide(ctx, ev, p.Run, orch.Planned{Proposal: p, At: r.Now()})
 		}),
 		events.On(events.TypeGroupJoined, func(ctx context.Context, ev event.Event, j orch.GroupJoined) ([]event.Event, error) {
-			return r.decide(ctx, ev, j.Run, orch.Joined{Results: j.Results, At: r.Now()})
+			out, err := r.decide(ctx, ev, j.Run, orch.Joined{Results: j.Results, At: r.Now()})
+			if err == nil {
+				ReleaseMemoryLocks(ctx, r.Locks, j.Results)
+			}
+			return out, err
 		}),
 		events.On(events.TypeDeadLettered, func(ctx context.Context, ev event.Event, dl events.DeadLetter) ([]event.Event, error) {
 			if dl.RunID == "" {

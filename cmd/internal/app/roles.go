@@ -161,9 +161,13 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	if err != nil {
 		return nil, err
 	}
+	locks, err := d.bucket(ctx, handlers.BucketLocks)
+	if err != nil {
+		return nil, err
+	}
 	r := handlers.NewRouter(d.Models.Router, d.Store, cfg, log)
 	r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
-	r.Sessions = &handlers.Sessions{KV: sessions}
+	r.Sessions, r.Locks = &handlers.Sessions{KV: sessions}, locks
 	return r.Routes(), nil
 }
 
