@@ -3,9 +3,11 @@ package embedded
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -129,14 +131,49 @@ func (s *Store) QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.M
 	return hits, nil
 }
 
+// storedMemory is how the embedded store keeps an agent_memory document:
+// its embedding as little-endian float32s (base64 in the JSON) instead of
+// an array of decimals, which cost more to format and parse than the rest
+// of a hop. Documents stored with a decimal "embedding" still decode.
+type storedMemory struct {
+	store.Memory
+	Vector []byte `json:"embedding_f32,omitempty"`
+}
+
 func encodeMemory(m store.Memory) ([]byte, error) {
-	return store.Encode(store.IndexMemory, m)
+	vec := m.Embedding
+	m.Embedding = nil
+	if _, err := store.Encode(store.IndexMemory, m); err != nil {
+		return nil, err
+	}
+	sm := storedMemory{Memory: m}
+	if len(vec) > 0 {
+		sm.Vector = make([]byte, 0, 4*len(vec))
+		for _, f := range vec {
+			if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+				return nil, fmt.Errorf("embedded: memory %q: embedding holds %v: %w", m.Key, f, store.ErrSchema)
+			}
+			sm.Vector = binary.LittleEndian.AppendUint32(sm.Vector, math.Float32bits(f))
+		}
+	}
+	data, err := json.Marshal(sm)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: encode memory %q: %w", m.Key, err)
+	}
+	return data, nil
 }
 
 func decodeMemory(e jetstream.KeyValueEntry) (store.Memory, error) {
-	var m store.Memory
-	if err := json.Unmarshal(e.Value(), &m); err != nil {
-		return store.Memory{}, fmt.Errorf("embedded: decode memory %s: %w", e.Key(), err)
+	var sm storedMemory
+	if err := json.Unmarshal(e.Value(), &sm); err != nil || len(sm.Vector)%4 != 0 {
+		return store.Memory{}, fmt.Errorf("embedded: decode memory %s: %v (%d vector bytes)", e.Key(), err, len(sm.Vector))
+	}
+	m := sm.Memory
+	if len(sm.Vector) > 0 {
+		m.Embedding = make([]float32, len(sm.Vector)/4)
+		for i := range m.Embedding {
+			m.Embedding[i] = math.Float32frombits(binary.LittleEndian.Uint32(sm.Vector[4*i:]))
+		}
 	}
 	m.Version = versionOf(e.Revision())
 	return m, nil
