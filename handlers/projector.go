@@ -77,9 +77,15 @@ func (p *Projector) Handle(ctx context.Context, ev event.Event) ([]event.Event, 
 
 func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, error) {
 	it := &projection{done: make(chan error, 1), lead: make(chan struct{})}
-	switch events.AuditName(ev.Type()) {
-	case AuditSessionUpdated:
-		return nil, p.session(ctx, ev)
+	name := events.AuditName(ev.Type())
+	if name == AuditSessionUpdated {
+		// The session and the exchange are written first; the event
+		// itself is indexed into the trace like any other.
+		if err := p.session(ctx, ev); err != nil {
+			return nil, err
+		}
+	}
+	switch name {
 	case AuditPlanProjected:
 		pp, err := planSnapshot(ev)
 		if err != nil {

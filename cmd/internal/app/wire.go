@@ -59,11 +59,17 @@ func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, e
 	if c.StorePrefix != "" {
 		cfg.IndexPrefix = c.StorePrefix
 	}
-	// The index holds what the embedder writes.
-	if dim := c.Models.EmbeddingDimension; os.Getenv("OPENSEARCH_DIMENSION") == "" && dim > 0 {
-		cfg.Dimension = dim
-	} else if dim > 0 && cfg.Dimension != dim {
+	// The index holds what the embedder writes: OPENSEARCH_DIMENSION, when
+	// set, is the embedder's too; otherwise the index takes the embedder's.
+	switch dim := c.Models.EmbeddingDimension; {
+	case os.Getenv("OPENSEARCH_DIMENSION") == "":
+		if dim > 0 {
+			cfg.Dimension = dim
+		}
+	case os.Getenv("EMBEDDING_DIMENSION") != "" && dim != cfg.Dimension:
 		return nil, fmt.Errorf("OPENSEARCH_DIMENSION %d differs from EMBEDDING_DIMENSION %d", cfg.Dimension, dim)
+	default:
+		c.Models.EmbeddingDimension = cfg.Dimension
 	}
 	var st *opensearch.Store
 	err = retry(ctx, func() error {
