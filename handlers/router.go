@@ -109,6 +109,10 @@ func publish(in event.Event, d orch.Decision) ([]event.Event, error) {
 		if err != nil {
 			return nil, err
 		}
+		if e.RunScope != "" {
+			out.emitID(events.DeriveID(e.RunScope, e.Key), typ, e.Data)
+			continue
+		}
 		out.emit(e.Key, typ, e.Data)
 	}
 	return out.result()
