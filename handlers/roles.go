@@ -26,6 +26,9 @@ const (
 	// the key never travels in an event. Entries expire after a day and
 	// the router deletes them when the run ends.
 	BucketCredentials = "credentials"
+	// BucketCancels holds the cancelled runs, keyed <tenant>.<run_id>
+	// (see Cancels), as long as the runs' events are kept.
+	BucketCancels = "cancels"
 )
 
 // Buckets are the KV buckets the roles use.
@@ -35,4 +38,5 @@ var Buckets = []events.Bucket{
 	{Name: BucketConfig, History: 5},
 	{Name: BucketToolcalls, TTL: events.KeepWithRuns},
 	{Name: BucketCredentials, TTL: 24 * time.Hour},
+	{Name: BucketCancels, TTL: events.KeepWithRuns},
 }

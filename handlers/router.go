@@ -33,6 +33,9 @@ type Router struct {
 	Credentials *Credentials
 	// Replies, when set, streams the answer of runs that asked for it.
 	Replies *Replies
+	// Cancels are the cancelled runs: an input of one ends it USER_CANCEL
+	// instead of taking its next hop. Nil cancels none.
+	Cancels *Cancels
 }
 
 // NewRouter returns a router.
@@ -44,17 +47,20 @@ func NewRouter(model llm.Model, st RouterStore, config jetstream.KeyValue, log z
 func (r *Router) Routes() []events.Route {
 	return []events.Route{
 		events.On(events.TypeRunRequested, func(ctx context.Context, ev event.Event, req orch.RunRequest) ([]event.Event, error) {
-			in, err := r.route(ctx, req)
-			if err != nil {
-				return nil, err
+			in := r.unlessCancelled(req, orch.Requested{Request: req, At: r.Now()})
+			if _, cancelled := in.(orch.Cancelled); !cancelled {
+				var err error
+				if in, err = r.route(ctx, req); err != nil {
+					return nil, err
+				}
 			}
 			return r.decide(ctx, ev, orch.State{}, in)
 		}),
 		events.On(events.TypePlanProposed, func(ctx context.Context, ev event.Event, p orch.PlanProposal) ([]event.Event, error) {
-			return r.decide(ctx, ev, p.Run, orch.Planned{Proposal: p, At: r.Now()})
+			return r.decide(ctx, ev, p.Run, r.unlessCancelled(p.Run.Request, orch.Planned{Proposal: p, At: r.Now()}))
 		}),
 		events.On(events.TypeGroupJoined, func(ctx context.Context, ev event.Event, j orch.GroupJoined) ([]event.Event, error) {
-			return r.decide(ctx, ev, j.Run, orch.Joined{Results: j.Results, At: r.Now()})
+			return r.decide(ctx, ev, j.Run, r.unlessCancelled(j.Run.Request, orch.Joined{Results: j.Results, At: r.Now()}))
 		}),
 		events.On(events.TypeDeadLettered, func(ctx context.Context, ev event.Event, dl events.DeadLetter) ([]event.Event, error) {
 			if dl.RunID == "" {
@@ -68,6 +74,16 @@ func (r *Router) Routes() []events.Route {
 // Handle is the router's events.Handler.
 func (r *Router) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
 	return events.Dispatch(RoleRouter, r.Routes()...)(ctx, ev)
+}
+
+// unlessCancelled returns in, or when the run is cancelled the input that
+// ends it: orch.Cancelled, wrapping in, with who cancelled and when.
+func (r *Router) unlessCancelled(req orch.RunRequest, in orch.Input) orch.Input {
+	c, ok := r.Cancels.Lookup(req.TenantID, req.RunID)
+	if !ok {
+		return in
+	}
+	return orch.Cancelled{Input: in, By: c.By, RequestedAt: c.At, At: r.Now()}
 }
 
 // decide runs the decider on one input, answers its synthesis request and

@@ -157,8 +157,12 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	if err != nil {
 		return nil, err
 	}
+	cancels, err := d.Cancels(ctx)
+	if err != nil {
+		return nil, err
+	}
 	r := handlers.NewRouter(d.Models.Router, d.Store, cfg, log)
-	r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
+	r.Synthesiser, r.Replies, r.Credentials, r.Cancels = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds, cancels
 	return r.Routes(), nil
 }
 
@@ -185,8 +189,12 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	if err != nil {
 		return nil, err
 	}
+	cancels, err := d.Cancels(ctx)
+	if err != nil {
+		return nil, err
+	}
 	x := handlers.NewExecutor(d.Models.Executor, d.Skills, d.Store, locks, calls, log)
-	x.Credentials = creds
+	x.Credentials, x.Cancels = creds, cancels
 	if d.Config.MaxTurns > 0 {
 		x.MaxTurns = d.Config.MaxTurns
 	}
