@@ -43,6 +43,10 @@ type Executor struct {
 	// Sandbox extracts from responses at or above LargeResponse; nil
 	// reports them to the model as errors.
 	Sandbox Sandbox
+	// Cancels are the cancelled runs: a turn of one finishes its step
+	// cancelled instead of running, and a turn in flight (its model or
+	// skill call) is stopped when its run is cancelled. Nil cancels none.
+	Cancels *Cancels
 }
 
 // NewExecutor returns an executor.
@@ -79,12 +83,21 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 	if step == nil {
 		return nil, events.Permanent(fmt.Errorf("handlers: step %d is not in plan %s", req.Step, req.Run.Plan.PlanID))
 	}
-	ctx, err := x.Credentials.Context(ctx, req.Run.Request)
-	if err != nil {
-		return nil, err
-	}
 	t := turn{x: x, in: ev, req: req, step: *step, out: outbox{in: ev}, rec: llm.Record(x.Model)}
-	if err := t.run(ctx); err != nil {
+	tenant, runID := req.Run.Request.TenantID, req.Run.Request.RunID
+	ctx, release := x.Cancels.Watch(ctx, tenant, runID)
+	defer release()
+	if errors.Is(context.Cause(ctx), ErrRunCancelled) {
+		return t.cancelled()
+	}
+	ctx, err := x.Credentials.Context(ctx, req.Run.Request)
+	if err == nil {
+		err = t.run(ctx)
+	}
+	if err != nil {
+		if errors.Is(context.Cause(ctx), ErrRunCancelled) {
+			return t.cancelled() // stopped in flight
+		}
 		code, ok := modelFailure(err)
 		if !ok {
 			return nil, err

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cloudevents/sdk-go/v2/event"
+
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
@@ -97,4 +99,18 @@ func (t *turn) finish(res orch.StepResult) error {
 func (t *turn) skillUnavailable(name string, err error) error {
 	return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed,
 		Reason: fmt.Sprintf("skill %s unavailable: %v", name, err), Suggestion: "choose another skill"})
+}
+
+// cancelled finishes the step of a cancelled run with outcome cancelled:
+// the run ends USER_CANCEL at the router's next hop.
+func (t *turn) cancelled() ([]event.Event, error) {
+	c, _ := t.x.Cancels.Lookup(t.req.Run.Request.TenantID, t.req.Run.Request.RunID)
+	reason := "run cancelled"
+	if c.By != "" {
+		reason += " by " + c.By
+	}
+	if err := t.finish(orch.StepResult{Outcome: orch.OutcomeCancelled, Reason: reason}); err != nil {
+		return nil, err
+	}
+	return t.out.result()
 }

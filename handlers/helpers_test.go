@@ -47,6 +47,7 @@ type testEnv struct {
 	toolcalls jetstream.KeyValue
 	config    jetstream.KeyValue
 	sessions  jetstream.KeyValue
+	cancels   jetstream.KeyValue
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -65,13 +66,20 @@ func testTopology() events.Topology {
 
 func newEnv(t *testing.T) *testEnv {
 	t.Helper()
+	return newEnvWith(t, demo.Config{})
+}
+
+// newEnvWith is newEnv with a demo Skill Service configured by skillCfg
+// (latency, injected failures).
+func newEnvWith(t *testing.T, skillCfg demo.Config) *testEnv {
+	t.Helper()
 	_, _, js := eventstest.Bootstrap(t, testTopology())
 	ctx := testCtx(t)
 	st, err := embedded.New(ctx, js, embedded.Config{})
 	if err != nil {
 		t.Fatalf("embedded.New: %v", err)
 	}
-	svc := demo.NewService(demo.Config{})
+	svc := demo.NewService(skillCfg)
 	srv := httptest.NewServer(svc.Handler())
 	t.Cleanup(srv.Close)
 	sk, err := skills.NewClient(skills.Config{URL: srv.URL + "/tenants/{tenant}/mcp"})
@@ -88,7 +96,7 @@ func newEnv(t *testing.T) *testEnv {
 	}
 	return &testEnv{js: js, st: st, svc: svc, sk: sk,
 		fanin: kv(BucketFanin), locks: kv(BucketLocks),
-		toolcalls: kv(BucketToolcalls), config: kv(BucketConfig), sessions: kv(BucketSessions)}
+		toolcalls: kv(BucketToolcalls), config: kv(BucketConfig), sessions: kv(BucketSessions), cancels: kv(BucketCancels)}
 }
 
 func toolCallResp(id, name, args string) llm.Response {

@@ -51,6 +51,9 @@ type IngressConfig struct {
 	Embedder store.Embedder
 	// Now is the clock of the documents the API writes; default time.Now.
 	Now func() time.Time
+	// Cancels receives the cancels of POST /agent/runs/{run_id}/cancel;
+	// nil answers them 503 unavailable.
+	Cancels *Cancels
 }
 
 // Ingress is the chat API bridge (seed 000 §11): it validates requests and
@@ -117,6 +120,7 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("GET /agent/sessions/{session_id}", g.session)
 	mux.HandleFunc("POST /agent/memory", g.putMemory)
 	mux.HandleFunc("GET /agent/memory/query", g.queryMemory)
+	mux.HandleFunc("POST /agent/runs/{run_id}/cancel", g.cancel)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusOK
 		if !g.nc.IsConnected() {
@@ -229,16 +233,16 @@ func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequ
 	return req, "", nil
 }
 
-// readScope returns the tenant a read is scoped to: the credential's, or
-// the X-Tenant-Id of a trusted or open caller. There is no read across
-// tenants: without a tenant it answers the request itself.
+// readScope returns the tenant a read (or a cancel) is scoped to: the
+// credential's, or the X-Tenant-Id of a trusted or open caller. There is
+// no read across tenants: without a tenant it answers the request itself.
 func readScope(w http.ResponseWriter, r *http.Request) (string, bool) {
 	tenant := r.Header.Get("X-Tenant-Id")
 	if c := callerOf(r.Context()); c.bound {
 		tenant = c.TenantID
 	}
 	if tenant == "" {
-		writeError(w, http.StatusBadRequest, "tenant_required", "reads are scoped to a tenant: send X-Tenant-Id")
+		writeError(w, http.StatusBadRequest, "tenant_required", "reads and cancels are scoped to a tenant: send X-Tenant-Id")
 		return "", false
 	}
 	if err := orch.ValidateID("tenant_id", tenant); err != nil {
@@ -274,6 +278,52 @@ func (g *Ingress) trace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"plan_id": p.PlanID, "events": evs})
+}
+
+// cancel cancels a run of the caller's tenant: 202 cancelling (also when
+// it was already cancelled), 404 not_found for a run the tenant does not
+// have, exactly as for a missing one, and 409 run_finished for a run whose
+// plan is complete or failed.
+func (g *Ingress) cancel(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := readScope(w, r)
+	if !ok {
+		return
+	}
+	by := callerOf(r.Context()).UserID
+	if by == "" {
+		by = r.Header.Get("X-User-Id")
+	}
+	if len(by) > 128 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "X-User-Id is longer than 128 characters")
+		return
+	}
+	runID := r.PathValue("run_id")
+	if orch.ValidateID("run_id", runID) != nil {
+		writeError(w, http.StatusNotFound, "not_found", "run not found")
+		return
+	}
+	p, _, err := g.store.GetPlan(r.Context(), tenant, orch.PlanID(runID))
+	if g.storeError(w, err, "run") {
+		return
+	}
+	if p.Status == store.PlanStatusComplete || p.Status == store.PlanStatusFailed {
+		writeError(w, http.StatusConflict, "run_finished", "the run has already finished ("+p.Status+")")
+		return
+	}
+	if g.cfg.Cancels == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "cancelling is not configured")
+		return
+	}
+	first, err := g.cfg.Cancels.Request(r.Context(), tenant, runID, Cancel{By: by, At: time.Now().UTC()})
+	if err != nil {
+		g.log.Error().Err(err).Str("run_id", runID).Msg("request cancel")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the cancel could not be recorded")
+		return
+	}
+	if first {
+		g.log.Info().Str("run_id", runID).Str("tenant_id", tenant).Msg("run cancel requested")
+	}
+	writeJSON(w, http.StatusAccepted, runclient.CancelResponse{RunID: runID, PlanID: p.PlanID, Status: runclient.StatusCancelling})
 }
 
 func (g *Ingress) storeError(w http.ResponseWriter, err error, what string) bool {

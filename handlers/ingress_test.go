@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -178,5 +179,56 @@ func TestIngressServiceToken(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { checkHTTP(t, srv, tc) })
+	}
+}
+
+// TestIngressCancel: a tenant cancels its own run (202, again 202); another
+// tenant's cancel answers 404 not_found, exactly as a missing run, and
+// has no effect; a finished run answers 409 run_finished.
+func TestIngressCancel(t *testing.T) {
+	env := newEnv(t)
+	cancels := NewCancels(env.cancels)
+	srv := newIngressServer(t, env, IngressConfig{Cancels: cancels})
+	ctx := testCtx(t)
+	put := func(runID, status string) {
+		p := store.Plan{PlanID: orch.PlanID(runID), TenantID: testTenant, SessionID: testSession, Status: status}
+		if err := env.st.PutPlan(ctx, p, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("run-live", store.PlanStatusExecuting)
+	put("run-done", store.PlanStatusComplete)
+	path := func(runID string) string { return "/agent/runs/" + runID + "/cancel" }
+	asUser := map[string]string{"X-Tenant-Id": testTenant, "X-User-Id": "u-7"}
+
+	for _, tc := range []httpCase{
+		{name: "other tenant", method: "POST", path: path("run-live"), headers: asTenant("acme"), wantStatus: 404, wantCode: "not_found"},
+		{name: "missing run", method: "POST", path: path("run-none"), headers: asTenant(testTenant), wantStatus: 404, wantCode: "not_found"},
+		{name: "run id no token", method: "POST", path: path("run.x"), headers: asTenant(testTenant), wantStatus: 404, wantCode: "not_found"},
+		{name: "without tenant", method: "POST", path: path("run-live"), wantStatus: 400, wantCode: "tenant_required"},
+		{name: "finished run", method: "POST", path: path("run-done"), headers: asTenant(testTenant), wantStatus: 409, wantCode: "run_finished"},
+		{name: "wrong method", method: "GET", path: path("run-live"), headers: asTenant(testTenant), wantStatus: 404, wantCode: "not_found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkHTTP(t, srv, tc) })
+	}
+	if keys, err := env.cancels.ListKeys(ctx); err == nil {
+		for k := range keys.Keys() {
+			t.Errorf("a refused cancel wrote %s", k)
+		}
+	}
+
+	for range 2 { // cancelling again answers the same
+		body := checkHTTP(t, srv, httpCase{method: "POST", path: path("run-live"), headers: asUser, wantStatus: 202})
+		if body["run_id"] != "run-live" || body["plan_id"] != orch.PlanID("run-live") || body["status"] != "cancelling" {
+			t.Errorf("cancel body = %v", body)
+		}
+	}
+	e, err := env.cancels.Get(ctx, testTenant+".run-live")
+	if err != nil {
+		t.Fatalf("the cancel was not recorded: %v", err)
+	}
+	var c Cancel
+	if err := json.Unmarshal(e.Value(), &c); err != nil || c.By != "u-7" || c.At.IsZero() {
+		t.Errorf("recorded cancel %s (%v)", e.Value(), err)
 	}
 }

@@ -29,6 +29,9 @@ const (
 	// BucketSessions holds each session's bounded conversation, by tenant
 	// and session (see Sessions). A session idle for 30 days expires.
 	BucketSessions = "sessions"
+	// BucketCancels holds the cancelled runs, keyed <tenant>.<run_id>
+	// (see Cancels), as long as the runs' events are kept.
+	BucketCancels = "cancels"
 )
 
 // Buckets are the KV buckets the roles use.
@@ -39,4 +42,5 @@ var Buckets = []events.Bucket{
 	{Name: BucketToolcalls, TTL: events.KeepWithRuns},
 	{Name: BucketCredentials, TTL: 24 * time.Hour},
 	{Name: BucketSessions, TTL: 30 * 24 * time.Hour},
+	{Name: BucketCancels, TTL: events.KeepWithRuns},
 }

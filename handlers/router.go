@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -40,6 +41,9 @@ type Router struct {
 	// Locks, when set, is the memory locks bucket: the router frees the
 	// lock of each step output once it has the step's result.
 	Locks jetstream.KeyValue
+	// Cancels are the cancelled runs: an input of one ends it USER_CANCEL
+	// instead of taking its next hop. Nil cancels none.
+	Cancels *Cancels
 }
 
 // NewRouter returns a router.
@@ -51,17 +55,20 @@ func NewRouter(model llm.Model, st RouterStore, config jetstream.KeyValue, log z
 func (r *Router) Routes() []events.Route {
 	return []events.Route{
 		events.On(events.TypeRunRequested, func(ctx context.Context, ev event.Event, req orch.RunRequest) ([]event.Event, error) {
-			in, err := r.route(ctx, req)
-			if err != nil {
-				return nil, err
+			in := r.unlessCancelled(req, orch.Requested{Request: req, At: r.Now()})
+			if _, cancelled := in.(orch.Cancelled); !cancelled {
+				var err error
+				if in, err = r.route(ctx, req); err != nil {
+					return nil, err
+				}
 			}
 			return r.decide(ctx, ev, orch.State{}, in)
 		}),
 		events.On(events.TypePlanProposed, func(ctx context.Context, ev event.Event, p orch.PlanProposal) ([]event.Event, error) {
-			return r.decide(ctx, ev, p.Run, orch.Planned{Proposal: p, At: r.Now()})
+			return r.decide(ctx, ev, p.Run, r.unlessCancelled(p.Run.Request, orch.Planned{Proposal: p, At: r.Now()}))
 		}),
 		events.On(events.TypeGroupJoined, func(ctx context.Context, ev event.Event, j orch.GroupJoined) ([]event.Event, error) {
-			out, err := r.decide(ctx, ev, j.Run, orch.Joined{Results: j.Results, At: r.Now()})
+			out, err := r.decide(ctx, ev, j.Run, r.unlessCancelled(j.Run.Request, orch.Joined{Results: j.Results, At: r.Now()}))
 			if err == nil {
 				ReleaseMemoryLocks(ctx, r.Locks, j.Results)
 			}
@@ -79,6 +86,16 @@ func (r *Router) Routes() []events.Route {
 // Handle is the router's events.Handler.
 func (r *Router) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
 	return events.Dispatch(RoleRouter, r.Routes()...)(ctx, ev)
+}
+
+// unlessCancelled returns in, or when the run is cancelled the input that
+// ends it: orch.Cancelled, wrapping in, with who cancelled and when.
+func (r *Router) unlessCancelled(req orch.RunRequest, in orch.Input) orch.Input {
+	c, ok := r.Cancels.Lookup(req.TenantID, req.RunID)
+	if !ok {
+		return in
+	}
+	return orch.Cancelled{Input: in, By: c.By, RequestedAt: c.At, At: r.Now()}
 }
 
 // decide runs the decider on one input, answers its synthesis request and
@@ -116,7 +133,12 @@ func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
 	if err != nil {
 		return err
 	}
-	d.Audits = append(d.Audits, orch.Audit{Name: AuditSessionUpdated, Payload: up})
+	// The trace still ends with run.finished.
+	at := len(d.Audits)
+	if i := slices.IndexFunc(d.Audits, func(a orch.Audit) bool { return a.Name == "run.finished" }); i >= 0 {
+		at = i
+	}
+	d.Audits = slices.Insert(d.Audits, at, orch.Audit{Name: AuditSessionUpdated, Payload: up})
 	return nil
 }
 
@@ -137,6 +159,10 @@ func publish(in event.Event, d orch.Decision) ([]event.Event, error) {
 		typ, err := emittedType(e.Data)
 		if err != nil {
 			return nil, err
+		}
+		if e.RunScope != "" {
+			out.emitID(events.DeriveID(e.RunScope, e.Key), typ, e.Data)
+			continue
 		}
 		out.emit(e.Key, typ, e.Data)
 	}

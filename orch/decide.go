@@ -74,6 +74,7 @@ func (i Planned) at() time.Time      { return i.At }
 func (i Joined) at() time.Time       { return i.At }
 func (i Synthesised) at() time.Time  { return i.At }
 func (i DeadLettered) at() time.Time { return i.At }
+func (i Cancelled) at() time.Time    { return i.At }
 
 // State is the run state the decider folds inputs into.
 type State = RunState
@@ -84,6 +85,12 @@ type State = RunState
 type Emit struct {
 	Key  string
 	Data any
+	// RunScope, when set, is the run id the message's id derives from
+	// (with Key) instead of the input's id, so the stream keeps one such
+	// message whichever input emits it. Every run.finished is so scoped:
+	// a run ends once even if two inputs end it, as when a redelivered
+	// input sees a cancel its first delivery did not.
+	RunScope string
 }
 
 // Audit is one audit event of the trace: Name ("step_1.started"), the task
@@ -136,6 +143,8 @@ func Decide(s State, in Input) Decision {
 		d.synthesised(in)
 	case DeadLettered:
 		d.deadLettered(in)
+	case Cancelled:
+		d.cancelled(in)
 	default:
 		panic(fmt.Sprintf("orch: unknown input %T", in))
 	}
@@ -164,9 +173,7 @@ func (d *decision) modelCalls(calls []llm.Call) {
 
 func (d *decision) requested(in Requested) {
 	req := in.Request
-	d.State = State{Request: req, Seq: 1, Plan: Plan{
-		PlanID: PlanID(req.RunID), Status: PlanPlanning, CreatedAt: d.at}}
-	d.audit("user_message.received", "", map[string]any{"message_bytes": len(req.Message)})
+	d.received(req)
 	if err := ValidateRequest(req); err != nil {
 		d.finish(CodeValidationFail, err.Error(), nil)
 		return
@@ -192,6 +199,13 @@ func (d *decision) requested(in Requested) {
 		"reason": route.Reason, "options": names})
 	d.audit("subagent_a.spawned", "", map[string]any{"mode": "plan"})
 	d.emit("plan.requested", PlanRequest{Run: d.State})
+}
+
+// received starts the state of a requested run.
+func (d *decision) received(req RunRequest) {
+	d.State = State{Request: req, Seq: 1, Plan: Plan{
+		PlanID: PlanID(req.RunID), Status: PlanPlanning, CreatedAt: d.at}}
+	d.audit("user_message.received", "", map[string]any{"message_bytes": len(req.Message)})
 }
 
 // PlanID is the plan id of a run: derived from the run id, so a
@@ -344,24 +358,43 @@ func (p *Plan) inputKeys(s Step) []string {
 	return keys
 }
 
-// joined records a group's results, then ends the run on a failure that
+// joined records a group's results, then ends the run on an outcome that
 // replanning cannot help, replans a failure, or dispatches the next steps.
 func (d *decision) joined(results []StepResult) {
 	d.State.Seq++
+	failed, end := d.record(results)
+	switch {
+	case end.Code == CodeUserCancel:
+		d.cancel(end.Reason, nil)
+	case end.Code != "":
+		d.finish(end.Code, end.Reason, nil)
+	case len(failed) > 0:
+		d.replan(failed[0])
+	default:
+		d.dispatch()
+	}
+}
+
+// endings are the step outcomes that end the run, since replanning cannot
+// help them, with their terminal codes, first the one that wins when a
+// group reports several.
+var endings = []struct{ outcome, code string }{
+	{OutcomeCancelled, CodeUserCancel},
+	{OutcomeInvalidOutput, CodeValidationFail}, // the model's output stays invalid
+	{OutcomeUnavailable, CodeUnavailableDep},   // the model is unavailable
+}
+
+// record writes a group's results into the plan. It returns the failed
+// results, and the terminal code and reason one of them ends the run
+// with, if any.
+func (d *decision) record(results []StepResult) ([]StepResult, Failure) {
 	var failed []StepResult
-	end := ""
 	for _, res := range results {
 		s := d.State.Plan.Live(res.Step)
 		if s == nil {
 			continue
 		}
 		d.State.Usage = d.State.Usage.Add(res.Usage)
-		switch res.Outcome {
-		case OutcomeInvalidOutput:
-			end = CodeValidationFail
-		case OutcomeUnavailable:
-			end = CodeUnavailableDep
-		}
 		s.FinishedAt = res.FinishedAt
 		if res.Outcome == OutcomeComplete {
 			s.Status, s.MemoryKey, s.Validated = StepComplete, res.MemoryKey, res.Validated
@@ -372,16 +405,12 @@ func (d *decision) joined(results []StepResult) {
 		d.audit(fmt.Sprintf("step_%d.failed", s.Index), s.TaskID, map[string]any{"outcome": res.Outcome, "reason": res.Reason})
 		failed = append(failed, res)
 	}
-	switch {
-	case end != "":
-		// Replanning cannot help: the model's output stays invalid, or
-		// the model is unavailable.
-		d.finish(end, failed[0].Reason, nil)
-	case len(failed) > 0:
-		d.replan(failed[0])
-	default:
-		d.dispatch()
+	for _, e := range endings {
+		if i := slices.IndexFunc(failed, func(r StepResult) bool { return r.Outcome == e.outcome }); i >= 0 {
+			return failed, Failure{Code: e.code, Reason: failed[i].Reason}
+		}
 	}
+	return failed, Failure{}
 }
 
 // replan asks the planner to revise the remaining steps, or ends the run
@@ -439,7 +468,12 @@ func (d *decision) end(code, response, reason string, detail any) {
 		res.Detail, _ = json.Marshal(detail) // maps of strings and numbers always marshal
 	}
 	d.audit("run.finished", "", map[string]any{"status": res.Status, "terminal_code": code, "reason": reason, "usage": d.State.Usage})
-	d.emit("run.finished", res)
+	d.finished(res)
+}
+
+// finished emits the run's result, its id scoped to the run.
+func (d *decision) finished(res RunResult) {
+	d.Emits = append(d.Emits, Emit{Key: "run.finished", Data: res, RunScope: res.RunID})
 	d.Ended = &res
 }
 
@@ -462,6 +496,5 @@ func (d *decision) deadLettered(in DeadLettered) {
 	}
 	res := RunResult{RunID: in.RunID, TenantID: in.TenantID, SessionID: in.SessionID, Status: PlanFailed,
 		TerminalCode: code, Response: "The task could not be completed: " + in.Reason, Reason: in.Reason}
-	d.emit("run.finished", res)
-	d.Ended = &res
+	d.finished(res)
 }

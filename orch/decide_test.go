@@ -197,3 +197,92 @@ func TestDecideDeadLetters(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideCancelled: whatever input of a cancelled run arrives, the run
+// ends USER_CANCEL, records what the input reports and dispatches nothing.
+func TestDecideCancelled(t *testing.T) {
+	run := only[PlanRequest](t, Decide(State{}, Requested{Request: request("run-c"), TaskTypes: taskTypes, At: t0})).Run
+	inFlight := only[StepRequest](t, Decide(run, Planned{Proposal: PlanProposal{Steps: twoSteps()}, At: t0})).Run
+	asked := t0.Add(-time.Second)
+	cancel := func(in Input) Cancelled {
+		return Cancelled{Input: in, By: "u1", RequestedAt: asked, At: t0.Add(time.Minute)}
+	}
+	cases := []struct {
+		name  string
+		state State
+		in    Cancelled
+		check func(t *testing.T, d Decision)
+	}{
+		{"before routing", State{}, cancel(Requested{Request: request("run-c"), At: t0}), func(t *testing.T, d Decision) {
+			if d.State.Plan.PlanID != PlanID("run-c") || len(d.State.Plan.Steps) != 0 {
+				t.Errorf("plan %+v", d.State.Plan)
+			}
+		}},
+		{"while planning", run, cancel(Planned{Proposal: PlanProposal{Steps: twoSteps(), Usage: llm.Usage{Calls: 1}}, At: t0}),
+			func(t *testing.T, d Decision) {
+				if len(d.State.Plan.Steps) != 2 || d.State.Plan.Live(1).Status != StepPending || d.State.Usage.Calls != 1 {
+					t.Errorf("the proposed steps must be recorded pending, with the planner's usage: %+v", d.State)
+				}
+			}},
+		{"step 1 in flight finished", inFlight, cancel(Joined{Results: []StepResult{{Step: 1, Outcome: OutcomeComplete, MemoryKey: "k1"}}, At: t0}),
+			func(t *testing.T, d Decision) {
+				if s1, s2 := d.State.Plan.Live(1), d.State.Plan.Live(2); s1.Status != StepComplete || s2.Status != StepPending || !s2.StartedAt.IsZero() {
+					t.Errorf("step 1 %s, step 2 %s started %v: step 1's result is recorded, step 2 never starts", s1.Status, s2.Status, s2.StartedAt)
+				}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.state, tc.in)
+			res := only[RunResult](t, d)
+			if res.TerminalCode != CodeUserCancel || res.Status != PlanFailed || res.Reason != "cancelled by u1" || d.Ended == nil {
+				t.Fatalf("result %+v", res)
+			}
+			if d.Emits[0].RunScope != "run-c" {
+				t.Errorf("run.finished scoped to %q, want the run: a run ends once whichever input ends it", d.Emits[0].RunScope)
+			}
+			var detail map[string]any
+			if err := json.Unmarshal(res.Detail, &detail); err != nil || detail["cancelled_by"] != "u1" || detail["requested_at"] != asked.Format(time.RFC3339) {
+				t.Errorf("detail %s: who cancelled and when", res.Detail)
+			}
+			names := auditNames(d)
+			if len(names) < 2 || names[len(names)-2] != "run.cancelled" || names[len(names)-1] != "run.finished" {
+				t.Errorf("audits %v, want run.cancelled then run.finished last", names)
+			}
+			if !d.State.Plan.CompletedAt.Equal(t0.Add(time.Minute)) || d.State.Seq <= tc.state.Seq {
+				t.Errorf("completed at %v seq %d: time comes from the input, seq grows", d.State.Plan.CompletedAt, d.State.Seq)
+			}
+			tc.check(t, d)
+			// A redelivery decides the same: same result, same id.
+			again := Decide(tc.state, tc.in)
+			a, _ := json.Marshal(d)
+			b, _ := json.Marshal(again)
+			if string(a) != string(b) {
+				t.Errorf("same cancelled input, different decisions:\n%s\n%s", a, b)
+			}
+		})
+	}
+}
+
+// TestDecideCancelledStepEndsTheRun: a step the executor stopped because
+// the run was cancelled ends the run USER_CANCEL, before any other ending
+// of the group, and is never replanned.
+func TestDecideCancelledStepEndsTheRun(t *testing.T) {
+	run := only[PlanRequest](t, Decide(State{}, Requested{Request: request("run-s"), TaskTypes: taskTypes, At: t0})).Run
+	steps := []Step{{Index: 1, Task: "a", ReturnSpec: shape}, {Index: 2, Task: "b", ReturnSpec: shape}}
+	d := Decide(run, Planned{Proposal: PlanProposal{Steps: steps}, At: t0})
+	if len(d.Emits) != 2 {
+		t.Fatalf("want both steps dispatched, got %d", len(d.Emits))
+	}
+	d = Decide(d.State, Joined{Results: []StepResult{
+		{Step: 1, Outcome: OutcomeUnavailable, Reason: "provider down"},
+		{Step: 2, Outcome: OutcomeCancelled, Reason: "run cancelled by u1"},
+	}, At: t0})
+	res := only[RunResult](t, d)
+	if res.TerminalCode != CodeUserCancel || res.Reason != "run cancelled by u1" || d.State.Plan.ReplanCount != 0 {
+		t.Fatalf("result %s %q, replans %d", res.TerminalCode, res.Reason, d.State.Plan.ReplanCount)
+	}
+	if s := d.State.Plan.Live(2); s.Status != StepFailed || s.FailureReason != "run cancelled by u1" {
+		t.Errorf("cancelled step %+v", s)
+	}
+}

@@ -10,9 +10,11 @@ import (
 // sim drives runs through the decider the way the bus does, with no bus:
 // every message is delivered in a random order, any delivery may be
 // repeated (a worker crashed before its ack), and each output's id derives
-// from its input's id and key, so a store with a duplicate window keeps the
-// first copy only. Planner and executors are random too, and may answer
-// a redelivery differently from the first delivery.
+// from its input's id and key (or its run scope), so a store with a
+// duplicate window keeps the first copy only. Planner and executors are
+// random too, and may answer a redelivery differently from the first
+// delivery. Some runs are cancelled at a random moment, so a redelivery
+// may see a cancel its first delivery did not.
 type sim struct {
 	t        *testing.T
 	rng      *rand.Rand
@@ -23,7 +25,8 @@ type sim struct {
 	done     map[string]map[int]bool
 	started  map[string]map[int]int // run → step index → dispatches stored
 	clock    time.Time
-	dropped  int // outputs the duplicate window dropped
+	dropped  int             // outputs the duplicate window dropped
+	cancels  map[string]bool // cancelled runs
 }
 
 type msg struct {
@@ -56,11 +59,21 @@ func (s *sim) decide(m msg, state State, in Input) {
 		next.Emits = append(d.Emits, next.Emits...)
 		d = next
 	}
-	if _, first := in.(Requested); !first && d.State.Seq <= state.Seq {
+	_, first := in.(Requested)
+	if c, ok := in.(Cancelled); ok {
+		_, first = c.Input.(Requested)
+		if len(d.Emits) != 1 || d.Ended == nil || d.Ended.TerminalCode != CodeUserCancel {
+			s.t.Fatalf("cancelled run emits %+v, want its USER_CANCEL result only", d.Emits)
+		}
+	}
+	if !first && d.State.Seq <= state.Seq {
 		s.t.Fatalf("seq went from %d to %d on %T", state.Seq, d.State.Seq, in)
 	}
 	for _, e := range d.Emits {
 		id := deriveID(m.id, e.Key)
+		if e.RunScope != "" {
+			id = deriveID(e.RunScope, e.Key)
+		}
 		if s.stored[id] {
 			s.dropped++
 			continue
@@ -78,15 +91,25 @@ func (s *sim) decide(m msg, state State, in Input) {
 		case RunResult:
 			s.finished[v.RunID] = append(s.finished[v.RunID], v)
 		}
-		s.store(m.id, e.Key, e.Data)
+		s.stored[id] = true
+		s.pending = append(s.pending, msg{id: id, data: e.Data})
 	}
+}
+
+// routed is what the router decides on: in, or Cancelled once the run is
+// cancelled.
+func (s *sim) routed(runID string, in Input) Input {
+	if !s.cancels[runID] {
+		return in
+	}
+	return Cancelled{Input: in, By: "u1", RequestedAt: s.clock, At: s.now()}
 }
 
 // deliver hands one message to the role that consumes it.
 func (s *sim) deliver(m msg) {
 	switch v := m.data.(type) {
 	case RunRequest:
-		s.decide(m, State{}, Requested{Request: v, TaskTypes: taskTypes, At: s.now()})
+		s.decide(m, State{}, s.routed(v.RunID, Requested{Request: v, TaskTypes: taskTypes, At: s.now()}))
 	case PlanRequest:
 		// The planner: 1 to 3 steps, later ones depending on earlier ones,
 		// numbered after the steps the plan already has.
@@ -108,10 +131,13 @@ func (s *sim) deliver(m msg) {
 		}
 		s.store(m.id, "proposed", p)
 	case PlanProposal:
-		s.decide(m, v.Run, Planned{Proposal: v, At: s.now()})
+		s.decide(m, v.Run, s.routed(v.Run.Request.RunID, Planned{Proposal: v, At: s.now()}))
 	case StepRequest:
 		outcome := OutcomeComplete
-		if s.rng.IntN(4) == 0 {
+		switch {
+		case s.cancels[v.Run.Request.RunID]:
+			outcome = OutcomeCancelled
+		case s.rng.IntN(4) == 0:
 			outcome = OutcomeFailed
 		}
 		st := v.Run.Plan.Live(v.Step)
@@ -144,19 +170,21 @@ func (s *sim) deliver(m msg) {
 				s.done[v.Run.Request.RunID][r.Step] = true
 			}
 		}
-		s.decide(m, v.Run, Joined{Results: v.Results, At: s.now()})
+		s.decide(m, v.Run, s.routed(v.Run.Request.RunID, Joined{Results: v.Results, At: s.now()}))
 	}
 }
 
 // TestDecideUnderRedeliveryAndReordering: whatever the order of
-// deliveries and however many are repeated, every run ends with exactly
-// one stored result, no completed step is dispatched again and seq only
+// deliveries, however many are repeated and whenever a run is cancelled,
+// every run ends with exactly one stored result, no completed step is
+// dispatched again, a cancelled input dispatches nothing and seq only
 // grows.
 func TestDecideUnderRedeliveryAndReordering(t *testing.T) {
 	codes, dropped := map[string]int{}, 0
 	for seed := range uint64(300) {
 		s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, 7)), stored: map[string]bool{}, fanin: map[string]map[int]StepResult{},
-			finished: map[string][]RunResult{}, done: map[string]map[int]bool{}, started: map[string]map[int]int{}, clock: t0}
+			finished: map[string][]RunResult{}, done: map[string]map[int]bool{}, started: map[string]map[int]int{}, clock: t0,
+			cancels: map[string]bool{}}
 		runs := 1 + s.rng.IntN(3)
 		for i := range runs {
 			id := fmt.Sprintf("run-%d-%d", seed, i)
@@ -166,6 +194,9 @@ func TestDecideUnderRedeliveryAndReordering(t *testing.T) {
 		for steps := 0; len(s.pending) > 0; steps++ {
 			if steps > 10_000 {
 				t.Fatalf("seed %d: runs never settle", seed)
+			}
+			if s.rng.IntN(60) == 0 { // a user cancels one of the runs
+				s.cancels[fmt.Sprintf("run-%d-%d", seed, s.rng.IntN(runs))] = true
 			}
 			i := s.rng.IntN(len(s.pending))
 			m := s.pending[i]
@@ -189,7 +220,8 @@ func TestDecideUnderRedeliveryAndReordering(t *testing.T) {
 		dropped += s.dropped
 	}
 	// The simulation must have exercised what it claims to.
-	if dropped == 0 || codes[CodeSuccess] == 0 || codes[CodeRepeatedFailure] == 0 || codes[CodeImpossible] == 0 {
+	if dropped == 0 || codes[CodeSuccess] == 0 || codes[CodeRepeatedFailure] == 0 || codes[CodeImpossible] == 0 ||
+		codes[CodeUserCancel] == 0 {
 		t.Errorf("duplicates dropped %d, terminal codes %v: the simulation missed a path", dropped, codes)
 	}
 	t.Logf("terminal codes %v, duplicate outputs dropped %d", codes, dropped)

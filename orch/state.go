@@ -41,6 +41,9 @@ const (
 	// OutcomeUnavailable: the model provider was unavailable; the run ends
 	// UNAVAILABLE_DEP.
 	OutcomeUnavailable = "unavailable"
+	// OutcomeCancelled: the run was cancelled before or while the step
+	// ran; the run ends USER_CANCEL.
+	OutcomeCancelled = "cancelled"
 )
 
 // Terminal codes (seed 003). Every run ends with exactly one.
@@ -61,7 +64,10 @@ const (
 	CodePermissionDenied = "PERMISSION_DENIED"
 	CodeUnsafeDetection  = "UNSAFE_DETECTION"
 	CodeUnavailableDep   = "UNAVAILABLE_DEP"
-	CodeUserCancel       = "USER_CANCEL"
+	// CodeUserCancel: a user or operator cancelled the run (POST
+	// /agent/runs/{run_id}/cancel). The run stops before its next hop: a
+	// step in flight is stopped, no further step starts, the trace is kept.
+	CodeUserCancel = "USER_CANCEL"
 )
 
 // MaxPlanSteps bounds every plan (seed 000 §2.2).

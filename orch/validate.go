@@ -14,7 +14,7 @@ import (
 
 var (
 	outcomes = []string{OutcomeComplete, OutcomeFailed, OutcomeInsufficient, OutcomeContractViolation,
-		OutcomeInvalidOutput, OutcomeUnavailable}
+		OutcomeInvalidOutput, OutcomeUnavailable, OutcomeCancelled}
 	stepStates = []string{StepPending, StepRunning, StepComplete, StepFailed, StepRevised}
 	planStates = []string{PlanPending, PlanPlanning, PlanExecuting, PlanReplanning, PlanComplete, PlanFailed}
 	codes      = []string{CodeSuccess, CodePartialSuccess, CodeImpossible, CodeMissingInfo, CodeAmbiguousIntent,

@@ -44,6 +44,18 @@ func (r Response) result(req orch.RunRequest) orch.RunResult {
 		Usage: r.Usage}
 }
 
+// StatusCancelling is the status of a run whose cancel was accepted.
+const StatusCancelling = "cancelling"
+
+// CancelResponse is the answer of POST /agent/runs/{run_id}/cancel: the
+// run and its plan, and StatusCancelling. The run stops before its next
+// hop and ends USER_CANCEL, unless it finishes first.
+type CancelResponse struct {
+	RunID  string `json:"run_id"`
+	PlanID string `json:"plan_id"`
+	Status string `json:"status"`
+}
+
 // Chunk is one piece of a streamed run (seed 001 streaming protocol), as
 // the REPLY stream carries it and the ingress forwards it as a server-sent
 // event: chunks of one message share MessageID.

@@ -8,7 +8,8 @@
 // each run waits on its own channel, bounded by its context.
 //
 // HTTP is the same submit-and-await over the ingress's POST /agent/run,
-// synchronous (Run) or as a server-sent event stream (Stream). The wire
-// types of that API (Request, Response, Chunk, APIError) live here, shared
-// by the ingress that serves them and the clients that read them.
+// synchronous (Run) or as a server-sent event stream (Stream), and cancels
+// runs (Cancel). The wire types of that API (Request, Response,
+// CancelResponse, Chunk, APIError) live here, shared by the ingress that
+// serves them and the clients that read them.
 package runclient

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/agentbus/agentbus/orch"
@@ -17,29 +18,32 @@ import (
 // ErrNoResult reports a stream that ended without the run's result.
 var ErrNoResult = errors.New("runclient: the stream ended without the run's result")
 
-// StatusError is a POST /agent/run the ingress answered with an error
-// status: the status and the error body's code and message.
+// StatusError is a request the ingress answered with an error status: the
+// request, the status and the error body's code and message.
 type StatusError struct {
+	Request    string // "POST /agent/run"
 	StatusCode int
 	Code       string
 	Message    string
 }
 
-// Error describes the refusal: status, code and message.
+// Error describes the refusal: request, status, code and message.
 func (e *StatusError) Error() string {
 	if e.Code == "" {
-		return fmt.Sprintf("runclient: POST /agent/run: %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+		return fmt.Sprintf("runclient: %s: %d %s", e.Request, e.StatusCode, http.StatusText(e.StatusCode))
 	}
-	return fmt.Sprintf("runclient: POST /agent/run: %d %s: %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Code, e.Message)
+	return fmt.Sprintf("runclient: %s: %d %s: %s: %s", e.Request, e.StatusCode, http.StatusText(e.StatusCode), e.Code, e.Message)
 }
 
 // HTTP submits runs to the ingress's POST /agent/run and awaits their
-// results: the HTTP transport of what Client does on NATS. The ingress
-// assigns the run id, so a request's RunID is not sent.
+// results, the HTTP transport of what Client does on NATS, and cancels
+// runs (POST /agent/runs/{run_id}/cancel). The ingress assigns the run
+// id, so a request's RunID is not sent.
 type HTTP struct {
-	url    string
-	hc     *http.Client
-	bearer string
+	base    string
+	hc      *http.Client
+	bearer  string
+	started func(runID string)
 }
 
 // NewHTTP returns a client of the ingress at baseURL (http://host:port).
@@ -48,7 +52,7 @@ func NewHTTP(baseURL string, hc *http.Client) *HTTP {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &HTTP{url: strings.TrimRight(baseURL, "/") + "/agent/run", hc: hc}
+	return &HTTP{base: strings.TrimRight(baseURL, "/"), hc: hc}
 }
 
 // WithCredential returns a copy of c that authenticates as the holder of
@@ -58,6 +62,40 @@ func (c *HTTP) WithCredential(credential string) *HTTP {
 	cp := *c
 	cp.bearer = credential
 	return &cp
+}
+
+// OnStart returns a copy of c whose Stream calls fn with the run id the
+// ingress assigned, as soon as the run is accepted: the id Cancel takes.
+func (c *HTTP) OnStart(fn func(runID string)) *HTTP {
+	cp := *c
+	cp.started = fn
+	return &cp
+}
+
+// Cancel asks the ingress to cancel run runID of tenantID (sent as
+// X-Tenant-Id; "" when the credential names the tenant). The run stops
+// before its next hop and ends USER_CANCEL, unless it finishes first. An
+// error status is a *StatusError: 404 not_found for a run the tenant does
+// not have, 409 run_finished for a finished one.
+func (c *HTTP) Cancel(ctx context.Context, tenantID, runID string) (CancelResponse, error) {
+	path := "/agent/runs/" + url.PathEscape(runID) + "/cancel"
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, nil)
+	if err != nil {
+		return CancelResponse{}, fmt.Errorf("runclient: %w", err)
+	}
+	if tenantID != "" {
+		hreq.Header.Set("X-Tenant-Id", tenantID)
+	}
+	resp, err := c.do(hreq, http.StatusAccepted)
+	if err != nil {
+		return CancelResponse{}, err
+	}
+	defer resp.Body.Close()
+	var res CancelResponse
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return CancelResponse{}, fmt.Errorf("runclient: POST %s: decode the answer: %w", path, err)
+	}
+	return res, nil
 }
 
 // Run posts req and returns the run's result from the synchronous answer.
@@ -85,6 +123,9 @@ func (c *HTTP) Stream(ctx context.Context, req orch.RunRequest, onChunk func(Chu
 		return orch.RunResult{}, err
 	}
 	defer resp.Body.Close()
+	if c.started != nil {
+		c.started(resp.Header.Get("X-Run-Id"))
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
 	for sc.Scan() {
@@ -128,23 +169,29 @@ func (c *HTTP) post(ctx context.Context, req orch.RunRequest, stream bool) (*htt
 	if err != nil {
 		return nil, fmt.Errorf("runclient: encode the request: %w", err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/agent/run", bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("runclient: %w", err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	return c.do(hreq, http.StatusOK)
+}
+
+// do sends hreq with the credential; any status but ok is a *StatusError.
+func (c *HTTP) do(hreq *http.Request, ok int) (*http.Response, error) {
+	what := hreq.Method + " " + hreq.URL.Path
 	if c.bearer != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.bearer)
 	}
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
-		return nil, fmt.Errorf("runclient: POST /agent/run: %w", err)
+		return nil, fmt.Errorf("runclient: %s: %w", what, err)
 	}
-	if resp.StatusCode == http.StatusOK {
+	if resp.StatusCode == ok {
 		return resp, nil
 	}
 	defer resp.Body.Close()
-	serr := &StatusError{StatusCode: resp.StatusCode}
+	serr := &StatusError{Request: what, StatusCode: resp.StatusCode}
 	var e APIError
 	if b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10)); err == nil && json.Unmarshal(b, &e) == nil {
 		serr.Code, serr.Message = e.Error.Code, e.Error.Message

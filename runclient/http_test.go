@@ -189,3 +189,34 @@ func TestHTTPStreamWithoutResult(t *testing.T) {
 		t.Errorf("Stream = %v after %d chunks; want ErrNoResult after 1", err, len(got))
 	}
 }
+
+// TestHTTPCancel: Cancel posts to the run's cancel endpoint with the
+// tenant and the credential, reads the 202 answer, and reports a refusal
+// as a *StatusError naming the request.
+func TestHTTPCancel(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method != http.MethodPost || r.URL.Path != "/agent/runs/run-1/cancel" || r.Header.Get("Authorization") != "Bearer k" {
+			t.Errorf("request %s %s (authorization %q)", r.Method, r.URL.Path, r.Header.Get("Authorization"))
+		}
+		if r.Header.Get("X-Tenant-Id") != "acme" {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error":{"code":"not_found","message":"run not found"}}`)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprint(w, `{"run_id":"run-1","plan_id":"plan-1","status":"cancelling"}`)
+	}))
+	t.Cleanup(srv.Close)
+	api := runclient.NewHTTP(srv.URL, nil).WithCredential("k")
+	res, err := api.Cancel(testCtx(t), "acme", "run-1")
+	if err != nil || res != (runclient.CancelResponse{RunID: "run-1", PlanID: "plan-1", Status: runclient.StatusCancelling}) {
+		t.Errorf("Cancel = %+v, %v", res, err)
+	}
+	_, err = api.Cancel(testCtx(t), "beta", "run-1")
+	var refused *runclient.StatusError
+	if !errors.As(err, &refused) || refused.StatusCode != http.StatusNotFound || refused.Code != "not_found" ||
+		!strings.Contains(err.Error(), "POST /agent/runs/run-1/cancel") {
+		t.Errorf("Cancel of another tenant's run = %v, want 404 not_found naming the request", err)
+	}
+}

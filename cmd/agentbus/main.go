@@ -11,6 +11,7 @@ Usage:
   agentbus up   [--http 127.0.0.1:8080] [--data ./data]   run everything in one process
   agentbus demo [--task "..."]                            run the demo task end to end and exit
   agentbus run  [--url http://127.0.0.1:8080] "<task>"    submit a task to a running agentbus up
+  agentbus cancel [--tenant demo] <run_id>                cancel a run: it ends USER_CANCEL before its next hop
   agentbus skills [--addr 127.0.0.1:7070]                 serve the demo Skill Service alone
   agentbus nats [--port 4222] [--store DIR] [--sync-always]  run nats-server with JetStream alone
   agentbus chaos [--runs 500] [--seed N] [--concurrency 8]  fault-injection run against the multi-process deployment
@@ -25,7 +26,7 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	cmds := map[string]func([]string) int{"up": up, "demo": runDemo, "run": run, "skills": serveSkills, "nats": serveNATS, "chaos": runChaos, "bench": runBench, "tenants": tenants}
+	cmds := map[string]func([]string) int{"up": up, "demo": runDemo, "run": run, "cancel": cancelRun, "skills": serveSkills, "nats": serveNATS, "chaos": runChaos, "bench": runBench, "tenants": tenants}
 	switch cmd := os.Args[1]; cmd {
 	case "-h", "--help", "help":
 		fmt.Print(usage)

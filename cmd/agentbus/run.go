@@ -34,7 +34,8 @@ func run(args []string) int {
 		*session = fmt.Sprintf("sess-%d", time.Now().UnixNano())
 	}
 	p := &printer{progress: func(c runclient.Chunk) { fmt.Println("  ·", c.Content) }}
-	res, err := runclient.NewHTTP(*url, nil).WithCredential(credential).Stream(context.Background(),
+	started := func(runID string) { fmt.Printf("run %s (agentbus cancel --tenant %s %s)\n", runID, *tenant, runID) }
+	res, err := runclient.NewHTTP(*url, nil).WithCredential(credential).OnStart(started).Stream(context.Background(),
 		orch.RunRequest{TenantID: *tenant, UserID: *user, SessionID: *session, Message: task}, p.chunk)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentbus run:", err)
@@ -47,5 +48,27 @@ func run(args []string) int {
 	if res.TerminalCode != orch.CodeSuccess {
 		return 1
 	}
+	return 0
+}
+
+func cancelRun(args []string) int {
+	fs := flag.NewFlagSet("agentbus cancel", flag.ExitOnError)
+	url := fs.String("url", app.Env("AGENTBUS_URL", "http://127.0.0.1:8080"), "ingress URL (env AGENTBUS_URL)")
+	tenant := fs.String("tenant", "demo", "tenant id (a tenant credential names its own)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentbus cancel [flags] <run_id>\n\nAGENTBUS_KEY, when set, is sent as the bearer credential (a tenant API key or JWT).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	_ = fs.Parse(args)
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	res, err := runclient.NewHTTP(*url, nil).WithCredential(os.Getenv("AGENTBUS_KEY")).Cancel(context.Background(), *tenant, fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentbus cancel:", err)
+		return 1
+	}
+	fmt.Printf("run %s (plan %s): %s\n", res.RunID, res.PlanID, res.Status)
 	return 0
 }

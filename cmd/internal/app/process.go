@@ -143,9 +143,13 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	if err != nil {
 		return err
 	}
+	cancels, err := d.bucket(ctx, handlers.BucketCancels) // written only: the ingress follows no cancel
+	if err != nil {
+		return fmt.Errorf("cancels bucket: %w", err)
+	}
 	g := handlers.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
 		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds,
-			Sessions: &handlers.Sessions{KV: sessions}, Embedder: d.Embedder})
+			Sessions: &handlers.Sessions{KV: sessions}, Embedder: d.Embedder, Cancels: handlers.NewCancels(cancels)})
 	if err := retry(ctx, g.Start); err != nil {
 		return err
 	}

@@ -161,6 +161,10 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	if err != nil {
 		return nil, err
 	}
+	cancels, err := d.Cancels(ctx)
+	if err != nil {
+		return nil, err
+	}
 	locks, err := d.bucket(ctx, handlers.BucketLocks)
 	if err != nil {
 		return nil, err
@@ -168,6 +172,7 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	r := handlers.NewRouter(d.Models.Router, d.Store, cfg, log)
 	r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
 	r.Sessions, r.Locks = &handlers.Sessions{KV: sessions}, locks
+	r.Cancels = cancels
 	return r.Routes(), nil
 }
 
@@ -194,8 +199,12 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	if err != nil {
 		return nil, err
 	}
+	cancels, err := d.Cancels(ctx)
+	if err != nil {
+		return nil, err
+	}
 	x := handlers.NewExecutor(d.Models.Executor, d.Skills, d.Store, locks, calls, log)
-	x.Credentials, x.Writer.Embedder = creds, d.Embedder
+	x.Credentials, x.Writer.Embedder, x.Cancels = creds, d.Embedder, cancels
 	if d.Config.MaxTurns > 0 {
 		x.MaxTurns = d.Config.MaxTurns
 	}

@@ -265,6 +265,20 @@ func (d *Deps) Credentials(ctx context.Context) (*handlers.Credentials, error) {
 	return &handlers.Credentials{KV: kv}, nil
 }
 
+// Cancels returns the cancelled runs, following the cancels bucket until
+// ctx ends.
+func (d *Deps) Cancels(ctx context.Context) (*handlers.Cancels, error) {
+	kv, err := d.bucket(ctx, handlers.BucketCancels)
+	if err != nil {
+		return nil, fmt.Errorf("cancels bucket: %w", err)
+	}
+	c := handlers.NewCancels(kv)
+	if err := retry(ctx, func() error { return c.Start(ctx) }); err != nil {
+		return nil, fmt.Errorf("cancels: %w", err)
+	}
+	return c, nil
+}
+
 // sandbox opens the extraction sandbox and starts its sweeper, or returns
 // nil, logging why: the executor then reports large responses to the model
 // as errors instead of running scripts unconfined.
