@@ -33,7 +33,7 @@ func TestIngressSoulsSessionsMemory(t *testing.T) {
 	}
 	sessions := &Sessions{KV: env.sessions}
 	srv := newIngressServer(t, env, IngressConfig{Auth: auth.Select(keys, nil), Sessions: sessions, Embedder: testEmbedder})
-	if _, err := sessions.Append(ctx, runRequest("run-s1", "which outlets are open?"), "Harbour Front and Central Station", time.Now()); err != nil {
+	if _, err := sessions.Append(ctx, runRequest("run-s1", "which outlets are open?"), "Harbour Front and Central Station", time.Now(), true); err != nil {
 		t.Fatal(err)
 	}
 	as := func(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + key} }

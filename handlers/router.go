@@ -129,7 +129,7 @@ func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
 	if r.Sessions == nil || orch.ValidateRequest(req) != nil {
 		return nil
 	}
-	up, err := r.Sessions.Append(ctx, req, d.Ended.Response, r.Now().UTC())
+	up, err := r.Sessions.Append(ctx, req, d.Ended.Response, r.Now().UTC(), len(d.State.Context.History) == 0)
 	if err != nil {
 		return err
 	}

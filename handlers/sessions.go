@@ -104,11 +104,20 @@ func (s *Sessions) History(ctx context.Context, tenantID, sessionID string) ([]l
 // Append adds a finished run's user message and answer to its session
 // (compare-and-swap, so concurrent runs of a session both land) and
 // returns the event that records it. A redelivered end appends nothing
-// twice: the exchange is found by its run id.
-func (s *Sessions) Append(ctx context.Context, req orch.RunRequest, answer string, at time.Time) (SessionUpdated, error) {
+// twice: the exchange is found by its run id. fresh says the run found
+// the session empty: the first attempt then creates it without reading.
+func (s *Sessions) Append(ctx context.Context, req orch.RunRequest, answer string, at time.Time, fresh bool) (SessionUpdated, error) {
 	key := sessionKey(req.TenantID, req.SessionID)
 	for {
-		sess, rev, err := s.Get(ctx, req.TenantID, req.SessionID)
+		var (
+			sess store.Session
+			rev  uint64
+			err  = store.ErrNotFound
+		)
+		if !fresh {
+			sess, rev, err = s.Get(ctx, req.TenantID, req.SessionID)
+		}
+		fresh = false
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			sess = store.Session{SessionID: req.SessionID, TenantID: req.TenantID, UserID: req.UserID,

@@ -119,7 +119,7 @@ func TestSessionAppendIsIdempotent(t *testing.T) {
 	req := runRequest("run-once", "hello")
 	at := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	for range 2 {
-		if _, err := s.Append(ctx, req, "hi there", at); err != nil {
+		if _, err := s.Append(ctx, req, "hi there", at, true); err != nil { // the second finds the session made
 			t.Fatal(err)
 		}
 	}

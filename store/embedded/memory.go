@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -131,48 +132,42 @@ func (s *Store) QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.M
 	return hits, nil
 }
 
-// storedMemory is how the embedded store keeps an agent_memory document:
-// its embedding as little-endian float32s (base64 in the JSON) instead of
-// an array of decimals, which cost more to format and parse than the rest
-// of a hop. Documents stored with a decimal "embedding" still decode.
-type storedMemory struct {
-	store.Memory
-	Vector []byte `json:"embedding_f32,omitempty"`
-}
-
+// How the embedded store keeps an agent_memory document: its JSON without
+// the embedding, then, when it has one, a zero byte and the embedding as
+// little-endian float32s. A vector of decimals (or of base64) costs more to
+// format, scan and parse than the rest of a hop; JSON never holds a raw zero
+// byte, so the split is unambiguous, and documents stored as plain JSON
+// with a decimal "embedding" still decode.
 func encodeMemory(m store.Memory) ([]byte, error) {
 	vec := m.Embedding
 	m.Embedding = nil
-	if _, err := store.Encode(store.IndexMemory, m); err != nil {
-		return nil, err
+	data, err := store.Encode(store.IndexMemory, m)
+	if err != nil || len(vec) == 0 {
+		return data, err
 	}
-	sm := storedMemory{Memory: m}
-	if len(vec) > 0 {
-		sm.Vector = make([]byte, 0, 4*len(vec))
-		for _, f := range vec {
-			if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-				return nil, fmt.Errorf("embedded: memory %q: embedding holds %v: %w", m.Key, f, store.ErrSchema)
-			}
-			sm.Vector = binary.LittleEndian.AppendUint32(sm.Vector, math.Float32bits(f))
+	data = append(data, 0)
+	for _, f := range vec {
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return nil, fmt.Errorf("embedded: memory %q: embedding holds %v: %w", m.Key, f, store.ErrSchema)
 		}
-	}
-	data, err := json.Marshal(sm)
-	if err != nil {
-		return nil, fmt.Errorf("embedded: encode memory %q: %w", m.Key, err)
+		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(f))
 	}
 	return data, nil
 }
 
 func decodeMemory(e jetstream.KeyValueEntry) (store.Memory, error) {
-	var sm storedMemory
-	if err := json.Unmarshal(e.Value(), &sm); err != nil || len(sm.Vector)%4 != 0 {
-		return store.Memory{}, fmt.Errorf("embedded: decode memory %s: %v (%d vector bytes)", e.Key(), err, len(sm.Vector))
+	doc, vec, split := bytes.Cut(e.Value(), []byte{0})
+	var m store.Memory
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return store.Memory{}, fmt.Errorf("embedded: decode memory %s: %w", e.Key(), err)
 	}
-	m := sm.Memory
-	if len(sm.Vector) > 0 {
-		m.Embedding = make([]float32, len(sm.Vector)/4)
+	if split {
+		if len(vec)%4 != 0 {
+			return store.Memory{}, fmt.Errorf("embedded: decode memory %s: %d embedding bytes", e.Key(), len(vec))
+		}
+		m.Embedding = make([]float32, len(vec)/4)
 		for i := range m.Embedding {
-			m.Embedding[i] = math.Float32frombits(binary.LittleEndian.Uint32(sm.Vector[4*i:]))
+			m.Embedding[i] = math.Float32frombits(binary.LittleEndian.Uint32(vec[4*i:]))
 		}
 	}
 	m.Version = versionOf(e.Revision())
