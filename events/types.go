@@ -17,7 +17,11 @@ const (
 	TypeStepIterated  = "io.agentbus.step.iterated"
 	TypeStepFinished  = "io.agentbus.step.finished"
 	TypeGroupJoined   = "io.agentbus.group.joined"
-	TypeDeadLettered  = "io.agentbus.dead.lettered"
+	// TypeStepJoined is a group of one joined by its only member's
+	// executor: a type of its own, so the executor never needs the right
+	// to publish group.joined.
+	TypeStepJoined   = "io.agentbus.step.joined"
+	TypeDeadLettered = "io.agentbus.dead.lettered"
 	// TypeReplyChunk is a chunk of a streamed answer; its subject is
 	// reply.<tenant>.<session> (see ReplySubject), in the REPLY stream.
 	TypeReplyChunk = "io.agentbus.reply.chunk"

@@ -91,7 +91,8 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 		switch typ := ev.Type(); {
 		case strings.HasPrefix(typ, events.TypeAuditPrefix):
 			h = f.proj.Handle
-		case typ == events.TypeRunRequested || typ == events.TypePlanProposed || typ == events.TypeGroupJoined:
+		case typ == events.TypeRunRequested || typ == events.TypePlanProposed || typ == events.TypeGroupJoined ||
+			typ == events.TypeStepJoined:
 			h = f.router.Handle
 		case typ == events.TypePlanRequested:
 			h = f.planner.Handle
@@ -682,7 +683,7 @@ func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
 			// Every group of this plan has one member, which joins it
 			// itself: no step.finished hop.
 			for _, want := range []string{events.TypePlanRequested, events.TypePlanProposed, events.TypeStepRequested,
-				events.TypeStepIterated, events.TypeGroupJoined} {
+				events.TypeStepIterated, events.TypeStepJoined} {
 				if !slices.Contains(types(seen), want) {
 					t.Errorf("the run never passed through %s", want)
 				}
@@ -1010,7 +1011,7 @@ func TestMemory_ContractViolationIsStepFailureForOrchestrator(t *testing.T) {
 
 	// The step's group of one is joined by the executor; the router
 	// treats the violation as a step failure and replans.
-	jEv := only(t, outs, events.TypeGroupJoined)
+	jEv := only(t, outs, events.TypeStepJoined)
 	routed := handleTwice(t, func() ([]event.Event, error) { return r.Handle(testCtx(t), jEv) })
 	if n := len(ofType(routed, events.TypeStepRequested)) + len(ofType(routed, events.TypeRunFinished)); n != 0 {
 		t.Fatalf("a contract violation dispatched or finished: %v", types(routed))

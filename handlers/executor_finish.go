@@ -77,7 +77,7 @@ func (t *turn) repair(content string, verr error) error {
 	return nil
 }
 
-// finish emits step.finished (group.joined for a group of one) and the
+// finish emits step.finished (step.joined for a group of one) and the
 // subagent.finish audit event.
 func (t *turn) finish(res orch.StepResult) error {
 	res.Usage = t.spent()
@@ -87,8 +87,8 @@ func (t *turn) finish(res orch.StepResult) error {
 		"duration_ms": res.FinishedAt.Sub(res.StartedAt).Milliseconds(), "reason": res.Reason})
 	if t.req.Group.Expected == 1 {
 		// A group of one is joined by its only member: no fan-in hop.
-		t.out.emitID(joinID(t.req.Group.ID), events.TypeGroupJoined,
-			orch.GroupJoined{Run: t.req.Run, Group: t.req.Group, Results: []orch.StepResult{res}})
+		t.out.emitID(joinID(t.req.Group.ID), events.TypeStepJoined,
+			orch.StepJoined{Run: t.req.Run, Group: t.req.Group, Result: res})
 		return nil
 	}
 	t.out.emit("finished", events.TypeStepFinished, orch.StepFinished{Run: t.req.Run, Group: t.req.Group, Result: res})

@@ -73,16 +73,16 @@ func repeating(resp llm.Response) *llmtest.Scripted {
 }
 
 // finished returns the step's result: from step.finished, or from the
-// group.joined a group of one emits in its place.
+// step.joined a group of one emits in its place.
 func finished(t *testing.T, outs []event.Event) orch.StepFinished {
 	t.Helper()
 	var sf orch.StepFinished
-	if joins := ofType(outs, events.TypeGroupJoined); len(joins) > 0 {
-		j := decode[orch.GroupJoined](t, only(t, outs, events.TypeGroupJoined))
-		if n := len(ofType(outs, events.TypeStepFinished)); n != 0 || len(j.Results) != 1 || j.Group.Expected != 1 {
-			t.Fatalf("group.joined of %d results (expected %d) next to %d step.finished", len(j.Results), j.Group.Expected, n)
+	if joins := ofType(outs, events.TypeStepJoined); len(joins) > 0 {
+		j := decode[orch.StepJoined](t, only(t, outs, events.TypeStepJoined))
+		if n := len(ofType(outs, events.TypeStepFinished)); n != 0 || j.Group.Expected != 1 {
+			t.Fatalf("step.joined of a group of %d next to %d step.finished", j.Group.Expected, n)
 		}
-		sf = orch.StepFinished{Run: j.Run, Group: j.Group, Result: j.Results[0]}
+		sf = orch.StepFinished(j)
 	} else {
 		sf = decode[orch.StepFinished](t, only(t, outs, events.TypeStepFinished))
 	}

@@ -68,11 +68,10 @@ func (r *Router) Routes() []events.Route {
 			return r.decide(ctx, ev, p.Run, r.unlessCancelled(p.Run.Request, orch.Planned{Proposal: p, At: r.Now()}))
 		}),
 		events.On(events.TypeGroupJoined, func(ctx context.Context, ev event.Event, j orch.GroupJoined) ([]event.Event, error) {
-			out, err := r.decide(ctx, ev, j.Run, r.unlessCancelled(j.Run.Request, orch.Joined{Results: j.Results, At: r.Now()}))
-			if err == nil {
-				ReleaseMemoryLocks(ctx, r.Locks, j.Results)
-			}
-			return out, err
+			return r.joined(ctx, ev, j.Run, j.Results)
+		}),
+		events.On(events.TypeStepJoined, func(ctx context.Context, ev event.Event, j orch.StepJoined) ([]event.Event, error) {
+			return r.joined(ctx, ev, j.Run, []orch.StepResult{j.Result})
 		}),
 		events.On(events.TypeDeadLettered, func(ctx context.Context, ev event.Event, dl events.DeadLetter) ([]event.Event, error) {
 			if dl.RunID == "" {
@@ -81,6 +80,16 @@ func (r *Router) Routes() []events.Route {
 			return r.decide(ctx, ev, orch.State{}, r.deadLettered(ev, dl))
 		}),
 	}
+}
+
+// joined decides a joined group and frees the memory locks of its outputs,
+// now that the plan has them.
+func (r *Router) joined(ctx context.Context, ev event.Event, run orch.RunState, results []orch.StepResult) ([]event.Event, error) {
+	out, err := r.decide(ctx, ev, run, r.unlessCancelled(run.Request, orch.Joined{Results: results, At: r.Now()}))
+	if err == nil {
+		ReleaseMemoryLocks(ctx, r.Locks, results)
+	}
+	return out, err
 }
 
 // Handle is the router's events.Handler.

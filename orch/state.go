@@ -238,6 +238,11 @@ type StepFinished struct {
 	Result StepResult `json:"result"`
 }
 
+// StepJoined is the data of step.joined: the only member of a group of
+// one, finished. Its executor joins the group itself, saving the fan-in
+// hop; the router takes it as the group's join.
+type StepJoined StepFinished
+
 // GroupJoined is the data of group.joined: every member's result, ordered
 // by step index. Partial is set when a deadline joined it early.
 type GroupJoined struct {

@@ -182,6 +182,22 @@ func (f StepFinished) Validate() error {
 // Tenant is the run's tenant.
 func (f StepFinished) Tenant() string { return f.Run.Tenant() }
 
+// Validate checks a step that joined its group of one: only a group of
+// one may be joined by its member, so an executor can never join (or
+// forge the join of) a group that waits for others.
+func (j StepJoined) Validate() error {
+	if err := StepFinished(j).Validate(); err != nil {
+		return err
+	}
+	if j.Group.Expected != 1 {
+		return field("group.expected", fmt.Errorf("is %d: only a group of one is joined by its member", j.Group.Expected))
+	}
+	return nil
+}
+
+// Tenant is the run's tenant.
+func (j StepJoined) Tenant() string { return j.Run.Tenant() }
+
 // Validate checks a joined group.
 func (j GroupJoined) Validate() error {
 	if err := j.Run.Validate(); err != nil {

@@ -40,7 +40,7 @@ var Roles = []Role{
 	{Name: handlers.RolePlanner, Routes: (&handlers.Planner{}).Routes(), Emits: []string{events.TypePlanProposed},
 		Build: buildPlanner},
 	{Name: handlers.RoleExecutor, Routes: (&handlers.Executor{}).Routes(),
-		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeGroupJoined}, Build: buildExecutor},
+		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined}, Build: buildExecutor},
 	{Name: handlers.RoleAggregator, Routes: (&handlers.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
 		Build: buildAggregator},
 	{Name: handlers.RoleProjector, Routes: (&handlers.Projector{}).Routes(), Unlimited: true, Build: buildProjector},

@@ -20,7 +20,7 @@ func TestRolesAreConsistent(t *testing.T) {
 	// Every orchestration type is consumed by exactly the roles whose
 	// routes name it.
 	for _, typ := range []string{events.TypeRunRequested, events.TypePlanRequested, events.TypePlanProposed,
-		events.TypeStepRequested, events.TypeStepIterated, events.TypeStepFinished, events.TypeGroupJoined, events.TypeDeadLettered} {
+		events.TypeStepRequested, events.TypeStepIterated, events.TypeStepFinished, events.TypeGroupJoined, events.TypeStepJoined, events.TypeDeadLettered} {
 		if !slices.ContainsFunc(Roles, func(r Role) bool { return r.consumes(typ) }) {
 			t.Errorf("no role consumes %s", typ)
 		}
@@ -65,7 +65,7 @@ func TestWiredRoutesMatchTheDeclaration(t *testing.T) {
 func TestTopologyDerivesFromRoles(t *testing.T) {
 	want := map[string]events.Consumer{
 		handlers.RoleRouter: {Name: handlers.RoleRouter, Stream: events.StreamAgent,
-			Filters: []string{"agent.run.requested.*", "agent.plan.proposed.*", "agent.group.joined.*", "agent.dead.*"}},
+			Filters: []string{"agent.run.requested.*", "agent.plan.proposed.*", "agent.group.joined.*", "agent.step.joined.*", "agent.dead.*"}},
 		handlers.RolePlanner:    {Name: handlers.RolePlanner, Stream: events.StreamAgent, Filters: []string{"agent.plan.requested.*"}},
 		handlers.RoleExecutor:   {Name: handlers.RoleExecutor, Stream: events.StreamAgent, Filters: []string{"agent.step.requested.*", "agent.step.iterated.*"}},
 		handlers.RoleAggregator: {Name: handlers.RoleAggregator, Stream: events.StreamAgent, Filters: []string{"agent.step.finished.*"}},
