@@ -15,6 +15,9 @@ type ServerConfig struct {
 	StoreDir   string // JetStream file store; required
 	SyncAlways bool   // fsync every write (sync_interval: always)
 	ServerName string // default "agentbus"
+	// Users, when set, are the only accounts that may connect, each with
+	// its own permissions; none means an open server (loopback only).
+	Users []*server.User
 }
 
 // RunServer starts an embedded nats-server with JetStream and waits until
@@ -38,6 +41,7 @@ func RunServer(cfg ServerConfig) (*server.Server, error) {
 		SyncAlways: cfg.SyncAlways,
 		NoSigs:     true,
 		NoLog:      true,
+		Users:      cfg.Users,
 	}
 	if cfg.Port == 0 {
 		opts.Port = server.DEFAULT_PORT

@@ -15,7 +15,13 @@ import (
 // Config is the configuration shared by every agentbus process. Each field
 // has a flag and an environment variable; the flag wins.
 type Config struct {
-	NATSURL         string
+	NATSURL string
+	// NATSUser and NATSPassword log in to a server that gives each role
+	// its own permissions (agentbus nats --permissions); the password
+	// comes from the environment or a file, never a flag.
+	NATSUser        string
+	NATSPassword    string
+	natsPassFile    string
 	Store           string
 	StorePrefix     string
 	Models          ModelConfig
@@ -36,6 +42,11 @@ type Config struct {
 // Register adds the shared flags to fs, with defaults from the environment.
 func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats", env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (env NATS_URL)")
+	fs.StringVar(&c.NATSUser, "nats-user", env("NATS_USER", ""),
+		"NATS user of this process on a server with per-role permissions (agentbus nats --permissions) (env NATS_USER)")
+	fs.StringVar(&c.natsPassFile, "nats-password-file", env("NATS_PASSWORD_FILE", ""),
+		"file holding the NATS user's password; it may instead be in env NATS_PASSWORD (env NATS_PASSWORD_FILE)")
+	c.NATSPassword = os.Getenv("NATS_PASSWORD")
 	c.RegisterStack(fs)
 }
 
@@ -80,6 +91,16 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTurns < 1 {
 		return fmt.Errorf("max-turns must be at least 1")
+	}
+	if c.natsPassFile != "" {
+		b, err := os.ReadFile(c.natsPassFile)
+		if err != nil {
+			return fmt.Errorf("NATS_PASSWORD_FILE: %w", err)
+		}
+		c.NATSPassword = strings.TrimSpace(string(b))
+	}
+	if c.NATSPassword != "" && c.NATSUser == "" {
+		return fmt.Errorf("a NATS password needs NATS_USER")
 	}
 	return nil
 }

@@ -28,6 +28,9 @@ type Role struct {
 	// Unlimited: the role's messages wait in the stream while a
 	// dependency is down instead of running out of deliveries.
 	Unlimited bool
+	// Buckets are the KV buckets its handler reads and writes (besides
+	// the store's): with per-role NATS permissions it may touch no other.
+	Buckets []string
 	// Build wires the handler from d and returns its routes.
 	Build func(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error)
 }
@@ -36,13 +39,17 @@ type Role struct {
 var Roles = []Role{
 	{Name: handlers.RoleRouter, Routes: (&handlers.Router{}).Routes(),
 		Emits: []string{events.TypePlanRequested, events.TypeStepRequested, events.TypeRunFinished, events.TypeReplyChunk},
+		Buckets: []string{handlers.BucketConfig, handlers.BucketCredentials, handlers.BucketSessions, handlers.BucketCancels,
+			handlers.BucketLocks},
 		Build: buildRouter},
 	{Name: handlers.RolePlanner, Routes: (&handlers.Planner{}).Routes(), Emits: []string{events.TypePlanProposed},
-		Build: buildPlanner},
+		Buckets: []string{handlers.BucketCredentials}, Build: buildPlanner},
 	{Name: handlers.RoleExecutor, Routes: (&handlers.Executor{}).Routes(),
-		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined}, Build: buildExecutor},
+		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined},
+		Buckets: []string{handlers.BucketLocks, handlers.BucketToolcalls, handlers.BucketCredentials, handlers.BucketCancels},
+		Build: buildExecutor},
 	{Name: handlers.RoleAggregator, Routes: (&handlers.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
-		Build: buildAggregator},
+		Buckets: []string{handlers.BucketFanin}, Build: buildAggregator},
 	{Name: handlers.RoleProjector, Routes: (&handlers.Projector{}).Routes(), Unlimited: true, Build: buildProjector},
 }
 

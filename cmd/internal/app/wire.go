@@ -107,14 +107,20 @@ func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger)
 	if err := CheckRoles(Roles); err != nil {
 		return nil, fmt.Errorf("roles: %w", err)
 	}
-	nc, err := nats.Connect(c.NATSURL, nats.Name("agentbus-"+process), nats.MaxReconnects(-1),
+	opts := []nats.Option{nats.Name("agentbus-" + process)}
+	if c.NATSUser != "" {
+		opts = append(opts, nats.UserInfo(c.NATSUser, c.NATSPassword))
+	}
+	nc, err := nats.Connect(c.NATSURL, append(opts, nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn().Err(err).Msg("nats disconnected")
 			}
 		}),
-		nats.ReconnectHandler(func(*nats.Conn) { log.Info().Msg("nats reconnected") }))
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info().Msg("nats reconnected") }),
+		// A permissions violation is reported here, asynchronously.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Error().Err(err).Msg("nats") }))...)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", c.NATSURL, err)
 	}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/cmd/internal/procs"
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/skills/demo"
+)
+
+// TestPerRolePermissions runs every role process and the ingress on a real
+// nats-server with one user each, allowed only what its roles'
+// declarations derive: a full run succeeds, with no permissions violation
+// logged, and the server refuses an executor's forged group.joined or
+// run.finished and an ingress's consumer on the AUDIT stream.
+func TestPerRolePermissions(t *testing.T) {
+	dir := t.TempDir()
+	passwords, err := app.LoadPasswords(filepath.Join(dir, "users.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := app.ServerUsers(passwords, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := events.RunServer(events.ServerConfig{Port: -1, StoreDir: filepath.Join(dir, "nats"), Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	if _, err := nats.Connect(ns.ClientURL()); err == nil {
+		t.Fatal("the server admitted a connection without credentials")
+	}
+	conf := func(user string) *app.Config {
+		c := app.DefaultConfig()
+		c.NATSURL, c.NATSUser, c.NATSPassword = ns.ClientURL(), user, passwords[user]
+		c.AckWait, c.Store, c.StorePrefix = 2*time.Second, "embedded", ""
+		return c
+	}
+	admin, err := connectAs(ns.ClientURL(), app.UserAdmin, passwords[app.UserAdmin], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ajs, _ := jetstream.New(admin)
+	if err := app.Setup(ctx, ajs, conf(app.UserAdmin)); err != nil {
+		t.Fatal(err)
+	}
+
+	skillSrv := httptest.NewServer(demo.NewService(demo.Config{}).Handler())
+	defer skillSrv.Close()
+	var logs procs.Buffer
+	log := zerolog.New(&logs).Level(zerolog.InfoLevel)
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	for _, p := range app.Processes {
+		c := conf(p.Name)
+		c.SkillServiceURL = skillSrv.URL + "/tenants/{tenant}/mcp"
+		d, err := app.Connect(ctx, p.Name, c, log.With().Str("process", p.Name).Logger())
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		wg.Go(func() {
+			defer d.Close()
+			if err := d.RunRoles(runCtx, p.Roles...); err != nil && runCtx.Err() == nil {
+				t.Errorf("%s: %v", p.Name, err)
+			}
+		})
+	}
+	ic := conf(app.UserIngress)
+	ic.SkillServiceURL = skillSrv.URL + "/tenants/{tenant}/mcp"
+	ingress, err := app.Connect(ctx, app.UserIngress, ic, log.With().Str("process", "ingress").Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	wg.Go(func() {
+		defer ingress.Close()
+		err := app.ServeIngress(runCtx, ingress, app.IngressOptions{Addr: "127.0.0.1:0", RunTimeout: time.Minute},
+			func(a string) { addr <- a })
+		if err != nil && runCtx.Err() == nil {
+			t.Errorf("ingress: %v", err)
+		}
+	})
+	var url string
+	select {
+	case a := <-addr:
+		url = "http://" + a
+	case <-ctx.Done():
+		t.Fatal("the ingress did not start")
+	}
+
+	res := postRun(t, url, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-perms", Message: demoTask})
+	if res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
+	}
+	if l := logs.String(); strings.Contains(strings.ToLower(l), "permissions violation") {
+		t.Fatalf("a role needed more than its permissions:\n%s", l)
+	}
+
+	// The executor's credentials: it may finish a step, never join a
+	// group of several or finish a run.
+	violations := make(chan error, 8)
+	exec, err := connectAs(ns.ClientURL(), "executor", passwords["executor"], violations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Close()
+	ejs, _ := jetstream.New(exec)
+	forged, _ := json.Marshal(orch.GroupJoined{})
+	for _, subject := range []string{"agent.group.joined.demo", "agent.run.finished.demo"} {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := ejs.Publish(pctx, subject, forged)
+		cancel()
+		if err == nil {
+			t.Fatalf("the server stored the executor's %s", subject)
+		}
+		select {
+		case v := <-violations:
+			if !strings.Contains(v.Error(), "Permissions Violation for Publish to \""+subject+"\"") {
+				t.Errorf("publish of %s: %v", subject, v)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("no permissions violation for the executor's %s", subject)
+		}
+	}
+	// A malformed step.finished is the executor's to publish: the
+	// aggregator dead-letters it, with its own credentials.
+	if _, err := ejs.Publish(ctx, "agent.step.finished.demo", []byte(`{}`)); err != nil {
+		t.Fatalf("the executor may not publish step.finished: %v", err)
+	}
+	agent, err := ajs.Stream(ctx, events.StreamAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	eventually(t, 10*time.Second, "the dead letter of the malformed step.finished", func() bool {
+		_, err := agent.GetLastMsgForSubject(ctx, events.DeadSubject("demo"))
+		return err == nil
+	})
+
+	// The ingress cannot read the AUDIT stream.
+	ing, err := connectAs(ns.ClientURL(), app.UserIngress, passwords[app.UserIngress], violations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ing.Close()
+	ijs, _ := jetstream.New(ing)
+	cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+	defer ccancel()
+	if _, err := ijs.OrderedConsumer(cctx, events.StreamAudit, jetstream.OrderedConsumerConfig{}); err == nil {
+		t.Fatal("the ingress created a consumer on the AUDIT stream")
+	} else if !errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "timeout") &&
+		!strings.Contains(err.Error(), "ermission") {
+		t.Errorf("consumer on AUDIT refused with %v", err)
+	}
+}
+
+// connectAs connects as user, sending asynchronous errors (permissions
+// violations) to errs when set.
+func connectAs(url, user, password string, errs chan<- error) (*nats.Conn, error) {
+	return nats.Connect(url, nats.UserInfo(user, password), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errs != nil {
+			select {
+			case errs <- err:
+			default:
+			}
+		}
+	}))
+}
