@@ -69,16 +69,14 @@ func TestRedeliveryAfterExecutorKill(t *testing.T) {
 	}
 	_, js := connect(t, c.nats)
 	// Each step is its group's only member, so its executor joins the
-	// group itself: one group.joined per step, never two.
-	joined := readAll[orch.GroupJoined](t, js, "agent.group.joined.demo")
+	// group itself: one step.joined per step, never two.
+	joined := readAll[orch.StepJoined](t, js, "agent.step.joined.demo")
 	seen := map[int]bool{}
 	for _, j := range joined {
-		for _, r := range j.Results {
-			if seen[r.Step] {
-				t.Fatalf("step %d finished twice", r.Step)
-			}
-			seen[r.Step] = true
+		if seen[j.Result.Step] {
+			t.Fatalf("step %d finished twice", j.Result.Step)
 		}
+		seen[j.Result.Step] = true
 	}
 	if len(seen) != 2 {
 		t.Fatalf("finished steps %v, want 2", seen)
