@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,6 +44,9 @@ type Executor struct {
 	// Sandbox extracts from responses at or above LargeResponse; nil
 	// reports them to the model as errors.
 	Sandbox Sandbox
+	// SkillTimeout bounds one skill call (default DefaultSkillTimeout): a
+	// call that takes longer fails the step, and the run replans.
+	SkillTimeout time.Duration
 	// Cancels are the cancelled runs: a turn of one finishes its step
 	// cancelled instead of running, and a turn in flight (its model or
 	// skill call) is stopped when its run is cancelled. Nil cancels none.
@@ -203,6 +207,13 @@ func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
 		if errors.As(err, &bad) {
 			invalid, result, isErr, err = bad.Error(), []byte(bad.Error()), true, nil
 		}
+		var slow *skillTimeout
+		if errors.As(err, &slow) {
+			// A hung skill fails the step at once, so the run replans
+			// around it, instead of redelivering the turn into it again.
+			return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed, Reason: slow.Error(),
+				Suggestion: "plan around " + slow.skill + ", or with fewer records per call"})
+		}
 		if err != nil {
 			return err
 		}
@@ -223,6 +234,20 @@ func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
 	next.Usage = t.spent()
 	t.out.emit(fmt.Sprintf("turn/%d", next.Iteration), events.TypeStepIterated, next)
 	return nil
+}
+
+// DefaultSkillTimeout bounds one skill call when Executor.SkillTimeout is
+// zero.
+const DefaultSkillTimeout = time.Minute
+
+// skillTimeout is a skill call that did not answer within its bound.
+type skillTimeout struct {
+	skill string
+	after time.Duration
+}
+
+func (e *skillTimeout) Error() string {
+	return fmt.Sprintf("skill_timeout: %s did not answer within %s", e.skill, e.after)
 }
 
 // invalidArgs reports tool-call arguments that do not validate against
@@ -304,7 +329,14 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	}
 	audited := len(t.out.audits)
 	start := time.Now()
-	result, err := t.x.Skills.Call(ctx, t.req.Run.Request.TenantID, c.Name, c.Arguments, key)
+	timeout := cmp.Or(t.x.SkillTimeout, DefaultSkillTimeout)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	result, err := t.x.Skills.Call(cctx, t.req.Run.Request.TenantID, c.Name, c.Arguments, key)
+	cancel()
+	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		t.out.audit("skill.timeout", lin, map[string]any{"skill_id": c.Name, "timeout_ms": timeout.Milliseconds()})
+		return nil, false, &skillTimeout{skill: c.Name, after: timeout}
+	}
 	isErr := false
 	if err != nil {
 		if !errors.Is(err, skills.ErrSkillFailed) && !errors.Is(err, skills.ErrSkillNotFound) && !errors.Is(err, skills.ErrInvalidArguments) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +121,38 @@ func TestBoundary_ChatAPIReplacedByNATSPublisher(t *testing.T) {
 		assertRanked(t, r.Response, expectedRanking(t, s.SkillsURL, "viaNATS"))
 	case <-time.After(20 * time.Second):
 		t.Fatal("no run.finished for a run submitted on NATS")
+	}
+}
+
+// TestReplan_SkillTimeoutReplansOnFirstFailure: a skill call that hangs
+// past SKILL_TIMEOUT fails its step at once and the run replans around it,
+// on the first failure, instead of redelivering the turn into the skill
+// again; the replanned step's call answers and the run succeeds.
+func TestReplan_SkillTimeoutReplansOnFirstFailure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	svc := demo.NewService(demo.Config{HangFirst: map[string]int{demo.SkillEngagementAnalytics: 1}})
+	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+		Log: zerolog.Nop(), Skills: svc.Handler(), Process: app.Config{AckWait: 2 * time.Second, SkillTimeout: 500 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	start := time.Now()
+	res := postRun(t, "http://"+s.IngressAddr, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-timeout", Message: demoTask})
+	if res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the run took %s: the hung call was waited on, not timed out", took)
+	}
+	p, _ := finalPlan(t, s, res.TenantID, res.PlanID)
+	if p.ReplanCount != 1 || len(p.ReplanHistory) != 1 || !strings.Contains(p.ReplanHistory[0].Reason, "skill_timeout") {
+		t.Fatalf("plan: replan_count %d, history %+v; want one replan for the skill timeout", p.ReplanCount, p.ReplanHistory)
+	}
+	// The hung call and the replanned step's call: nothing redelivered
+	// into the skill.
+	if n := svc.Calls(demo.SkillEngagementAnalytics); n != 1 {
+		t.Errorf("engagement_analytics executed %d times after the hang, want 1 (the replanned step's)", n)
 	}
 }

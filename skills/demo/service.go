@@ -35,6 +35,9 @@ type Config struct {
 	FailFirst map[string]int
 	// Latency is slept at the start of every skill call. Default 0.
 	Latency time.Duration
+	// HangFirst maps a skill name to the number of its initial calls that
+	// never answer: each waits until its caller gives up. Default empty.
+	HangFirst map[string]int
 }
 
 // Service is a demo Skill Service: a tenant-scoped skill catalog served
@@ -53,6 +56,7 @@ type Service struct {
 	invocations map[string]int        // idempotency key -> executions (side effects)
 	calls       map[string]int        // skill name -> executions
 	replays     map[string]int        // idempotency key -> calls answered from the record
+	hung        map[string]int        // skill name -> calls left hanging
 	results     map[string]*keyedCall // idempotency key -> its one execution
 }
 
@@ -91,7 +95,7 @@ func (d *catalogSkill) manifest() skills.Manifest {
 
 // NewService builds a Service with the fixed demo catalog.
 func NewService(cfg Config) *Service {
-	cfg.FailFirst = maps.Clone(cfg.FailFirst)
+	cfg.FailFirst, cfg.HangFirst = maps.Clone(cfg.FailFirst), maps.Clone(cfg.HangFirst)
 	if cfg.FailFirst == nil {
 		cfg.FailFirst = map[string]int{}
 	}
@@ -101,6 +105,7 @@ func NewService(cfg Config) *Service {
 		invocations: make(map[string]int),
 		calls:       make(map[string]int),
 		replays:     make(map[string]int),
+		hung:        make(map[string]int),
 		results:     make(map[string]*keyedCall),
 	}
 	for _, sk := range allSkills() {
@@ -325,6 +330,16 @@ func (s *Service) skillHandler(sk *catalogSkill) server.ToolHandlerFunc {
 // execute runs the skill once: latency, fault injection, then the effect,
 // which is recorded only when the call was not abandoned before it.
 func (s *Service) execute(ctx context.Context, sk *catalogSkill, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	s.mu.Lock()
+	hang := s.hung[sk.name] < s.cfg.HangFirst[sk.name]
+	if hang {
+		s.hung[sk.name]++
+	}
+	s.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	if s.cfg.Latency > 0 {
 		timer := time.NewTimer(s.cfg.Latency)
 		select {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -31,6 +32,7 @@ type Config struct {
 	SkillMode       string // auto (default), skill-service or plain
 	SkillCommand    string // stdio server command line: words split on spaces, or a JSON array
 	SandboxUnsafe   bool   // run extraction scripts without isolation (development only)
+	SkillTimeout    time.Duration
 	LogLevel        string
 	Concurrency     int
 	MaxTurns        int // model turns of one step
@@ -65,6 +67,8 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 		"auto, skill-service (find_relevant_skills/load_skill) or plain (any MCP server's tools) (env SKILL_MODE)")
 	fs.StringVar(&c.SkillCommand, "skill-command", env("SKILL_COMMAND", ""),
 		"stdio MCP server command line, split on spaces or a JSON array; one server serves every tenant (env SKILL_COMMAND)")
+	fs.DurationVar(&c.SkillTimeout, "skill-timeout", envDuration("SKILL_TIMEOUT", handlers.DefaultSkillTimeout),
+		"bound of one skill call: a call that takes longer fails its step, and the run replans around it (env SKILL_TIMEOUT)")
 	fs.BoolVar(&c.SandboxUnsafe, "sandbox-unsafe", env("SANDBOX_ALLOW_UNSAFE", "") == "1",
 		"DEVELOPMENT ONLY: run extraction scripts without isolation when none is available (env SANDBOX_ALLOW_UNSAFE=1)")
 	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
@@ -91,6 +95,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTurns < 1 {
 		return fmt.Errorf("max-turns must be at least 1")
+	}
+	if c.SkillTimeout < 0 || c.HandleTimeout > 0 && c.SkillTimeout >= c.HandleTimeout {
+		return fmt.Errorf("skill-timeout must be shorter than handle-timeout (%s)", c.HandleTimeout)
 	}
 	if c.natsPassFile != "" {
 		b, err := os.ReadFile(c.natsPassFile)

@@ -215,6 +215,7 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	if d.Config.MaxTurns > 0 {
 		x.MaxTurns = d.Config.MaxTurns
 	}
+	x.SkillTimeout = d.Config.SkillTimeout
 	if sb := d.sandbox(ctx, log); sb != nil {
 		x.Sandbox = sb
 	}
