@@ -210,7 +210,8 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest) (orch.Input, er
 	rec := llm.Record(r.Model)
 	mreq := llm.NewRequest(llm.TaskRoute, llm.RouteInput{Task: req.Message, TaskTypes: tts})
 	mreq.Schema = llm.RouteSchema
-	_, err = llm.Structured(ctx, rec, mreq, &in.Route)
+	// A choice outside the configured options is rejected and repaired.
+	_, err = llm.StructuredCheck(ctx, rec, mreq, &in.Route, func() error { return orch.CheckRoute(in.Route, tts) })
 	in.Calls = rec.Calls()
 	if err != nil {
 		code, ok := modelFailure(err)

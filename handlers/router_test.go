@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
@@ -502,5 +503,47 @@ func TestConstrainRoute(t *testing.T) {
 				t.Errorf("constrainRoute = %s/%s, want %s/%s", got.TaskType, got.Pattern, tc.wantType, tc.wantPattern)
 			}
 		})
+	}
+}
+
+// TestRouterRejectsInvalidRouteChoice: an adversarial routing model that
+// picks a pattern its task type does not allow, then an unknown task type,
+// is rejected each time with the options named, and the run goes on with
+// its third, valid choice; one that never chooses validly ends the run
+// VALIDATION_FAIL without a plan.
+func TestRouterRejectsInvalidRouteChoice(t *testing.T) {
+	env := newEnv(t)
+	r := newTestRouter(t, env)
+	model := llmtest.Sequence(
+		textResp(`{"task_type":"summarisation","pattern":"supervisor","reason":"x"}`),
+		textResp(`{"task_type":"poetry","pattern":"react","reason":"x"}`),
+		textResp(`{"task_type":"research","pattern":"plan-then-execute","reason":"ok"}`),
+	)
+	r.Model = model
+	outs, err := r.Handle(testCtx(t), newEvent(t, "run-route", events.TypeRunRequested, runRequest("run-route", rankTask)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := decode[orch.PlanRequest](t, only(t, outs, events.TypePlanRequested)).Run
+	if run.TaskType != "research" || run.Pattern != PatternPlanThenExecute {
+		t.Fatalf("route = %s/%s, want the repaired research/plan-then-execute", run.TaskType, run.Pattern)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 3 || !strings.Contains(lastMessage(reqs[1]), `pattern "supervisor" is not a valid pattern`) ||
+		!strings.Contains(lastMessage(reqs[2]), `task_type "poetry" is not one of the configured task types`) {
+		t.Fatalf("the model was asked %d times; repairs %q, %q", len(reqs), lastMessage(reqs[1]), lastMessage(reqs[2]))
+	}
+
+	bad := textResp(`{"task_type":"poetry","pattern":"freestyle"}`)
+	r.Model = llmtest.Sequence(bad, bad, bad)
+	outs, err = r.Handle(testCtx(t), newEvent(t, "run-route-bad", events.TypeRunRequested, runRequest("run-route-bad", rankTask)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := decode[orch.RunResult](t, only(t, outs, events.TypeRunFinished)); res.TerminalCode != orch.CodeValidationFail {
+		t.Fatalf("run ended %s, want VALIDATION_FAIL", res.TerminalCode)
+	}
+	if len(ofType(outs, events.TypePlanRequested)) != 0 {
+		t.Fatal("an invalid route was planned")
 	}
 }

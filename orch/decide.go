@@ -212,6 +212,25 @@ func (d *decision) received(req RunRequest) {
 // redelivered request plans under the same id.
 func PlanID(runID string) string { return "plan-" + deriveID(runID, "plan")[:18] }
 
+// CheckRoute reports a routing decision outside the configured options:
+// a task type that is not configured, or a pattern that is not one of its
+// valid patterns. The router rejects such an answer and asks the model to
+// repair it, naming the options.
+func CheckRoute(dec llm.RouteOutput, tts []llm.TaskType) error {
+	i := slices.IndexFunc(tts, func(t llm.TaskType) bool { return t.Name == dec.TaskType })
+	if i < 0 {
+		names := make([]string, len(tts))
+		for j, t := range tts {
+			names[j] = t.Name
+		}
+		return fmt.Errorf("task_type %q is not one of the configured task types %v", dec.TaskType, names)
+	}
+	if p := tts[i].Patterns; len(p) > 0 && !slices.Contains(p, dec.Pattern) {
+		return fmt.Errorf("pattern %q is not a valid pattern of task type %q: choose one of %v", dec.Pattern, dec.TaskType, p)
+	}
+	return nil
+}
+
 // ConstrainRoute keeps the decision inside the configured options: an
 // unknown task type becomes the first configured one, an invalid pattern
 // the task type's first valid pattern.
