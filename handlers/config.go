@@ -25,13 +25,17 @@ const ConfigKeyTaskTypes = "task_types"
 // DefaultTaskTypes is the seed of the config bucket (seed 001).
 var DefaultTaskTypes = []llm.TaskType{
 	{Name: "general", Description: "any task with no specific domain framing: list, rank, look up and combine data from skills",
-		Patterns: []string{PatternPlanThenExecute, PatternReact, PatternSupervisor}},
+		WhenToUse: "the task needs data from several skills combined in a known order",
+		Patterns:  []string{PatternPlanThenExecute, PatternReact, PatternSupervisor}, DefaultPattern: PatternPlanThenExecute},
 	{Name: "research", Description: "open-ended investigation of a question",
-		Patterns: []string{PatternReact, PatternPlanThenExecute}},
+		WhenToUse: "the next step depends on what the last one found",
+		Patterns:  []string{PatternReact, PatternPlanThenExecute}, DefaultPattern: PatternReact},
 	{Name: "risk-assessment", Description: "multi-dimensional risk analysis across independent dimensions",
-		Patterns: []string{PatternSupervisor, PatternPlanThenExecute, PatternReact}},
+		WhenToUse: "the task splits into independent dimensions that can be worked in parallel",
+		Patterns:  []string{PatternSupervisor, PatternPlanThenExecute, PatternReact}, DefaultPattern: PatternSupervisor},
 	{Name: "summarisation", Description: "condense or summarise information",
-		Patterns: []string{PatternReact}},
+		WhenToUse: "the task asks for a shorter form of given or retrieved content",
+		Patterns:  []string{PatternReact}, DefaultPattern: PatternReact},
 }
 
 // SeedConfig writes the default task types unless the bucket already has

@@ -504,6 +504,11 @@ func TestConstrainRoute(t *testing.T) {
 			}
 		})
 	}
+	// A configured default pattern wins over the first valid one.
+	tts := []llm.TaskType{{Name: "audit", Patterns: []string{PatternReact, PatternSupervisor}, DefaultPattern: PatternSupervisor}}
+	if got := orch.ConstrainRoute(llm.RouteOutput{TaskType: "audit", Pattern: "freestyle"}, tts); got.Pattern != PatternSupervisor {
+		t.Errorf("invalid pattern became %s, want the default %s", got.Pattern, PatternSupervisor)
+	}
 }
 
 // TestRouterRejectsInvalidRouteChoice: an adversarial routing model that

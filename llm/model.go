@@ -68,7 +68,7 @@ type Request struct {
 	// SynthInput). Prompts are rendered from it; the offline model reads it.
 	Input any
 	// PromptVersion names the system prompt's file and version
-	// ("route@v1"); it is recorded with the call.
+	// ("route@v2"); it is recorded with the call.
 	PromptVersion string
 	// Stream, when set, receives the answer's text as it is generated, in
 	// order; the Response still carries the whole answer. A provider that

@@ -4,9 +4,14 @@ import "encoding/json"
 
 // TaskType is a configured class of task the router chooses from (seed 001).
 type TaskType struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
-	Patterns    []string `json:"valid_patterns"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// WhenToUse tells the routing model which tasks belong here.
+	WhenToUse string   `json:"when_to_use,omitempty"`
+	Patterns  []string `json:"valid_patterns"`
+	// DefaultPattern is the pattern of a routing decision whose pattern
+	// is not valid for the type; default the first valid pattern.
+	DefaultPattern string `json:"default_pattern,omitempty"`
 }
 
 // RouteInput asks the model to pick a task type and one of its patterns.

@@ -233,7 +233,7 @@ func CheckRoute(dec llm.RouteOutput, tts []llm.TaskType) error {
 
 // ConstrainRoute keeps the decision inside the configured options: an
 // unknown task type becomes the first configured one, an invalid pattern
-// the task type's first valid pattern.
+// the task type's default pattern (else its first valid one).
 func ConstrainRoute(dec llm.RouteOutput, tts []llm.TaskType) llm.RouteOutput {
 	if len(tts) == 0 {
 		return dec
@@ -246,6 +246,9 @@ func ConstrainRoute(dec llm.RouteOutput, tts []llm.TaskType) llm.RouteOutput {
 	dec.TaskType = tts[i].Name
 	if !slices.Contains(tts[i].Patterns, dec.Pattern) && len(tts[i].Patterns) > 0 {
 		dec.Pattern = tts[i].Patterns[0]
+		if slices.Contains(tts[i].Patterns, tts[i].DefaultPattern) {
+			dec.Pattern = tts[i].DefaultPattern
+		}
 	}
 	return dec
 }
