@@ -126,7 +126,12 @@ func (c *tenantsCmd) fail(err error) int {
 func (c *tenantsCmd) withKeys(ctx context.Context, fn func(context.Context, *auth.Keys) error) int {
 	ctx, cancel := context.WithTimeout(ctx, tenantsTimeout)
 	defer cancel()
-	nc, err := nats.Connect(c.natsURL, nats.Name("agentbus-tenants"), nats.Timeout(5*time.Second))
+	opts := []nats.Option{nats.Name("agentbus-tenants"), nats.Timeout(5 * time.Second)}
+	if user := os.Getenv("NATS_USER"); user != "" {
+		// A server with per-role permissions: the key store is admin's.
+		opts = append(opts, nats.UserInfo(user, os.Getenv("NATS_PASSWORD")))
+	}
+	nc, err := nats.Connect(c.natsURL, opts...)
 	if err != nil {
 		return c.fail(fmt.Errorf("connect to NATS at %s: %w", c.natsURL, err))
 	}
