@@ -46,6 +46,8 @@ type flow struct {
 	exec    *Executor
 	agg     *Aggregator
 	proj    *Projector
+	// maxEvents bounds the events one drive handles; default 500.
+	maxEvents int
 }
 
 // newFlow wires every role on st: the handlers see only the store
@@ -81,7 +83,7 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 	var seen []event.Event
 	var results []orch.RunResult
 	for len(queue) > 0 {
-		if len(seen) > 500 {
+		if len(seen) > cmp.Or(f.maxEvents, 500) {
 			t.Fatalf("the run did not finish after %d events: %v", len(seen), types(seen))
 		}
 		ev := queue[0]

@@ -9,18 +9,32 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
 )
 
 // Execution patterns (seed 001).
 const (
-	PatternReact           = "react"
-	PatternPlanThenExecute = "plan-then-execute"
-	PatternSupervisor      = "supervisor"
+	PatternReact           = orch.PatternReact
+	PatternPlanThenExecute = orch.PatternPlanThenExecute
+	PatternSupervisor      = orch.PatternSupervisor
 )
 
-// ConfigKeyTaskTypes is the config bucket key holding the task types as a
-// JSON array; edit it with `nats kv put config task_types '[…]'`.
-const ConfigKeyTaskTypes = "task_types"
+// Config bucket keys, each a JSON array; edit them with
+// `nats kv put config task_types '[…]'`.
+const (
+	ConfigKeyTaskTypes = "task_types"
+	ConfigKeyPatterns  = "patterns"
+)
+
+// DefaultPatterns are the seeded pattern definitions (seed 001).
+var DefaultPatterns = []llm.Pattern{
+	{Name: PatternReact, Description: "ReACT: one loop of reasoning and tool calls, each turn its own message",
+		WhenToUse: "adaptive, open-ended tasks where the next action depends on the last observation", MaxIterations: 20},
+	{Name: PatternPlanThenExecute, Description: "plan the steps as a DAG with output contracts, then run ready steps in parallel",
+		WhenToUse: "the task needs data from several skills combined in a known order"},
+	{Name: PatternSupervisor, Description: "decompose into independent subagent goals, run each as its own loop in parallel, then synthesise",
+		WhenToUse: "the task splits into independent dimensions", MaxIterations: 12, MaxLanes: 10},
+}
 
 // DefaultTaskTypes is the seed of the config bucket (seed 001).
 var DefaultTaskTypes = []llm.TaskType{
@@ -32,21 +46,24 @@ var DefaultTaskTypes = []llm.TaskType{
 		Patterns:  []string{PatternReact, PatternPlanThenExecute}, DefaultPattern: PatternReact},
 	{Name: "risk-assessment", Description: "multi-dimensional risk analysis across independent dimensions",
 		WhenToUse: "the task splits into independent dimensions that can be worked in parallel",
-		Patterns:  []string{PatternSupervisor, PatternPlanThenExecute, PatternReact}, DefaultPattern: PatternSupervisor},
+		Patterns:  []string{PatternSupervisor, PatternPlanThenExecute, PatternReact}, DefaultPattern: PatternSupervisor,
+		Framing: "Analyse across financial, reputational, legal and operational dimensions using structured analytic techniques."},
 	{Name: "summarisation", Description: "condense or summarise information",
 		WhenToUse: "the task asks for a shorter form of given or retrieved content",
 		Patterns:  []string{PatternReact}, DefaultPattern: PatternReact},
 }
 
-// SeedConfig writes the default task types unless the bucket already has
-// them, so an operator's edits survive restarts.
+// SeedConfig writes the default task types and patterns unless the bucket
+// already has them, so an operator's edits survive restarts.
 func SeedConfig(ctx context.Context, kv jetstream.KeyValue) error {
-	b, err := json.Marshal(DefaultTaskTypes)
-	if err != nil {
-		return err
-	}
-	if _, err := kv.Create(ctx, ConfigKeyTaskTypes, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return fmt.Errorf("handlers: seed config: %w", err)
+	for key, v := range map[string]any{ConfigKeyTaskTypes: DefaultTaskTypes, ConfigKeyPatterns: DefaultPatterns} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if _, err := kv.Create(ctx, key, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("handlers: seed config %s: %w", key, err)
+		}
 	}
 	return nil
 }
@@ -54,19 +71,31 @@ func SeedConfig(ctx context.Context, kv jetstream.KeyValue) error {
 // loadTaskTypes reads the task types, falling back to the defaults when
 // the bucket has none (seed 001 fallback behaviour).
 func loadTaskTypes(ctx context.Context, kv jetstream.KeyValue) ([]llm.TaskType, error) {
+	return loadConfig(ctx, kv, ConfigKeyTaskTypes, DefaultTaskTypes)
+}
+
+// loadPatterns reads the pattern definitions, falling back to the
+// defaults.
+func loadPatterns(ctx context.Context, kv jetstream.KeyValue) ([]llm.Pattern, error) {
+	return loadConfig(ctx, kv, ConfigKeyPatterns, DefaultPatterns)
+}
+
+// loadConfig reads the JSON array under key, or def when the bucket has
+// no usable one.
+func loadConfig[T any](ctx context.Context, kv jetstream.KeyValue, key string, def []T) ([]T, error) {
 	if kv == nil {
-		return DefaultTaskTypes, nil
+		return def, nil
 	}
-	e, err := kv.Get(ctx, ConfigKeyTaskTypes)
+	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return DefaultTaskTypes, nil
+		return def, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("handlers: config: %w", err)
+		return nil, fmt.Errorf("handlers: config %s: %w", key, err)
 	}
-	var tts []llm.TaskType
-	if err := json.Unmarshal(e.Value(), &tts); err != nil || len(tts) == 0 {
-		return DefaultTaskTypes, nil
+	var v []T
+	if err := json.Unmarshal(e.Value(), &v); err != nil || len(v) == 0 {
+		return def, nil
 	}
-	return tts, nil
+	return v, nil
 }

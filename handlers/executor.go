@@ -140,9 +140,9 @@ func (t *turn) lineage() events.Audit {
 }
 
 func (t *turn) run(ctx context.Context) error {
-	if t.req.Iteration >= t.x.MaxTurns {
+	if maxTurns := t.maxTurns(); t.req.Iteration >= maxTurns {
 		return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed,
-			Reason: fmt.Sprintf("step used its %d turns without an answer", t.x.MaxTurns), Suggestion: "split the step"})
+			Reason: fmt.Sprintf("step used its %d turns without an answer", maxTurns), Suggestion: "split the step"})
 	}
 	tenant := t.req.Run.Request.TenantID
 	var infos []llm.SkillInfo
@@ -165,7 +165,7 @@ func (t *turn) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	in := llm.ActInput{Task: t.step.Task, Skills: infos, Inputs: inputs,
+	in := llm.ActInput{Task: t.step.Task, Framing: t.req.Run.Framing, Skills: infos, Inputs: inputs,
 		ReturnSpec: llm.ReturnSpec{Shape: t.step.ReturnSpec.Shape, Reason: t.step.ReturnSpec.Reason}}
 	req := llm.NewRequest(llm.TaskAct, in)
 	req.Tools, req.Schema, req.Messages = tools, llm.ActSchema, toMessages(t.req.Turns)
@@ -177,6 +177,15 @@ func (t *turn) run(ctx context.Context) error {
 		return t.callTools(ctx, resp.Message.ToolCalls)
 	}
 	return t.answer(ctx, resp.Message.Content)
+}
+
+// maxTurns bounds the step's model turns: a loop step's own bound (the
+// pattern's max_iterations), else the executor's.
+func (t *turn) maxTurns() int {
+	if l := t.step.Loop; l != nil && l.MaxTurns > 0 {
+		return l.MaxTurns
+	}
+	return t.x.MaxTurns
 }
 
 // inputs reads the outputs of the steps this one depends on, by label.

@@ -70,31 +70,22 @@ func (p *Planner) planRequested(ctx context.Context, ev event.Event, req orch.Pl
 	return out.result()
 }
 
-// plan returns the verified steps, or the reason the task is infeasible.
-// Model calls go through model, which records them.
+// plan returns the verified steps, or the reason the task is infeasible,
+// shaped by the run's pattern. Model calls go through model, which
+// records them.
 func (p *Planner) plan(ctx context.Context, model llm.Model, run orch.RunState, failure *orch.StepResult) ([]orch.Step, string, error) {
-	tenant := run.Request.TenantID
-	cands, err := p.Skills.Find(ctx, tenant, run.Request.Message, p.Candidates)
+	manifests, infos, err := p.discover(ctx, run)
 	if err != nil {
-		return nil, "", fmt.Errorf("handlers: find_relevant_skills: %w", err)
+		return nil, "", err
 	}
-	manifests := map[string]skills.Manifest{}
-	var infos []llm.SkillInfo
-	for _, c := range cands {
-		if len(infos) == p.MaxLoads {
-			break
-		}
-		m, err := p.Skills.Load(ctx, tenant, c.Name)
-		if errors.Is(err, skills.ErrSkillNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("handlers: load_skill %s: %w", c.Name, err)
-		}
-		manifests[m.Name] = m
-		infos = append(infos, llm.SkillInfo{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, OutputSchema: m.OutputSchema})
+	switch run.Pattern {
+	case orch.PatternReact:
+		steps, infeasible := reactLoop(run, infos)
+		return steps, infeasible, nil
+	case orch.PatternSupervisor:
+		return p.supervise(ctx, model, run, infos)
 	}
-	in := llm.PlanInput{Task: run.Request.Message, Persona: run.Context.Persona, History: run.Context.History,
+	in := llm.PlanInput{Task: run.Request.Message, Framing: run.Framing, Persona: run.Context.Persona, History: run.Context.History,
 		Skills: infos, MaxSteps: orch.MaxPlanSteps, FirstStep: 1}
 	if failure != nil {
 		addReplanContext(&in, run.Plan, *failure)
@@ -154,4 +145,58 @@ func countComplete(p orch.Plan) int {
 		}
 	}
 	return n
+}
+
+// discover finds the skills relevant to the run's task and loads at most
+// MaxLoads of their manifests, most relevant first.
+func (p *Planner) discover(ctx context.Context, run orch.RunState) (map[string]skills.Manifest, []llm.SkillInfo, error) {
+	tenant := run.Request.TenantID
+	cands, err := p.Skills.Find(ctx, tenant, run.Request.Message, p.Candidates)
+	if err != nil {
+		return nil, nil, fmt.Errorf("handlers: find_relevant_skills: %w", err)
+	}
+	manifests := map[string]skills.Manifest{}
+	var infos []llm.SkillInfo
+	for _, c := range cands {
+		if len(infos) == p.MaxLoads {
+			break
+		}
+		m, err := p.Skills.Load(ctx, tenant, c.Name)
+		if errors.Is(err, skills.ErrSkillNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("handlers: load_skill %s: %w", c.Name, err)
+		}
+		manifests[m.Name] = m
+		infos = append(infos, llm.SkillInfo{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, OutputSchema: m.OutputSchema})
+	}
+	return manifests, infos, nil
+}
+
+// nextIndex is the index after every step of the plan: a revision never
+// reuses an index.
+func nextIndex(plan orch.Plan) int {
+	n := 0
+	for _, s := range plan.Steps {
+		n = max(n, s.Index)
+	}
+	return n + 1
+}
+
+// reactLoop is the ReACT pattern's one step: the user's task as a loop
+// over the discovered skills (its allowed skills, enforced by the
+// executor), answering in free text, bounded by the pattern's
+// max_iterations. No model plans it.
+func reactLoop(run orch.RunState, infos []llm.SkillInfo) ([]orch.Step, string) {
+	if len(infos) == 0 {
+		return nil, "no discovered skill fits the task"
+	}
+	names := make([]string, len(infos))
+	for i, s := range infos {
+		names[i] = s.Name
+	}
+	return []orch.Step{{Index: nextIndex(run.Plan), Task: run.Request.Message, Skills: names,
+		ReturnSpec: orch.ReturnSpec{Shape: llm.LoopAnswerShape, Reason: "the loop's answer to the task"},
+		Loop:       &orch.Loop{MaxTurns: run.PatternDef.MaxIterations}}}, ""
 }

@@ -68,10 +68,10 @@ func (r *Router) Routes() []events.Route {
 			return r.decide(ctx, ev, p.Run, r.unlessCancelled(p.Run.Request, orch.Planned{Proposal: p, At: r.Now()}))
 		}),
 		events.On(events.TypeGroupJoined, func(ctx context.Context, ev event.Event, j orch.GroupJoined) ([]event.Event, error) {
-			return r.joined(ctx, ev, j.Run, j.Results)
+			return r.joined(ctx, ev, j.Run, orch.Joined{Group: j.Group, Results: j.Results})
 		}),
 		events.On(events.TypeStepJoined, func(ctx context.Context, ev event.Event, j orch.StepJoined) ([]event.Event, error) {
-			return r.joined(ctx, ev, j.Run, []orch.StepResult{j.Result})
+			return r.joined(ctx, ev, j.Run, orch.Joined{Group: j.Group, Results: []orch.StepResult{j.Result}})
 		}),
 		events.On(events.TypeDeadLettered, func(ctx context.Context, ev event.Event, dl events.DeadLetter) ([]event.Event, error) {
 			if dl.RunID == "" {
@@ -84,10 +84,11 @@ func (r *Router) Routes() []events.Route {
 
 // joined decides a joined group and frees the memory locks of its outputs,
 // now that the plan has them.
-func (r *Router) joined(ctx context.Context, ev event.Event, run orch.RunState, results []orch.StepResult) ([]event.Event, error) {
-	out, err := r.decide(ctx, ev, run, r.unlessCancelled(run.Request, orch.Joined{Results: results, At: r.Now()}))
+func (r *Router) joined(ctx context.Context, ev event.Event, run orch.RunState, j orch.Joined) ([]event.Event, error) {
+	j.At = r.Now()
+	out, err := r.decide(ctx, ev, run, r.unlessCancelled(run.Request, j))
 	if err == nil {
-		ReleaseMemoryLocks(ctx, r.Locks, results)
+		ReleaseMemoryLocks(ctx, r.Locks, j.Results)
 	}
 	return out, err
 }
@@ -204,11 +205,14 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest) (orch.Input, er
 		return nil, err
 	}
 	in.TaskTypes = tts
+	if in.Patterns, err = loadPatterns(ctx, r.Config); err != nil {
+		return nil, err
+	}
 	if in.Context, err = r.runContext(ctx, req); err != nil {
 		return nil, err
 	}
 	rec := llm.Record(r.Model)
-	mreq := llm.NewRequest(llm.TaskRoute, llm.RouteInput{Task: req.Message, TaskTypes: tts})
+	mreq := llm.NewRequest(llm.TaskRoute, llm.RouteInput{Task: req.Message, TaskTypes: tts, Patterns: in.Patterns})
 	mreq.Schema = llm.RouteSchema
 	// A choice outside the configured options is rejected and repaired.
 	_, err = llm.StructuredCheck(ctx, rec, mreq, &in.Route, func() error { return orch.CheckRoute(in.Route, tts) })

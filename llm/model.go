@@ -54,7 +54,11 @@ const (
 	TaskAct        Task = "act"
 	TaskSynthesize Task = "synthesize"
 	TaskExtract    Task = "extract"
+	TaskSupervise  Task = "supervise"
 )
+
+// Tasks are every model task; each has a system prompt.
+var Tasks = []Task{TaskRoute, TaskPlan, TaskAct, TaskSynthesize, TaskExtract, TaskSupervise}
 
 // Request is one chat completion request.
 type Request struct {
@@ -68,7 +72,7 @@ type Request struct {
 	// SynthInput). Prompts are rendered from it; the offline model reads it.
 	Input any
 	// PromptVersion names the system prompt's file and version
-	// ("route@v2"); it is recorded with the call.
+	// ("route@v3"); it is recorded with the call.
 	PromptVersion string
 	// Stream, when set, receives the answer's text as it is generated, in
 	// order; the Response still carries the whole answer. A provider that

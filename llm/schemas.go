@@ -15,6 +15,14 @@ var (
 			"skills":{"type":"array","minItems":1,"items":{"type":"string"}},
 			"return_spec":{"type":"object","required":["shape"],"properties":{"shape":{"type":"object"},"reason":{"type":"string"}}},
 			"depends_on":{"type":"array","items":{"type":"integer"}}}}}}}`)
+	// SuperviseSchema constrains a supervisor's decomposition.
+	SuperviseSchema = json.RawMessage(`{"type":"object","properties":{
+		"infeasible":{"type":"string"},
+		"lanes":{"type":"array","maxItems":10,"items":{"type":"object","required":["goal","skills"],"properties":{
+			"goal":{"type":"string","minLength":1},"skills":{"type":"array","minItems":1,"items":{"type":"string"}}}}}}}`)
+	// LoopAnswerShape is the return_spec of a loop step (the ReACT loop,
+	// a supervisor lane): a free-text answer.
+	LoopAnswerShape = json.RawMessage(`{"type":"object","required":["answer"],"properties":{"answer":{"type":"string"}}}`)
 	// ExtractSchema constrains an extraction script.
 	ExtractSchema = json.RawMessage(`{"type":"object","required":["language","script"],"properties":{
 		"language":{"enum":["python","jq"]},"script":{"type":"string","minLength":1,"maxLength":20000}}}`)

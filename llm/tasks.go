@@ -12,12 +12,30 @@ type TaskType struct {
 	// DefaultPattern is the pattern of a routing decision whose pattern
 	// is not valid for the type; default the first valid pattern.
 	DefaultPattern string `json:"default_pattern,omitempty"`
+	// Framing is the domain framing every model of a run of this type is
+	// given ("analyse across financial, legal … dimensions").
+	Framing string `json:"framing_prompt,omitempty"`
+}
+
+// Pattern is a configured execution pattern (seed 001): how it works,
+// when to use it, and its bounds.
+type Pattern struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	WhenToUse   string `json:"when_to_use,omitempty"`
+	// MaxIterations bounds the model turns of one loop: the ReACT loop,
+	// or each supervisor lane. Zero leaves the executor's default.
+	MaxIterations int `json:"max_iterations,omitempty"`
+	// MaxLanes bounds the subagent lanes of one supervisor fan-out.
+	MaxLanes int `json:"max_lanes,omitempty"`
 }
 
 // RouteInput asks the model to pick a task type and one of its patterns.
 type RouteInput struct {
 	Task      string     `json:"task"`
 	TaskTypes []TaskType `json:"task_types"`
+	// Patterns describe the patterns the task types name.
+	Patterns []Pattern `json:"patterns,omitempty"`
 }
 
 // RouteOutput is the routing decision.
@@ -69,6 +87,8 @@ type FailedStep struct {
 // work is planned, numbered from FirstStep.
 type PlanInput struct {
 	Task string `json:"task"`
+	// Framing is the task type's domain framing, if any.
+	Framing string `json:"framing,omitempty"`
 	// Persona and History are the tenant's soul and the session's recent
 	// conversation: a follow-up task ("and the second one?") is planned
 	// in their light.
@@ -92,7 +112,9 @@ type PlanOutput struct {
 // and the outputs of the steps it depends on, by memory label. The turns so
 // far are in Request.Messages.
 type ActInput struct {
-	Task       string                     `json:"task"`
+	Task string `json:"task"`
+	// Framing is the task type's domain framing, if any.
+	Framing    string                     `json:"framing,omitempty"`
 	Skills     []SkillInfo                `json:"allowed_skills"`
 	ReturnSpec ReturnSpec                 `json:"return_spec"`
 	Inputs     map[string]json.RawMessage `json:"inputs,omitempty"`
@@ -106,6 +128,40 @@ type ActOutput struct {
 	Data       json.RawMessage `json:"data,omitempty"`
 	Reason     string          `json:"reason,omitempty"`
 	Suggestion string          `json:"suggestion,omitempty"`
+}
+
+// SuperviseInput asks a supervisor to decompose Task into independent
+// subagent goals, at most MaxLanes, each worked by its own loop over a
+// subset of Skills. On a re-iteration Completed holds the lanes that
+// answered and Failed the lanes to replace.
+type SuperviseInput struct {
+	Task      string           `json:"task"`
+	Framing   string           `json:"framing,omitempty"`
+	Persona   *Persona         `json:"persona,omitempty"`
+	History   []HistoryMessage `json:"history,omitempty"`
+	Skills    []SkillInfo      `json:"skills"`
+	MaxLanes  int              `json:"max_lanes"`
+	Completed []LaneGoal       `json:"completed_lanes,omitempty"`
+	Failed    []FailedLane     `json:"failed_lanes,omitempty"`
+}
+
+// LaneGoal is one subagent lane: its focused goal and the skills it may
+// call (its skill group).
+type LaneGoal struct {
+	Goal   string   `json:"goal"`
+	Skills []string `json:"skills"`
+}
+
+// FailedLane is a lane that failed, and why.
+type FailedLane struct {
+	Goal   string `json:"goal"`
+	Reason string `json:"reason"`
+}
+
+// SuperviseOutput is the supervisor's decomposition, or Infeasible.
+type SuperviseOutput struct {
+	Lanes      []LaneGoal `json:"lanes,omitempty"`
+	Infeasible string     `json:"infeasible,omitempty"`
 }
 
 // StepOutput is one step's stored output, shown to the synthesiser.

@@ -109,7 +109,7 @@ func TestRecorderRecordsEveryCall(t *testing.T) {
 	rec.Complete(context.Background(), req)
 	rec.Complete(context.Background(), req)
 	calls := rec.Calls()
-	if len(calls) != 2 || calls[0].Model != "m1" || calls[0].PromptVersion != "plan@v2" || calls[0].InputTokens != 10 ||
+	if len(calls) != 2 || calls[0].Model != "m1" || calls[0].PromptVersion != "plan@v3" || calls[0].InputTokens != 10 ||
 		calls[1].Error == "" {
 		t.Fatalf("calls = %+v", calls)
 	}
@@ -119,7 +119,7 @@ func TestRecorderRecordsEveryCall(t *testing.T) {
 }
 
 func TestEveryTaskHasAVersionedPrompt(t *testing.T) {
-	for _, task := range []llm.Task{llm.TaskRoute, llm.TaskPlan, llm.TaskAct, llm.TaskSynthesize, llm.TaskExtract} {
+	for _, task := range llm.Tasks {
 		p := llm.SystemPrompt(task)
 		if len(p.Text) < 100 || !strings.HasPrefix(p.Version, string(task)+"@v") {
 			t.Errorf("%s: prompt %q (%d chars)", task, p.Version, len(p.Text))

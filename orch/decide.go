@@ -31,9 +31,12 @@ type Requested struct {
 	Context   RunContext
 	Route     llm.RouteOutput
 	TaskTypes []llm.TaskType
-	Calls     []llm.Call
-	Failure   *Failure
-	At        time.Time
+	// Patterns are the configured pattern definitions; the chosen one is
+	// recorded in the run's state.
+	Patterns []llm.Pattern
+	Calls    []llm.Call
+	Failure  *Failure
+	At       time.Time
 }
 
 // Planned: the planner proposed steps, a revision or an infeasibility.
@@ -42,8 +45,10 @@ type Planned struct {
 	At       time.Time
 }
 
-// Joined: every member of a dispatched group finished.
+// Joined: every member of a dispatched group finished. Group is the
+// joined group (zero for inputs that predate it).
 type Joined struct {
+	Group   Group
 	Results []StepResult
 	At      time.Time
 }
@@ -138,7 +143,7 @@ func Decide(s State, in Input) Decision {
 	case Planned:
 		d.planned(in.Proposal)
 	case Joined:
-		d.joined(in.Results)
+		d.joined(in)
 	case Synthesised:
 		d.synthesised(in)
 	case DeadLettered:
@@ -190,15 +195,47 @@ func (d *decision) requested(in Requested) {
 		return
 	}
 	route := ConstrainRoute(in.Route, in.TaskTypes)
+	if route.Pattern == "" {
+		route.Pattern = PatternReact // seed 001: no pattern configured falls back to ReACT
+	}
 	d.State.TaskType, d.State.Pattern, d.State.Routing = route.TaskType, route.Pattern, route.Reason
 	names := make([]string, len(in.TaskTypes))
+	var candidates []string
 	for i, t := range in.TaskTypes {
 		names[i] = t.Name
+		if t.Name == route.TaskType {
+			d.State.Framing, candidates = t.Framing, t.Patterns
+		}
+	}
+	if i := slices.IndexFunc(in.Patterns, func(p llm.Pattern) bool { return p.Name == route.Pattern }); i >= 0 {
+		d.State.PatternDef = in.Patterns[i]
 	}
 	d.audit("routing.decided", "", map[string]any{"task_type": route.TaskType, "pattern": route.Pattern,
-		"reason": route.Reason, "options": names})
-	d.audit("subagent_a.spawned", "", map[string]any{"mode": "plan"})
+		"reason": route.Reason, "options": names, "candidate_patterns": candidates, "framing": d.State.Framing})
+	d.audit("subagent_a.spawned", "", map[string]any{"mode": planMode(route.Pattern)})
 	d.emit("plan.requested", PlanRequest{Run: d.State})
+}
+
+// Execution patterns (seed 001). The planner shapes the work by pattern:
+// ReACT is one loop step over the discovered skills, plan-then-execute a
+// DAG of contract-bound steps, supervisor N parallel lanes, each a loop.
+const (
+	PatternReact           = "react"
+	PatternPlanThenExecute = "plan-then-execute"
+	PatternSupervisor      = "supervisor"
+)
+
+// planMode is what the planner does for a pattern: "react" discovers the
+// loop's skills, "supervise" decomposes the task into lanes, "plan"
+// plans steps (any other pattern).
+func planMode(pattern string) string {
+	switch pattern {
+	case PatternReact:
+		return "react"
+	case PatternSupervisor:
+		return "supervise"
+	}
+	return "plan"
 }
 
 // received starts the state of a requested run.
@@ -267,16 +304,31 @@ func (d *decision) planned(p PlanProposal) {
 	d.State.Plan.Steps = mergeSteps(d.State.Plan.Steps, p.Steps)
 	d.State.Plan.Status = PlanExecuting
 	d.State.Seq++
-	if replan {
-		idx := make([]int, len(p.Steps))
-		for i, s := range p.Steps {
-			idx[i] = s.Index
-		}
-		d.audit("plan.revised", "", map[string]any{"revised_steps": idx, "replan_count": d.State.Plan.ReplanCount})
-	} else {
-		d.audit("plan.received", "", map[string]any{"steps": len(p.Steps)})
-	}
+	d.auditProposal(p.Steps, replan)
 	d.dispatch()
+}
+
+// auditProposal records what the planner proposed, in the words of the
+// run's pattern: a plan (received or revised), the ReACT loop's start, or
+// the supervisor's decomposition into lanes (or its re-iteration).
+func (d *decision) auditProposal(steps []Step, replan bool) {
+	idx := make([]int, len(steps))
+	for i, s := range steps {
+		idx[i] = s.Index
+	}
+	switch mode := planMode(d.State.Pattern); {
+	case mode == "react" && len(steps) == 1 && steps[0].Loop != nil:
+		d.audit("react.started", steps[0].TaskID, map[string]any{"step": steps[0].Index, "skills": steps[0].Skills,
+			"max_turns": steps[0].Loop.MaxTurns, "restart": replan})
+	case mode == "supervise" && replan:
+		d.audit("supervisor.reiterated", "", map[string]any{"lanes": idx, "iteration": d.State.Plan.ReplanCount + 1})
+	case mode == "supervise":
+		d.audit("supervisor.decomposed", "", map[string]any{"lanes": idx})
+	case replan:
+		d.audit("plan.revised", "", map[string]any{"revised_steps": idx, "replan_count": d.State.Plan.ReplanCount})
+	default:
+		d.audit("plan.received", "", map[string]any{"steps": len(steps)})
+	}
 }
 
 // mergeSteps keeps every completed step and replaces the rest with the
@@ -314,6 +366,11 @@ func (d *decision) dispatch() {
 			}
 		}
 		slices.SortStableFunc(syn.Steps, func(a, b Step) int { return cmp.Compare(a.Index, b.Index) })
+		from := make([]map[string]any, len(syn.Steps))
+		for i, st := range syn.Steps {
+			from[i] = map[string]any{"step": st.Index, "task_id": st.TaskID, "memory_key": st.MemoryKey}
+		}
+		d.audit("synthesis.started", "", map[string]any{"derived_from": from})
 		d.Synthesise = syn
 		return
 	}
@@ -325,11 +382,29 @@ func (d *decision) dispatch() {
 		s.TaskID = "task-" + deriveID(runID, fmt.Sprintf("task/%d/%d", s.Index, plan.ReplanCount))[:13]
 		s.StartedAt = d.at
 	}
+	d.fanOut(group, ready)
 	for _, i := range ready {
 		s := plan.Steps[i]
 		d.audit(fmt.Sprintf("step_%d.started", s.Index), s.TaskID, map[string]any{"skills": s.Skills, "group": group.ID})
 		d.emit(fmt.Sprintf("step/%d", s.Index), StepRequest{Run: d.State, Step: s.Index, Group: group, Inputs: plan.inputKeys(s)})
 	}
+}
+
+// fanOut records a group of subagent lanes (seed 001 fan-out
+// provenance): the correlation id (the group's), the expected siblings and
+// each lane's goal, session and skill group.
+func (d *decision) fanOut(group Group, members []int) {
+	var lanes []map[string]any
+	for _, i := range members {
+		s := d.State.Plan.Steps[i]
+		if s.Loop == nil || s.Loop.SessionID == "" {
+			return
+		}
+		lanes = append(lanes, map[string]any{"step": s.Index, "task_id": s.TaskID, "goal": s.Task,
+			"session_id": s.Loop.SessionID, "skills": s.Skills})
+	}
+	d.audit("fanout.started", "", map[string]any{"correlation_id": group.ID, "expected_siblings": group.Expected,
+		"parent_session_id": d.State.Request.SessionID, "lanes": lanes})
 }
 
 func (p *Plan) ready() []int {
@@ -382,9 +457,17 @@ func (p *Plan) inputKeys(s Step) []string {
 
 // joined records a group's results, then ends the run on an outcome that
 // replanning cannot help, replans a failure, or dispatches the next steps.
-func (d *decision) joined(results []StepResult) {
+func (d *decision) joined(in Joined) {
 	d.State.Seq++
-	failed, end := d.record(results)
+	failed, end := d.record(in.Results)
+	if in.Group.Expected > 1 {
+		steps := make([]int, len(in.Results))
+		for i, r := range in.Results {
+			steps[i] = r.Step
+		}
+		d.audit("fanin.joined", "", map[string]any{"correlation_id": in.Group.ID, "expected_siblings": in.Group.Expected,
+			"steps": steps, "failed": len(failed)})
+	}
 	switch {
 	case end.Code == CodeUserCancel:
 		d.cancel(end.Reason, nil)

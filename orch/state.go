@@ -94,9 +94,15 @@ type RunState struct {
 	TaskType string     `json:"task_type,omitempty"`
 	Pattern  string     `json:"pattern,omitempty"`
 	Routing  string     `json:"routing_reason,omitempty"`
-	Plan     Plan       `json:"plan"`
-	Seq      int64      `json:"seq"`
-	Deadline time.Time  `json:"deadline,omitzero"`
+	// Framing is the task type's domain framing, given to every model of
+	// the run; PatternDef is the chosen pattern's definition. Both are
+	// recorded as the run saw them, so a replay does not read today's
+	// configuration.
+	Framing    string      `json:"framing,omitempty"`
+	PatternDef llm.Pattern `json:"pattern_def,omitzero"`
+	Plan       Plan        `json:"plan"`
+	Seq        int64       `json:"seq"`
+	Deadline   time.Time   `json:"deadline,omitzero"`
 	// Usage totals every model call of the run that the router has been
 	// told of: its own, the planner's and those of finished steps.
 	Usage llm.Usage `json:"usage,omitzero"`
@@ -138,6 +144,18 @@ type Step struct {
 	FailureReason string     `json:"failure_reason,omitempty"`
 	StartedAt     time.Time  `json:"started_at,omitzero"`
 	FinishedAt    time.Time  `json:"finished_at,omitzero"`
+	// Loop, when set, makes the step a loop of model turns toward a goal
+	// (the ReACT loop, or a supervisor's subagent lane) rather than one
+	// contract-bound step.
+	Loop *Loop `json:"loop,omitempty"`
+}
+
+// Loop is a step run as its own self-queuing loop: each model turn is one
+// message, bounded by MaxTurns. A supervisor lane has its own session id
+// (its provenance chain); its siblings share the group that joins them.
+type Loop struct {
+	MaxTurns  int    `json:"max_turns,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // ReturnSpec is a step's output contract: Shape is a JSON Schema.

@@ -141,7 +141,7 @@ func taskOf(body map[string]any) llm.Task {
 			text = fmt.Sprint(p["text"])
 		}
 	}
-	for _, t := range []llm.Task{llm.TaskRoute, llm.TaskPlan, llm.TaskAct, llm.TaskSynthesize, llm.TaskExtract} {
+	for _, t := range llm.Tasks {
 		if strings.TrimSpace(text) == llm.SystemPrompt(t).Text {
 			return t
 		}

@@ -41,6 +41,8 @@ func (o *Model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 		msg = llm.Message{Role: llm.RoleAssistant, Content: synthesize(in)}
 	case llm.ExtractInput:
 		msg, err = extract(in)
+	case llm.SuperviseInput:
+		msg, err = jsonMessage(supervise(in))
 	default:
 		return llm.Response{}, fmt.Errorf("%w: %s with %T", llm.ErrBadInput, req.Task, req.Input)
 	}

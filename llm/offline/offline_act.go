@@ -18,6 +18,9 @@ func act(in llm.ActInput, history []llm.Message) (llm.Message, error) {
 		return jsonMessage(llm.ActOutput{Status: "insufficient", Reason: "the step has no allowed skill",
 			Suggestion: "plan this step with a skill"})
 	}
+	if isLoop(in) {
+		return loopAct(in, history)
+	}
 	skill := in.Skills[0]
 	last := lastToolResult(history)
 	if last == nil {

@@ -23,21 +23,55 @@ func synthesize(in llm.SynthInput) string {
 		b.WriteString("(no step produced output)\n")
 		return b.String()
 	}
-	last := in.Outputs[len(in.Outputs)-1]
+	if lanes := loopAnswers(in.Outputs); len(lanes) > 1 {
+		// Supervisor lanes: every lane's findings, under its goal.
+		for i, o := range in.Outputs {
+			fmt.Fprintf(&b, "Lane %d — %s:\n", i+1, o.Task)
+			writeValue(&b, lanes[i])
+		}
+		return strings.TrimRight(b.String(), "\n")
+	} else if len(lanes) == 1 {
+		writeValue(&b, lanes[0])
+		return strings.TrimRight(b.String(), "\n")
+	}
+	writeValue(&b, in.Outputs[len(in.Outputs)-1].Value)
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// loopAnswers returns the answers of loop outputs ({"answer": "…"}, the
+// answer itself often an observation's JSON), or nil when any output is
+// not a loop's.
+func loopAnswers(outs []llm.StepOutput) []json.RawMessage {
+	var answers []json.RawMessage
+	for _, o := range outs {
+		var v struct {
+			Answer *string `json:"answer"`
+		}
+		if json.Unmarshal(o.Value, &v) != nil || v.Answer == nil {
+			return nil
+		}
+		answers = append(answers, json.RawMessage(*v.Answer))
+	}
+	return answers
+}
+
+// writeValue renders one output: the fields of an object, a list of
+// records as numbered lines; anything else as it is.
+func writeValue(b *strings.Builder, value json.RawMessage) {
 	var obj map[string]any
-	if err := json.Unmarshal(last.Value, &obj); err != nil {
-		b.Write(last.Value)
-		return b.String()
+	if err := json.Unmarshal(value, &obj); err != nil {
+		b.Write(value)
+		b.WriteString("\n")
+		return
 	}
 	for _, k := range sortedNames(obj) {
 		switch v := obj[k].(type) {
 		case []any:
-			writeList(&b, v)
+			writeList(b, v)
 		default:
-			fmt.Fprintf(&b, "%s: %s\n", k, scalar(v))
+			fmt.Fprintf(b, "%s: %s\n", k, scalar(v))
 		}
 	}
-	return strings.TrimRight(b.String(), "\n")
 }
 
 // maxListed bounds the records an answer lists; the rest are counted.

@@ -1,0 +1,184 @@
+package offline
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/schema"
+)
+
+// isLoop reports a loop step: one whose return_spec asks for a free-text
+// answer (the ReACT loop, a supervisor lane) rather than a data contract.
+func isLoop(in llm.ActInput) bool {
+	shape, err := schema.ParseShape(in.ReturnSpec.Shape)
+	if err != nil || len(shape.Properties) != 1 {
+		return false
+	}
+	return shape.Properties["answer"].Type == "string"
+}
+
+// loopAct is one turn of a loop: it calls, in the order the offline
+// planner would chain them, each allowed skill not called yet whose
+// required arguments the task or an earlier result provides (so a skill
+// consumes what the previous one observed), and answers with the last
+// successful observation once no skill is left.
+func loopAct(in llm.ActInput, history []llm.Message) (llm.Message, error) {
+	called := map[string]bool{}
+	var observed []map[string]any
+	var last string
+	for _, m := range history {
+		for _, c := range m.ToolCalls {
+			called[c.Name] = true
+		}
+		if m.Role != llm.RoleTool || m.IsError {
+			continue
+		}
+		var obj map[string]any
+		if json.Unmarshal([]byte(m.Content), &obj) == nil {
+			observed = append([]map[string]any{obj}, observed...) // newest first
+		}
+		last = m.Content
+	}
+	for _, s := range loopOrder(in) {
+		if called[s.Name] {
+			continue
+		}
+		if args, ok := loopArgs(in, s, observed); ok {
+			b, err := json.Marshal(args)
+			if err != nil {
+				return llm.Message{}, fmt.Errorf("offline: %w", err)
+			}
+			return llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{
+				{ID: fmt.Sprintf("call-%d", len(history)+1), Name: s.Name, Arguments: b}}}, nil
+		}
+	}
+	if last == "" {
+		return jsonMessage(llm.ActOutput{Status: "insufficient", Reason: "no allowed skill could be called for the goal",
+			Suggestion: "give the loop a skill whose inputs the task states"})
+	}
+	return jsonMessage(llm.ActOutput{Status: "complete", Label: "answer", Data: mustJSON(map[string]string{"answer": last})})
+}
+
+// loopOrder is the order a loop tries its skills in: the chain the
+// offline planner would plan for the goal (producers first), so a loop
+// calls only the skills that serve its goal.
+func loopOrder(in llm.ActInput) []llm.SkillInfo {
+	po := plan(llm.PlanInput{Task: in.Task, Skills: in.Skills, MaxSteps: 10, FirstStep: 1})
+	byName := map[string]llm.SkillInfo{}
+	for _, s := range in.Skills {
+		byName[s.Name] = s
+	}
+	var order []llm.SkillInfo
+	for _, st := range po.Steps {
+		for _, name := range st.Skills {
+			if s, ok := byName[name]; ok {
+				order = append(order, s)
+			}
+		}
+	}
+	return order
+}
+
+// loopArgs fills a skill's arguments from earlier observations and the
+// task, and reports whether every required one is there.
+func loopArgs(in llm.ActInput, s llm.SkillInfo, observed []map[string]any) (map[string]any, bool) {
+	input, err := schema.ParseShape(s.InputSchema)
+	if err != nil {
+		return nil, false
+	}
+	given := taskArgs(in.Task, input)
+	args := map[string]any{}
+	for _, field := range sortedNames(input.Properties) {
+		if v := fromInputs(observed, field, input.Properties[field]); v != nil {
+			args[field] = v
+		} else if v, ok := given[field]; ok {
+			args[field] = v
+		}
+	}
+	for _, field := range input.Required {
+		if _, ok := args[field]; !ok {
+			return nil, false
+		}
+	}
+	return args, true
+}
+
+// supervise splits the task into lanes: it plans the task as the offline
+// planner would, then makes each chain of steps that ends in an output
+// nothing else consumes one lane, whose skill group is the chain's skills.
+// Independent outputs become parallel lanes.
+func supervise(in llm.SuperviseInput) llm.SuperviseOutput {
+	po := plan(llm.PlanInput{Task: in.Task, Skills: in.Skills, MaxSteps: 10, FirstStep: 1})
+	if po.Infeasible != "" {
+		return llm.SuperviseOutput{Infeasible: po.Infeasible}
+	}
+	byStep := map[int]llm.PlannedStep{}
+	consumed := map[int]bool{}
+	for _, s := range po.Steps {
+		byStep[s.Step] = s
+		for _, d := range s.DependsOn {
+			consumed[d] = true
+		}
+	}
+	done := map[string]bool{}
+	for _, l := range in.Completed {
+		done[l.Goal] = true
+	}
+	var lanes []llm.LaneGoal
+	for _, s := range po.Steps {
+		if consumed[s.Step] {
+			continue
+		}
+		skills := map[string]bool{}
+		var walk func(n int)
+		walk = func(n int) {
+			st := byStep[n]
+			for _, sk := range st.Skills {
+				skills[sk] = true
+			}
+			for _, d := range st.DependsOn {
+				walk(d)
+			}
+		}
+		walk(s.Step)
+		goal := s.Task
+		if done[goal] {
+			continue
+		}
+		names := make([]string, 0, len(skills))
+		for sk := range skills {
+			names = append(names, sk)
+		}
+		sort.Strings(names)
+		lanes = append(lanes, llm.LaneGoal{Goal: goal, Skills: orderBy(names, in.Skills)})
+	}
+	if max := in.MaxLanes; max > 0 && len(lanes) > max {
+		lanes = lanes[:max]
+	}
+	if len(lanes) == 0 {
+		return llm.SuperviseOutput{Infeasible: "every goal of the task is answered or failed: " + failedGoals(in.Failed)}
+	}
+	return llm.SuperviseOutput{Lanes: lanes}
+}
+
+// orderBy keeps the skills in the order the input listed them (by
+// relevance), so a lane's loop tries the most relevant first.
+func orderBy(names []string, all []llm.SkillInfo) []string {
+	pos := map[string]int{}
+	for i, s := range all {
+		pos[s.Name] = i
+	}
+	sort.SliceStable(names, func(i, j int) bool { return pos[names[i]] < pos[names[j]] })
+	return names
+}
+
+func failedGoals(f []llm.FailedLane) string {
+	var s []string
+	for _, l := range f {
+		s = append(s, l.Goal+" ("+l.Reason+")")
+	}
+	return strings.Join(s, "; ")
+}

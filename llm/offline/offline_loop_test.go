@@ -1,0 +1,78 @@
+package offline_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/schema"
+	"github.com/agentbus/agentbus/skills/demo"
+)
+
+// A loop (the ReACT pattern's step) chains its skills turn by turn: it
+// calls the producer first, feeds its observation to the consumer, and
+// answers with the last observation.
+func TestOfflineLoopChainsSkillsAndAnswers(t *testing.T) {
+	in := llm.ActInput{Task: rankTask, Skills: allDemo(t), ReturnSpec: llm.ReturnSpec{Shape: llm.LoopAnswerShape}}
+	first := complete(t, llm.TaskAct, in, nil)
+	if len(first.ToolCalls) != 1 || first.ToolCalls[0].Name != demo.SkillOutletList {
+		t.Fatalf("first turn = %+v, want a call of %s", first, demo.SkillOutletList)
+	}
+	history := []llm.Message{first, {Role: llm.RoleTool, ToolCallID: first.ToolCalls[0].ID,
+		Content: `{"outlets":[{"outlet_id":"o1","name":"A"},{"outlet_id":"o2","name":"B"}]}`}}
+	second := complete(t, llm.TaskAct, in, history)
+	if len(second.ToolCalls) != 1 || second.ToolCalls[0].Name != demo.SkillEngagementAnalytics {
+		t.Fatalf("second turn = %+v, want a call of %s", second, demo.SkillEngagementAnalytics)
+	}
+	var args struct {
+		IDs []string `json:"outlet_ids"`
+	}
+	if err := json.Unmarshal(second.ToolCalls[0].Arguments, &args); err != nil || !slices.Equal(args.IDs, []string{"o1", "o2"}) {
+		t.Fatalf("engagement_analytics called with %s: want the ids the first call observed", second.ToolCalls[0].Arguments)
+	}
+	ranked := `{"results":[{"outlet_id":"o2","name":"B","rank":1}]}`
+	history = append(history, second, llm.Message{Role: llm.RoleTool, ToolCallID: second.ToolCalls[0].ID, Content: ranked})
+	final := complete(t, llm.TaskAct, in, history)
+	var out llm.ActOutput
+	if err := json.Unmarshal([]byte(final.Content), &out); err != nil || out.Status != "complete" {
+		t.Fatalf("final turn = %q, want a complete answer", final.Content)
+	}
+	if err := schema.Validate(llm.LoopAnswerShape, out.Data); err != nil {
+		t.Fatalf("the answer %s is off the loop's contract: %v", out.Data, err)
+	}
+	var answer struct{ Answer string }
+	_ = json.Unmarshal(out.Data, &answer)
+	if answer.Answer != ranked {
+		t.Fatalf("answer = %q, want the last observation", answer.Answer)
+	}
+}
+
+// The offline supervisor makes one lane per independent output of the
+// task, each with the skills of its chain.
+func TestOfflineSuperviseMakesOneLanePerIndependentChain(t *testing.T) {
+	superviseOut := func(in llm.SuperviseInput) llm.SuperviseOutput {
+		msg := complete(t, llm.TaskSupervise, in, nil)
+		if err := schema.Validate(llm.SuperviseSchema, []byte(msg.Content)); err != nil {
+			t.Fatalf("offline decomposition is off SuperviseSchema: %v\n%s", err, msg.Content)
+		}
+		var out llm.SuperviseOutput
+		_ = json.Unmarshal([]byte(msg.Content), &out)
+		return out
+	}
+	out := superviseOut(llm.SuperviseInput{Task: rankTask, Skills: allDemo(t), MaxLanes: 4})
+	if len(out.Lanes) != 1 || !slices.Equal(out.Lanes[0].Skills, []string{demo.SkillEngagementAnalytics, demo.SkillOutletList}) &&
+		!slices.Equal(out.Lanes[0].Skills, []string{demo.SkillOutletList, demo.SkillEngagementAnalytics}) {
+		t.Fatalf("lanes = %+v: want one lane with the outlet_list → engagement_analytics chain", out.Lanes)
+	}
+	// A re-iteration does not repeat a lane that answered.
+	again := superviseOut(llm.SuperviseInput{Task: rankTask, Skills: allDemo(t), MaxLanes: 4,
+		Completed: []llm.LaneGoal{out.Lanes[0]}})
+	if len(again.Lanes) != 0 || again.Infeasible == "" {
+		t.Fatalf("re-iteration after every lane answered = %+v, want infeasible", again)
+	}
+	none := superviseOut(llm.SuperviseInput{Task: "write a poem about the sea", Skills: allDemo(t), MaxLanes: 4})
+	if none.Infeasible == "" {
+		t.Fatalf("a task no skill fits got lanes %+v", none.Lanes)
+	}
+}
