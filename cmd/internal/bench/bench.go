@@ -12,6 +12,12 @@ import (
 	"github.com/agentbus/agentbus/sandbox"
 )
 
+// The supervisor measurement: 10 lanes of 100 ms skill latency (issue 12).
+const (
+	supervisorLanes   = 10
+	supervisorLatency = 100 * time.Millisecond
+)
+
 // Config sizes a benchmark run.
 type Config struct {
 	Root          string // repository root (for bench/langgraph); default "."
@@ -132,6 +138,10 @@ func runMode(ctx context.Context, cfg Config, m mode) (*ModeReport, error) {
 	}
 	step(fmt.Sprintf("LLM share: model sleeping %s per call", cfg.LLMLatency))
 	if mr.LLM, err = llmShare(ctx, srv, cfg.LLMLatency, cfg.LLMRuns); err != nil {
+		return nil, err
+	}
+	step(fmt.Sprintf("supervisor: %d lanes of %s skill latency against one lane", supervisorLanes, supervisorLatency))
+	if mr.Supervisor, err = supervisorFanOut(ctx, srv, supervisorLanes, supervisorLatency, cfg.LLMRuns); err != nil {
 		return nil, err
 	}
 	step(fmt.Sprintf("run length: a %d-iteration loop", cfg.Iterations))

@@ -23,18 +23,19 @@ type Machine struct {
 
 // ModeReport holds every figure of one durability mode.
 type ModeReport struct {
-	Mode              string       `json:"mode"`
-	FloorInProc       Dist         `json:"floor_inprocess"`
-	FloorTCP          Dist         `json:"floor_tcp"`
-	HopInProc         hopResult    `json:"hop_inprocess"`
-	HopTCP            hopResult    `json:"hop_tcp"`
-	OverheadP50       float64      `json:"overhead_ratio_p50"`
-	OverheadP99       float64      `json:"overhead_ratio_p99"`
-	OverheadInProcP50 float64      `json:"overhead_ratio_inprocess_p50"`
-	OverheadInProcP99 float64      `json:"overhead_ratio_inprocess_p99"`
-	Throughput        []Throughput `json:"throughput"`
-	LLM               LLMShare     `json:"llm_share"`
-	RunLength         RunLength    `json:"run_length"`
+	Mode              string           `json:"mode"`
+	FloorInProc       Dist             `json:"floor_inprocess"`
+	FloorTCP          Dist             `json:"floor_tcp"`
+	HopInProc         hopResult        `json:"hop_inprocess"`
+	HopTCP            hopResult        `json:"hop_tcp"`
+	OverheadP50       float64          `json:"overhead_ratio_p50"`
+	OverheadP99       float64          `json:"overhead_ratio_p99"`
+	OverheadInProcP50 float64          `json:"overhead_ratio_inprocess_p50"`
+	OverheadInProcP99 float64          `json:"overhead_ratio_inprocess_p99"`
+	Throughput        []Throughput     `json:"throughput"`
+	LLM               LLMShare         `json:"llm_share"`
+	RunLength         RunLength        `json:"run_length"`
+	Supervisor        SupervisorFanOut `json:"supervisor"`
 }
 
 // PeerReport holds the LangGraph figures, or why there are none.
@@ -104,8 +105,8 @@ func (r *Report) compare() {
 	if len(vs) == 0 {
 		vs = []string{"vs_langgraph=unavailable"}
 	}
-	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f runs_per_s_c%d=%.1f %s",
-		m.OverheadP50, maxC, ours[maxC].RunsPerS, strings.Join(vs, " "))
+	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f runs_per_s_c%d=%.1f supervisor_%d_lanes_speedup=%.1fx %s",
+		m.OverheadP50, maxC, ours[maxC].RunsPerS, m.Supervisor.Lanes, m.Supervisor.Speedup, strings.Join(vs, " "))
 }
 
 // write saves the JSON report and the chart under dir.
@@ -147,6 +148,9 @@ func (r *Report) Print(w io.Writer) {
 		tw.Flush()
 		fmt.Fprintf(w, "LLM share at %d ms per call (%d calls/run, %d runs): %.2f%% of run time in the model; outside the model p50 %.1f ms per run\n",
 			m.LLM.ModelLatencyMS, m.LLM.ModelCalls, m.LLM.Runs, 100*m.LLM.Share, m.LLM.OutsideMS.P50)
+		sv := m.Supervisor
+		fmt.Fprintf(w, "supervisor: %d lanes of %d ms skill latency p50 %.0f ms, one lane p50 %.0f ms: %.1fx faster than %d lanes one after another\n",
+			sv.Lanes, sv.SkillLatencyMS, sv.LanesMS.P50, sv.OneLaneMS.P50, sv.Speedup, sv.Lanes)
 		fmt.Fprintf(w, "run length: hop p50 %.3f ms over iterations 1-%d, %.3f ms over the last %d of %d (ratio %.2f)\n",
 			m.RunLength.Early.P50, m.RunLength.Window, m.RunLength.Late.P50, m.RunLength.Window, m.RunLength.Iterations, m.RunLength.Ratio)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentbus/agentbus/skills"
 )
@@ -20,6 +21,7 @@ const PipelineTask = "Run the five stage bench pipeline"
 type pipelineSkills struct {
 	manifests map[string]skills.Manifest
 	names     []string
+	latency   time.Duration // slept in every call
 }
 
 const stages = 5
@@ -27,8 +29,8 @@ const stages = 5
 // Close releases nothing: the skills live in the process.
 func (p *pipelineSkills) Close() error { return nil }
 
-func newPipelineSkills() *pipelineSkills {
-	p := &pipelineSkills{manifests: map[string]skills.Manifest{}}
+func newPipelineSkills(latency time.Duration) *pipelineSkills {
+	p := &pipelineSkills{manifests: map[string]skills.Manifest{}, latency: latency}
 	for k := 1; k <= stages; k++ {
 		name := fmt.Sprintf("stage%d", k)
 		in := `{"type":"object","properties":{}}`
@@ -66,7 +68,14 @@ func (p *pipelineSkills) Load(_ context.Context, _, name string) (skills.Manifes
 }
 
 // Call runs a stage: eight items derived from its input ids.
-func (p *pipelineSkills) Call(_ context.Context, _, name string, args json.RawMessage, _ string) ([]byte, error) {
+func (p *pipelineSkills) Call(ctx context.Context, _, name string, args json.RawMessage, _ string) ([]byte, error) {
+	if p.latency > 0 {
+		select {
+		case <-time.After(p.latency):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	k := 0
 	if _, err := fmt.Sscanf(name, "stage%d", &k); err != nil || k < 1 || k > stages {
 		return nil, fmt.Errorf("%w: %s", skills.ErrSkillNotFound, name)

@@ -93,6 +93,8 @@ type deployConfig struct {
 	executors int
 	model     llm.Model
 	maxTurns  int
+	// skillLatency is slept in every skill call.
+	skillLatency time.Duration
 }
 
 // deploy runs every role with the production wiring (app.Deps.RunRoles,
@@ -125,7 +127,7 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 		d.close()
 		return nil, err
 	}
-	deps := app.Deps{Embedder: emb, Config: conf, Log: zerolog.Nop(), NC: nc, JS: js, Store: d.store, Skills: newPipelineSkills(),
+	deps := app.Deps{Embedder: emb, Config: conf, Log: zerolog.Nop(), NC: nc, JS: js, Store: d.store, Skills: newPipelineSkills(cfg.skillLatency),
 		Models: app.Models{Router: model, Planner: model, Executor: model, Synthesiser: model}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
