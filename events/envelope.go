@@ -133,11 +133,34 @@ func ToMsg(ev event.Event) (*nats.Msg, error) {
 		h.Set(headerContentType, ct)
 	}
 	for name, v := range ev.Extensions() {
-		h.Set(headerPrefix+name, fmt.Sprint(v))
+		if name != ExtDeliverAt {
+			h.Set(headerPrefix+name, fmt.Sprint(v))
+		}
 	}
 	h.Set(nats.MsgIdHdr, ev.ID())
 	m.Data = ev.Data()
+	if at := Ext(ev, ExtDeliverAt); at != "" {
+		if err := schedule(m, Ext(ev, ExtTenant), ev.ID(), at); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// schedule turns m into a scheduled message: it waits on its schedule
+// subject, and at the time the server publishes it on m's subject.
+func schedule(m *nats.Msg, tenant, id, at string) error {
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return fmt.Errorf("events: %s %q: %w", ExtDeliverAt, at, err)
+	}
+	if !ValidToken(id) {
+		return fmt.Errorf("%w: scheduled event id %q", ErrInvalidToken, id)
+	}
+	m.Header.Set("Nats-Schedule", "@at "+t.UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
+	m.Header.Set("Nats-Schedule-Target", m.Subject)
+	m.Subject = ScheduleSubject(tenant, id)
+	return nil
 }
 
 // subjectOf is the subject ev is published on: Subject of its type and

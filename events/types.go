@@ -22,6 +22,10 @@ const (
 	// to publish group.joined.
 	TypeStepJoined   = "io.agentbus.step.joined"
 	TypeDeadLettered = "io.agentbus.dead.lettered"
+	// TypeGroupDeadline is a fan-out group's deadline: published as a
+	// scheduled message (ExtDeliverAt), the server delivers it to the
+	// aggregator when the deadline passes.
+	TypeGroupDeadline = "io.agentbus.group.deadline"
 	// TypeReplyChunk is a chunk of a streamed answer; its subject is
 	// reply.<tenant>.<session> (see ReplySubject), in the REPLY stream.
 	TypeReplyChunk = "io.agentbus.reply.chunk"
@@ -39,12 +43,17 @@ const (
 
 // Extension attribute names carried on every agentbus event.
 const (
-	ExtTenant        = "tenantid"
-	ExtSession       = "sessionid"
-	ExtRun           = "runid"
-	ExtTask          = "taskid"
-	ExtCorrelation   = "correlationid"
-	ExtTraceParent   = "traceparent"
+	ExtTenant      = "tenantid"
+	ExtSession     = "sessionid"
+	ExtRun         = "runid"
+	ExtTask        = "taskid"
+	ExtCorrelation = "correlationid"
+	ExtTraceParent = "traceparent"
+	// ExtDeliverAt (RFC 3339) makes an event a scheduled message: it is
+	// stored on its ScheduleSubject and the server publishes it on its own
+	// subject at that time (JetStream message schedules, nats-server 2.12+).
+	// The delivered event no longer carries the extension.
+	ExtDeliverAt     = "deliverat"
 	sourcePrefix     = "agentbus/"
 	typePrefix       = "io.agentbus."
 	agentSubjectRoot = "agent"
@@ -126,4 +135,10 @@ func TypeOfSubject(subject string) string {
 		return ""
 	}
 	return typePrefix + toks[1] + "." + toks[2]
+}
+
+// ScheduleSubject is the subject a scheduled event waits on until its
+// time: agent.schedule.<tenant>.<event id>. No role consumes it.
+func ScheduleSubject(tenant, id string) string {
+	return agentSubjectRoot + ".schedule." + tenant + "." + id
 }

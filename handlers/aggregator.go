@@ -28,10 +28,13 @@ func NewAggregator(fanin jetstream.KeyValue, log zerolog.Logger) *Aggregator {
 	return &Aggregator{Fanin: fanin, Log: log}
 }
 
-// faninState is a group's entry in the fanin bucket.
+// faninState is a group's entry in the fanin bucket. Cut is set when the
+// group's deadline joined it with what had finished: a member finishing
+// later is not recorded and joins nothing.
 type faninState struct {
 	Expected int                     `json:"expected"`
 	Results  map[int]orch.StepResult `json:"results"`
+	Cut      bool                    `json:"cut,omitempty"`
 }
 
 // maxCASRetries bounds compare-and-swap retries under contention.
@@ -39,7 +42,10 @@ const maxCASRetries = 64
 
 // Routes are the events the aggregator consumes.
 func (a *Aggregator) Routes() []events.Route {
-	return []events.Route{events.On(events.TypeStepFinished, a.stepFinished)}
+	return []events.Route{
+		events.On(events.TypeStepFinished, a.stepFinished),
+		events.On(events.TypeGroupDeadline, a.deadline),
+	}
 }
 
 // Handle is the aggregator's events.Handler.
@@ -48,35 +54,64 @@ func (a *Aggregator) Handle(ctx context.Context, ev event.Event) ([]event.Event,
 }
 
 func (a *Aggregator) stepFinished(ctx context.Context, ev event.Event, sf orch.StepFinished) ([]event.Event, error) {
-	state, err := a.record(ctx, sf)
-	if err != nil {
+	state, err := a.update(ctx, sf.Group, func(s *faninState) bool {
+		if _, dup := s.Results[sf.Result.Step]; dup || s.Cut {
+			return false
+		}
+		s.Results[sf.Result.Step] = sf.Result
+		return true
+	})
+	if err != nil || state.Cut || len(state.Results) < state.Expected {
 		return nil, err
-	}
-	if len(state.Results) < state.Expected {
-		return nil, nil
 	}
 	// Complete. Every member's delivery that sees the group complete emits
 	// the same join id, so a crash between the CAS and the publish is
 	// repaired by the redelivery, and JetStream keeps one join.
+	return joinEvent(ev, sf.Run, sf.Group, state)
+}
+
+// deadline joins a group whose deadline passed with the members that
+// finished, marking it cut so that none joins it later. A group complete
+// before its deadline was joined by its last member: the deadline does
+// nothing. A redelivered deadline of a cut group emits the same join id
+// again, so the stream keeps one.
+func (a *Aggregator) deadline(ctx context.Context, ev event.Event, gd orch.GroupDeadline) ([]event.Event, error) {
+	state, err := a.update(ctx, gd.Group, func(s *faninState) bool {
+		if s.Cut || len(s.Results) >= s.Expected {
+			return false
+		}
+		s.Cut = true
+		return true
+	})
+	if err != nil || !state.Cut {
+		return nil, err
+	}
+	return joinEvent(ev, gd.Run, gd.Group, state)
+}
+
+// joinEvent is a group's group.joined event: its members' results by step,
+// partial when the deadline cut it.
+func joinEvent(ev event.Event, run orch.RunState, g orch.Group, state faninState) ([]event.Event, error) {
 	results := make([]orch.StepResult, 0, len(state.Results))
 	for _, r := range state.Results {
 		results = append(results, r)
 	}
 	sort.Slice(results, func(i, j int) bool { return results[i].Step < results[j].Step })
-	joined, err := events.New(joinID(sf.Group.ID), events.TypeGroupJoined, events.MetaOf(ev),
-		orch.GroupJoined{Run: sf.Run, Group: sf.Group, Results: results})
+	joined, err := events.New(joinID(g.ID), events.TypeGroupJoined, events.MetaOf(ev),
+		orch.GroupJoined{Run: run, Group: g, Results: results, Partial: state.Cut})
 	if err != nil {
 		return nil, err
 	}
 	return []event.Event{joined}, nil
 }
 
-// record adds the step's result to its group with compare-and-swap and
-// returns the group's state. A result already recorded is left as is.
-func (a *Aggregator) record(ctx context.Context, sf orch.StepFinished) (faninState, error) {
-	key := "grp." + sf.Group.ID
+// update applies change to the group's fanin entry with
+// compare-and-swap and returns the entry; change reports whether it
+// changed anything (nothing is written when it did not).
+func (a *Aggregator) update(ctx context.Context, g orch.Group, change func(*faninState) bool) (faninState, error) {
+	key := "grp." + g.ID
 	for range maxCASRetries {
-		state := faninState{Expected: sf.Group.Expected, Results: map[int]orch.StepResult{}}
+		state := faninState{Expected: g.Expected, Results: map[int]orch.StepResult{}}
 		var rev uint64
 		e, err := a.Fanin.Get(ctx, key)
 		switch {
@@ -89,10 +124,9 @@ func (a *Aggregator) record(ctx context.Context, sf orch.StepFinished) (faninSta
 			}
 			rev = e.Revision()
 		}
-		if _, dup := state.Results[sf.Result.Step]; dup {
+		if !change(&state) {
 			return state, nil
 		}
-		state.Results[sf.Result.Step] = sf.Result
 		b, err := json.Marshal(state)
 		if err != nil {
 			return state, err

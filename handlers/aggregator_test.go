@@ -229,3 +229,73 @@ func TestIsWrongSequence(t *testing.T) {
 		t.Errorf("lost create %v is not ErrKeyExists", lostCreate)
 	}
 }
+
+// An aggregator that stops after recording one member of a group, and a
+// fresh one that takes the other members' deliveries, still join it: the
+// fan-in state is in KV, not in the process. A member delivered three
+// times counts once.
+func TestAggregatorRestartedMidFanInStillJoins(t *testing.T) {
+	env := newEnv(t)
+	group := orch.Group{ID: "grp-restart", Expected: 3}
+	first := NewAggregator(env.fanin, nopLog)
+	for range 3 {
+		outs, err := first.Handle(testCtx(t), stepFinishedEvent(t, "fin-r1", group, 1))
+		if err != nil || len(outs) != 0 {
+			t.Fatalf("member 1: %d outputs, %v", len(outs), err)
+		}
+	}
+	second := NewAggregator(env.fanin, nopLog) // the restarted process
+	if outs, err := second.Handle(testCtx(t), stepFinishedEvent(t, "fin-r2", group, 2)); err != nil || len(outs) != 0 {
+		t.Fatalf("member 2: %d outputs, %v", len(outs), err)
+	}
+	outs, err := second.Handle(testCtx(t), stepFinishedEvent(t, "fin-r3", group, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := decode[orch.GroupJoined](t, only(t, outs, events.TypeGroupJoined))
+	if len(j.Results) != 3 || j.Partial {
+		t.Fatalf("join of %d results (partial %v), want all 3", len(j.Results), j.Partial)
+	}
+}
+
+// At its deadline a group joins with the members that finished, once; a
+// member finishing later joins nothing; a deadline redelivered emits the
+// same join id; a group complete before its deadline ignores it.
+func TestAggregatorDeadlineCutsTheGroup(t *testing.T) {
+	env := newEnv(t)
+	a := NewAggregator(env.fanin, nopLog)
+	group := orch.Group{ID: "grp-cut", Expected: 2}
+	if _, err := a.Handle(testCtx(t), stepFinishedEvent(t, "fin-c1", group, 1)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := newEvent(t, "dl-1", events.TypeGroupDeadline, orch.GroupDeadline{Run: planRun("run-agg", rankTask), Group: group})
+	outs, err := a.Handle(testCtx(t), deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := only(t, outs, events.TypeGroupJoined)
+	j := decode[orch.GroupJoined](t, joined)
+	if !j.Partial || len(j.Results) != 1 || j.Results[0].Step != 1 {
+		t.Fatalf("deadline join %+v: want partial with step 1", j)
+	}
+	again, err := a.Handle(testCtx(t), deadline)
+	if err != nil || only(t, again, events.TypeGroupJoined).ID() != joined.ID() {
+		t.Fatalf("redelivered deadline: %v, %v", types(again), err)
+	}
+	late, err := a.Handle(testCtx(t), stepFinishedEvent(t, "fin-c2", group, 2))
+	if err != nil || len(late) != 0 {
+		t.Fatalf("late member: %v, %v", types(late), err)
+	}
+	if n, _ := faninEntry(t, env, group.ID); n != 1 {
+		t.Fatalf("the cut group records %d members, want 1", n)
+	}
+
+	done := orch.Group{ID: "grp-done", Expected: 1}
+	if _, err := a.Handle(testCtx(t), stepFinishedEvent(t, "fin-d1", done, 1)); err != nil {
+		t.Fatal(err)
+	}
+	outs, err = a.Handle(testCtx(t), newEvent(t, "dl-2", events.TypeGroupDeadline, orch.GroupDeadline{Run: planRun("run-agg", rankTask), Group: done}))
+	if err != nil || len(outs) != 0 {
+		t.Fatalf("deadline of a complete group: %v, %v", types(outs), err)
+	}
+}

@@ -82,6 +82,7 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 	queue := []event.Event{first}
 	var seen []event.Event
 	var results []orch.RunResult
+	var deadlines []event.Event
 	for len(queue) > 0 {
 		if len(seen) > cmp.Or(f.maxEvents, 500) {
 			t.Fatalf("the run did not finish after %d events: %v", len(seen), types(seen))
@@ -105,6 +106,11 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 		case typ == events.TypeRunFinished:
 			results = append(results, decode[orch.RunResult](t, ev))
 			continue
+		case typ == events.TypeGroupDeadline:
+			// A scheduled message: delivered once the run is over, as
+			// the server would deliver it after the group joined.
+			deadlines = append(deadlines, ev)
+			continue
 		default:
 			t.Fatalf("no handler for %s", typ)
 		}
@@ -117,6 +123,11 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 	}
 	if len(results) != 1 {
 		t.Fatalf("got %d run.finished, want exactly 1 (events %v)", len(results), types(seen))
+	}
+	for _, ev := range deadlines {
+		if outs, err := f.agg.Handle(ctx, ev); err != nil || len(outs) != 0 {
+			t.Fatalf("the deadline of a joined group: outputs %v, %v", types(outs), err)
+		}
 	}
 	return results[0], seen
 }

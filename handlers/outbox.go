@@ -3,6 +3,7 @@ package handlers
 import (
 	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
@@ -70,6 +71,21 @@ func (a *outbox) emit(key string, typ string, data any) {
 		a.err = err
 		return
 	}
+	a.outs = append(a.outs, ev)
+}
+
+// emitAt appends an orchestration event derived from the input, to be
+// delivered at a later time (a scheduled message).
+func (a *outbox) emitAt(key string, typ string, data any, at time.Time) {
+	if a.err != nil {
+		return
+	}
+	ev, err := events.Child(a.in, key, typ, data)
+	if err != nil {
+		a.err = err
+		return
+	}
+	ev.SetExtension(events.ExtDeliverAt, at.UTC().Format(time.RFC3339Nano))
 	a.outs = append(a.outs, ev)
 }
 

@@ -68,7 +68,7 @@ func (r *Router) Routes() []events.Route {
 			return r.decide(ctx, ev, p.Run, r.unlessCancelled(p.Run.Request, orch.Planned{Proposal: p, At: r.Now()}))
 		}),
 		events.On(events.TypeGroupJoined, func(ctx context.Context, ev event.Event, j orch.GroupJoined) ([]event.Event, error) {
-			return r.joined(ctx, ev, j.Run, orch.Joined{Group: j.Group, Results: j.Results})
+			return r.joined(ctx, ev, j.Run, orch.Joined{Group: j.Group, Results: j.Results, Partial: j.Partial})
 		}),
 		events.On(events.TypeStepJoined, func(ctx context.Context, ev event.Event, j orch.StepJoined) ([]event.Event, error) {
 			return r.joined(ctx, ev, j.Run, orch.Joined{Group: j.Group, Results: []orch.StepResult{j.Result}})
@@ -170,11 +170,14 @@ func publish(in event.Event, d orch.Decision) ([]event.Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		if e.RunScope != "" {
+		switch {
+		case e.RunScope != "":
 			out.emitID(events.DeriveID(e.RunScope, e.Key), typ, e.Data)
-			continue
+		case !e.At.IsZero():
+			out.emitAt(e.Key, typ, e.Data, e.At)
+		default:
+			out.emit(e.Key, typ, e.Data)
 		}
-		out.emit(e.Key, typ, e.Data)
 	}
 	return out.result()
 }
@@ -188,6 +191,8 @@ func emittedType(data any) (string, error) {
 		return events.TypeStepRequested, nil
 	case orch.RunResult:
 		return events.TypeRunFinished, nil
+	case orch.GroupDeadline:
+		return events.TypeGroupDeadline, nil
 	}
 	return "", fmt.Errorf("handlers: the decider emitted %T, which no event type carries", data)
 }

@@ -28,6 +28,10 @@ type Pattern struct {
 	MaxIterations int `json:"max_iterations,omitempty"`
 	// MaxLanes bounds the subagent lanes of one supervisor fan-out.
 	MaxLanes int `json:"max_lanes,omitempty"`
+	// GroupTimeoutS is the deadline, in seconds, of each fan-out group
+	// (parallel steps, supervisor lanes): when it passes, the group is
+	// joined with what finished. Zero uses the default (10 minutes).
+	GroupTimeoutS int `json:"group_timeout_s,omitempty"`
 }
 
 // RouteInput asks the model to pick a task type and one of its patterns.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentbus/agentbus/llm"
@@ -45,13 +46,20 @@ type Planned struct {
 	At       time.Time
 }
 
-// Joined: every member of a dispatched group finished. Group is the
-// joined group (zero for inputs that predate it).
+// Joined: every member of a dispatched group finished, or its deadline
+// passed (Partial) and Results hold the members that finished. Group is
+// the joined group (zero for inputs that predate it).
 type Joined struct {
 	Group   Group
 	Results []StepResult
+	Partial bool
 	At      time.Time
 }
+
+// DefaultGroupTimeout is a fan-out group's deadline when the pattern sets
+// none. It stays under the streams' duplicate window (15 minutes), within
+// which a group's join id is kept once.
+const DefaultGroupTimeout = 10 * time.Minute
 
 // Synthesised: the synthesiser answered a Synthesise request (or failed).
 type Synthesised struct {
@@ -96,6 +104,9 @@ type Emit struct {
 	// a run ends once even if two inputs end it, as when a redelivered
 	// input sees a cancel its first delivery did not.
 	RunScope string
+	// At, when set, is when the message is to be delivered: it is
+	// published as a scheduled message (a group's deadline).
+	At time.Time
 }
 
 // Audit is one audit event of the trace: Name ("step_1.started"), the task
@@ -359,19 +370,7 @@ func (d *decision) dispatch() {
 			d.finish(CodeRepeatedFailure, "no step can run: a dependency did not complete", nil)
 			return
 		}
-		syn := &Synthesise{Task: d.State.Request.Message}
-		for _, s := range plan.Steps {
-			if s.Status == StepComplete {
-				syn.Steps = append(syn.Steps, s)
-			}
-		}
-		slices.SortStableFunc(syn.Steps, func(a, b Step) int { return cmp.Compare(a.Index, b.Index) })
-		from := make([]map[string]any, len(syn.Steps))
-		for i, st := range syn.Steps {
-			from[i] = map[string]any{"step": st.Index, "task_id": st.TaskID, "memory_key": st.MemoryKey}
-		}
-		d.audit("synthesis.started", "", map[string]any{"derived_from": from})
-		d.Synthesise = syn
+		d.synthesise()
 		return
 	}
 	runID := d.State.Request.RunID
@@ -388,6 +387,35 @@ func (d *decision) dispatch() {
 		d.audit(fmt.Sprintf("step_%d.started", s.Index), s.TaskID, map[string]any{"skills": s.Skills, "group": group.ID})
 		d.emit(fmt.Sprintf("step/%d", s.Index), StepRequest{Run: d.State, Step: s.Index, Group: group, Inputs: plan.inputKeys(s)})
 	}
+	if group.Expected > 1 {
+		// A fan-out waits for its members until its deadline, no longer:
+		// the server delivers the deadline then, and the aggregator joins
+		// the group with what finished.
+		timeout := DefaultGroupTimeout
+		if s := d.State.PatternDef.GroupTimeoutS; s > 0 {
+			timeout = time.Duration(s) * time.Second
+		}
+		at := d.at.Add(timeout)
+		d.audit("group.deadline_set", "", map[string]any{"group": group.ID, "deadline": at})
+		d.Emits = append(d.Emits, Emit{Key: "deadline/" + group.ID, Data: GroupDeadline{Run: d.State, Group: group}, At: at})
+	}
+}
+
+// synthesise asks for the answer from the complete steps, in index order.
+func (d *decision) synthesise() {
+	syn := &Synthesise{Task: d.State.Request.Message}
+	for _, s := range d.State.Plan.Steps {
+		if s.Status == StepComplete {
+			syn.Steps = append(syn.Steps, s)
+		}
+	}
+	slices.SortStableFunc(syn.Steps, func(a, b Step) int { return cmp.Compare(a.Index, b.Index) })
+	from := make([]map[string]any, len(syn.Steps))
+	for i, st := range syn.Steps {
+		from[i] = map[string]any{"step": st.Index, "task_id": st.TaskID, "memory_key": st.MemoryKey}
+	}
+	d.audit("synthesis.started", "", map[string]any{"derived_from": from, "missing": d.State.Missing})
+	d.Synthesise = syn
 }
 
 // fanOut records a group of subagent lanes (seed 001 fan-out
@@ -459,6 +487,10 @@ func (p *Plan) inputKeys(s Step) []string {
 // replanning cannot help, replans a failure, or dispatches the next steps.
 func (d *decision) joined(in Joined) {
 	d.State.Seq++
+	if in.Partial {
+		d.cutOff(in)
+		return
+	}
 	failed, end := d.record(in.Results)
 	if in.Group.Expected > 1 {
 		steps := make([]int, len(in.Results))
@@ -478,6 +510,55 @@ func (d *decision) joined(in Joined) {
 	default:
 		d.dispatch()
 	}
+}
+
+// cutOff takes a group joined at its deadline: the members that
+// finished are recorded, the others fail (deadline passed), and the run
+// answers from what it has, ending PARTIAL_SUCCESS with the missing steps
+// named; with nothing complete at all it ends TIMEOUT. Nothing is
+// replanned or dispatched after a deadline.
+func (d *decision) cutOff(in Joined) {
+	_, end := d.record(in.Results)
+	var missing []map[string]any
+	for i := range d.State.Plan.Steps {
+		s := &d.State.Plan.Steps[i]
+		if s.Status != StepRunning {
+			continue
+		}
+		s.Status, s.FailureReason = StepFailed, "deadline passed before it finished"
+		d.State.Missing = append(d.State.Missing, s.Index)
+		missing = append(missing, map[string]any{"step": s.Index, "task": s.Task, "task_id": s.TaskID})
+	}
+	d.audit("fanin.deadline", "", map[string]any{"correlation_id": in.Group.ID, "expected_siblings": in.Group.Expected,
+		"finished": len(in.Results), "missing": missing})
+	switch {
+	case end.Code == CodeUserCancel:
+		d.cancel(end.Reason, nil)
+	case end.Code != "":
+		d.finish(end.Code, end.Reason, nil)
+	case !slices.ContainsFunc(d.State.Plan.Steps, func(s Step) bool { return s.Status == StepComplete }):
+		d.finish(CodeTimeout, "no step finished before its group's deadline", map[string]any{"missing": missing})
+	default:
+		d.synthesise()
+	}
+}
+
+// missingNote names the steps a deadline cut off, for the answer.
+func (d *decision) missingNote() string {
+	var b strings.Builder
+	b.WriteString("\n\nNot included: the deadline passed before ")
+	for i, idx := range d.State.Missing {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		task := ""
+		if s := d.State.Plan.Live(idx); s != nil {
+			task = s.Task
+		}
+		fmt.Fprintf(&b, "step %d (%s)", idx, task)
+	}
+	b.WriteString(" finished.")
+	return b.String()
 }
 
 // endings are the step outcomes that end the run, since replanning cannot
@@ -552,6 +633,11 @@ func (d *decision) synthesised(in Synthesised) {
 		return
 	}
 	d.State.Plan.Status = PlanComplete
+	if len(d.State.Missing) > 0 {
+		note := d.missingNote()
+		d.end(CodePartialSuccess, in.Answer+note, strings.TrimSpace(note), map[string]any{"missing_steps": d.State.Missing})
+		return
+	}
 	d.end(CodeSuccess, in.Answer, "", nil)
 }
 

@@ -271,8 +271,8 @@ func TestDecideCancelledStepEndsTheRun(t *testing.T) {
 	run := only[PlanRequest](t, Decide(State{}, Requested{Request: request("run-s"), TaskTypes: taskTypes, At: t0})).Run
 	steps := []Step{{Index: 1, Task: "a", ReturnSpec: shape}, {Index: 2, Task: "b", ReturnSpec: shape}}
 	d := Decide(run, Planned{Proposal: PlanProposal{Steps: steps}, At: t0})
-	if len(d.Emits) != 2 {
-		t.Fatalf("want both steps dispatched, got %d", len(d.Emits))
+	if len(stepRequests(d)) != 2 {
+		t.Fatalf("want both steps dispatched, got %d", len(stepRequests(d)))
 	}
 	d = Decide(d.State, Joined{Results: []StepResult{
 		{Step: 1, Outcome: OutcomeUnavailable, Reason: "provider down"},

@@ -2,7 +2,9 @@ package orch
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbus/agentbus/llm"
 )
@@ -49,12 +51,13 @@ func TestDecideRecordsFanOutFanInAndSynthesisProvenance(t *testing.T) {
 	if !slices.Contains(names, "supervisor.decomposed") || !slices.Contains(names, "fanout.started") || slices.Contains(names, "plan.received") {
 		t.Fatalf("audits %v", names)
 	}
-	if len(d.Emits) != 2 {
-		t.Fatalf("%d lanes dispatched, want 2", len(d.Emits))
+	srs := stepRequests(d)
+	if len(srs) != 2 {
+		t.Fatalf("%d lanes dispatched, want 2", len(srs))
 	}
-	g := d.Emits[0].Data.(StepRequest).Group
-	if g.Expected != 2 || d.Emits[1].Data.(StepRequest).Group != g {
-		t.Fatalf("lanes in groups %+v and %+v", g, d.Emits[1].Data.(StepRequest).Group)
+	g := srs[0].Group
+	if g.Expected != 2 || srs[1].Group != g {
+		t.Fatalf("lanes in groups %+v and %+v", g, srs[1].Group)
 	}
 	results := []StepResult{{Step: 1, Outcome: OutcomeComplete, MemoryKey: "k1"}, {Step: 2, Outcome: OutcomeComplete, MemoryKey: "k2"}}
 	j := Decide(d.State, Joined{Group: g, Results: results, At: t0})
@@ -67,5 +70,59 @@ func TestDecideRecordsFanOutFanInAndSynthesisProvenance(t *testing.T) {
 				t.Fatalf("synthesis derives from %v, want both lanes", from)
 			}
 		}
+	}
+}
+
+// stepRequests are the steps a decision dispatches.
+func stepRequests(d Decision) []StepRequest {
+	var out []StepRequest
+	for _, e := range d.Emits {
+		if sr, ok := e.Data.(StepRequest); ok {
+			out = append(out, sr)
+		}
+	}
+	return out
+}
+
+// A fan-out group gets a deadline, delivered by the server at dispatch
+// time plus the pattern's group timeout; a group of one gets none.
+// Joined at the deadline with a member missing, the run answers from the
+// others and ends PARTIAL_SUCCESS naming the missing step; with none
+// finished it ends TIMEOUT.
+func TestDecideGroupDeadlineJoinsPartially(t *testing.T) {
+	s := Decide(State{}, Requested{Request: request("run-d"), Patterns: []llm.Pattern{{Name: PatternPlanThenExecute, GroupTimeoutS: 30}},
+		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0}).State
+	steps := []Step{{Index: 1, Task: "fast", ReturnSpec: shape}, {Index: 2, Task: "slow", ReturnSpec: shape},
+		{Index: 3, Task: "after", ReturnSpec: shape, DependsOn: []int{1}}}
+	d := Decide(s, Planned{Proposal: PlanProposal{Steps: steps}, At: t0})
+	var deadline *Emit
+	for i, e := range d.Emits {
+		if _, ok := e.Data.(GroupDeadline); ok {
+			deadline = &d.Emits[i]
+		}
+	}
+	if deadline == nil || !deadline.At.Equal(t0.Add(30*time.Second)) || deadline.Data.(GroupDeadline).Group.Expected != 2 {
+		t.Fatalf("deadline emit %+v, want the group of 2 at t0+30s", deadline)
+	}
+	g := deadline.Data.(GroupDeadline).Group
+	j := Decide(d.State, Joined{Group: g, Partial: true, At: t0.Add(30 * time.Second),
+		Results: []StepResult{{Step: 1, Outcome: OutcomeComplete, MemoryKey: "k1"}}})
+	if j.Synthesise == nil || len(j.Synthesise.Steps) != 1 || len(stepRequests(j)) != 0 {
+		t.Fatalf("partial join: synthesise %+v, dispatched %d (step 3 must not start after a deadline)", j.Synthesise, len(stepRequests(j)))
+	}
+	end := Decide(j.State, Synthesised{Answer: "fast result", At: t0.Add(31 * time.Second)})
+	res := only[RunResult](t, end)
+	if res.TerminalCode != CodePartialSuccess || !strings.Contains(res.Response, "fast result") ||
+		!strings.Contains(res.Response, "step 2 (slow)") || !strings.Contains(res.Reason, "step 2 (slow)") {
+		t.Fatalf("result %s: %q (reason %q)", res.TerminalCode, res.Response, res.Reason)
+	}
+	none := Decide(d.State, Joined{Group: g, Partial: true, At: t0.Add(30 * time.Second)})
+	if res := only[RunResult](t, none); res.TerminalCode != CodeTimeout {
+		t.Fatalf("nothing finished: %s, want TIMEOUT", res.TerminalCode)
+	}
+	// A group of one has no deadline message.
+	one := Decide(s, Planned{Proposal: PlanProposal{Steps: steps[:1]}, At: t0})
+	if len(one.Emits) != 1 {
+		t.Fatalf("a group of one emits %d messages, want its step only", len(one.Emits))
 	}
 }

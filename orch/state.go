@@ -108,6 +108,9 @@ type RunState struct {
 	Usage llm.Usage `json:"usage,omitzero"`
 	// Context is what the run knew of its caller when it started.
 	Context RunContext `json:"context,omitzero"`
+	// Missing are the steps a deadline cut off: the run answers from the
+	// others and ends PARTIAL_SUCCESS, naming them.
+	Missing []int `json:"missing_steps,omitempty"`
 }
 
 // RunContext is the tenant's soul and the session's recent conversation,
@@ -260,6 +263,14 @@ type StepFinished struct {
 // one, finished. Its executor joins the group itself, saving the fan-in
 // hop; the router takes it as the group's join.
 type StepJoined StepFinished
+
+// GroupDeadline is the data of group.deadline: delivered when a fan-out
+// group's deadline passes, it makes the aggregator join the group with
+// whatever finished.
+type GroupDeadline struct {
+	Run   RunState `json:"run"`
+	Group Group    `json:"group"`
+}
 
 // GroupJoined is the data of group.joined: every member's result, ordered
 // by step index. Partial is set when a deadline joined it early.

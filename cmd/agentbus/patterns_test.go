@@ -1,10 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
@@ -54,4 +63,98 @@ func TestSupervisor_TenLanesRunInParallelOnTwoExecutorProcesses(t *testing.T) {
 	if wall > 5*time.Second {
 		t.Fatalf("10 lanes of 1 s took %s: they did not run in parallel", wall)
 	}
+}
+
+// TestSupervisor_LaneThatNeverFinishesIsCutAtTheDeadline: one of two lanes
+// hangs in its skill. The group's deadline, a JetStream scheduled message,
+// reaches the aggregator after 2 s; it joins the group with the lane that
+// finished, and the run answers PARTIAL_SUCCESS naming the missing lane.
+// When the hung call finally gives up, its late result joins nothing: the
+// run still has one run.finished.
+func TestSupervisor_LaneThatNeverFinishesIsCutAtTheDeadline(t *testing.T) {
+	goals := []llm.LaneGoal{
+		{Goal: "List the active outlets", Skills: []string{demo.SkillOutletList}},
+		{Goal: "List the inactive outlets", Skills: []string{demo.SkillOutletList}},
+	}
+	b, _ := json.Marshal(llm.SuperviseOutput{Lanes: goals})
+	chat := llmtest.NewChatServer([]llmtest.Exchange{{Task: llm.TaskSupervise, Content: string(b), Times: -1}})
+	t.Cleanup(chat.Close)
+	c := newCluster(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 1}}, "MODEL_PLANNER=openai:test-model",
+		"MODEL_BASE_URL="+chat.URL, "MODEL_API_KEY="+modelKey, "MODEL_MAX_RETRIES=1", "SKILL_TIMEOUT=6s")
+	nc, js := connect(t, c.nats)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The processes' own topology, with the config bucket the pattern
+	// settings go in before they start.
+	if err := events.Bootstrap(ctx, js, app.Topology(events.Topology{AckWait: 2 * time.Second})); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := js.KeyValue(ctx, handlers.BucketConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patterns := slices.Clone(handlers.DefaultPatterns)
+	for i := range patterns {
+		patterns[i].GroupTimeoutS = 2
+	}
+	pb, _ := json.Marshal(patterns)
+	if _, err := cfg.Put(ctx, handlers.ConfigKeyPatterns, pb); err != nil {
+		t.Fatal(err)
+	}
+	c.startAll(1)
+
+	start := time.Now()
+	res := postRun(t, c.ingURL, orch.RunRequest{TenantID: "demo", UserID: "u1", SessionID: "sess-cut",
+		Message: "Run a multi-dimensional risk analysis of the outlets across independent dimensions"})
+	if res.TerminalCode != orch.CodePartialSuccess {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
+	}
+	if wall := time.Since(start); wall > 5*time.Second {
+		t.Fatalf("the run took %s: the 2 s deadline did not cut the hung lane", wall)
+	}
+	var missing, complete []orch.Step
+	for _, s := range res.Steps {
+		switch s.Status {
+		case orch.StepFailed:
+			missing = append(missing, s)
+		case orch.StepComplete:
+			complete = append(complete, s)
+		}
+	}
+	if len(missing) != 1 || len(complete) != 1 {
+		t.Fatalf("steps %+v: want one lane cut, one complete", res.Steps)
+	}
+	note := fmt.Sprintf("step %d (%s)", missing[0].Index, missing[0].Task)
+	if !strings.Contains(res.Response, note) || !strings.Contains(string(res.Detail), fmt.Sprintf(`"missing_steps":[%d]`, missing[0].Index)) {
+		t.Fatalf("the answer does not name the missing lane %q:\n%s (detail %s; steps %+v)", note, res.Response, res.Detail, res.Steps)
+	}
+	// The hung call gives up at SKILL_TIMEOUT; its lane's late result must
+	// not join the group again nor end the run a second time.
+	eventually(t, 20*time.Second, "the hung lane's late step.finished", func() bool {
+		return countSubject(t, js, "agent.step.finished.demo") == 2
+	})
+	time.Sleep(time.Second)
+	if n := countSubject(t, js, "agent.group.joined.demo"); n != 1 {
+		t.Fatalf("%d group.joined, want the deadline's one", n)
+	}
+	if n := countSubject(t, js, "agent.run.finished.demo"); n != 1 {
+		t.Fatalf("%d run.finished, want 1", n)
+	}
+	_ = nc
+}
+
+// countSubject counts the AGENT stream's messages on subject.
+func countSubject(t *testing.T, js jetstream.JetStream, subject string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, events.StreamAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(info.State.Subjects[subject])
 }

@@ -38,7 +38,8 @@ type Role struct {
 // Roles are the roles of agentbus.
 var Roles = []Role{
 	{Name: handlers.RoleRouter, Routes: (&handlers.Router{}).Routes(),
-		Emits: []string{events.TypePlanRequested, events.TypeStepRequested, events.TypeRunFinished, events.TypeReplyChunk},
+		Emits: []string{events.TypePlanRequested, events.TypeStepRequested, events.TypeRunFinished, events.TypeReplyChunk,
+			events.TypeGroupDeadline},
 		Buckets: []string{handlers.BucketConfig, handlers.BucketCredentials, handlers.BucketSessions, handlers.BucketCancels,
 			handlers.BucketLocks},
 		Build: buildRouter},

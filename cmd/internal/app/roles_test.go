@@ -68,7 +68,7 @@ func TestTopologyDerivesFromRoles(t *testing.T) {
 			Filters: []string{"agent.run.requested.*", "agent.plan.proposed.*", "agent.group.joined.*", "agent.step.joined.*", "agent.dead.*"}},
 		handlers.RolePlanner:    {Name: handlers.RolePlanner, Stream: events.StreamAgent, Filters: []string{"agent.plan.requested.*"}},
 		handlers.RoleExecutor:   {Name: handlers.RoleExecutor, Stream: events.StreamAgent, Filters: []string{"agent.step.requested.*", "agent.step.iterated.*"}},
-		handlers.RoleAggregator: {Name: handlers.RoleAggregator, Stream: events.StreamAgent, Filters: []string{"agent.step.finished.*"}},
+		handlers.RoleAggregator: {Name: handlers.RoleAggregator, Stream: events.StreamAgent, Filters: []string{"agent.step.finished.*", "agent.group.deadline.*"}},
 		handlers.RoleProjector:  {Name: handlers.RoleProjector, Stream: events.StreamAudit, Filters: []string{"audit.>"}, Unlimited: true},
 	}
 	topo := Topology(events.Topology{})
