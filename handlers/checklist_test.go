@@ -106,6 +106,8 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 		case typ == events.TypeRunFinished:
 			results = append(results, decode[orch.RunResult](t, ev))
 			continue
+		case typ == events.TypeReplyChunk:
+			continue // the REPLY stream's readers are callers, not roles
 		case typ == events.TypeGroupDeadline:
 			// A scheduled message: delivered once the run is over, as
 			// the server would deliver it after the group joined.

@@ -121,6 +121,7 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("POST /agent/memory", g.putMemory)
 	mux.HandleFunc("GET /agent/memory/query", g.queryMemory)
 	mux.HandleFunc("POST /agent/runs/{run_id}/cancel", g.cancel)
+	mux.HandleFunc("GET /agent/runs/{run_id}/stream", g.stream)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusOK
 		if !g.nc.IsConnected() {
@@ -140,14 +141,12 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(code), code, err.Error())
 		return
 	}
-	var stream *sseWriter
+	var tail uint64
 	if req.Stream {
-		stream, err = g.streamStart(w, req)
-		if err != nil {
+		if tail, err = g.replyTail(r.Context()); err != nil {
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "cannot stream: "+err.Error())
 			return
 		}
-		defer stream.close()
 	}
 	if req.KeyForwarded, err = g.cfg.Credentials.Put(r.Context(), req.RunID, r.Header.Get("X-Api-Key")); err != nil {
 		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("store credentials")
@@ -164,15 +163,20 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 	g.log.Info().Str("run_id", req.RunID).Str("tenant_id", req.TenantID).Str("session_id", req.SessionID).Msg("run requested")
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RunTimeout)
 	defer cancel()
+	if req.Stream {
+		s, err := openSSE(w, req.RunID)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "internal", err.Error())
+			return
+		}
+		defer s.close()
+		g.streamRun(ctx, s, req, tail, pending.Wait)
+		return
+	}
 	res, err := pending.Wait(ctx)
 	switch {
-	case err == nil && stream != nil:
-		g.streamEnd(stream, req, res)
 	case err == nil:
 		writeJSON(w, http.StatusOK, runclient.ResponseOf(res))
-	case stream != nil:
-		stream.send(runclient.Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: "error",
-			Content: "run_timeout: the run is still in progress", EndOfMessage: true, EndOfDialog: true})
 	default:
 		writeJSON(w, http.StatusGatewayTimeout, map[string]any{"run_id": req.RunID, "error": map[string]string{
 			"code": "run_timeout", "message": "the run is still in progress; it continues and its plan can be read later"}})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -164,6 +166,9 @@ func publish(in event.Event, d orch.Decision) ([]event.Event, error) {
 	}
 	if d.State.Plan.PlanID != "" {
 		out.audit(AuditPlanProjected, lineage, PlanProjected{Version: d.State.Seq, Plan: Projection(d.State)})
+	}
+	if d.State.Request.Stream {
+		progressChunks(&out, d)
 	}
 	for _, e := range d.Emits {
 		typ, err := emittedType(e.Data)
@@ -339,4 +344,39 @@ func returnSpecJSON(rs orch.ReturnSpec) json.RawMessage {
 	}
 	b, _ := json.Marshal(rs)
 	return b
+}
+
+// progressChunks publishes, for a run that streams, its progress (the
+// trace events a caller follows) and, when the decision ends it, its
+// result as chunks on the REPLY stream, where the ingress serves them from
+// (resumable by stream sequence). Each chunk's id derives from the input
+// and the audit, so a redelivered hop stores no second copy.
+func progressChunks(out *outbox, d orch.Decision) {
+	session := d.State.Request.SessionID
+	for i, a := range d.Audits {
+		if !ProgressEvent(a.Name) {
+			continue
+		}
+		payload, _ := json.Marshal(a.Payload)
+		key := fmt.Sprintf("reply/progress/%d/%s", i, a.Name)
+		out.emit(key, events.TypeReplyChunk, runclient.Chunk{MessageID: events.DeriveID(out.in.ID(), key), SessionID: session,
+			MessageType: "progress", Content: a.Name + " " + string(payload), EndOfMessage: true})
+	}
+	if res := d.Ended; res != nil {
+		typ := "result"
+		if res.TerminalCode != orch.CodeSuccess && res.TerminalCode != orch.CodePartialSuccess {
+			typ = "error"
+		}
+		body, _ := json.Marshal(runclient.ResponseOf(*res))
+		out.emitID(events.DeriveID(res.RunID, "reply/result"), events.TypeReplyChunk, runclient.Chunk{
+			MessageID: events.DeriveID(res.RunID, "reply/result"), SessionID: session, MessageType: typ,
+			Content: string(body), EndOfMessage: true, EndOfDialog: true})
+	}
+}
+
+// ProgressEvent selects the trace events a streaming caller sees.
+func ProgressEvent(name string) bool {
+	return strings.HasPrefix(name, "step_") || strings.HasPrefix(name, "plan.") && name != AuditPlanProjected ||
+		name == "routing.decided" || name == "replan.triggered" || name == "react.started" ||
+		strings.HasPrefix(name, "supervisor.") || strings.HasPrefix(name, "fanout.") || strings.HasPrefix(name, "fanin.")
 }

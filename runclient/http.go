@@ -116,37 +116,80 @@ func (c *HTTP) Run(ctx context.Context, req orch.RunRequest) (orch.RunResult, er
 
 // Stream posts req as a streamed run, calls onChunk with every chunk
 // before the last (progress and answer chunks) and returns the run's
-// result, which the last chunk carries.
+// result, which the last chunk carries. If the connection drops before
+// the result, Stream resumes from the last chunk it had (GET
+// /agent/runs/{run_id}/stream with Last-Event-ID), up to maxResumes
+// times: no chunk is lost or repeated.
 func (c *HTTP) Stream(ctx context.Context, req orch.RunRequest, onChunk func(Chunk)) (orch.RunResult, error) {
 	resp, err := c.post(ctx, req, true)
 	if err != nil {
 		return orch.RunResult{}, err
 	}
-	defer resp.Body.Close()
+	runID := resp.Header.Get("X-Run-Id")
 	if c.started != nil {
-		c.started(resp.Header.Get("X-Run-Id"))
+		c.started(runID)
 	}
-	sc := bufio.NewScanner(resp.Body)
+	var last string
+	for resumes := 0; ; resumes++ {
+		res, ended, err := readStream(req, resp.Body, onChunk, &last)
+		resp.Body.Close()
+		if ended || ctx.Err() != nil || runID == "" || resumes == maxResumes {
+			return res, err
+		}
+		if resp, err = c.resume(ctx, req.TenantID, runID, last); err != nil {
+			return orch.RunResult{}, err
+		}
+	}
+}
+
+// maxResumes bounds the reconnections of one Stream.
+const maxResumes = 3
+
+// readStream reads SSE chunks from body until the result chunk (ended),
+// keeping the id of the last chunk read in last.
+func readStream(req orch.RunRequest, body io.Reader, onChunk func(Chunk), last *string) (orch.RunResult, bool, error) {
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
 	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		line := sc.Text()
+		if id, ok := strings.CutPrefix(line, "id: "); ok {
+			*last = id
+			continue
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
 		if !ok {
 			continue
 		}
 		var ch Chunk
 		if err := json.Unmarshal([]byte(data), &ch); err != nil {
-			return orch.RunResult{}, fmt.Errorf("runclient: bad chunk: %w", err)
+			return orch.RunResult{}, true, fmt.Errorf("runclient: bad chunk: %w", err)
 		}
 		if !ch.EndOfDialog {
 			onChunk(ch)
 			continue
 		}
-		return lastChunk(req, ch)
+		res, err := lastChunk(req, ch)
+		return res, true, err
 	}
 	if err := sc.Err(); err != nil {
-		return orch.RunResult{}, fmt.Errorf("runclient: read the stream: %w", err)
+		return orch.RunResult{}, false, fmt.Errorf("runclient: read the stream: %w", err)
 	}
-	return orch.RunResult{}, ErrNoResult
+	return orch.RunResult{}, false, ErrNoResult
+}
+
+// resume reopens a run's stream after the chunk with SSE id last.
+func (c *HTTP) resume(ctx context.Context, tenantID, runID, last string) (*http.Response, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/agent/runs/"+url.PathEscape(runID)+"/stream", nil)
+	if err != nil {
+		return nil, fmt.Errorf("runclient: %w", err)
+	}
+	if tenantID != "" {
+		hreq.Header.Set("X-Tenant-Id", tenantID)
+	}
+	if last != "" {
+		hreq.Header.Set("Last-Event-ID", last)
+	}
+	return c.do(hreq, http.StatusOK)
 }
 
 // lastChunk reads the result a stream ends with: the answer as JSON, or

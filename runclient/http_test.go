@@ -2,6 +2,7 @@ package runclient_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -26,7 +27,7 @@ import (
 const unanswered = "never answered"
 
 // newIngress serves the real ingress over a fake router that reports the
-// plan's progress, streams the answer "hello, world" in two chunks and
+// plan's progress on the REPLY stream, streams the answer "hello, world" in two chunks and
 // finishes the run, except for a run whose message is unanswered.
 func newIngress(t *testing.T) *runclient.HTTP {
 	t.Helper()
@@ -43,7 +44,9 @@ func newIngressWith(t *testing.T, cfg func(jetstream.JetStream) handlers.Ingress
 		if req.Message == unanswered {
 			return
 		}
-		publish(t, js, ev, "audit", events.AuditType("plan.received"), events.Audit{Payload: []byte(`{"steps":2}`)})
+		// The roles publish a streaming run's progress on the REPLY stream.
+		publish(t, js, ev, "progress", events.TypeReplyChunk, runclient.Chunk{MessageID: "p1",
+			SessionID: req.SessionID, MessageType: "progress", Content: `plan.received {"steps":2}`, EndOfMessage: true})
 		for i, part := range []string{"hello, ", "world"} {
 			publish(t, js, ev, fmt.Sprint("chunk", i), events.TypeReplyChunk, runclient.Chunk{MessageID: "m1",
 				SessionID: req.SessionID, MessageType: "answer", Content: part, EndOfMessage: i == 1})
@@ -187,6 +190,42 @@ func TestHTTPStreamWithoutResult(t *testing.T) {
 	_, err := runclient.NewHTTP(srv.URL, nil).Stream(testCtx(t), request(""), func(c runclient.Chunk) { got = append(got, c) })
 	if !errors.Is(err, runclient.ErrNoResult) || len(got) != 1 {
 		t.Errorf("Stream = %v after %d chunks; want ErrNoResult after 1", err, len(got))
+	}
+}
+
+// TestHTTPStreamResumesAfterADrop: a stream cut before its result is
+// resumed with GET /agent/runs/{run_id}/stream and the last chunk's id as
+// Last-Event-ID: the caller sees every chunk once, then the result.
+func TestHTTPStreamResumesAfterADrop(t *testing.T) {
+	chunk := func(w http.ResponseWriter, id int, typ, content string, end bool) {
+		b, _ := json.Marshal(runclient.Chunk{MessageID: "m", MessageType: typ, Content: content, EndOfDialog: end})
+		fmt.Fprintf(w, "id: %d\nevent: chunk\ndata: %s\n\n", id, b)
+	}
+	var resumedAfter string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/agent/run":
+			w.Header().Set("X-Run-Id", "run-1")
+			chunk(w, 1, "progress", "step_1.started", false)
+			chunk(w, 2, "answer", "hello, ", false)
+			// the connection drops here
+		case r.Method == http.MethodGet && r.URL.Path == "/agent/runs/run-1/stream" && r.Header.Get("X-Tenant-Id") == "acme":
+			resumedAfter = r.Header.Get("Last-Event-ID")
+			chunk(w, 3, "answer", "world", false)
+			chunk(w, 4, "result", `{"run_id":"run-1","response":"hello, world","status":"complete","terminal_code":"SUCCESS"}`, true)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var got []string
+	res, err := runclient.NewHTTP(srv.URL, nil).Stream(testCtx(t), request(""), func(c runclient.Chunk) { got = append(got, c.Content) })
+	if err != nil || res.Response != "hello, world" || res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("Stream = %+v, %v", res, err)
+	}
+	if resumedAfter != "2" || strings.Join(got, "|") != "step_1.started|hello, |world" {
+		t.Fatalf("resumed after %q; chunks %q", resumedAfter, got)
 	}
 }
 

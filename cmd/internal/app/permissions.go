@@ -86,9 +86,9 @@ func Permissions(user, storePrefix string) (*server.Permissions, error) {
 	if user == UserIngress {
 		g.publish(subjectOf(events.TypeRunRequested))
 		g.readStream(events.StreamAgent) // run.finished, for the callers it holds
-		// Live chunks and progress of streamed runs; the AUDIT stream
-		// itself is never readable by the ingress.
-		g.subscribe(events.ReplySubject("*", ">"), "audit.*.>")
+		// Streamed runs' chunks, served (and resumed) from the stream; the
+		// AUDIT stream is never readable by the ingress.
+		g.readStream(events.StreamReply)
 		buckets = IngressBuckets
 	} else {
 		i := slices.IndexFunc(Processes, func(p Process) bool { return p.Name == user })
