@@ -281,6 +281,10 @@ func (g *Ingress) trace(w http.ResponseWriter, r *http.Request) {
 	if g.storeError(w, err, "trace") {
 		return
 	}
+	if r.URL.Query().Get("view") == "dag" {
+		writeJSON(w, http.StatusOK, map[string]any{"plan_id": p.PlanID, "dag": BuildTraceDAG(evs)})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"plan_id": p.PlanID, "events": evs})
 }
 

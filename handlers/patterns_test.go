@@ -15,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills/demo"
+	"github.com/agentbus/agentbus/store"
 )
 
 // Each execution pattern has its own shape in the trace (issue 12): the
@@ -296,5 +297,57 @@ func TestPattern_LongReactLoopKeepsItsMessagesBounded(t *testing.T) {
 	last := decode[orch.StepRequest](t, iterated[len(iterated)-1])
 	if last.Iteration != turns-1 || last.Turns[0].Role != "summary" || len(last.Turns) > f.exec.KeepTurns+1 {
 		t.Fatalf("turn %d carries %d turns (first %q): want a summary and at most %d recent", last.Iteration, len(last.Turns), last.Turns[0].Role, f.exec.KeepTurns)
+	}
+}
+
+// The supervisor run's trace folds into its provenance DAG: routing, the
+// decomposition, one group with the three lanes, and the synthesis derived
+// from all three.
+func TestPattern_SupervisorTraceIsADAG(t *testing.T) {
+	env := newEnv(t)
+	model := llmtest.New()
+	model.Default = offline.New()
+	model.On(llm.TaskRoute, routeTo("risk-assessment", PatternSupervisor))
+	lanes := []llm.LaneGoal{{Goal: "List the active outlets", Skills: []string{demo.SkillOutletList}},
+		{Goal: "List the inactive outlets", Skills: []string{demo.SkillOutletList}},
+		{Goal: "List every outlet", Skills: []string{demo.SkillOutletList}}}
+	b, _ := json.Marshal(llm.SuperviseOutput{Lanes: lanes})
+	model.On(llm.TaskSupervise, llmtest.Reply{Response: textResp(string(b))})
+	f := patternFlow(t, env, model)
+	res, _ := f.drive(t, newEvent(t, "run-dag2", events.TypeRunRequested, runRequest("run-dag2", "Assess the outlets across dimensions")))
+	if res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	evs, err := env.st.Trace(testCtx(t), store.TraceQuery{TenantID: testTenant, PlanID: res.PlanID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dag := BuildTraceDAG(evs)
+	kinds := map[string][]string{}
+	for _, n := range dag.Nodes {
+		kinds[n.Kind] = append(kinds[n.Kind], n.ID)
+	}
+	if len(kinds["routing"]) != 1 || len(kinds["plan"]) != 1 || len(kinds["group"]) != 1 || len(kinds["step"]) != 3 ||
+		len(kinds["synthesis"]) != 1 || len(kinds["answer"]) != 1 {
+		t.Fatalf("nodes by kind %v", kinds)
+	}
+	parents := map[string][]string{}
+	for _, e := range dag.Edges {
+		parents[e.To] = append(parents[e.To], e.From)
+	}
+	group := kinds["group"][0]
+	for _, s := range kinds["step"] {
+		if !slices.Equal(parents[s], []string{group}) {
+			t.Errorf("lane %s derives from %v, want the group %s", s, parents[s], group)
+		}
+	}
+	if !slices.Equal(parents[group], kinds["plan"]) || !slices.Equal(parents[kinds["plan"][0]], []string{"routing"}) {
+		t.Errorf("group from %v, plan from %v", parents[group], parents[kinds["plan"][0]])
+	}
+	syn := parents["synthesis"]
+	for _, s := range kinds["step"] {
+		if !slices.Contains(syn, s) {
+			t.Errorf("the synthesis does not derive from lane %s: %v", s, syn)
+		}
 	}
 }

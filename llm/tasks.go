@@ -32,6 +32,9 @@ type Pattern struct {
 	// (parallel steps, supervisor lanes): when it passes, the group is
 	// joined with what finished. Zero uses the default (10 minutes).
 	GroupTimeoutS int `json:"group_timeout_s,omitempty"`
+	// MaxReplans bounds the run's replans (plan-then-execute revisions,
+	// ReACT restarts, supervisor re-iterations). Zero uses the default, 3.
+	MaxReplans int `json:"max_replans,omitempty"`
 }
 
 // RouteInput asks the model to pick a task type and one of its patterns.

@@ -11,8 +11,17 @@ import (
 	"github.com/agentbus/agentbus/llm"
 )
 
-// MaxReplans bounds replanning per run (seed 000 §3).
+// MaxReplans bounds replanning per run (seed 000 §3) when the run's
+// pattern sets no max_replans of its own.
 const MaxReplans = 3
+
+// maxReplans is the run's replan limit, as recorded in its state.
+func (s State) maxReplans() int {
+	if n := s.PatternDef.MaxReplans; n > 0 {
+		return n
+	}
+	return MaxReplans
+}
 
 // Input is one thing that happened to a run. Each carries its own time: the
 // decider reads no clock.
@@ -600,10 +609,10 @@ func (d *decision) record(results []StepResult) ([]StepResult, Failure) {
 }
 
 // replan asks the planner to revise the remaining steps, or ends the run
-// with the structured failure once MaxReplans revisions were spent.
+// with the structured failure once the run's replan limit was spent.
 func (d *decision) replan(f StepResult) {
 	plan := &d.State.Plan
-	if plan.ReplanCount >= MaxReplans {
+	if plan.ReplanCount >= d.State.maxReplans() {
 		var done []map[string]any
 		for _, s := range plan.Steps {
 			if s.Status == StepComplete {

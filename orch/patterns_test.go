@@ -126,3 +126,22 @@ func TestDecideGroupDeadlineJoinsPartially(t *testing.T) {
 		t.Fatalf("a group of one emits %d messages, want its step only", len(one.Emits))
 	}
 }
+
+// The replan limit is a runtime setting of the pattern, read from the
+// run's recorded state: with max_replans 1 the second failure ends the
+// run REPEATED_FAILURE.
+func TestDecideReplanLimitComesFromThePattern(t *testing.T) {
+	s := Decide(State{}, Requested{Request: request("run-m"), Patterns: []llm.Pattern{{Name: PatternPlanThenExecute, MaxReplans: 1}},
+		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0}).State
+	step := []Step{{Index: 1, Task: "a", ReturnSpec: shape}}
+	d := Decide(s, Planned{Proposal: PlanProposal{Steps: step}, At: t0})
+	d = Decide(d.State, Joined{Results: []StepResult{{Step: 1, Outcome: OutcomeFailed, Reason: "x"}}, At: t0})
+	if pr := only[PlanRequest](t, d); pr.Run.Plan.ReplanCount != 1 {
+		t.Fatalf("first failure: replan %d", pr.Run.Plan.ReplanCount)
+	}
+	d = Decide(d.State, Planned{Proposal: PlanProposal{Steps: []Step{{Index: 2, Task: "a again", ReturnSpec: shape}}}, At: t0})
+	d = Decide(d.State, Joined{Results: []StepResult{{Step: 2, Outcome: OutcomeFailed, Reason: "y"}}, At: t0})
+	if res := only[RunResult](t, d); res.TerminalCode != CodeRepeatedFailure {
+		t.Fatalf("second failure with max_replans 1: %s, want REPEATED_FAILURE", res.TerminalCode)
+	}
+}
