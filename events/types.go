@@ -26,6 +26,9 @@ const (
 	// scheduled message (ExtDeliverAt), the server delivers it to the
 	// aggregator when the deadline passes.
 	TypeGroupDeadline = "io.agentbus.group.deadline"
+	// TypeRunDeadline is a run's wall-clock deadline, a scheduled message
+	// to the router: a run still going then is stopped and ends TIMEOUT.
+	TypeRunDeadline = "io.agentbus.run.deadline"
 	// TypeReplyChunk is a chunk of a streamed answer; its subject is
 	// reply.<tenant>.<session> (see ReplySubject), in the REPLY stream.
 	TypeReplyChunk = "io.agentbus.reply.chunk"

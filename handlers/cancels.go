@@ -22,7 +22,12 @@ var ErrRunCancelled = errors.New("handlers: run cancelled")
 type Cancel struct {
 	By string    `json:"by,omitempty"`
 	At time.Time `json:"at,omitzero"`
+	// Reason is CancelTimeout when the run's deadline stopped it.
+	Reason string `json:"reason,omitempty"`
 }
+
+// CancelTimeout is the Reason of a cancel written at a run's deadline.
+const CancelTimeout = "timeout"
 
 // Cancels are the cancelled runs. The key <tenant>.<run_id> of the cancels
 // bucket cancels a run: the ingress writes it (Request), and so may any

@@ -82,7 +82,7 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 	queue := []event.Event{first}
 	var seen []event.Event
 	var results []orch.RunResult
-	var deadlines []event.Event
+	var deadlines, runDeadlines []event.Event
 	for len(queue) > 0 {
 		if len(seen) > cmp.Or(f.maxEvents, 500) {
 			t.Fatalf("the run did not finish after %d events: %v", len(seen), types(seen))
@@ -108,6 +108,9 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 			continue
 		case typ == events.TypeReplyChunk:
 			continue // the REPLY stream's readers are callers, not roles
+		case typ == events.TypeRunDeadline:
+			runDeadlines = append(runDeadlines, ev)
+			continue
 		case typ == events.TypeGroupDeadline:
 			// A scheduled message: delivered once the run is over, as
 			// the server would deliver it after the group joined.
@@ -125,6 +128,12 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 	}
 	if len(results) != 1 {
 		t.Fatalf("got %d run.finished, want exactly 1 (events %v)", len(results), types(seen))
+	}
+	for _, ev := range runDeadlines {
+		// Delivered long after the run: the router leaves it alone.
+		if outs, err := f.router.Handle(ctx, ev); err != nil || len(outs) != 0 {
+			t.Fatalf("the deadline of a finished run: outputs %v, %v", types(outs), err)
+		}
 	}
 	for _, ev := range deadlines {
 		if outs, err := f.agg.Handle(ctx, ev); err != nil || len(outs) != 0 {

@@ -43,6 +43,7 @@ type EventStore interface {
 type RouterStore interface {
 	GetMemory(ctx context.Context, key string) (store.Memory, error)
 	GetSoul(ctx context.Context, tenantID, userID string) (store.Soul, error)
+	GetPlan(ctx context.Context, tenantID, planID string) (store.Plan, int64, error)
 }
 
 // ProjectionStore is what the projector writes: audit events, plan and

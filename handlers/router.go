@@ -75,6 +75,7 @@ func (r *Router) Routes() []events.Route {
 		events.On(events.TypeStepJoined, func(ctx context.Context, ev event.Event, j orch.StepJoined) ([]event.Event, error) {
 			return r.joined(ctx, ev, j.Run, orch.Joined{Group: j.Group, Results: []orch.StepResult{j.Result}})
 		}),
+		events.On(events.TypeRunDeadline, r.runDeadline),
 		events.On(events.TypeDeadLettered, func(ctx context.Context, ev event.Event, dl events.DeadLetter) ([]event.Event, error) {
 			if dl.RunID == "" {
 				return nil, nil // no run to end
@@ -107,7 +108,7 @@ func (r *Router) unlessCancelled(req orch.RunRequest, in orch.Input) orch.Input 
 	if !ok {
 		return in
 	}
-	return orch.Cancelled{Input: in, By: c.By, RequestedAt: c.At, At: r.Now()}
+	return orch.Cancelled{Input: in, By: c.By, RequestedAt: c.At, Timeout: c.Reason == CancelTimeout, At: r.Now()}
 }
 
 // decide runs the decider on one input, answers its synthesis request and
@@ -198,6 +199,8 @@ func emittedType(data any) (string, error) {
 		return events.TypeRunFinished, nil
 	case orch.GroupDeadline:
 		return events.TypeGroupDeadline, nil
+	case orch.RunDeadline:
+		return events.TypeRunDeadline, nil
 	}
 	return "", fmt.Errorf("handlers: the decider emitted %T, which no event type carries", data)
 }
@@ -379,4 +382,27 @@ func ProgressEvent(name string) bool {
 	return strings.HasPrefix(name, "step_") || strings.HasPrefix(name, "plan.") && name != AuditPlanProjected ||
 		name == "routing.decided" || name == "replan.triggered" || name == "react.started" ||
 		strings.HasPrefix(name, "supervisor.") || strings.HasPrefix(name, "fanout.") || strings.HasPrefix(name, "fanin.")
+}
+
+// runDeadline stops a run still going at its wall-clock deadline: it
+// writes the run into the cancels bucket with the timeout reason, so the
+// hop in flight stops (a skill call is abandoned) and the run ends
+// TIMEOUT at its next input. A finished run is left alone, and so is one
+// a user cancelled first.
+func (r *Router) runDeadline(ctx context.Context, ev event.Event, rd orch.RunDeadline) ([]event.Event, error) {
+	if r.Cancels == nil {
+		return nil, nil
+	}
+	p, _, err := r.Store.GetPlan(ctx, rd.TenantID, orch.PlanID(rd.RunID))
+	switch {
+	case err == nil && (p.Status == store.PlanStatusComplete || p.Status == store.PlanStatusFailed):
+		return nil, nil
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return nil, fmt.Errorf("handlers: run deadline: %w", err)
+	}
+	if _, err := r.Cancels.Request(ctx, rd.TenantID, rd.RunID, Cancel{By: "deadline", At: r.Now().UTC(), Reason: CancelTimeout}); err != nil {
+		return nil, err
+	}
+	r.Log.Info().Str("run_id", rd.RunID).Str("tenant_id", rd.TenantID).Msg("run deadline passed; stopping it")
+	return nil, nil
 }

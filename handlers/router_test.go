@@ -160,8 +160,12 @@ func TestRouterStart(t *testing.T) {
 	checkOutputs(t, outs)
 	pr := only(t, outs, events.TypePlanRequested)
 	names := auditNames(outs)
-	if len(names)+1 != len(outs) {
-		t.Errorf("outputs %v: want one plan.requested plus audit events only", types(outs))
+	deadline := only(t, outs, events.TypeRunDeadline)
+	if len(names)+2 != len(outs) {
+		t.Errorf("outputs %v: want one plan.requested, the run's deadline and audit events only", types(outs))
+	}
+	if at := events.Ext(deadline, events.ExtDeliverAt); at == "" {
+		t.Errorf("the run's deadline is not a scheduled message")
 	}
 	for _, want := range []string{"user_message.received", "routing.decided"} {
 		if !slices.Contains(names, want) {

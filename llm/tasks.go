@@ -35,6 +35,9 @@ type Pattern struct {
 	// MaxReplans bounds the run's replans (plan-then-execute revisions,
 	// ReACT restarts, supervisor re-iterations). Zero uses the default, 3.
 	MaxReplans int `json:"max_replans,omitempty"`
+	// RunTimeoutS bounds a run's wall time, in seconds: past it the run
+	// is stopped and ends TIMEOUT. Zero uses the default (30 minutes).
+	RunTimeoutS int `json:"run_timeout_s,omitempty"`
 }
 
 // RouteInput asks the model to pick a task type and one of its patterns.

@@ -14,7 +14,10 @@ type Cancelled struct {
 	Input       Input
 	By          string
 	RequestedAt time.Time
-	At          time.Time
+	// Timeout says the run was stopped at its wall-clock deadline: it
+	// ends TIMEOUT rather than USER_CANCEL.
+	Timeout bool
+	At      time.Time
 }
 
 // cancelled records what the input that arrived reports, without acting
@@ -33,6 +36,11 @@ func (d *decision) cancelled(in Cancelled) {
 	case Joined:
 		d.State.Seq++
 		d.record(of.Results)
+	}
+	if in.Timeout {
+		d.audit("run.timed_out", "", map[string]any{"deadline": d.State.Deadline})
+		d.finish(CodeTimeout, "the run did not finish before its deadline", map[string]any{"deadline": d.State.Deadline})
+		return
 	}
 	reason, detail := "cancelled", map[string]any{}
 	if in.By != "" {

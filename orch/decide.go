@@ -70,6 +70,10 @@ type Joined struct {
 // which a group's join id is kept once.
 const DefaultGroupTimeout = 10 * time.Minute
 
+// DefaultRunTimeout is a run's wall-clock limit when the pattern sets
+// none.
+const DefaultRunTimeout = 30 * time.Minute
+
 // Synthesised: the synthesiser answered a Synthesise request (or failed).
 type Synthesised struct {
 	Answer  string
@@ -230,10 +234,26 @@ func (d *decision) requested(in Requested) {
 	if i := slices.IndexFunc(in.Patterns, func(p llm.Pattern) bool { return p.Name == route.Pattern }); i >= 0 {
 		d.State.PatternDef = in.Patterns[i]
 	}
+	d.deadline()
 	d.audit("routing.decided", "", map[string]any{"task_type": route.TaskType, "pattern": route.Pattern,
-		"reason": route.Reason, "options": names, "candidate_patterns": candidates, "framing": d.State.Framing})
+		"reason": route.Reason, "options": names, "candidate_patterns": candidates, "framing": d.State.Framing,
+		"deadline": d.State.Deadline})
 	d.audit("subagent_a.spawned", "", map[string]any{"mode": planMode(route.Pattern)})
 	d.emit("plan.requested", PlanRequest{Run: d.State})
+}
+
+// deadline sets the run's wall-clock deadline (routing.decided records
+// it) and sends it, to be delivered then: a run still going at its
+// deadline ends TIMEOUT.
+func (d *decision) deadline() {
+	timeout := DefaultRunTimeout
+	if s := d.State.PatternDef.RunTimeoutS; s > 0 {
+		timeout = time.Duration(s) * time.Second
+	}
+	req := d.State.Request
+	d.State.Deadline = d.at.Add(timeout)
+	d.Emits = append(d.Emits, Emit{Key: "run.deadline", At: d.State.Deadline,
+		Data: RunDeadline{RunID: req.RunID, TenantID: req.TenantID, SessionID: req.SessionID}})
 }
 
 // Execution patterns (seed 001). The planner shapes the work by pattern:

@@ -145,3 +145,26 @@ func TestDecideReplanLimitComesFromThePattern(t *testing.T) {
 		t.Fatalf("second failure with max_replans 1: %s, want REPEATED_FAILURE", res.TerminalCode)
 	}
 }
+
+// A run gets its wall-clock deadline with its first decision, as a
+// message delivered at the request time plus the pattern's run timeout;
+// stopped at the deadline, it ends TIMEOUT, not USER_CANCEL.
+func TestDecideRunDeadline(t *testing.T) {
+	d := Decide(State{}, Requested{Request: request("run-w"), Patterns: []llm.Pattern{{Name: PatternPlanThenExecute, RunTimeoutS: 90}},
+		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0})
+	var dl *Emit
+	for i, e := range d.Emits {
+		if _, ok := e.Data.(RunDeadline); ok {
+			dl = &d.Emits[i]
+		}
+	}
+	if dl == nil || !dl.At.Equal(t0.Add(90*time.Second)) || !d.State.Deadline.Equal(dl.At) || dl.Data.(RunDeadline).RunID != "run-w" {
+		t.Fatalf("run deadline %+v, state deadline %v", dl, d.State.Deadline)
+	}
+	p := Decide(d.State, Planned{Proposal: PlanProposal{Steps: []Step{{Index: 1, Task: "a", ReturnSpec: shape}}}, At: t0})
+	end := Decide(p.State, Cancelled{Input: Joined{Results: []StepResult{{Step: 1, Outcome: OutcomeCancelled, Reason: "stopped"}}},
+		By: "deadline", Timeout: true, At: t0.Add(90 * time.Second)})
+	if res := only[RunResult](t, end); res.TerminalCode != CodeTimeout {
+		t.Fatalf("stopped at its deadline: %s, want TIMEOUT", res.TerminalCode)
+	}
+}

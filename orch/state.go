@@ -264,6 +264,14 @@ type StepFinished struct {
 // hop; the router takes it as the group's join.
 type StepJoined StepFinished
 
+// RunDeadline is the data of run.deadline: delivered when the run's wall
+// time is up.
+type RunDeadline struct {
+	RunID     string `json:"run_id"`
+	TenantID  string `json:"tenant_id"`
+	SessionID string `json:"session_id"`
+}
+
 // GroupDeadline is the data of group.deadline: delivered when a fan-out
 // group's deadline passes, it makes the aggregator join the group with
 // whatever finished.

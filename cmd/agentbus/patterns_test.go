@@ -158,3 +158,43 @@ func countSubject(t *testing.T, js jetstream.JetStream, subject string) int {
 	}
 	return int(info.State.Subjects[subject])
 }
+
+// TestRunDeadline_HungRunEndsTimeout: a run whose only step hangs in its
+// skill is stopped at its 2 s wall-clock deadline, a scheduled message to
+// the router: the hung call is abandoned and the run ends TIMEOUT, long
+// before the skill's own timeout.
+func TestRunDeadline_HungRunEndsTimeout(t *testing.T) {
+	c := newCluster(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 1}}, "SKILL_TIMEOUT=30s")
+	_, js := connect(t, c.nats)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := events.Bootstrap(ctx, js, app.Topology(events.Topology{AckWait: 2 * time.Second})); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := js.KeyValue(ctx, handlers.BucketConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patterns := slices.Clone(handlers.DefaultPatterns)
+	for i := range patterns {
+		patterns[i].RunTimeoutS = 2
+	}
+	pb, _ := json.Marshal(patterns)
+	if _, err := cfg.Put(ctx, handlers.ConfigKeyPatterns, pb); err != nil {
+		t.Fatal(err)
+	}
+	c.startAll(1)
+	start := time.Now()
+	res := postRun(t, c.ingURL, orch.RunRequest{TenantID: "demo", UserID: "u1", SessionID: "sess-timeout",
+		Message: "List the active outlets and rank them by engagement"})
+	wall := time.Since(start)
+	if res.TerminalCode != orch.CodeTimeout {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
+	}
+	if wall > 10*time.Second {
+		t.Fatalf("the run took %s to time out: its 2 s deadline did not stop it", wall)
+	}
+	if n := countSubject(t, js, "agent.run.finished.demo"); n != 1 {
+		t.Fatalf("%d run.finished, want 1", n)
+	}
+}

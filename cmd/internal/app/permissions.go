@@ -120,7 +120,7 @@ func roleGrant(g *grant, r Role) {
 	g.publish("$JS.API.STREAM.MSG.GET."+c.Stream, "$JS.API.DIRECT.GET."+c.Stream, "$JS.API.DIRECT.GET."+c.Stream+".>")
 	for _, typ := range r.Emits {
 		g.publish(subjectOf(typ))
-		if typ == events.TypeGroupDeadline {
+		if typ == events.TypeGroupDeadline || typ == events.TypeRunDeadline {
 			// Published as a scheduled message: it waits on its schedule
 			// subject, and the server delivers it.
 			g.publish(events.ScheduleSubject("*", "*"))

@@ -39,7 +39,7 @@ type Role struct {
 var Roles = []Role{
 	{Name: handlers.RoleRouter, Routes: (&handlers.Router{}).Routes(),
 		Emits: []string{events.TypePlanRequested, events.TypeStepRequested, events.TypeRunFinished, events.TypeReplyChunk,
-			events.TypeGroupDeadline},
+			events.TypeGroupDeadline, events.TypeRunDeadline},
 		Buckets: []string{handlers.BucketConfig, handlers.BucketCredentials, handlers.BucketSessions, handlers.BucketCancels,
 			handlers.BucketLocks},
 		Build: buildRouter},
