@@ -19,6 +19,7 @@ func run(args []string) int {
 	tenant := fs.String("tenant", "demo", "tenant id")
 	user := fs.String("user", "cli-user", "user id")
 	session := fs.String("session", "", "session id (default: a new one)")
+	stream := fs.Bool("stream", true, "render progress and the answer live as the run streams them (resuming after a dropped connection); --stream=false waits for the whole answer")
 	credential := os.Getenv("AGENTBUS_KEY") // a tenant API key or JWT; from the environment only, never a flag
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentbus run [flags] \"<task>\"\n\nAGENTBUS_KEY, when set, is sent as the bearer credential (a tenant API key or JWT).\n\nFlags:\n")
@@ -35,8 +36,15 @@ func run(args []string) int {
 	}
 	p := &printer{progress: func(c runclient.Chunk) { fmt.Println("  ·", c.Content) }}
 	started := func(runID string) { fmt.Printf("run %s (agentbus cancel --tenant %s %s)\n", runID, *tenant, runID) }
-	res, err := runclient.NewHTTP(*url, nil).WithCredential(credential).OnStart(started).Stream(context.Background(),
-		orch.RunRequest{TenantID: *tenant, UserID: *user, SessionID: *session, Message: task}, p.chunk)
+	client := runclient.NewHTTP(*url, nil).WithCredential(credential).OnStart(started)
+	req := orch.RunRequest{TenantID: *tenant, UserID: *user, SessionID: *session, Message: task}
+	var res orch.RunResult
+	var err error
+	if *stream {
+		res, err = client.Stream(context.Background(), req, p.chunk)
+	} else {
+		res, err = client.Run(context.Background(), req)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentbus run:", err)
 		return 1
