@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -70,6 +71,8 @@ func newFlow(t *testing.T, env *testEnv, st interface {
 	}
 	f.router.Sessions, f.router.Locks = &Sessions{KV: env.sessions}, env.locks
 	f.exec.Writer.Embedder = testEmbedder
+	f.router.Budgets, f.planner.Budgets, f.exec.Budgets = env.budgets, env.budgets, env.budgets
+	f.exec.Breakers = &Breakers{}
 	return f
 }
 
@@ -1100,6 +1103,7 @@ func TestMemory_KeysAlwaysNamespaced(t *testing.T) {
 			x := newTestExecutor(env, repeating(actAnswer(t, answer)), env.toolcalls)
 			req := execRequest(fmt.Sprintf("run-ns-%d", i), 1)
 			req.Run.Plan.Steps[0].TaskID = fmt.Sprintf("task-ns-%d", i)
+			req.Run.Plan.Steps[0].ModelOnly = true // the answer comes first; grounding is TestGrounding_*'s
 			scope := MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: req.Run.Plan.Steps[0].TaskID}
 			// A label off the answer schema is sent back for repair; the
 			// model insists, so the step ends invalid_output.
@@ -1198,7 +1202,7 @@ func TestReplan_StepFailureTriggersReplan(t *testing.T) {
 		t.Fatalf("a failed step dispatched or finished: %v", types(outs))
 	}
 	rp := decode[orch.PlanRequest](t, only(t, outs, events.TypePlanRequested))
-	if rp.Failure == nil || *rp.Failure != fail {
+	if rp.Failure == nil || !reflect.DeepEqual(*rp.Failure, fail) {
 		t.Fatalf("replan failure = %+v, want the failed result %+v", rp.Failure, fail)
 	}
 	plan := rp.Run.Plan
@@ -1211,7 +1215,7 @@ func TestReplan_StepFailureTriggersReplan(t *testing.T) {
 	if s := stepOf(t, plan, 1); s.Status != orch.StepFailed || s.FailureReason != fail.Reason {
 		t.Errorf("failed step = %+v", s)
 	}
-	if rp.Run.Request != pr.Run.Request {
+	if !reflect.DeepEqual(rp.Run.Request, pr.Run.Request) {
 		t.Errorf("replan lost the original task: %+v", rp.Run.Request)
 	}
 	for _, want := range []string{"step_1.failed", "replan.triggered", "subagent_a.spawned"} {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,9 @@ const (
 const (
 	ConfigKeyTaskTypes = "task_types"
 	ConfigKeyPatterns  = "patterns"
+	// ConfigKeyBudgets holds the budget policy (orch.BudgetPolicy), a
+	// JSON object: default limits, per task type, tenant caps, escalation.
+	ConfigKeyBudgets = "budgets"
 )
 
 // DefaultPatterns are the seeded pattern definitions (seed 001).
@@ -56,7 +60,9 @@ var DefaultTaskTypes = []llm.TaskType{
 // SeedConfig writes the default task types and patterns unless the bucket
 // already has them, so an operator's edits survive restarts.
 func SeedConfig(ctx context.Context, kv jetstream.KeyValue) error {
-	for key, v := range map[string]any{ConfigKeyTaskTypes: DefaultTaskTypes, ConfigKeyPatterns: DefaultPatterns} {
+	seeds := map[string]any{ConfigKeyTaskTypes: DefaultTaskTypes, ConfigKeyPatterns: DefaultPatterns,
+		ConfigKeyBudgets: orch.BudgetPolicy{Defaults: orch.DefaultLimits}}
+	for key, v := range seeds {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return err
@@ -78,6 +84,32 @@ func loadTaskTypes(ctx context.Context, kv jetstream.KeyValue) ([]llm.TaskType, 
 // defaults.
 func loadPatterns(ctx context.Context, kv jetstream.KeyValue) ([]llm.Pattern, error) {
 	return loadConfig(ctx, kv, ConfigKeyPatterns, DefaultPatterns)
+}
+
+// loadPolicy reads the budget policy. An invalid one is an error, never
+// ignored: runs wait (and are redelivered) until it is fixed, rather than
+// run without the caps it was meant to set.
+func loadPolicy(ctx context.Context, kv jetstream.KeyValue) (orch.BudgetPolicy, error) {
+	var p orch.BudgetPolicy
+	if kv == nil {
+		return p, nil
+	}
+	e, err := kv.Get(ctx, ConfigKeyBudgets)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("handlers: config %s: %w", ConfigKeyBudgets, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(e.Value()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, fmt.Errorf("handlers: config %s: %w", ConfigKeyBudgets, err)
+	}
+	if err := p.Validate(); err != nil {
+		return p, fmt.Errorf("handlers: config %s: %w", ConfigKeyBudgets, err)
+	}
+	return p, nil
 }
 
 // loadConfig reads the JSON array under key, or def when the bucket has

@@ -51,6 +51,22 @@ type Executor struct {
 	// cancelled instead of running, and a turn in flight (its model or
 	// skill call) is stopped when its run is cancelled. Nil cancels none.
 	Cancels *Cancels
+	// Budgets is the budget ledger each model call, skill call and memory
+	// write of a step draws from before it is made; nil draws nothing.
+	Budgets *Budgets
+	// Breakers are the per-skill circuit breakers; nil opens none.
+	Breakers *Breakers
+	// RepeatCallLimit bounds identical calls per step (default
+	// DefaultRepeatCallLimit); DeniedLimit bounds attempts at skills
+	// outside the allowed ones (default DefaultDeniedLimit).
+	RepeatCallLimit, DeniedLimit int
+	// ContextTokens is the context budget of a step's turns (default
+	// DefaultContextTokens).
+	ContextTokens int
+	// Secrets are credentials no tool argument or step output may carry
+	// (the configured Skill Service key, for one); the caller's forwarded
+	// key is always one.
+	Secrets []string
 }
 
 // NewExecutor returns an executor.
@@ -88,6 +104,7 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 		return nil, events.Permanent(fmt.Errorf("handlers: step %d is not in plan %s", req.Step, req.Run.Plan.PlanID))
 	}
 	t := turn{x: x, in: ev, req: req, step: *step, out: outbox{in: ev}, rec: llm.Record(x.Model)}
+	t.model = x.Budgets.Model(t.rec, BudgetOf(req.Run))
 	tenant, runID := req.Run.Request.TenantID, req.Run.Request.RunID
 	ctx, release := x.Cancels.Watch(ctx, tenant, runID)
 	defer release()
@@ -102,30 +119,49 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 		if errors.Is(context.Cause(ctx), ErrRunCancelled) {
 			return t.cancelled() // stopped in flight
 		}
-		code, ok := modelFailure(err)
-		if !ok {
-			return nil, err
+		var st *stepStop
+		var ex *Exhausted
+		switch {
+		case errors.As(err, &st):
+		case errors.As(err, &ex):
+			errors.As(t.budgetStop(ex), &st)
+		default:
+			f := failureOf(err)
+			if f == nil {
+				return nil, err
+			}
+			st = &stepStop{res: orch.StepResult{Outcome: modelOutcomes[f.Code], Reason: err.Error()}}
 		}
-		outcome := orch.OutcomeUnavailable
-		if code == orch.CodeValidationFail {
-			outcome = orch.OutcomeInvalidOutput
-		}
-		if err := t.finish(orch.StepResult{Outcome: outcome, Reason: err.Error()}); err != nil {
+		if err := t.finish(st.res); err != nil {
 			return nil, err
 		}
 	}
 	return t.out.result()
 }
 
+// modelOutcomes are the step outcomes of the model failures that end a
+// run (see modelFailure).
+var modelOutcomes = map[string]string{
+	orch.CodeValidationFail: orch.OutcomeInvalidOutput, orch.CodeUnavailableDep: orch.OutcomeUnavailable,
+	orch.CodeBudgetExhausted: orch.OutcomeBudgetExhausted, orch.CodeTimeout: orch.OutcomeTimedOut,
+}
+
 // turn is the work of one executor message.
 type turn struct {
-	x      *Executor
-	in     event.Event
-	req    orch.StepRequest
-	step   orch.Step
-	out    outbox
-	skills map[string]llm.SkillInfo // the step's allowed skills, by name
-	rec    *llm.Recorder            // the hop's model calls
+	x         *Executor
+	in        event.Event
+	req       orch.StepRequest
+	step      orch.Step
+	out       outbox
+	skills    map[string]llm.SkillInfo   // the step's allowed skills, by name
+	manifests map[string]skills.Manifest // their manifests (annotations)
+	registry  string                     // the version of the step's tool registry
+	rec       *llm.Recorder              // the hop's model calls
+	model     llm.Model                  // rec, drawing from the run's budget
+	drawn     orch.Vector                // what this hop drew besides model usage
+	observed  int                        // this hop's successful tool observations
+	calls     map[string]int             // this hop's calls by skill and argument hash
+	deniedN   int                        // this hop's calls outside the allowed skills
 }
 
 // spent emits the hop's model.called events and returns the step's usage
@@ -147,7 +183,8 @@ func (t *turn) run(ctx context.Context) error {
 	tenant := t.req.Run.Request.TenantID
 	var infos []llm.SkillInfo
 	var tools []llm.Tool
-	t.skills = map[string]llm.SkillInfo{}
+	var loaded []skills.Manifest
+	t.skills, t.manifests = map[string]llm.SkillInfo{}, map[string]skills.Manifest{}
 	for _, name := range t.step.Skills {
 		m, err := t.x.Skills.Load(ctx, tenant, name)
 		if errors.Is(err, skills.ErrSkillNotFound) {
@@ -158,9 +195,11 @@ func (t *turn) run(ctx context.Context) error {
 		}
 		info := llm.SkillInfo{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, OutputSchema: m.OutputSchema}
 		infos = append(infos, info)
-		t.skills[m.Name] = info
+		t.skills[m.Name], t.manifests[m.Name] = info, m
+		loaded = append(loaded, m)
 		tools = append(tools, llm.Tool{Name: m.Name, Description: m.Description, Parameters: m.InputSchema})
 	}
+	t.registry = registryVersion(loaded)
 	inputs, err := t.inputs(ctx)
 	if err != nil {
 		return err
@@ -169,7 +208,8 @@ func (t *turn) run(ctx context.Context) error {
 		ReturnSpec: llm.ReturnSpec{Shape: t.step.ReturnSpec.Shape, Reason: t.step.ReturnSpec.Reason}}
 	req := llm.NewRequest(llm.TaskAct, in)
 	req.Tools, req.Schema, req.Messages = tools, llm.ActSchema, toMessages(t.req.Turns)
-	resp, err := t.rec.Complete(ctx, req)
+	req.Repair = t.req.Repairs > 0 // a turn after a rejected one draws on the retry budget
+	resp, err := t.model.Complete(ctx, req)
 	if err != nil {
 		return fmt.Errorf("handlers: act: %w", err)
 	}
@@ -216,6 +256,10 @@ func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
 		if errors.As(err, &bad) {
 			invalid, result, isErr, err = bad.Error(), []byte(bad.Error()), true, nil
 		}
+		var st *stepStop
+		if errors.As(err, &st) {
+			return t.finish(st.res)
+		}
 		var slow *skillTimeout
 		if errors.As(err, &slow) {
 			// A hung skill fails the step at once, so the run replans
@@ -239,10 +283,20 @@ func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
 		next.Repairs = t.req.Repairs + 1
 	}
 	next.Iteration++
-	next.Turns = compress(turns, t.x.KeepTurns)
-	next.Usage = t.spent()
+	next.Turns = t.compressTurns(turns)
+	t.carry(&next)
 	t.out.emit(fmt.Sprintf("turn/%d", next.Iteration), events.TypeStepIterated, next)
 	return nil
+}
+
+// carry sets what the next turn inherits from this one: usage, draws,
+// observations, the loop guard's counts.
+func (t *turn) carry(next *orch.StepRequest) {
+	next.Usage = t.spent()
+	next.Spent = t.spentSoFar()
+	next.Observed = t.req.Observed + t.observed
+	next.Calls = t.callCounts()
+	next.Denied = t.req.Denied + t.deniedN
 }
 
 // DefaultSkillTimeout bounds one skill call when Executor.SkillTimeout is
@@ -318,6 +372,9 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	}
 	if !slices.Contains(t.step.Skills, c.Name) {
 		t.out.audit("skill.denied", lin, map[string]any{"allowed_skills": t.step.Skills, "reason": "not in allowed_skills"})
+		if err := t.denied(c.Name); err != nil {
+			return nil, false, err
+		}
 		return fmt.Appendf(nil, "permission denied: skill %q is not in this step's allowed_skills %v", c.Name, t.step.Skills), true, nil
 	}
 	if in := t.skills[c.Name].InputSchema; len(in) > 0 {
@@ -325,6 +382,10 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 			t.out.audit("skill.arguments_invalid", lin, map[string]any{"skill_id": c.Name, "reason": err.Error()})
 			return nil, false, &invalidArgs{skill: c.Name, err: err}
 		}
+	}
+	hash := ArgsHash(c.Arguments)
+	if err := t.guardCall(ctx, c, hash); err != nil {
+		return nil, false, err
 	}
 	key := fmt.Sprintf("%s/%d/%s/%d", t.req.Run.Request.RunID, t.step.Index, t.step.TaskID, n)
 	if rec, ok := t.recorded(ctx, key); ok {
@@ -334,7 +395,29 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 		for _, a := range rec.Audits {
 			t.out.audit(a.Name, a.Lineage, nil)
 		}
+		if !rec.IsError {
+			t.observed++
+		}
+		t.drawn = t.drawn.Add(rec.Drawn)
 		return rec.Result, rec.IsError, nil
+	}
+	circuit := t.req.Run.Request.TenantID + "/" + c.Name
+	if err := t.x.Breakers.Allow(circuit); err != nil {
+		t.out.audit("circuit.refused", lin, map[string]any{"skill_id": c.Name, "reason": err.Error()})
+		return nil, false, stop(orch.OutcomeUnavailable, "unavailable: "+err.Error(), "plan around "+c.Name, map[string]any{
+			"skill_id": c.Name, "circuit": CircuitOpen})
+	}
+	m := t.manifests[c.Name]
+	want := orch.Vector{orch.DimToolCalls: 1}
+	if m.OpenWorld() {
+		want[orch.DimExternalCalls] = 1
+	}
+	if !m.ReadOnly() {
+		want[orch.DimSideEffects] = 1
+	}
+	if err := t.draw(ctx, want); err != nil {
+		t.x.Breakers.Done(circuit, true) // no call was made: the trial, if any, is not spent
+		return nil, false, err
 	}
 	audited := len(t.out.audits)
 	start := time.Now()
@@ -342,9 +425,15 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	result, err := t.x.Skills.Call(cctx, t.req.Run.Request.TenantID, c.Name, c.Arguments, key)
 	cancel()
+	t.circuitDone(circuit, c.Name, err)
 	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
 		t.out.audit("skill.timeout", lin, map[string]any{"skill_id": c.Name, "timeout_ms": timeout.Milliseconds()})
 		return nil, false, &skillTimeout{skill: c.Name, after: timeout}
+	}
+	if errors.Is(err, skills.ErrPermissionDenied) {
+		ev := map[string]any{"skill_id": c.Name, "args_hash": hash, "reason": err.Error()}
+		t.out.audit("skill.refused", lin, ev)
+		return nil, false, stop(orch.OutcomePermissionDenied, "permission denied by the Skill Service: "+c.Name, "", ev)
 	}
 	isErr := false
 	if err != nil {
@@ -356,6 +445,7 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	t.out.audit("skill.called", lin, map[string]any{
 		"skill_id": c.Name, "tenant_id": t.req.Run.Request.TenantID, "user_id": t.req.Run.Request.UserID,
 		"session_id": t.req.Run.Request.SessionID, "input_size_bytes": len(c.Arguments), "response_size_bytes": len(result),
+		"args_hash": hash, "tool_registry_version": t.registry,
 		"duration_ms": time.Since(start).Milliseconds(), "is_error": isErr,
 		"large_response_triggered": len(result) >= t.x.LargeResponse, "ts": time.Now().UTC(),
 	})
@@ -364,8 +454,24 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 			return nil, false, err
 		}
 	}
-	t.record(ctx, key, toolRecord{Result: result, IsError: isErr, Audits: t.out.auditsSince(audited)})
+	t.record(ctx, key, toolRecord{Result: result, IsError: isErr, Audits: t.out.auditsSince(audited), Drawn: want})
+	if !isErr {
+		t.observed++
+	}
 	return result, isErr, nil
+}
+
+// circuitDone records a call's result in its skill's circuit: a failure
+// of the skill (not of the model's arguments, nor a refusal) counts
+// toward opening it. A change of state is audited.
+func (t *turn) circuitDone(circuit, skill string, err error) {
+	ok := err == nil || errors.Is(err, skills.ErrInvalidArguments) || errors.Is(err, skills.ErrSkillNotFound) ||
+		errors.Is(err, skills.ErrPermissionDenied)
+	if st := t.x.Breakers.Done(circuit, ok); st != "" {
+		lin := t.lineage()
+		lin.SkillID = skill
+		t.out.audit("circuit."+st, lin, map[string]any{"skill_id": skill, "state": st})
+	}
 }
 
 // toolRecord is an idempotency record of a finished skill call, with the
@@ -374,6 +480,9 @@ type toolRecord struct {
 	Result  []byte        `json:"result"`
 	IsError bool          `json:"is_error"`
 	Audits  []auditRecord `json:"audits,omitempty"`
+	// Drawn is what the call drew from the run's budget; a reuse counts
+	// it as the step's again (it was drawn once).
+	Drawn orch.Vector `json:"drawn,omitempty"`
 }
 
 func (t *turn) recorded(ctx context.Context, key string) (toolRecord, bool) {

@@ -24,7 +24,7 @@ func (t *turn) answer(ctx context.Context, content string) error {
 		err = json.Unmarshal([]byte(content), &a)
 	}
 	if err != nil {
-		return t.repair(content, err)
+		return t.repair(content, err, "Answer again with a valid JSON step result only.")
 	}
 	lin := t.lineage()
 	switch a.Status {
@@ -33,6 +33,21 @@ func (t *turn) answer(ctx context.Context, content string) error {
 		return t.finish(orch.StepResult{Outcome: orch.OutcomeInsufficient, Reason: a.Reason, Suggestion: a.Suggestion})
 	case "failed":
 		return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed, Reason: a.Reason, Suggestion: a.Suggestion})
+	}
+	if !t.grounded() {
+		// Nothing the step observed supports the answer: it is refused,
+		// never written, and the model is told to observe first.
+		t.out.audit("grounding.refused", lin, map[string]any{"step": t.step.Index, "observations": 0,
+			"reason": "no tool observation in this step"})
+		return t.repair(content, errUngrounded, "Call one of the step's skills and answer from what it returns.")
+	}
+	if t.leaksSecret(ctx, a.Data) {
+		ev := map[string]any{"guard": "secret_in_output", "step": t.step.Index}
+		t.out.audit("guard.unsafe", lin, ev)
+		return stop(orch.OutcomeUnsafe, "unsafe: the step's output carries a credential of the run", "", ev)
+	}
+	if err := t.draw(ctx, orch.Vector{orch.DimMemoryWrites: 1}); err != nil {
+		return err
 	}
 	run := t.req.Run
 	scope := MemoryScope{TenantID: run.Request.TenantID, SessionID: run.Request.SessionID, TaskID: t.step.TaskID,
@@ -55,10 +70,19 @@ func (t *turn) answer(ctx context.Context, content string) error {
 	return t.finish(orch.StepResult{Outcome: orch.OutcomeComplete, MemoryKey: key, Validated: true})
 }
 
-// repair sends an answer that is not a valid step result back to the
-// model with the validation error, as the step's next turn, at most
-// llm.MaxRepairs times in a row; then the step ends invalid_output.
-func (t *turn) repair(content string, verr error) error {
+// errUngrounded rejects an answer with no tool observation behind it.
+var errUngrounded = errors.New("ungrounded: the answer rests on no tool observation of this step")
+
+// repair sends an answer that was rejected back to the model with the
+// reason and what to do (hint), as the step's next turn, at most
+// llm.MaxRepairs times in a row; then the step ends invalid_output (or
+// failed, for an ungrounded answer, so the run replans).
+func (t *turn) repair(content string, verr error, hint string) error {
+	if t.req.Repairs >= llm.MaxRepairs && errors.Is(verr, errUngrounded) {
+		return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed,
+			Reason:     fmt.Sprintf("the step's answer stayed ungrounded after %d repairs: no skill was called", llm.MaxRepairs),
+			Suggestion: "give the step a skill that returns what it needs, or declare it model_only"})
+	}
 	if t.req.Repairs >= llm.MaxRepairs {
 		return t.finish(orch.StepResult{Outcome: orch.OutcomeInvalidOutput,
 			Reason:     fmt.Sprintf("the step's answer stayed invalid after %d repairs: %v", llm.MaxRepairs, verr),
@@ -68,11 +92,10 @@ func (t *turn) repair(content string, verr error) error {
 	next := t.req
 	next.Repairs++
 	next.Iteration++
-	next.Turns = compress(append(slices.Clone(t.req.Turns),
+	next.Turns = t.compressTurns(append(slices.Clone(t.req.Turns),
 		orch.Turn{Role: "assistant", Content: content},
-		orch.Turn{Role: "user", Content: "Your answer was rejected: " + verr.Error() + ". Answer again with a valid JSON step result only."}),
-		t.x.KeepTurns)
-	next.Usage = t.spent()
+		orch.Turn{Role: "user", Content: "Your answer was rejected: " + verr.Error() + ". " + hint}))
+	t.carry(&next)
 	t.out.emit(fmt.Sprintf("turn/%d", next.Iteration), events.TypeStepIterated, next)
 	return nil
 }
@@ -80,11 +103,12 @@ func (t *turn) repair(content string, verr error) error {
 // finish emits step.finished (step.joined for a group of one) and the
 // subagent.finish audit event.
 func (t *turn) finish(res orch.StepResult) error {
-	res.Usage = t.spent()
+	res.Usage, res.Spent = t.spent(), t.spentSoFar()
 	res.Step, res.TaskID = t.step.Index, t.step.TaskID
 	res.StartedAt, res.FinishedAt = t.step.StartedAt, t.x.Now().UTC()
 	t.out.audit("subagent.finish", t.lineage(), map[string]any{"status": res.Outcome, "memory_key": res.MemoryKey,
-		"duration_ms": res.FinishedAt.Sub(res.StartedAt).Milliseconds(), "reason": res.Reason})
+		"duration_ms": res.FinishedAt.Sub(res.StartedAt).Milliseconds(), "reason": res.Reason, "spent": res.Spent,
+		"tool_registry_version": t.registry})
 	if t.req.Group.Expected == 1 {
 		// A group of one is joined by its only member: no fan-in hop.
 		t.out.emitID(joinID(t.req.Group.ID), events.TypeStepJoined,

@@ -61,7 +61,7 @@ func (t *turn) extractLarge(ctx context.Context, skill string, data []byte) ([]b
 		var script llm.ExtractOutput
 		req := llm.NewRequest(llm.TaskExtract, in)
 		req.Schema = llm.ExtractSchema
-		if _, err := llm.Structured(ctx, t.rec, req, &script); err != nil {
+		if _, err := llm.Structured(ctx, t.model, req, &script); err != nil {
 			if errors.Is(err, llm.ErrInvalidOutput) {
 				return []byte("large_response: no valid extraction script: " + err.Error()), true, nil
 			}

@@ -235,6 +235,7 @@ func TestExecutorAnswers(t *testing.T) {
 			x := newTestExecutor(env, repeating(textResp(tc.answer)), env.toolcalls)
 			req := execRequest("run-ans"+string(rune('a'+i)), 1)
 			req.Run.Plan.Steps[0].TaskID = "task-ans-" + string(rune('a'+i))
+			req.Run.Plan.Steps[0].ModelOnly = true // the answer comes first; grounding is TestGrounding_*'s
 			outs := handleTurns(t, x, newEvent(t, "step-ans-"+tc.name, events.TypeStepRequested, req))
 			sf := finished(t, outs)
 			if sf.Result.Outcome != tc.wantOutcome || !strings.Contains(sf.Result.Reason, tc.wantReason) {

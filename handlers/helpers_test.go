@@ -48,6 +48,7 @@ type testEnv struct {
 	config    jetstream.KeyValue
 	sessions  jetstream.KeyValue
 	cancels   jetstream.KeyValue
+	budgets   *Budgets
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -96,7 +97,8 @@ func newEnvWith(t *testing.T, skillCfg demo.Config) *testEnv {
 	}
 	return &testEnv{js: js, st: st, svc: svc, sk: sk,
 		fanin: kv(BucketFanin), locks: kv(BucketLocks),
-		toolcalls: kv(BucketToolcalls), config: kv(BucketConfig), sessions: kv(BucketSessions), cancels: kv(BucketCancels)}
+		toolcalls: kv(BucketToolcalls), config: kv(BucketConfig), sessions: kv(BucketSessions), cancels: kv(BucketCancels),
+		budgets: &Budgets{KV: kv(BucketBudgets)}}
 }
 
 func toolCallResp(id, name, args string) llm.Response {

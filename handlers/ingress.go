@@ -230,7 +230,7 @@ func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequ
 		}
 	}
 	req := orch.RunRequest{RunID: uuid.NewString(), TenantID: body.TenantID, UserID: body.UserID,
-		SessionID: body.SessionID, Message: body.Message, Stream: body.Stream}
+		SessionID: body.SessionID, Message: body.Message, Stream: body.Stream, Budget: body.Budget}
 	if err := orch.ValidateRequest(req); err != nil {
 		return req, "invalid_request", err
 	}

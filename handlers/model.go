@@ -26,16 +26,38 @@ func (a *outbox) modelCalls(lin events.Audit, rec *llm.Recorder) llm.Usage {
 
 // modelFailure returns the terminal code a model error ends the run with:
 // VALIDATION_FAIL when structured output stayed invalid after its repairs,
-// UNAVAILABLE_DEP when the provider was unavailable after its retries.
-// Any other error is transient ("" and false): the message is redelivered.
+// UNAVAILABLE_DEP when the provider was unavailable after its retries,
+// BUDGET_EXHAUSTED when the run's budget refused the call (TIMEOUT when
+// its wall clock ran out). Any other error is transient ("" and false):
+// the message is redelivered.
 func modelFailure(err error) (string, bool) {
+	var ex *Exhausted
 	switch {
+	case errors.As(err, &ex) && ex.Dim == orch.DimWallClockS:
+		return orch.CodeTimeout, true
+	case errors.As(err, &ex):
+		return orch.CodeBudgetExhausted, true
 	case errors.Is(err, llm.ErrInvalidOutput):
 		return orch.CodeValidationFail, true
 	case errors.Is(err, llm.ErrUnavailable):
 		return orch.CodeUnavailableDep, true
 	}
 	return "", false
+}
+
+// failureOf is the run-ending failure a model error is, with a refused
+// budget draw's evidence, or nil for a transient error.
+func failureOf(err error) *orch.Failure {
+	code, ok := modelFailure(err)
+	if !ok {
+		return nil
+	}
+	f := &orch.Failure{Code: code, Reason: err.Error()}
+	var ex *Exhausted
+	if errors.As(err, &ex) {
+		f.Evidence = ex.Evidence()
+	}
+	return f
 }
 
 // Replies publishes streamed answer chunks on the REPLY stream

@@ -268,6 +268,7 @@ func TestPattern_LongReactLoopKeepsItsMessagesBounded(t *testing.T) {
 	model.On(llm.TaskAct, loopAnswer(t, "done"))
 	f := patternFlow(t, env, model)
 	f.maxEvents = 20 * turns
+	f.exec.RepeatCallLimit = turns // the loop alternates two calls on purpose
 	res, seen := f.drive(t, newEvent(t, "run-long", events.TypeRunRequested, runRequest("run-long", rankTask)))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)

@@ -29,6 +29,9 @@ type Planner struct {
 	// Credentials forwards the caller's API key to the Skill Service; nil
 	// uses the worker's configured key only.
 	Credentials *Credentials
+	// Budgets is the budget ledger the planner's model calls and replans
+	// (reflection passes) draw from; nil draws nothing.
+	Budgets *Budgets
 }
 
 // NewPlanner returns a planner.
@@ -54,15 +57,27 @@ func (p *Planner) planRequested(ctx context.Context, ev event.Event, req orch.Pl
 		return nil, err
 	}
 	rec := llm.Record(p.Model)
-	steps, infeasible, err := p.plan(ctx, rec, run, req.Failure)
+	rb := BudgetOf(run)
+	var steps []orch.Step
+	var infeasible string
+	if req.Failure != nil {
+		// A replan is a reflection pass: it draws on its own budget.
+		err = p.Budgets.Reserve(ctx, rb, orch.Vector{orch.DimReflectionPasses: 1})
+	}
+	if err == nil {
+		steps, infeasible, err = p.plan(ctx, p.Budgets.Model(rec, rb), run, req.Failure)
+	}
 	lin := events.Audit{PlanID: run.Plan.PlanID, UserID: run.Request.UserID}
 	prop := orch.PlanProposal{Run: run, Steps: steps, Infeasible: infeasible, Usage: out.modelCalls(lin, rec)}
 	if err != nil {
-		code, ok := modelFailure(err)
-		if !ok {
+		f := failureOf(err)
+		if f == nil {
 			return nil, err
 		}
-		prop.Code, prop.Infeasible = code, "planning failed: "+err.Error()
+		prop.Code, prop.Infeasible, prop.Evidence = f.Code, "planning failed: "+err.Error(), f.Evidence
+		if f.Evidence != nil {
+			out.audit("budget.exhausted", lin, f.Evidence)
+		}
 	}
 	out.audit("plan.proposed", lin, map[string]any{"steps": len(steps), "infeasible": prop.Infeasible, "code": prop.Code,
 		"replan": req.Failure != nil})

@@ -51,6 +51,7 @@ func verifyPlan(proposed []llm.PlannedStep, manifests map[string]skills.Manifest
 		steps = append(steps, orch.Step{
 			Index: ps.Step, Task: ps.Task, Skills: slices.Clone(ps.Skills), DependsOn: ps.DependsOn,
 			ReturnSpec: orch.ReturnSpec{Shape: ps.ReturnSpec.Shape, Reason: ps.ReturnSpec.Reason}, Status: orch.StepPending,
+			ModelOnly: ps.ModelOnly,
 		})
 	}
 	return steps, nil

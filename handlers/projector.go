@@ -158,11 +158,7 @@ func (p *Projector) writeAll(ctx context.Context, batch []*projection) {
 // write stores a batch and answers every projection in it: the audit
 // documents in one append, and per plan only the newest snapshot.
 func (p *Projector) write(ctx context.Context, batch []*projection) {
-	timeout := p.WriteTimeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, p.writeTimeout())
 	defer cancel()
 	var docs []store.Event
 	var audits []*projection
@@ -242,17 +238,14 @@ func (p *Projector) session(ctx context.Context, ev event.Event) error {
 	if err := store.Validate(store.IndexSessions, sess); err != nil {
 		return events.Permanent(err)
 	}
+	// Bounded like a group write: a store request lost in a NATS restart
+	// must fail soon and be redelivered, not hold every session write
+	// queued behind it (the lock below) for the handler's deadline.
+	ctx, cancel := context.WithTimeout(ctx, p.writeTimeout())
+	defer cancel()
 	key := sessionKey(sess.TenantID, sess.SessionID)
-	p.sessMu.Lock()
-	defer p.sessMu.Unlock()
-	if up.Revision > p.sessRevs[key] {
-		if err := p.Store.PutSession(ctx, sess); err != nil {
-			return fmt.Errorf("handlers: write session projection: %w", err)
-		}
-		if p.sessRevs == nil || len(p.sessRevs) >= maxSessionRevs {
-			p.sessRevs = map[string]uint64{}
-		}
-		p.sessRevs[key] = up.Revision
+	if err := p.putSession(ctx, key, up.Revision, sess); err != nil {
+		return err
 	}
 	text := "user: " + up.Message + "\nassistant: " + up.Answer
 	vec, err := Embed(ctx, p.Embedder, text)
@@ -266,6 +259,32 @@ func (p *Projector) session(ctx context.Context, ev event.Event) error {
 		return events.Permanent(err)
 	}
 	return err
+}
+
+// putSession writes a session snapshot unless this process already wrote
+// a newer one; the lock keeps two snapshots of a session in order.
+func (p *Projector) putSession(ctx context.Context, key string, rev uint64, sess store.Session) error {
+	p.sessMu.Lock()
+	defer p.sessMu.Unlock()
+	if rev <= p.sessRevs[key] {
+		return nil
+	}
+	if err := p.Store.PutSession(ctx, sess); err != nil {
+		return fmt.Errorf("handlers: write session projection: %w", err)
+	}
+	if p.sessRevs == nil || len(p.sessRevs) >= maxSessionRevs {
+		p.sessRevs = map[string]uint64{}
+	}
+	p.sessRevs[key] = rev
+	return nil
+}
+
+// writeTimeout bounds one store write.
+func (p *Projector) writeTimeout() time.Duration {
+	if p.WriteTimeout > 0 {
+		return p.WriteTimeout
+	}
+	return 10 * time.Second
 }
 
 // ExchangeKey is the memory key of a run's exchange in its user's memory.

@@ -274,3 +274,42 @@ func TestProjectorBoundsAHangingWrite(t *testing.T) {
 		t.Fatalf("trace holds %d events (%v), want %d", len(trace), err, len(evs))
 	}
 }
+
+// hangingSessions' session writes block until their context ends.
+type hangingSessions struct{ ProjectionStore }
+
+func (s hangingSessions) PutSession(ctx context.Context, _ store.Session) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestProjectorBoundsAHangingSessionWrite: session writes are serialised,
+// so one that hangs (a request lost in a NATS restart) must fail after the
+// write timeout, not hold every session.updated behind it for the
+// handler's deadline.
+func TestProjectorBoundsAHangingSessionWrite(t *testing.T) {
+	env := newEnv(t)
+	p := &Projector{Store: hangingSessions{env.st}, WriteTimeout: 100 * time.Millisecond, Embedder: testEmbedder}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a handler's long deadline
+	defer cancel()
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range errs {
+		sess := store.Session{SessionID: fmt.Sprintf("s-hang-%d", i), TenantID: testTenant, UserID: testUser,
+			Messages: []store.SessionMessage{{Role: "user", Content: "hi"}}, LastActive: time.Now().UTC()}
+		up := SessionUpdated{Revision: 1, Session: sess, RunID: fmt.Sprintf("run-hang-%d", i), UserID: testUser, Message: "hi", Answer: "hello"}
+		payload, _ := json.Marshal(up)
+		ev := newEvent(t, fmt.Sprintf("sess-hang-%d", i), events.AuditType(AuditSessionUpdated), events.Audit{Payload: payload})
+		wg.Go(func() { _, errs[i] = p.Handle(ctx, ev) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil || events.IsPermanent(err) {
+			t.Errorf("session write %d: err = %v, want a transient error", i, err)
+		}
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("four hanging session writes held the projector %s", took)
+	}
+}

@@ -43,4 +43,5 @@ var Buckets = []events.Bucket{
 	{Name: BucketCredentials, TTL: 24 * time.Hour},
 	{Name: BucketSessions, TTL: 30 * 24 * time.Hour},
 	{Name: BucketCancels, TTL: events.KeepWithRuns},
+	{Name: BucketBudgets, TTL: events.KeepWithRuns},
 }

@@ -46,6 +46,9 @@ type Router struct {
 	// Cancels are the cancelled runs: an input of one ends it USER_CANCEL
 	// instead of taking its next hop. Nil cancels none.
 	Cancels *Cancels
+	// Budgets is the budget ledger the router's model calls (routing,
+	// synthesis) draw from; nil draws nothing.
+	Budgets *Budgets
 }
 
 // NewRouter returns a router.
@@ -224,18 +227,24 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest) (orch.Input, er
 	if in.Context, err = r.runContext(ctx, req); err != nil {
 		return nil, err
 	}
+	if in.Policy, err = loadPolicy(ctx, r.Config); err != nil {
+		return nil, err
+	}
+	// The routing call draws on the limits known before the task type
+	// is: the decider then resolves the run's own.
+	limits, _ := in.Policy.Limits(req.TenantID, "", 0, req.Budget)
+	rb := RunBudget{Tenant: req.TenantID, RunID: req.RunID, Limits: limits,
+		Deadline: in.At.Add(time.Duration(limits[orch.DimWallClockS] * float64(time.Second)))}
 	rec := llm.Record(r.Model)
 	mreq := llm.NewRequest(llm.TaskRoute, llm.RouteInput{Task: req.Message, TaskTypes: tts, Patterns: in.Patterns})
 	mreq.Schema = llm.RouteSchema
 	// A choice outside the configured options is rejected and repaired.
-	_, err = llm.StructuredCheck(ctx, rec, mreq, &in.Route, func() error { return orch.CheckRoute(in.Route, tts) })
+	_, err = llm.StructuredCheck(ctx, r.Budgets.Model(rec, rb), mreq, &in.Route, func() error { return orch.CheckRoute(in.Route, tts) })
 	in.Calls = rec.Calls()
 	if err != nil {
-		code, ok := modelFailure(err)
-		if !ok {
+		if in.Failure = failureOf(err); in.Failure == nil {
 			return nil, fmt.Errorf("handlers: route: %w", err)
 		}
-		in.Failure = &orch.Failure{Code: code, Reason: err.Error()}
 	}
 	return in, nil
 }
@@ -290,17 +299,15 @@ func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State,
 		stream = r.Replies.open(ev, "answer")
 		req.Stream = func(delta string) { stream.write(delta, false) }
 	}
-	resp, err := rec.Complete(ctx, req)
+	resp, err := r.Budgets.Model(rec, BudgetOf(run)).Complete(ctx, req)
 	if err := stream.close(ctx); err != nil {
 		r.Log.Warn().Err(err).Str("run_id", run.Request.RunID).Msg("answer not streamed; the caller gets it whole")
 	}
 	out := orch.Synthesised{Answer: resp.Message.Content, Calls: rec.Calls(), At: r.Now()}
 	if err != nil {
-		code, ok := modelFailure(err)
-		if !ok {
+		if out.Failure = failureOf(err); out.Failure == nil {
 			return out, fmt.Errorf("handlers: synthesise: %w", err)
 		}
-		out.Failure = &orch.Failure{Code: code, Reason: err.Error()}
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -174,7 +175,7 @@ func TestRouterStart(t *testing.T) {
 	}
 	req := decode[orch.PlanRequest](t, pr)
 	run := req.Run
-	if run.Request != runRequest("run-start", rankTask) {
+	if !reflect.DeepEqual(run.Request, runRequest("run-start", rankTask)) {
 		t.Errorf("run request = %+v", run.Request)
 	}
 	if req.Failure != nil {

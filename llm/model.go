@@ -78,6 +78,41 @@ type Request struct {
 	// order; the Response still carries the whole answer. A provider that
 	// cannot stream calls it once with the whole text.
 	Stream func(delta string)
+	// MaxTokens, when set, caps the answer's output tokens below the
+	// provider's configured maximum: the run's budget reserved no more.
+	MaxTokens int
+	// Repair marks a call that repeats a rejected answer: it draws on the
+	// run's retry budget.
+	Repair bool
+}
+
+// CapTokens is the output-token limit of a call: the provider's
+// configured maximum, lowered to the request's when it sets one.
+func CapTokens(configured, requested int) int {
+	if requested > 0 && requested < configured {
+		return requested
+	}
+	return configured
+}
+
+// EstimateInputTokens estimates the input tokens of req at about four
+// bytes per token: the system prompt, the messages and the typed input.
+// Budgets reserve it before a call; the offline model reports it.
+func EstimateInputTokens(req Request) int {
+	in := len(req.System)
+	for _, m := range req.Messages {
+		in += len(m.Content)
+		for _, c := range m.ToolCalls {
+			in += len(c.Name) + len(c.Arguments)
+		}
+	}
+	for _, t := range req.Tools {
+		in += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	if b, err := json.Marshal(req.Input); err == nil {
+		in += len(b)
+	}
+	return in/4 + 1
 }
 
 // Usage is the token usage of one call, or the sum of several; it feeds

@@ -6,7 +6,8 @@ import "encoding/json"
 var (
 	// RouteSchema constrains a routing decision.
 	RouteSchema = json.RawMessage(`{"type":"object","required":["task_type","pattern"],"properties":{
-		"task_type":{"type":"string","minLength":1},"pattern":{"type":"string","minLength":1},"reason":{"type":"string"}}}`)
+		"task_type":{"type":"string","minLength":1},"pattern":{"type":"string","minLength":1},"reason":{"type":"string"},
+		"clarify":{"type":"string"}}}`)
 	// PlanSchema constrains a plan: at most 10 steps, each with a return_spec.
 	PlanSchema = json.RawMessage(`{"type":"object","properties":{
 		"infeasible":{"type":"string"},
@@ -14,7 +15,7 @@ var (
 			"step":{"type":"integer","minimum":1},"task":{"type":"string","minLength":1},
 			"skills":{"type":"array","minItems":1,"items":{"type":"string"}},
 			"return_spec":{"type":"object","required":["shape"],"properties":{"shape":{"type":"object"},"reason":{"type":"string"}}},
-			"depends_on":{"type":"array","items":{"type":"integer"}}}}}}}`)
+			"depends_on":{"type":"array","items":{"type":"integer"}},"model_only":{"type":"boolean"}}}}}}`)
 	// SuperviseSchema constrains a supervisor's decomposition.
 	SuperviseSchema = json.RawMessage(`{"type":"object","properties":{
 		"infeasible":{"type":"string"},

@@ -48,6 +48,7 @@ func StructuredCheck(ctx context.Context, m Model, req Request, out any, check f
 		if attempt == MaxRepairs {
 			return total, fmt.Errorf("%w after %d repairs: %v", ErrInvalidOutput, MaxRepairs, verr)
 		}
+		req.Repair = true
 		req.Messages = append(append([]Message(nil), req.Messages...),
 			Message{Role: RoleAssistant, Content: resp.Message.Content},
 			Message{Role: RoleUser, Content: "Your answer was rejected: " + verr.Error() + ". Answer again with corrected JSON only."})

@@ -53,6 +53,9 @@ type RouteOutput struct {
 	TaskType string `json:"task_type"`
 	Pattern  string `json:"pattern"`
 	Reason   string `json:"reason"`
+	// Clarify, when set, says the task is ambiguous: it is the question
+	// to put to the user, and the run ends AMBIGUOUS_INTENT.
+	Clarify string `json:"clarify,omitempty"`
 }
 
 // SkillInfo is a loaded skill manifest as the model sees it.
@@ -70,6 +73,9 @@ type PlannedStep struct {
 	Skills     []string   `json:"skills"`
 	ReturnSpec ReturnSpec `json:"return_spec"`
 	DependsOn  []int      `json:"depends_on,omitempty"`
+	// ModelOnly declares a step the model answers without a tool
+	// observation (a transformation of earlier steps' outputs).
+	ModelOnly bool `json:"model_only,omitempty"`
 }
 
 // ReturnSpec is a step's output contract.

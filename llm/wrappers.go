@@ -12,6 +12,67 @@ import (
 type Metered struct {
 	Model  Model
 	Prices Prices
+	// ID is the configured model id, which prices a call before it is
+	// made (budgets reserve its cost); "" for the offline model.
+	ID string
+}
+
+// Pricer is a model that knows its price before a call: budgets reserve
+// a call's cost from it.
+type Pricer interface {
+	Price() (Price, bool)
+}
+
+// Price is the configured model's price.
+func (m Metered) Price() (Price, bool) {
+	if m.ID == "" {
+		return Price{}, true // the offline model is free
+	}
+	return m.Prices.Lookup(m.ID)
+}
+
+// Price is the higher of the primary's and the secondary's prices: either
+// may answer.
+func (f Fallback) Price() (Price, bool) {
+	p1, ok1 := PriceOf(f.Primary)
+	p2, ok2 := PriceOf(f.Secondary)
+	if !ok1 || !ok2 {
+		return Price{}, false
+	}
+	return Price{Input: max(p1.Input, p2.Input), CachedInput: max(p1.CachedInput, p2.CachedInput), Output: max(p1.Output, p2.Output)}, true
+}
+
+// OutputLimiter is a model that knows the most output tokens one call may
+// produce (a provider's configured max_tokens).
+type OutputLimiter interface {
+	MaxOutputTokens() int
+}
+
+// MaxOutputOf is the most output tokens one call of m may produce, or
+// DefaultMaxTokens when m does not say (the offline model's answers are
+// bounded by their data rather than a setting).
+func MaxOutputOf(m Model) int {
+	if l, ok := m.(OutputLimiter); ok && l.MaxOutputTokens() > 0 {
+		return l.MaxOutputTokens()
+	}
+	return DefaultMaxTokens
+}
+
+// MaxOutputTokens is the wrapped model's output limit.
+func (m Metered) MaxOutputTokens() int { return MaxOutputOf(m.Model) }
+
+// MaxOutputTokens is the larger of the two models' output limits.
+func (f Fallback) MaxOutputTokens() int { return max(MaxOutputOf(f.Primary), MaxOutputOf(f.Secondary)) }
+
+// MaxOutputTokens is the recorded model's output limit.
+func (r *Recorder) MaxOutputTokens() int { return MaxOutputOf(r.model) }
+
+// PriceOf is m's price, if it knows it.
+func PriceOf(m Model) (Price, bool) {
+	if p, ok := m.(Pricer); ok {
+		return p.Price()
+	}
+	return Price{}, false
 }
 
 // Complete calls the wrapped model.
@@ -101,6 +162,9 @@ func (r *Recorder) Complete(ctx context.Context, req Request) (Response, error) 
 	r.mu.Unlock()
 	return resp, err
 }
+
+// Price is the recorded model's price, if it knows it.
+func (r *Recorder) Price() (Price, bool) { return PriceOf(r.model) }
 
 // Calls returns the calls recorded so far, in order.
 func (r *Recorder) Calls() []Call {

@@ -27,10 +27,12 @@ func (s State) maxReplans() int {
 // decider reads no clock.
 type Input interface{ at() time.Time }
 
-// Failure says why a model call ended a run: the terminal code and reason.
+// Failure says why a model call ended a run: the terminal code and reason,
+// and the structured evidence of a guard (a refused budget draw).
 type Failure struct {
-	Code   string
-	Reason string
+	Code     string
+	Reason   string
+	Evidence json.RawMessage
 }
 
 // Requested: a run was requested, and the routing model answered (or
@@ -44,9 +46,12 @@ type Requested struct {
 	// Patterns are the configured pattern definitions; the chosen one is
 	// recorded in the run's state.
 	Patterns []llm.Pattern
-	Calls    []llm.Call
-	Failure  *Failure
-	At       time.Time
+	// Policy is the configured budget policy: the run's limits are
+	// resolved from it and recorded in its state.
+	Policy  BudgetPolicy
+	Calls   []llm.Call
+	Failure *Failure
+	At      time.Time
 }
 
 // Planned: the planner proposed steps, a revision or an infeasibility.
@@ -215,7 +220,14 @@ func (d *decision) requested(in Requested) {
 	}
 	d.modelCalls(in.Calls)
 	if in.Failure != nil {
-		d.finish(in.Failure.Code, "routing failed: "+in.Failure.Reason, nil)
+		d.budgetRefused(in.Failure)
+		d.finish(in.Failure.Code, "routing failed: "+in.Failure.Reason, in.Failure.Evidence)
+		return
+	}
+	if q := strings.TrimSpace(in.Route.Clarify); q != "" {
+		// The model found the task ambiguous: ask, do not guess.
+		d.audit("clarification.requested", "", map[string]any{"question": q, "reason": in.Route.Reason})
+		d.finish(CodeAmbiguousIntent, "the task is ambiguous: "+q, map[string]any{"question": q})
 		return
 	}
 	route := ConstrainRoute(in.Route, in.TaskTypes)
@@ -234,6 +246,7 @@ func (d *decision) requested(in Requested) {
 	if i := slices.IndexFunc(in.Patterns, func(p llm.Pattern) bool { return p.Name == route.Pattern }); i >= 0 {
 		d.State.PatternDef = in.Patterns[i]
 	}
+	d.budget(in.Policy)
 	d.deadline()
 	d.audit("routing.decided", "", map[string]any{"task_type": route.TaskType, "pattern": route.Pattern,
 		"reason": route.Reason, "options": names, "candidate_patterns": candidates, "framing": d.State.Framing,
@@ -247,8 +260,8 @@ func (d *decision) requested(in Requested) {
 // deadline ends TIMEOUT.
 func (d *decision) deadline() {
 	timeout := DefaultRunTimeout
-	if s := d.State.PatternDef.RunTimeoutS; s > 0 {
-		timeout = time.Duration(s) * time.Second
+	if s := d.State.Budget.Limits[DimWallClockS]; s > 0 {
+		timeout = time.Duration(s * float64(time.Second))
 	}
 	req := d.State.Request
 	d.State.Deadline = d.at.Add(timeout)
@@ -334,7 +347,7 @@ func (d *decision) planned(p PlanProposal) {
 	d.State.Usage = d.State.Usage.Add(p.Usage)
 	switch {
 	case p.Code != "":
-		d.finish(p.Code, p.Infeasible, nil)
+		d.finish(p.Code, p.Infeasible, p.Evidence)
 		return
 	case p.Infeasible != "":
 		d.finish(CodeImpossible, "plan infeasible: "+p.Infeasible, nil)
@@ -400,6 +413,9 @@ func (d *decision) dispatch() {
 			return
 		}
 		d.synthesise()
+		return
+	}
+	if d.earlyStop() {
 		return
 	}
 	runID := d.State.Request.RunID
@@ -533,7 +549,7 @@ func (d *decision) joined(in Joined) {
 	case end.Code == CodeUserCancel:
 		d.cancel(end.Reason, nil)
 	case end.Code != "":
-		d.finish(end.Code, end.Reason, nil)
+		d.finish(end.Code, end.Reason, end.Evidence)
 	case len(failed) > 0:
 		d.replan(failed[0])
 	default:
@@ -564,7 +580,7 @@ func (d *decision) cutOff(in Joined) {
 	case end.Code == CodeUserCancel:
 		d.cancel(end.Reason, nil)
 	case end.Code != "":
-		d.finish(end.Code, end.Reason, nil)
+		d.finish(end.Code, end.Reason, end.Evidence)
 	case !slices.ContainsFunc(d.State.Plan.Steps, func(s Step) bool { return s.Status == StepComplete }):
 		d.finish(CodeTimeout, "no step finished before its group's deadline", map[string]any{"missing": missing})
 	default:
@@ -595,8 +611,14 @@ func (d *decision) missingNote() string {
 // group reports several.
 var endings = []struct{ outcome, code string }{
 	{OutcomeCancelled, CodeUserCancel},
+	{OutcomeUnsafe, CodeUnsafeDetection},            // a safety guard fails closed
+	{OutcomePermissionDenied, CodePermissionDenied}, // the Skill Service refused, or the model kept overreaching
+	{OutcomeConfirmRequired, CodeConfirmRequired},   // a destructive call awaits approval
+	{OutcomeBudgetExhausted, CodeBudgetExhausted},
+	{OutcomeTimedOut, CodeTimeout},
+	{OutcomeRepeatedCall, CodeRepeatedFailure}, // the loop guard blocked a repeated call
 	{OutcomeInvalidOutput, CodeValidationFail}, // the model's output stays invalid
-	{OutcomeUnavailable, CodeUnavailableDep},   // the model is unavailable
+	{OutcomeUnavailable, CodeUnavailableDep},   // the model, or a skill's circuit, is unavailable
 }
 
 // record writes a group's results into the plan. It returns the failed
@@ -610,6 +632,7 @@ func (d *decision) record(results []StepResult) ([]StepResult, Failure) {
 			continue
 		}
 		d.State.Usage = d.State.Usage.Add(res.Usage)
+		d.State.Budget.Spent = d.State.Budget.Spent.Add(res.Spent)
 		s.FinishedAt = res.FinishedAt
 		if res.Outcome == OutcomeComplete {
 			s.Status, s.MemoryKey, s.Validated = StepComplete, res.MemoryKey, res.Validated
@@ -622,7 +645,7 @@ func (d *decision) record(results []StepResult) ([]StepResult, Failure) {
 	}
 	for _, e := range endings {
 		if i := slices.IndexFunc(failed, func(r StepResult) bool { return r.Outcome == e.outcome }); i >= 0 {
-			return failed, Failure{Code: e.code, Reason: failed[i].Reason}
+			return failed, Failure{Code: e.code, Reason: failed[i].Reason, Evidence: failed[i].Evidence}
 		}
 	}
 	return failed, Failure{}
@@ -632,6 +655,16 @@ func (d *decision) record(results []StepResult) ([]StepResult, Failure) {
 // with the structured failure once the run's replan limit was spent.
 func (d *decision) replan(f StepResult) {
 	plan := &d.State.Plan
+	if d.repeatsFailure(f) {
+		return
+	}
+	if plan.ReplanCount >= d.State.maxReplans() && f.Outcome == OutcomeInsufficient {
+		// The executor said what it lacks, and no revision supplied it:
+		// hand back to the user for it.
+		d.finish(CodeMissingInfo, "the task needs information no replan could supply: "+f.Reason, map[string]any{
+			"step": f.Step, "missing": f.Reason, "suggestion": f.Suggestion, "replans": plan.ReplanCount})
+		return
+	}
 	if plan.ReplanCount >= d.State.maxReplans() {
 		var done []map[string]any
 		for _, s := range plan.Steps {
@@ -643,6 +676,9 @@ func (d *decision) replan(f StepResult) {
 			"status": "failed", "reason": "max replan attempts reached", "completed_steps": done,
 			"last_failure": map[string]any{"step": f.Step, "reason": f.Reason},
 		})
+		return
+	}
+	if !d.reflectionLeft() {
 		return
 	}
 	plan.ReplanCount++
@@ -658,7 +694,8 @@ func (d *decision) replan(f StepResult) {
 func (d *decision) synthesised(in Synthesised) {
 	d.modelCalls(in.Calls)
 	if in.Failure != nil {
-		d.finish(in.Failure.Code, "synthesis failed: "+in.Failure.Reason, nil)
+		d.budgetRefused(in.Failure)
+		d.finish(in.Failure.Code, "synthesis failed: "+in.Failure.Reason, in.Failure.Evidence)
 		return
 	}
 	d.State.Plan.Status = PlanComplete
@@ -672,6 +709,13 @@ func (d *decision) synthesised(in Synthesised) {
 
 // finish ends a run that failed with code and reason.
 func (d *decision) finish(code, reason string, detail any) {
+	if raw, ok := detail.(json.RawMessage); ok && len(raw) == 0 {
+		detail = nil
+	}
+	if e := d.State.Budget.Escalation; e != nil && slices.Contains(e.On, code) {
+		d.escalate(*e, code, reason, detail)
+		return
+	}
 	d.State.Plan.Status = PlanFailed
 	d.end(code, "The task could not be completed: "+reason, reason, detail)
 }
@@ -687,7 +731,11 @@ func (d *decision) end(code, response, reason string, detail any) {
 	if detail != nil {
 		res.Detail, _ = json.Marshal(detail) // maps of strings and numbers always marshal
 	}
-	d.audit("run.finished", "", map[string]any{"status": res.Status, "terminal_code": code, "reason": reason, "usage": d.State.Usage})
+	fin := map[string]any{"status": res.Status, "terminal_code": code, "reason": reason, "usage": d.State.Usage}
+	if lim := d.State.Budget.Limits; len(lim) > 0 {
+		fin["budget"] = map[string]any{"limits": lim, "used": d.State.known()}
+	}
+	d.audit("run.finished", "", fin)
 	d.finished(res)
 }
 

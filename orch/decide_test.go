@@ -2,6 +2,7 @@ package orch
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func TestDecideRunToSuccess(t *testing.T) {
 	if pr.Run.Seq != 1 || pr.Run.Plan.Status != PlanPlanning || pr.Run.Pattern != "plan-then-execute" || pr.Run.Plan.PlanID != PlanID("run-1") {
 		t.Fatalf("plan request run = %+v", pr.Run)
 	}
-	if got := strings.Join(auditNames(d), ","); got != "user_message.received,model.called,routing.decided,subagent_a.spawned" {
+	if got := strings.Join(auditNames(d), ","); got != "user_message.received,model.called,budget.resolved,routing.decided,subagent_a.spawned" {
 		t.Errorf("audits %s", got)
 	}
 
@@ -165,7 +166,9 @@ func TestDecideReplansThenGivesUp(t *testing.T) {
 			t.Fatalf("replan %d: %+v", attempt, rp.Run.Plan)
 		}
 		next++
-		sr = only[StepRequest](t, Decide(rp.Run, Planned{Proposal: PlanProposal{Steps: []Step{{Index: next, Task: "t", ReturnSpec: shape}}}, At: t0}))
+		// Each revision tries something new: one that repeats the failed
+		// step is refused (TestDecideRefusesARevisionThatRepeatsAFailure).
+		sr = only[StepRequest](t, Decide(rp.Run, Planned{Proposal: PlanProposal{Steps: []Step{{Index: next, Task: fmt.Sprintf("t%d", next), ReturnSpec: shape}}}, At: t0}))
 		if sr.Step != next || sr.Run.Plan.Live(next-1) != nil {
 			t.Fatalf("replan %d dispatched step %d; the failed step must be revised", attempt, sr.Step)
 		}

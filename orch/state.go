@@ -44,6 +44,26 @@ const (
 	// OutcomeCancelled: the run was cancelled before or while the step
 	// ran; the run ends USER_CANCEL.
 	OutcomeCancelled = "cancelled"
+	// OutcomeBudgetExhausted: a call the step needed would have passed
+	// the run's budget, so it was not made; the run ends BUDGET_EXHAUSTED.
+	OutcomeBudgetExhausted = "budget_exhausted"
+	// OutcomeTimedOut: the run's wall clock ran out before a call the
+	// step needed; the run ends TIMEOUT.
+	OutcomeTimedOut = "timed_out"
+	// OutcomeRepeatedCall: the model repeated an identical tool call past
+	// the loop guard's threshold; the run ends REPEATED_FAILURE at once.
+	OutcomeRepeatedCall = "repeated_call"
+	// OutcomePermissionDenied: the Skill Service refused the call, or the
+	// model kept calling skills outside its allowed skills; the run ends
+	// PERMISSION_DENIED.
+	OutcomePermissionDenied = "permission_denied"
+	// OutcomeUnsafe: a safety guard stopped the step (a run's secret in
+	// tool arguments); the run ends UNSAFE_DETECTION, failing closed.
+	OutcomeUnsafe = "unsafe"
+	// OutcomeConfirmRequired: the model chose a destructive skill, which
+	// never runs without an approval; the run ends CONFIRM_REQUIRED with
+	// the approval packet.
+	OutcomeConfirmRequired = "confirm_required"
 )
 
 // Terminal codes (seed 003). Every run ends with exactly one.
@@ -84,6 +104,9 @@ type RunRequest struct {
 	// KeyForwarded says the caller sent an API key, kept in the
 	// credentials bucket; the key itself never travels in an event.
 	KeyForwarded bool `json:"key_forwarded,omitempty"`
+	// Budget overrides the run's limits per dimension, within its
+	// tenant's caps (orch.BudgetPolicy.Limits).
+	Budget Vector `json:"budget,omitempty"`
 }
 
 // RunState is the whole state of a run. It travels in every orchestration
@@ -111,6 +134,9 @@ type RunState struct {
 	// Missing are the steps a deadline cut off: the run answers from the
 	// others and ends PARTIAL_SUCCESS, naming them.
 	Missing []int `json:"missing_steps,omitempty"`
+	// Budget holds the run's resolved limits and what its steps reported
+	// spending; the budgets ledger holds what it drew.
+	Budget Budget `json:"budget,omitzero"`
 }
 
 // RunContext is the tenant's soul and the session's recent conversation,
@@ -151,6 +177,10 @@ type Step struct {
 	// (the ReACT loop, or a supervisor's subagent lane) rather than one
 	// contract-bound step.
 	Loop *Loop `json:"loop,omitempty"`
+	// ModelOnly, set by the planner, declares a step that needs no tool
+	// observation: its answer is committed without one. Any other step
+	// with skills must ground its answer in a tool observation.
+	ModelOnly bool `json:"model_only,omitempty"`
 }
 
 // Loop is a step run as its own self-queuing loop: each model turn is one
@@ -196,6 +226,8 @@ type PlanProposal struct {
 	Code string `json:"code,omitempty"`
 	// Usage sums the planner's model calls.
 	Usage llm.Usage `json:"usage,omitzero"`
+	// Evidence is the structured reason of a Code (a refused budget draw).
+	Evidence json.RawMessage `json:"evidence,omitempty"`
 }
 
 // Group identifies a set of steps dispatched together; the aggregator joins
@@ -223,6 +255,19 @@ type StepRequest struct {
 	Repairs int `json:"repairs,omitempty"`
 	// Usage sums the model calls of the step's turns so far.
 	Usage llm.Usage `json:"usage,omitzero"`
+	// Spent sums what the step's turns drew besides model usage: tool
+	// calls, external calls, side effects, retries.
+	Spent Vector `json:"spent,omitempty"`
+	// Observed counts the step's successful tool observations so far
+	// (kept when old turns are compressed): its answer is grounded only
+	// if there is one.
+	Observed int `json:"observed,omitempty"`
+	// Calls counts each identical tool call (skill and argument hash)
+	// the step made: the loop guard blocks one repeated too often.
+	Calls map[string]int `json:"calls,omitempty"`
+	// Denied counts calls refused for naming a skill outside the step's
+	// allowed skills.
+	Denied int `json:"denied,omitempty"`
 }
 
 // Turn is one exchange of an executor's loop: a model message, or a skill
@@ -250,6 +295,12 @@ type StepResult struct {
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 	// Usage sums the model calls the step made.
 	Usage llm.Usage `json:"usage,omitzero"`
+	// Spent sums what else the step drew (tool calls, memory writes …).
+	Spent Vector `json:"spent,omitempty"`
+	// Evidence is the structured reason of a guard that stopped the
+	// step (the budget state, the repeated call, the approval packet); a
+	// run it ends carries it as its detail.
+	Evidence json.RawMessage `json:"evidence,omitempty"`
 }
 
 // StepFinished is the data of step.finished.
@@ -323,6 +374,9 @@ func ValidateRequest(req RunRequest) error {
 		return fmt.Errorf("%w: message is empty", ErrInvalidRequest)
 	case len(req.Message) > 32<<10:
 		return fmt.Errorf("%w: message is longer than 32 KiB", ErrInvalidRequest)
+	}
+	if err := req.Budget.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	return nil
 }

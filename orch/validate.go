@@ -14,17 +14,19 @@ import (
 
 var (
 	outcomes = []string{OutcomeComplete, OutcomeFailed, OutcomeInsufficient, OutcomeContractViolation,
-		OutcomeInvalidOutput, OutcomeUnavailable, OutcomeCancelled}
+		OutcomeInvalidOutput, OutcomeUnavailable, OutcomeCancelled, OutcomeBudgetExhausted, OutcomeTimedOut,
+		OutcomeRepeatedCall, OutcomePermissionDenied, OutcomeUnsafe, OutcomeConfirmRequired}
 	stepStates = []string{StepPending, StepRunning, StepComplete, StepFailed, StepRevised}
 	planStates = []string{PlanPending, PlanPlanning, PlanExecuting, PlanReplanning, PlanComplete, PlanFailed}
-	codes      = []string{CodeSuccess, CodePartialSuccess, CodeImpossible, CodeMissingInfo, CodeAmbiguousIntent,
+	// TerminalCodes are seed 003's terminal codes.
+	TerminalCodes = []string{CodeSuccess, CodePartialSuccess, CodeImpossible, CodeMissingInfo, CodeAmbiguousIntent,
 		CodeConfirmRequired, CodeReviewRequired, CodeBudgetExhausted, CodeTimeout, CodeValidationFail,
 		CodeLowConfidence, CodeSourceConflict, CodeRepeatedFailure, CodePermissionDenied, CodeUnsafeDetection,
 		CodeUnavailableDep, CodeUserCancel}
 )
 
 // ValidCode reports whether code is a terminal code of seed 003.
-func ValidCode(code string) bool { return slices.Contains(codes, code) }
+func ValidCode(code string) bool { return slices.Contains(TerminalCodes, code) }
 
 func field(name string, err error) error { return fmt.Errorf("%s: %w", name, err) }
 

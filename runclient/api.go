@@ -14,6 +14,9 @@ type Request struct {
 	SessionID string `json:"session_id"`
 	Message   string `json:"message"`
 	Stream    bool   `json:"stream"`
+	// Budget lowers (or, within the tenant's caps, raises) the run's
+	// limits per dimension: {"tool_calls": 10, "cost_usd": 0.5}.
+	Budget orch.Vector `json:"budget,omitempty"`
 }
 
 // Response is the answer of POST /agent/run: the result of the run, as the

@@ -47,3 +47,10 @@ func keyID(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:12])
 }
+
+// APIKeyOf is the per-call API key ctx carries (WithAPIKey), or "". Guards
+// use it to recognise the key where it must never go.
+func APIKeyOf(ctx context.Context) string {
+	key, _ := ctx.Value(apiKeyKey{}).(string)
+	return key
+}

@@ -218,7 +218,7 @@ func NewClient(cfg Config) (*Client, error) {
 	cfg.Env = append([]string(nil), cfg.Env...)
 	return &Client{
 		cfg:        cfg,
-		httpClient: &http.Client{},
+		httpClient: &http.Client{Transport: refusalTransport{base: http.DefaultTransport}},
 		sessions:   make(map[string]*session),
 	}, nil
 }
@@ -326,7 +326,10 @@ func (c *Client) load(ctx context.Context, tenant, name string) (Manifest, error
 // deduplicate, since a call that fails with a transport error is retried
 // once on a fresh session. A tool error yields an error wrapping
 // ErrSkillFailed with the tool's message; a skill unknown to the tenant
-// yields an error wrapping ErrSkillNotFound.
+// yields an error wrapping ErrSkillNotFound; a refusal of the caller (an
+// HTTP 401 or 403 answer, or a tool error starting with "permission
+// denied" or "forbidden") yields an error wrapping ErrPermissionDenied and
+// not ErrSkillFailed, and is not retried.
 func (c *Client) Call(ctx context.Context, tenant, name string, args json.RawMessage, idempotencyKey string) ([]byte, error) {
 	trimmed := bytes.TrimSpace(args)
 	if len(trimmed) == 0 {

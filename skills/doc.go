@@ -34,6 +34,11 @@
 // idempotency key in the _meta field "idempotency_key" of every skill call,
 // so that a Skill Service can deduplicate retried invocations.
 //
+// Manifests carry the tool's MCP annotations (Manifest.Annotations), which
+// Manifest.ReadOnly, Destructive and OpenWorld interpret. A Skill Service
+// that refuses the caller (HTTP 401 or 403, or a "permission denied" tool
+// error) yields ErrPermissionDenied.
+//
 // The package never logs; failures are reported as errors wrapping the
 // sentinels declared in types.go.
 package skills

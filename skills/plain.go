@@ -141,8 +141,9 @@ func rankTools(query string, tools []mcp.Tool, limit int) []Summary {
 }
 
 // toolManifest builds the Manifest of a plain MCP tool: its input schema,
-// its declared output schema or else TextOutputSchema, and the sync
-// execution mode (the result comes back in the tools/call response).
+// its declared output schema or else TextOutputSchema, the sync execution
+// mode (the result comes back in the tools/call response) and the hints of
+// its annotations.
 func toolManifest(t mcp.Tool) (Manifest, error) {
 	in, err := inputSchema(t)
 	if err != nil {
@@ -158,7 +159,31 @@ func toolManifest(t mcp.Tool) (Manifest, error) {
 		InputSchema:   in,
 		OutputSchema:  out,
 		ExecutionMode: ExecutionModeSync,
+		Annotations:   annotationsOf(t.Annotations),
 	}, nil
+}
+
+// annotationsOf copies the hints a tool's annotations set, nil when they
+// set none. The copies do not alias the cached tools/list.
+func annotationsOf(ta mcp.ToolAnnotation) *Annotations {
+	a := Annotations{
+		ReadOnlyHint:    copyBool(ta.ReadOnlyHint),
+		DestructiveHint: copyBool(ta.DestructiveHint),
+		IdempotentHint:  copyBool(ta.IdempotentHint),
+		OpenWorldHint:   copyBool(ta.OpenWorldHint),
+	}
+	if a == (Annotations{}) {
+		return nil
+	}
+	return &a
+}
+
+func copyBool(b *bool) *bool {
+	if b == nil {
+		return nil
+	}
+	v := *b
+	return &v
 }
 
 func inputSchema(t mcp.Tool) (json.RawMessage, error) {

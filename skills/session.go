@@ -57,6 +57,11 @@ func (c *Client) withConn(ctx context.Context, tenant string, fn func(*conn) err
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, ErrPermissionDenied) {
+			// A refusal is an answer, not a broken session (which other
+			// API keys may share): keep it and do not retry.
+			return err
+		}
 		var terr *transport.Error
 		if errors.As(err, &terr) {
 			c.discard(t.session, cn)
@@ -69,7 +74,9 @@ func (c *Client) withConn(ctx context.Context, tenant string, fn func(*conn) err
 }
 
 // callTool runs one tools/call and returns its result, mapping an unknown
-// tool to ErrSkillNotFound and a tool error to ErrSkillFailed.
+// tool to ErrSkillNotFound, a refusal (see refusal) to ErrPermissionDenied
+// and any other tool error to ErrSkillFailed. An HTTP 401 or 403 answer
+// already fails the request with ErrPermissionDenied (refusalTransport).
 func (c *Client) callTool(ctx context.Context, tenant, name string, args any, idempotencyKey string) (*mcp.CallToolResult, error) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
@@ -94,12 +101,34 @@ func (c *Client) callTool(ctx context.Context, tenant, name string, args any, id
 		if rest, ok := strings.CutPrefix(msg, NotFoundMessage); ok {
 			return nil, fmt.Errorf("%w%s", ErrSkillNotFound, rest)
 		}
+		if rest, ok := refusal(msg); ok {
+			return nil, fmt.Errorf("%w%s", ErrPermissionDenied, rest)
+		}
 		if msg == "" {
 			msg = "tool returned an error without a message"
 		}
 		return nil, fmt.Errorf("%w: %s", ErrSkillFailed, msg)
 	}
 	return result, nil
+}
+
+// refusal reports whether a tool error message refuses the caller: it
+// starts with PermissionDeniedMessage or "forbidden", in any case. rest is
+// what follows "permission denied", or the whole message after ": " for
+// "forbidden", to follow ErrPermissionDenied's own text.
+func refusal(msg string) (rest string, ok bool) {
+	if hasPrefixFold(msg, PermissionDeniedMessage) {
+		return msg[len(PermissionDeniedMessage):], true
+	}
+	if hasPrefixFold(msg, "forbidden") {
+		return ": " + msg, true
+	}
+	return "", false
+}
+
+// hasPrefixFold is strings.HasPrefix ignoring case.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // serviceResult is a Skill Service answer: the result's text content.

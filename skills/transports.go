@@ -2,7 +2,10 @@ package skills
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 
@@ -53,4 +56,33 @@ func stdioCommand(ctx context.Context, command string, env []string, args []stri
 	}
 	cmd.Env = append(cmd.Env, env...)
 	return cmd, nil
+}
+
+// refusalTransport is the HTTP transport under a Client's streamable HTTP
+// and SSE transports: it fails a request that the server answers with HTTP
+// 401 or 403 with an error wrapping ErrPermissionDenied, which mcp-go
+// passes up wrapped with %w.
+//
+// The status is checked here, on the response, because mcp-go does not
+// surface it reliably: it turns a 401 into an AuthorizationRequiredError,
+// any 4xx answer to initialize into ErrLegacySSEServer, other statuses into
+// a formatted string ("request failed with status 403: <body>", or on the
+// SSE stream "unexpected status code: 403"), and Client.Initialize drops
+// the error of its server/discover probe altogether. So no error string is
+// matched. The refusal's body, which may echo anything (the caller's API
+// key included), is discarded.
+type refusalTransport struct {
+	base http.RoundTripper
+}
+
+// RoundTrip sends req with the base transport and turns a 401 or 403
+// response into an ErrPermissionDenied error.
+func (t refusalTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so the connection can be reused
+	_ = resp.Body.Close()
+	return nil, fmt.Errorf("%w: HTTP %d", ErrPermissionDenied, resp.StatusCode)
 }

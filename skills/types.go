@@ -20,6 +20,25 @@ type Manifest struct {
 	InputSchema   json.RawMessage `json:"input_schema"`   // JSON Schema (object)
 	OutputSchema  json.RawMessage `json:"output_schema"`  // JSON Schema (object)
 	ExecutionMode string          `json:"execution_mode"` // "sync"
+	// Annotations are the tool's MCP behaviour hints; nil when the server
+	// declares none (as an older Skill Service does). ReadOnly,
+	// Destructive and OpenWorld interpret them.
+	Annotations *Annotations `json:"annotations,omitempty"`
+}
+
+// Annotations are a tool's MCP behaviour hints (readOnlyHint, destructiveHint, idempotentHint, openWorldHint); nil fields are unset.
+type Annotations struct {
+	// ReadOnlyHint, when true, says the tool does not modify its environment.
+	ReadOnlyHint *bool `json:"readOnlyHint,omitempty"`
+	// DestructiveHint, when true, says the tool may delete or overwrite
+	// data (meaningful only when it is not read-only).
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	// IdempotentHint, when true, says repeating a call with the same
+	// arguments has no further effect.
+	IdempotentHint *bool `json:"idempotentHint,omitempty"`
+	// OpenWorldHint, when true, says the tool reaches entities outside the
+	// server (the web, other services); MCP's default is true.
+	OpenWorldHint *bool `json:"openWorldHint,omitempty"`
 }
 
 // ExecutionModeSync is the only execution mode the demo service declares: the
@@ -47,6 +66,11 @@ const (
 // skill outside the tenant's catalog; Client maps it to ErrSkillNotFound.
 const NotFoundMessage = "skill not found"
 
+// PermissionDeniedMessage starts the tool error a Skill Service returns
+// when it refuses the caller a skill; Client maps a tool error starting
+// with it (or with "forbidden"), in any case, to ErrPermissionDenied.
+const PermissionDeniedMessage = "permission denied"
+
 // MetaIdempotencyKey is the _meta field of a tools/call request that carries
 // the caller's idempotency key.
 const MetaIdempotencyKey = "idempotency_key"
@@ -57,6 +81,10 @@ var (
 	ErrSkillNotFound = errors.New("skills: skill not found")
 	// ErrSkillFailed reports a tool call that returned a tool error (IsError).
 	ErrSkillFailed = errors.New("skills: skill failed")
+	// ErrPermissionDenied reports a Skill Service that refused the caller:
+	// an HTTP 401 or 403 answer, or a tool error starting with
+	// "permission denied" or "forbidden". It is not an ErrSkillFailed.
+	ErrPermissionDenied = errors.New("skills: permission denied")
 	// ErrInvalidTenant reports a tenant id that does not match ^[A-Za-z0-9_-]{1,64}$.
 	ErrInvalidTenant = errors.New("skills: invalid tenant id")
 	// ErrInvalidConfig reports an unusable Config passed to NewClient.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ func run(args []string) int {
 	user := fs.String("user", "cli-user", "user id")
 	session := fs.String("session", "", "session id (default: a new one)")
 	stream := fs.Bool("stream", true, "render progress and the answer live as the run streams them (resuming after a dropped connection); --stream=false waits for the whole answer")
+	budget := fs.String("budget", "", "the run's own limits, within the tenant's caps: dimension=value pairs, comma-separated, e.g. tool_calls=10,cost_usd=0.5")
 	credential := os.Getenv("AGENTBUS_KEY") // a tenant API key or JWT; from the environment only, never a flag
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentbus run [flags] \"<task>\"\n\nAGENTBUS_KEY, when set, is sent as the bearer credential (a tenant API key or JWT).\n\nFlags:\n")
@@ -34,12 +36,16 @@ func run(args []string) int {
 	if *session == "" {
 		*session = fmt.Sprintf("sess-%d", time.Now().UnixNano())
 	}
+	var res orch.RunResult
+	var err error
 	p := &printer{progress: func(c runclient.Chunk) { fmt.Println("  ·", c.Content) }}
 	started := func(runID string) { fmt.Printf("run %s (agentbus cancel --tenant %s %s)\n", runID, *tenant, runID) }
 	client := runclient.NewHTTP(*url, nil).WithCredential(credential).OnStart(started)
 	req := orch.RunRequest{TenantID: *tenant, UserID: *user, SessionID: *session, Message: task}
-	var res orch.RunResult
-	var err error
+	if req.Budget, err = parseBudget(*budget); err != nil {
+		fmt.Fprintln(os.Stderr, "agentbus run: --budget:", err)
+		return 2
+	}
 	if *stream {
 		res, err = client.Stream(context.Background(), req, p.chunk)
 	} else {
@@ -57,6 +63,23 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// parseBudget reads dimension=value pairs ("tool_calls=10,cost_usd=0.5").
+func parseBudget(s string) (orch.Vector, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	v := orch.Vector{}
+	for _, pair := range strings.Split(s, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		x, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%q is not dimension=number", pair)
+		}
+		v[orch.Dim(strings.TrimSpace(k))] = x
+	}
+	return v, v.Validate()
 }
 
 func cancelRun(args []string) int {

@@ -29,6 +29,9 @@ type Model struct {
 
 var _ llm.Model = (*Model)(nil)
 
+// MaxOutputTokens is the configured output limit of one call.
+func (m *Model) MaxOutputTokens() int { return m.cfg.MaxTokens }
+
 // New returns the model cfg.Model of Anthropic's Messages API (or the
 // server at cfg.BaseURL). An empty cfg.APIKey leaves the SDK's
 // ANTHROPIC_API_KEY.
@@ -131,7 +134,7 @@ func (m *Model) params(req llm.Request) (sdk.MessageNewParams, bool, error) {
 	if err != nil {
 		return sdk.MessageNewParams{}, false, err
 	}
-	p := sdk.MessageNewParams{Model: sdk.Model(m.cfg.Model), MaxTokens: int64(m.cfg.MaxTokens), Messages: messages(conv)}
+	p := sdk.MessageNewParams{Model: sdk.Model(m.cfg.Model), MaxTokens: int64(llm.CapTokens(m.cfg.MaxTokens, req.MaxTokens)), Messages: messages(conv)}
 	if m.cfg.Temperature != nil {
 		p.Temperature = param.NewOpt(*m.cfg.Temperature)
 	}

@@ -49,6 +49,10 @@ func (o *Model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 	if err != nil {
 		return llm.Response{}, err
 	}
+	if req.MaxTokens > 0 && len(msg.Content)/4+1 > req.MaxTokens {
+		// Like a real model at its output limit: the answer is cut.
+		msg.Content = msg.Content[:max(req.MaxTokens-1, 0)*4]
+	}
 	if req.Stream != nil && msg.Content != "" {
 		streamChunks(msg.Content, req.Stream)
 	}
@@ -79,18 +83,11 @@ func jsonMessage(v any) (llm.Message, error) {
 // estimateUsage counts about four characters per token, so budgets see
 // realistic numbers in offline mode.
 func estimateUsage(req llm.Request, out llm.Message) llm.Usage {
-	in := len(req.System)
-	for _, m := range req.Messages {
-		in += len(m.Content)
-	}
-	if b, err := json.Marshal(req.Input); err == nil {
-		in += len(b)
-	}
 	o := len(out.Content)
 	for _, c := range out.ToolCalls {
 		o += len(c.Arguments) + len(c.Name)
 	}
-	return llm.Usage{InputTokens: in/4 + 1, OutputTokens: o/4 + 1}
+	return llm.Usage{InputTokens: llm.EstimateInputTokens(req), OutputTokens: o/4 + 1}
 }
 
 func route(in llm.RouteInput) llm.RouteOutput {

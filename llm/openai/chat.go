@@ -33,6 +33,9 @@ func New(cfg llm.ProviderConfig) (*Model, error) {
 	return &Model{client: sdk.NewClient(clientOptions(cfg)...), cfg: cfg}, nil
 }
 
+// MaxOutputTokens is the configured output limit of one call.
+func (m *Model) MaxOutputTokens() int { return m.cfg.MaxTokens }
+
 // clientOptions turns a resolved cfg into SDK options: endpoint, key,
 // retries, per-attempt timeout and HTTP client.
 func clientOptions(cfg llm.ProviderConfig) []option.RequestOption {
@@ -102,7 +105,7 @@ func (m *Model) params(req llm.Request) (sdk.ChatCompletionNewParams, error) {
 		return sdk.ChatCompletionNewParams{}, err
 	}
 	p := sdk.ChatCompletionNewParams{Model: shared.ChatModel(m.cfg.Model),
-		MaxCompletionTokens: param.NewOpt(int64(m.cfg.MaxTokens))}
+		MaxCompletionTokens: param.NewOpt(int64(llm.CapTokens(m.cfg.MaxTokens, req.MaxTokens)))}
 	if m.cfg.Temperature != nil {
 		p.Temperature = param.NewOpt(*m.cfg.Temperature)
 	}

@@ -86,7 +86,7 @@ func Open(ctx context.Context, spec string, o Options) (llm.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider: %s: %w", spec, err)
 	}
-	metered := llm.Metered{Model: m, Prices: o.Prices}
+	metered := llm.Metered{Model: m, Prices: o.Prices, ID: id}
 	switch o.Fallback {
 	case "":
 		return metered, nil

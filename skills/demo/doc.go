@@ -7,11 +7,15 @@
 // for one tenant (Service.ServeStdio). Next to the skills it exposes the
 // discovery tools find_relevant_skills and load_skill, so a skills.Client
 // reaches it in Skill Service mode; a stock MCP client sees its tools/list.
+// Every tool is annotated read-only, non-destructive, idempotent and
+// closed-world, in tools/list and in load_skill's manifests alike.
 //
 // For fault-injection tests a Service sleeps Config.Latency in every call,
-// fails the first calls of a skill (Config.FailFirst), executes each
-// idempotency key once and answers repeats from the recorded result, and
-// reports executions and replays (Invocations, Replays, GET /invocations).
+// fails the first calls of a skill (Config.FailFirst), refuses the calls
+// of others with a "permission denied" tool error (Config.DenySkills),
+// executes each idempotency key once and answers repeats from the recorded
+// result, and reports executions and replays (Invocations, Replays, GET
+// /invocations).
 //
 // Only the all-in-one agentbus binary (agentbus up, demo and skills) links
 // this package; the role binaries reach skills through skills.Client

@@ -38,6 +38,19 @@ type Config struct {
 	// HangFirst maps a skill name to the number of its initial calls that
 	// never answer: each waits until its caller gives up. Default empty.
 	HangFirst map[string]int
+	// DenySkills names skills whose every call, by any tenant that can see
+	// the skill, answers the tool error "permission denied: <skill>"
+	// (skills.PermissionDeniedMessage), as a Skill Service refusing the
+	// caller would; a skills.Client reports it as
+	// skills.ErrPermissionDenied. A denied call is counted by Calls but
+	// neither executed nor recorded under its idempotency key. Default
+	// empty.
+	DenySkills []string
+	// Hints replaces the behaviour hints of the named skills (both
+	// tools/list and load_skill serve them), so a test can declare a skill
+	// destructive, mutating or open-world. Default: every skill read-only
+	// and closed-world.
+	Hints map[string]*skills.Annotations
 }
 
 // Service is a demo Skill Service: a tenant-scoped skill catalog served
@@ -75,6 +88,7 @@ type catalogSkill struct {
 	input       json.RawMessage
 	output      json.RawMessage
 	run         func(ctx context.Context, args json.RawMessage) (any, error)
+	hints       *skills.Annotations // its behaviour hints, as tools/list and load_skill give them
 }
 
 // visibleTo reports whether tenant may see and call the skill.
@@ -82,7 +96,8 @@ func (d *catalogSkill) visibleTo(tenant string) bool {
 	return d.owner == "" || d.owner == tenant
 }
 
-// manifest returns the skill's Manifest.
+// manifest returns the skill's Manifest, annotated as its tools/list
+// entry is.
 func (d *catalogSkill) manifest() skills.Manifest {
 	return skills.Manifest{
 		Name:          d.name,
@@ -90,12 +105,14 @@ func (d *catalogSkill) manifest() skills.Manifest {
 		InputSchema:   d.input,
 		OutputSchema:  d.output,
 		ExecutionMode: skills.ExecutionModeSync,
+		Annotations:   d.hints,
 	}
 }
 
 // NewService builds a Service with the fixed demo catalog.
 func NewService(cfg Config) *Service {
 	cfg.FailFirst, cfg.HangFirst = maps.Clone(cfg.FailFirst), maps.Clone(cfg.HangFirst)
+	cfg.DenySkills = slices.Clone(cfg.DenySkills)
 	if cfg.FailFirst == nil {
 		cfg.FailFirst = map[string]int{}
 	}
@@ -109,6 +126,10 @@ func NewService(cfg Config) *Service {
 		results:     make(map[string]*keyedCall),
 	}
 	for _, sk := range allSkills() {
+		sk.hints = toolHints()
+		if h, ok := cfg.Hints[sk.name]; ok {
+			sk.hints = h
+		}
 		s.byName[sk.name] = sk
 		s.names = append(s.names, sk.name)
 	}
@@ -129,12 +150,7 @@ func NewService(cfg Config) *Service {
 			Name:           sk.name,
 			Description:    sk.description,
 			RawInputSchema: sk.input,
-			Annotations: mcp.ToolAnnotation{
-				ReadOnlyHint:    mcp.ToBoolPtr(true),
-				DestructiveHint: mcp.ToBoolPtr(false),
-				IdempotentHint:  mcp.ToBoolPtr(true),
-				OpenWorldHint:   mcp.ToBoolPtr(false),
-			},
+			Annotations:    toolAnnotation(sk.hints),
 		}, s.skillHandler(sk))
 	}
 	streamable := server.NewStreamableHTTPServer(mcpServer,
@@ -192,6 +208,18 @@ func (s *Service) record(skill, key string) int {
 	s.invocations[key]++
 	s.calls[skill]++
 	return s.calls[skill]
+}
+
+// denied reports whether Config.DenySkills refuses skill, counting the
+// refused call.
+func (s *Service) denied(skill string) bool {
+	if !slices.Contains(s.cfg.DenySkills, skill) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[skill]++
+	return true
 }
 
 // claim returns the execution already recorded for key, or registers the
@@ -292,12 +320,15 @@ func (s *Service) catalog(tenant string) []*catalogSkill {
 	return out
 }
 
-// skillHandler wraps a skill's implementation with scoping, recording,
-// latency and fault injection.
+// skillHandler wraps a skill's implementation with scoping, denial,
+// recording, latency and fault injection.
 func (s *Service) skillHandler(sk *catalogSkill) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if !sk.visibleTo(tenantFromContext(ctx)) {
 			return mcp.NewToolResultError(skills.NotFoundMessage + ": " + sk.name), nil
+		}
+		if s.denied(sk.name) {
+			return mcp.NewToolResultError(skills.PermissionDeniedMessage + ": " + sk.name), nil
 		}
 		key := idempotencyKey(req)
 		if key == "" {
@@ -403,12 +434,7 @@ func discoveryTool(name, description string, input json.RawMessage) mcp.Tool {
 		Name:           name,
 		Description:    description,
 		RawInputSchema: input,
-		Annotations: mcp.ToolAnnotation{
-			ReadOnlyHint:    mcp.ToBoolPtr(true),
-			DestructiveHint: mcp.ToBoolPtr(false),
-			IdempotentHint:  mcp.ToBoolPtr(true),
-			OpenWorldHint:   mcp.ToBoolPtr(false),
-		},
+		Annotations:    toolAnnotation(toolHints()),
 	}
 }
 

@@ -33,6 +33,13 @@ type Config struct {
 	SkillCommand    string // stdio server command line: words split on spaces, or a JSON array
 	SandboxUnsafe   bool   // run extraction scripts without isolation (development only)
 	SkillTimeout    time.Duration
+	// BreakerFailures and BreakerCooldown configure each skill's circuit
+	// breaker; RepeatCallLimit bounds identical calls in a step;
+	// ContextTokens is a step's context budget.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	RepeatCallLimit int
+	ContextTokens   int
 	LogLevel        string
 	Concurrency     int
 	MaxTurns        int // model turns of one step
@@ -69,6 +76,14 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 		"stdio MCP server command line, split on spaces or a JSON array; one server serves every tenant (env SKILL_COMMAND)")
 	fs.DurationVar(&c.SkillTimeout, "skill-timeout", envDuration("SKILL_TIMEOUT", handlers.DefaultSkillTimeout),
 		"bound of one skill call: a call that takes longer fails its step, and the run replans around it (env SKILL_TIMEOUT)")
+	fs.IntVar(&c.BreakerFailures, "breaker-failures", envInt("SKILL_BREAKER_FAILURES", 5),
+		"consecutive failures of a skill that open its circuit: its calls then fail fast (env SKILL_BREAKER_FAILURES)")
+	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", envDuration("SKILL_BREAKER_COOLDOWN", 30*time.Second),
+		"how long an open circuit fails calls fast before one trial call (env SKILL_BREAKER_COOLDOWN)")
+	fs.IntVar(&c.RepeatCallLimit, "repeat-call-limit", envInt("REPEAT_CALL_LIMIT", handlers.DefaultRepeatCallLimit),
+		"identical calls (same skill, same arguments) one step may make; the next ends the run REPEATED_FAILURE (env REPEAT_CALL_LIMIT)")
+	fs.IntVar(&c.ContextTokens, "context-tokens", envInt("CONTEXT_TOKENS", handlers.DefaultContextTokens),
+		"context budget of a step's turns in tokens; past 80 % older turns are compressed (env CONTEXT_TOKENS)")
 	fs.BoolVar(&c.SandboxUnsafe, "sandbox-unsafe", env("SANDBOX_ALLOW_UNSAFE", "") == "1",
 		"DEVELOPMENT ONLY: run extraction scripts without isolation when none is available (env SANDBOX_ALLOW_UNSAFE=1)")
 	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
@@ -95,6 +110,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTurns < 1 {
 		return fmt.Errorf("max-turns must be at least 1")
+	}
+	if c.BreakerFailures < 1 || c.BreakerCooldown <= 0 || c.RepeatCallLimit < 1 || c.ContextTokens < 1000 {
+		return fmt.Errorf("breaker-failures and repeat-call-limit must be at least 1, breaker-cooldown positive, context-tokens at least 1000")
 	}
 	if c.SkillTimeout < 0 || c.HandleTimeout > 0 && c.SkillTimeout >= c.HandleTimeout {
 		return fmt.Errorf("skill-timeout must be shorter than handle-timeout (%s)", c.HandleTimeout)

@@ -41,14 +41,15 @@ var Roles = []Role{
 		Emits: []string{events.TypePlanRequested, events.TypeStepRequested, events.TypeRunFinished, events.TypeReplyChunk,
 			events.TypeGroupDeadline, events.TypeRunDeadline},
 		Buckets: []string{handlers.BucketConfig, handlers.BucketCredentials, handlers.BucketSessions, handlers.BucketCancels,
-			handlers.BucketLocks},
+			handlers.BucketLocks, handlers.BucketBudgets},
 		Build: buildRouter},
 	{Name: handlers.RolePlanner, Routes: (&handlers.Planner{}).Routes(), Emits: []string{events.TypePlanProposed},
-		Buckets: []string{handlers.BucketCredentials}, Build: buildPlanner},
+		Buckets: []string{handlers.BucketCredentials, handlers.BucketBudgets}, Build: buildPlanner},
 	{Name: handlers.RoleExecutor, Routes: (&handlers.Executor{}).Routes(),
-		Emits:   []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined},
-		Buckets: []string{handlers.BucketLocks, handlers.BucketToolcalls, handlers.BucketCredentials, handlers.BucketCancels},
-		Build:   buildExecutor},
+		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined},
+		Buckets: []string{handlers.BucketLocks, handlers.BucketToolcalls, handlers.BucketCredentials, handlers.BucketCancels,
+			handlers.BucketBudgets},
+		Build: buildExecutor},
 	{Name: handlers.RoleAggregator, Routes: (&handlers.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
 		Buckets: []string{handlers.BucketFanin}, Build: buildAggregator},
 	{Name: handlers.RoleProjector, Routes: (&handlers.Projector{}).Routes(), Unlimited: true, Build: buildProjector},
@@ -181,6 +182,9 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
 	r.Sessions, r.Locks = &handlers.Sessions{KV: sessions}, locks
 	r.Cancels = cancels
+	if r.Budgets, err = d.Budgets(ctx); err != nil {
+		return nil, err
+	}
 	return r.Routes(), nil
 }
 
@@ -191,6 +195,9 @@ func buildPlanner(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Ro
 	}
 	p := handlers.NewPlanner(d.Models.Planner, d.Skills, log)
 	p.Credentials = creds
+	if p.Budgets, err = d.Budgets(ctx); err != nil {
+		return nil, err
+	}
 	return p.Routes(), nil
 }
 
@@ -217,6 +224,14 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 		x.MaxTurns = d.Config.MaxTurns
 	}
 	x.SkillTimeout = d.Config.SkillTimeout
+	if x.Budgets, err = d.Budgets(ctx); err != nil {
+		return nil, err
+	}
+	x.Breakers = &handlers.Breakers{Failures: d.Config.BreakerFailures, Cooldown: d.Config.BreakerCooldown}
+	x.RepeatCallLimit, x.ContextTokens = d.Config.RepeatCallLimit, d.Config.ContextTokens
+	if d.Config.SkillAPIKey != "" {
+		x.Secrets = append(x.Secrets, d.Config.SkillAPIKey)
+	}
 	if sb := d.sandbox(ctx, log); sb != nil {
 		x.Sandbox = sb
 	}

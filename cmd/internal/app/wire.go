@@ -285,6 +285,15 @@ func (d *Deps) Cancels(ctx context.Context) (*handlers.Cancels, error) {
 	return c, nil
 }
 
+// Budgets is the budget ledger on the budgets bucket.
+func (d *Deps) Budgets(ctx context.Context) (*handlers.Budgets, error) {
+	kv, err := d.bucket(ctx, handlers.BucketBudgets)
+	if err != nil {
+		return nil, fmt.Errorf("budgets bucket: %w", err)
+	}
+	return &handlers.Budgets{KV: kv}, nil
+}
+
 // sandbox opens the extraction sandbox and starts its sweeper, or returns
 // nil, logging why: the executor then reports large responses to the model
 // as errors instead of running scripts unconfined.

@@ -144,6 +144,11 @@ func runMode(ctx context.Context, cfg Config, m mode) (*ModeReport, error) {
 	if mr.Supervisor, err = supervisorFanOut(ctx, srv, supervisorLanes, supervisorLatency, cfg.LLMRuns); err != nil {
 		return nil, err
 	}
+	step("budget: reserve and settle one model call's draw")
+	if mr.BudgetDraw, err = budgetDraw(ctx, srv, cfg.FloorTrips/2); err != nil {
+		return nil, err
+	}
+	mr.BudgetDraw.RatioToHop = ratio(mr.BudgetDraw.Warm.P50, mr.HopTCP.Hop.P50)
 	step(fmt.Sprintf("run length: a %d-iteration loop", cfg.Iterations))
 	if mr.RunLength, err = runLength(ctx, srv, cfg.Iterations); err != nil {
 		return nil, err

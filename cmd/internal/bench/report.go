@@ -36,6 +36,7 @@ type ModeReport struct {
 	LLM               LLMShare         `json:"llm_share"`
 	RunLength         RunLength        `json:"run_length"`
 	Supervisor        SupervisorFanOut `json:"supervisor"`
+	BudgetDraw        BudgetDraw       `json:"budget_draw"`
 }
 
 // PeerReport holds the LangGraph figures, or why there are none.
@@ -105,8 +106,8 @@ func (r *Report) compare() {
 	if len(vs) == 0 {
 		vs = []string{"vs_langgraph=unavailable"}
 	}
-	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f runs_per_s_c%d=%.1f supervisor_%d_lanes_speedup=%.1fx %s",
-		m.OverheadP50, maxC, ours[maxC].RunsPerS, m.Supervisor.Lanes, m.Supervisor.Speedup, strings.Join(vs, " "))
+	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f runs_per_s_c%d=%.1f supervisor_%d_lanes_speedup=%.1fx budget_draw_per_call_vs_hop=%.2f %s",
+		m.OverheadP50, maxC, ours[maxC].RunsPerS, m.Supervisor.Lanes, m.Supervisor.Speedup, m.BudgetDraw.RatioToHop, strings.Join(vs, " "))
 }
 
 // write saves the JSON report and the chart under dir.
@@ -151,6 +152,9 @@ func (r *Report) Print(w io.Writer) {
 		sv := m.Supervisor
 		fmt.Fprintf(w, "supervisor: %d lanes of %d ms skill latency p50 %.0f ms, one lane p50 %.0f ms: %.1fx faster than %d lanes one after another\n",
 			sv.Lanes, sv.SkillLatencyMS, sv.LanesMS.P50, sv.OneLaneMS.P50, sv.Speedup, sv.Lanes)
+		bd := m.BudgetDraw
+		fmt.Fprintf(w, "budget per call (reserve + settle, TCP): p50 %.3f ms warm, %.3f ms cold: %.2f of a hop's p50\n",
+			bd.Warm.P50, bd.Cold.P50, bd.RatioToHop)
 		fmt.Fprintf(w, "run length: hop p50 %.3f ms over iterations 1-%d, %.3f ms over the last %d of %d (ratio %.2f)\n",
 			m.RunLength.Early.P50, m.RunLength.Window, m.RunLength.Late.P50, m.RunLength.Window, m.RunLength.Iterations, m.RunLength.Ratio)
 	}

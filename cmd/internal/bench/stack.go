@@ -119,7 +119,8 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 	}
 	conf := app.DefaultConfig()
 	if cfg.maxTurns > 0 {
-		conf.MaxTurns = cfg.maxTurns
+		// A long loop calls its skill with the same arguments on purpose.
+		conf.MaxTurns, conf.RepeatCallLimit = cfg.maxTurns, cfg.maxTurns
 	}
 	model := cfg.model
 	emb, err := conf.Models.OpenEmbedder()

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/llmtest"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/skills/demo"
+)
+
+// TestBudget_FourLanesOnTwoExecutorProcessesNeverPassTheCap: a supervisor
+// run fans out 4 lanes over 2 executor processes, and every lane's model
+// keeps calling a skill. The run's budget allows 6 tool calls in all; the
+// lanes draw them from one ledger entry by compare-and-swap, so however
+// their draws interleave across processes the run ends BUDGET_EXHAUSTED
+// on tool_calls, the ledger never passes 6 and the Skill Service never
+// runs the skill more than 6 times. Both models (the planner's
+// decomposition and the executor's act turns) are scripted
+// OpenAI-compatible servers.
+func TestBudget_FourLanesOnTwoExecutorProcessesNeverPassTheCap(t *testing.T) {
+	const (
+		lanes    = 4
+		capCalls = 6
+	)
+	goals := make([]llm.LaneGoal, lanes)
+	for i := range goals {
+		goals[i] = llm.LaneGoal{Goal: fmt.Sprintf("Keep listing the active outlets (dimension %d)", i+1),
+			Skills: []string{demo.SkillOutletList}}
+	}
+	b, _ := json.Marshal(llm.SuperviseOutput{Lanes: goals})
+	chat := llmtest.NewChatServer([]llmtest.Exchange{
+		{Task: llm.TaskSupervise, Content: string(b), Times: -1},
+		{Task: llm.TaskAct, ToolCalls: []llmtest.ScriptedCall{{Name: demo.SkillOutletList, Arguments: json.RawMessage(`{"status":"active"}`)}},
+			Times: -1},
+	})
+	t.Cleanup(chat.Close)
+	c := newCluster(t, demo.Config{Latency: 200 * time.Millisecond}, "MODEL_PLANNER=openai:test-model",
+		"MODEL_EXECUTOR=openai:test-model", "MODEL_BASE_URL="+chat.URL, "MODEL_API_KEY="+modelKey, "MODEL_MAX_RETRIES=1",
+		"REPEAT_CALL_LIMIT=100")
+	_, js := connect(t, c.nats)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The budget policy goes in the config bucket before the processes
+	// start; their seeding never overwrites it.
+	if err := events.Bootstrap(ctx, js, app.Topology(events.Topology{AckWait: 2 * time.Second})); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := js.KeyValue(ctx, handlers.BucketConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.Put(ctx, handlers.ConfigKeyBudgets, []byte(fmt.Sprintf(`{"defaults":{"tool_calls":%d}}`, capCalls))); err != nil {
+		t.Fatal(err)
+	}
+	procs := c.startAll(2)
+
+	start := time.Now()
+	res := postRun(t, c.ingURL, orch.RunRequest{TenantID: "demo", UserID: "u1", SessionID: "sess-budget",
+		Message: "Run a multi-dimensional risk analysis of the outlets across independent dimensions"})
+	t.Logf("the run ended %s in %s: %s", res.TerminalCode, time.Since(start), res.Detail)
+	if res.TerminalCode != orch.CodeBudgetExhausted {
+		t.Fatalf("run ended %s, want %s: %s (detail %s)", res.TerminalCode, orch.CodeBudgetExhausted, res.Response, res.Detail)
+	}
+	if !detailNames(res.Detail, string(orch.DimToolCalls)) {
+		t.Fatalf("the run's detail does not name the dimension %s: %s", orch.DimToolCalls, res.Detail)
+	}
+	if res.RunID == "" {
+		t.Fatal("the result has no run id")
+	}
+
+	// The ledger: one entry for the run, drawn by every lane on both
+	// processes.
+	budgets, err := js.KeyValue(ctx, handlers.BucketBudgets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := (&handlers.Budgets{KV: budgets}).Get(ctx, res.TenantID, res.RunID)
+	if err != nil {
+		t.Fatalf("the run's ledger entry: %v", err)
+	}
+	used := entry.Used[orch.DimToolCalls]
+	t.Logf("ledger: limits %v, used %v", entry.Limits, entry.Used)
+	if lim := entry.Limits[orch.DimToolCalls]; lim != capCalls {
+		t.Fatalf("the ledger's tool_calls limit is %g, want %d", lim, capCalls)
+	}
+	if used > capCalls {
+		t.Fatalf("the ledger drew %g tool calls, past the cap of %d", used, capCalls)
+	}
+	if used < lanes {
+		t.Fatalf("the ledger drew %g tool calls, want at least one per lane (%d)", used, lanes)
+	}
+	if n := c.skills.Calls(demo.SkillOutletList); n > capCalls {
+		t.Fatalf("the Skill Service ran %s %d times, past the cap of %d", demo.SkillOutletList, n, capCalls)
+	} else {
+		t.Logf("the Skill Service ran %s %d times", demo.SkillOutletList, n)
+	}
+
+	// Both executor processes handled lane turns of the run: the logging
+	// middleware logs each handled event with its run id.
+	for _, name := range []string{"executor1", "executor2"} {
+		handled := 0
+		for _, line := range strings.Split(procs[name].logs.String(), "\n") {
+			if strings.Contains(line, `"handled"`) && strings.Contains(line, res.RunID) {
+				handled++
+			}
+		}
+		if handled == 0 {
+			t.Errorf("%s handled no event of run %s: the lanes did not spread over both processes", name, res.RunID)
+		}
+		t.Logf("%s handled %d events of the run", name, handled)
+	}
+}
+
+// detailNames reports whether a run's detail carries a "dimension" field
+// equal to dim, at any depth.
+func detailNames(detail json.RawMessage, dim string) bool {
+	var v any
+	if json.Unmarshal(detail, &v) != nil {
+		return false
+	}
+	var walk func(any) bool
+	walk = func(v any) bool {
+		switch x := v.(type) {
+		case map[string]any:
+			if x["dimension"] == dim {
+				return true
+			}
+			for _, y := range x {
+				if walk(y) {
+					return true
+				}
+			}
+		case []any:
+			for _, y := range x {
+				if walk(y) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v)
+}

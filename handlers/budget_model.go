@@ -1,0 +1,77 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
+)
+
+// Model returns m drawing from the run's budget: before each call it
+// reserves one model call, the call's estimated input tokens, the output
+// tokens it may produce (the model's maximum output, or what the budget has
+// left when that is less) and their cost at the model's price, plus one
+// retry for a repair; a call that does not fit is not made (*Exhausted).
+// The call's max_tokens is what the budget had left, so no answer runs past
+// it. After the call the reservation is settled with the call's reported
+// usage. The call's context ends at the run's deadline. Without a ledger or
+// limits, m is returned as it is.
+func (b *Budgets) Model(m llm.Model, rb RunBudget) llm.Model {
+	if b == nil || b.KV == nil || len(rb.Limits) == 0 {
+		return m
+	}
+	return budgetedModel{model: m, ledger: b, run: rb}
+}
+
+type budgetedModel struct {
+	model  llm.Model
+	ledger *Budgets
+	run    RunBudget
+}
+
+// Complete reserves, calls and settles.
+func (m budgetedModel) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	price, _ := llm.PriceOf(m.model)
+	in := llm.EstimateInputTokens(req)
+	out := llm.CapTokens(llm.MaxOutputOf(m.model), req.MaxTokens)
+	want := func(out int) orch.Vector {
+		v := orch.Vector{orch.DimModelCalls: 1, orch.DimInputTokens: float64(in), orch.DimOutputTokens: float64(out),
+			orch.DimCostUSD: (float64(in)*price.Input + float64(out)*price.Output) / 1e6}
+		if req.Repair {
+			v[orch.DimRetries] = 1
+		}
+		return v
+	}
+	reserved := want(out)
+	entry, err := m.ledger.Draw(ctx, m.run, reserved)
+	var ex *Exhausted
+	if errors.As(err, &ex) && ex.Dim == orch.DimOutputTokens && ex.Limit-ex.Used >= 1 {
+		// Less output than the model's maximum is left: the call may
+		// still be made, capped at what remains.
+		out = int(ex.Limit - ex.Used)
+		reserved = want(out)
+		entry, err = m.ledger.Draw(ctx, m.run, reserved)
+	}
+	if err != nil {
+		return llm.Response{}, err
+	}
+	if lim, ok := m.run.Limits[orch.DimOutputTokens]; ok {
+		// What was left before this call: its answer may not pass it.
+		req.MaxTokens = llm.CapTokens(int(lim-entry.Used[orch.DimOutputTokens])+out, req.MaxTokens)
+	}
+	if !m.run.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, m.run.Deadline)
+		defer cancel()
+	}
+	resp, err := m.model.Complete(ctx, req)
+	actual := orch.Vector{orch.DimModelCalls: 1, orch.DimRetries: reserved[orch.DimRetries]}
+	if err == nil {
+		actual = actual.Add(orch.UsageVector(resp.Usage.InputTokens, resp.Usage.OutputTokens, 0, resp.Usage.CostUSD))
+	}
+	// A settle that fails leaves the reservation drawn: the ledger then
+	// overstates the run's use, never understates it.
+	_ = m.ledger.Settle(context.WithoutCancel(ctx), m.run, reserved, actual)
+	return resp, err
+}

@@ -1,0 +1,230 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/skills"
+)
+
+// The executor's guards (seed 003): each refuses something in code, writes
+// an audit event and, when the step cannot go on, stops it with an
+// outcome the decider maps to a terminal code, carrying the evidence.
+
+// Guard defaults.
+const (
+	// DefaultRepeatCallLimit is how many identical calls (same skill, same
+	// arguments) one step may make; the next is blocked.
+	DefaultRepeatCallLimit = 3
+	// DefaultDeniedLimit is how many calls of skills outside the allowed
+	// skills one step may attempt before it stops PERMISSION_DENIED.
+	DefaultDeniedLimit = 3
+	// DefaultContextTokens is the context budget of a step's turns: past
+	// 80 % of it, older turns are compressed further.
+	DefaultContextTokens = 32_000
+)
+
+// stepStop stops the step with a result: a guard refused to go on.
+type stepStop struct{ res orch.StepResult }
+
+func (s *stepStop) Error() string { return s.res.Reason }
+
+// stop returns the stepStop of outcome with its reason, a suggestion for
+// the planner and the evidence (marshalled into the result).
+func stop(outcome, reason, suggestion string, evidence any) error {
+	res := orch.StepResult{Outcome: outcome, Reason: reason, Suggestion: suggestion}
+	if evidence != nil {
+		res.Evidence, _ = json.Marshal(evidence)
+	}
+	return &stepStop{res: res}
+}
+
+// budgetStop is the step's end when the budget refused a draw.
+func (t *turn) budgetStop(ex *Exhausted) error {
+	t.out.audit("budget.exhausted", t.lineage(), ex)
+	outcome := orch.OutcomeBudgetExhausted
+	if ex.Dim == orch.DimWallClockS {
+		outcome = orch.OutcomeTimedOut
+	}
+	return &stepStop{res: orch.StepResult{Outcome: outcome, Reason: ex.Error(), Evidence: ex.Evidence()}}
+}
+
+// draw takes want from the run's budget, recording it as the step's.
+func (t *turn) draw(ctx context.Context, want orch.Vector) error {
+	err := t.x.Budgets.Reserve(ctx, BudgetOf(t.req.Run), want)
+	var ex *Exhausted
+	if errors.As(err, &ex) {
+		return t.budgetStop(ex)
+	}
+	if err != nil {
+		return err
+	}
+	t.drawn = t.drawn.Add(want)
+	return nil
+}
+
+// spentSoFar is what the step drew besides model usage: its earlier
+// turns' and this hop's.
+func (t *turn) spentSoFar() orch.Vector {
+	if len(t.drawn) == 0 {
+		return t.req.Spent
+	}
+	return t.req.Spent.Add(t.drawn)
+}
+
+// ArgsHash identifies a call's arguments whatever their key order or
+// spacing: the first 16 hex digits of the SHA-256 of their canonical JSON.
+func ArgsHash(args json.RawMessage) string {
+	var v any
+	canon := args
+	if json.Unmarshal(args, &v) == nil {
+		if b, err := json.Marshal(v); err == nil {
+			canon = b
+		}
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:8])
+}
+
+// registryVersion identifies the tools a step could call: their names,
+// schemas and annotations, hashed.
+func registryVersion(ms []skills.Manifest) string {
+	h := sha256.New()
+	for _, m := range ms {
+		b, _ := json.Marshal(m)
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// guardCall runs the guards a tool call meets before it may be made: a
+// run's secret in its arguments fails closed (UNSAFE_DETECTION), a
+// destructive skill needs an approval (CONFIRM_REQUIRED), and an identical
+// call repeated past the limit is blocked (REPEATED_FAILURE).
+func (t *turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error {
+	lin := t.lineage()
+	lin.SkillID = c.Name
+	if t.leaksSecret(ctx, c.Arguments) {
+		ev := map[string]any{"skill_id": c.Name, "args_hash": hash, "guard": "secret_in_arguments"}
+		t.out.audit("guard.unsafe", lin, ev)
+		return stop(orch.OutcomeUnsafe, fmt.Sprintf("unsafe: the arguments of a %s call carry a credential of the run", c.Name),
+			"", ev)
+	}
+	if m := t.manifests[c.Name]; m.Destructive() {
+		packet := map[string]any{"action": c.Name, "parameters": c.Arguments, "args_hash": hash, "risk": "destructive",
+			"evidence": map[string]any{"annotations": m.Annotations, "description": m.Description},
+			"step":     t.step.Index, "task": t.step.Task}
+		t.out.audit("approval.required", lin, packet)
+		return stop(orch.OutcomeConfirmRequired, fmt.Sprintf("%s is destructive: it needs an approval before it runs", c.Name),
+			"", packet)
+	}
+	key := c.Name + ":" + hash
+	n := t.req.Calls[key] + t.calls[key]
+	if limit := t.repeatLimit(); n >= limit {
+		ev := map[string]any{"skill_id": c.Name, "args_hash": hash, "count": n + 1, "limit": limit}
+		t.out.audit("guard.repeated_call", lin, ev)
+		return stop(orch.OutcomeRepeatedCall, fmt.Sprintf("loop guard: %s was called %d times with the same arguments", c.Name, n+1),
+			"the step repeats itself; plan it differently", ev)
+	}
+	if t.calls == nil {
+		t.calls = map[string]int{}
+	}
+	t.calls[key]++
+	return nil
+}
+
+// callCounts are the step's identical-call counts after this hop.
+func (t *turn) callCounts() map[string]int {
+	if len(t.calls) == 0 {
+		return t.req.Calls
+	}
+	out := make(map[string]int, len(t.req.Calls)+len(t.calls))
+	for k, v := range t.req.Calls {
+		out[k] = v
+	}
+	for k, v := range t.calls {
+		out[k] += v
+	}
+	return out
+}
+
+func (t *turn) repeatLimit() int {
+	if t.x.RepeatCallLimit > 0 {
+		return t.x.RepeatCallLimit
+	}
+	return DefaultRepeatCallLimit
+}
+
+// denied counts a call of a skill outside the step's allowed skills and
+// stops the step once the model has tried too often.
+func (t *turn) denied(name string) error {
+	t.deniedN++
+	limit := t.x.DeniedLimit
+	if limit <= 0 {
+		limit = DefaultDeniedLimit
+	}
+	if n := t.req.Denied + t.deniedN; n >= limit {
+		ev := map[string]any{"skill_id": name, "attempts": n, "allowed_skills": t.step.Skills}
+		return stop(orch.OutcomePermissionDenied,
+			fmt.Sprintf("permission denied: %d attempts to call skills outside the step's allowed skills", n), "", ev)
+	}
+	return nil
+}
+
+// leaksSecret reports whether b carries a credential of the run: the
+// caller's forwarded API key or one of the executor's configured secrets.
+func (t *turn) leaksSecret(ctx context.Context, b []byte) bool {
+	secrets := append([]string{skills.APIKeyOf(ctx)}, t.x.Secrets...)
+	return slices.ContainsFunc(secrets, func(s string) bool { return len(s) >= 8 && bytes.Contains(b, []byte(s)) })
+}
+
+// grounded reports whether the step may commit an answer: a model-only
+// step (or one with no skills) always may; any other needs at least one
+// successful tool observation of its own (seed 003: intended, attempted,
+// observed, verified, committed; never assumed).
+func (t *turn) grounded() bool {
+	return t.step.ModelOnly || len(t.step.Skills) == 0 || t.req.Observed+t.observed > 0
+}
+
+// compressTurns keeps the turns within the step's context budget: the
+// last KeepTurns, older ones folded into a summary, and fewer while their
+// size passes 80 % of ContextTokens (seed 003's context pressure gate).
+// The turns this hop added (its calls and their observations) are always
+// kept: the next turn must see what it just observed.
+func (t *turn) compressTurns(turns []orch.Turn) []orch.Turn {
+	keep := t.x.KeepTurns
+	out := compress(turns, keep)
+	least := max(len(turns)-len(t.req.Turns), 1)
+	limit := t.x.ContextTokens
+	if limit <= 0 {
+		limit = DefaultContextTokens
+	}
+	limit = limit * 8 / 10
+	before := turnTokens(out)
+	for keep > least && turnTokens(out) > limit {
+		keep--
+		out = compress(turns, keep)
+	}
+	if after := turnTokens(out); keep < t.x.KeepTurns && after < before {
+		t.out.audit("context.compressed", t.lineage(), map[string]any{"tokens_before": before, "tokens_after": after,
+			"kept_turns": keep, "context_tokens": limit})
+	}
+	return out
+}
+
+// turnTokens estimates the tokens of turns (four bytes a token).
+func turnTokens(turns []orch.Turn) int {
+	n := 0
+	for _, tn := range turns {
+		n += len(tn.Content) + len(tn.ToolArgs) + len(tn.ToolName)
+	}
+	return n / 4
+}

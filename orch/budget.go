@@ -1,0 +1,206 @@
+package orch
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Dim is one dimension of a run's budget vector (seed 003). Each is
+// enforced on its own: none is converted into another.
+type Dim string
+
+// The budget dimensions.
+const (
+	DimInputTokens   Dim = "input_tokens"
+	DimOutputTokens  Dim = "output_tokens"
+	DimCostUSD       Dim = "cost_usd"
+	DimModelCalls    Dim = "model_calls"
+	DimToolCalls     Dim = "tool_calls"
+	DimExternalCalls Dim = "external_calls"
+	// DimWallClockS is the run's wall-clock allowance in seconds: it sets
+	// the run's deadline rather than being drawn.
+	DimWallClockS Dim = "wall_clock_s"
+	// DimRetries counts model calls that repeat a rejected answer (repair
+	// turns and structured-output repairs).
+	DimRetries Dim = "retries"
+	// DimReflectionPasses counts replans: a planner pass that diagnoses a
+	// failed step and revises the plan.
+	DimReflectionPasses Dim = "reflection_passes"
+	DimMemoryWrites     Dim = "memory_writes"
+	// DimSideEffects counts calls of skills that are not read-only.
+	DimSideEffects Dim = "side_effects"
+)
+
+// Dims are every budget dimension, in the order checks report them.
+var Dims = []Dim{DimInputTokens, DimOutputTokens, DimCostUSD, DimModelCalls, DimToolCalls, DimExternalCalls,
+	DimWallClockS, DimRetries, DimReflectionPasses, DimMemoryWrites, DimSideEffects}
+
+// Vector is an amount per dimension: a budget's limits, what a run has
+// drawn, or what one call needs. An absent dimension is zero, or, in a
+// layer of limits, not set by that layer.
+type Vector map[Dim]float64
+
+// DefaultLimits are the limits of a run that no configuration narrows:
+// generous enough for long loops, finite in every dimension.
+var DefaultLimits = Vector{
+	DimInputTokens: 2_000_000, DimOutputTokens: 200_000, DimCostUSD: 10, DimModelCalls: 1500, DimToolCalls: 1500,
+	DimExternalCalls: 500, DimWallClockS: 1800, DimRetries: 50, DimReflectionPasses: 10, DimMemoryWrites: 200,
+	DimSideEffects: 100,
+}
+
+// Add returns v plus w.
+func (v Vector) Add(w Vector) Vector {
+	out := maps.Clone(v)
+	if out == nil {
+		out = Vector{}
+	}
+	for d, x := range w {
+		out[d] += x
+	}
+	return out
+}
+
+// Sub returns v minus w.
+func (v Vector) Sub(w Vector) Vector {
+	neg := Vector{}
+	for d, x := range w {
+		neg[d] = -x
+	}
+	return v.Add(neg)
+}
+
+// Validate reports an unknown dimension or a negative or non-finite amount.
+func (v Vector) Validate() error {
+	for d, x := range v {
+		if !slices.Contains(Dims, d) {
+			return fmt.Errorf("budget dimension %q is not one of %v", d, Dims)
+		}
+		if x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("budget %s must be a finite number of at least 0", d)
+		}
+	}
+	return nil
+}
+
+// Over returns the first dimension in which drawing want on top of used
+// would pass limits, or "" when everything fits. Only dimensions want
+// draws from count; wall clock is never drawn.
+func Over(limits, used, want Vector) Dim {
+	for _, d := range Dims {
+		if want[d] <= 0 {
+			continue
+		}
+		lim, ok := limits[d]
+		if !ok {
+			continue
+		}
+		if used[d]+want[d] > lim+1e-9 {
+			return d
+		}
+	}
+	return ""
+}
+
+// BudgetPolicy is the budget configuration (the config bucket's
+// "budgets" key): the limits in layers and the escalation policy. A run's
+// limits start from DefaultLimits, then the policy's Defaults, then the
+// run's pattern (its run_timeout_s as wall clock), then its task type's
+// limits, then the request's own; the tenant's caps bound the result.
+type BudgetPolicy struct {
+	Defaults  Vector            `json:"defaults,omitempty"`
+	TaskTypes map[string]Vector `json:"task_types,omitempty"`
+	// Tenants are caps: no layer may raise a limit above its tenant's.
+	Tenants map[string]Vector `json:"tenants,omitempty"`
+	// Escalation routes runs that cannot proceed within policy to review.
+	Escalation *Escalation `json:"escalation,omitempty"`
+}
+
+// Escalation is where a run goes when it cannot proceed within its
+// policy: a run that would end with one of the On codes ends
+// REVIEW_REQUIRED instead, with an escalation packet for Target.
+type Escalation struct {
+	Target string   `json:"target"`
+	On     []string `json:"on"`
+}
+
+// Validate checks every layer and the escalation policy.
+func (p BudgetPolicy) Validate() error {
+	check := func(where string, v Vector) error {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("budgets %s: %w", where, err)
+		}
+		return nil
+	}
+	if err := check("defaults", p.Defaults); err != nil {
+		return err
+	}
+	for name, v := range p.TaskTypes {
+		if err := check("task_types."+name, v); err != nil {
+			return err
+		}
+	}
+	for name, v := range p.Tenants {
+		if err := check("tenants."+name, v); err != nil {
+			return err
+		}
+	}
+	if e := p.Escalation; e != nil {
+		if strings.TrimSpace(e.Target) == "" {
+			return fmt.Errorf("budgets escalation: target is required")
+		}
+		for _, c := range e.On {
+			if !slices.Contains(TerminalCodes, c) || c == CodeSuccess || c == CodeReviewRequired || c == CodeUserCancel {
+				return fmt.Errorf("budgets escalation: %q cannot be escalated", c)
+			}
+		}
+	}
+	return nil
+}
+
+// Limits resolves a run's limits: DefaultLimits, then the policy's
+// defaults, then the pattern's run timeout, then the task type's limits,
+// then the request's, each layer replacing what it sets; finally the
+// tenant's caps bound every dimension. Clamped names the dimensions a
+// cap lowered below what a layer asked for.
+func (p BudgetPolicy) Limits(tenant, taskType string, runTimeoutS int, request Vector) (limits Vector, clamped []Dim) {
+	limits = maps.Clone(DefaultLimits)
+	maps.Copy(limits, p.Defaults)
+	if runTimeoutS > 0 {
+		limits[DimWallClockS] = float64(runTimeoutS)
+	}
+	maps.Copy(limits, p.TaskTypes[taskType])
+	maps.Copy(limits, request)
+	for _, d := range Dims {
+		if c, ok := p.Tenants[tenant][d]; ok && limits[d] > c {
+			limits[d] = c
+			clamped = append(clamped, d)
+		}
+	}
+	return limits, clamped
+}
+
+// Budget is what a run's state records of its budget: the resolved
+// limits (every process checks its draws against them), what the router
+// has been told the run spent, and the escalation policy it runs under.
+type Budget struct {
+	Limits Vector `json:"limits,omitempty"`
+	// Spent sums what finished steps reported (tool calls, memory
+	// writes, side effects …); model usage is in RunState.Usage. It lags
+	// the budgets ledger, which is the authority.
+	Spent      Vector      `json:"spent,omitempty"`
+	Escalation *Escalation `json:"escalation,omitempty"`
+}
+
+// UsageVector is a model usage as budget dimensions.
+func UsageVector(inTok, outTok, calls int, cost float64) Vector {
+	return Vector{DimInputTokens: float64(inTok), DimOutputTokens: float64(outTok), DimModelCalls: float64(calls), DimCostUSD: cost}
+}
+
+// known is what the state knows the run has drawn: the model usage the
+// router was told of and what finished steps reported.
+func (s State) known() Vector {
+	return s.Budget.Spent.Add(UsageVector(s.Usage.InputTokens, s.Usage.OutputTokens, s.Usage.Calls, s.Usage.CostUSD))
+}

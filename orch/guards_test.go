@@ -1,0 +1,199 @@
+package orch
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbus/agentbus/llm"
+)
+
+// started is a routed run under policy, planned with steps and dispatched.
+func started(t *testing.T, runID string, policy BudgetPolicy, steps []Step) StepRequest {
+	t.Helper()
+	run := only[PlanRequest](t, Decide(State{}, Requested{Request: request(runID), TaskTypes: taskTypes, Policy: policy,
+		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0})).Run
+	return only[StepRequest](t, Decide(run, Planned{Proposal: PlanProposal{Steps: steps}, At: t0}))
+}
+
+func TestBudgetLimitsComeInLayersWithinTenantCaps(t *testing.T) {
+	p := BudgetPolicy{
+		Defaults:  Vector{DimToolCalls: 40, DimCostUSD: 2},
+		TaskTypes: map[string]Vector{"research": {DimToolCalls: 30, DimWallClockS: 300}},
+		Tenants:   map[string]Vector{"acme": {DimCostUSD: 1, DimToolCalls: 35}},
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	lim, clamped := p.Limits("acme", "research", 600, Vector{DimToolCalls: 50, DimMemoryWrites: 3})
+	want := map[Dim]float64{DimToolCalls: 35, DimCostUSD: 1, DimWallClockS: 300, DimMemoryWrites: 3,
+		DimModelCalls: DefaultLimits[DimModelCalls]}
+	for d, v := range want {
+		if lim[d] != v {
+			t.Errorf("%s = %g, want %g (limits %v)", d, lim[d], v, lim)
+		}
+	}
+	if !slices.Equal(clamped, []Dim{DimCostUSD, DimToolCalls}) {
+		t.Errorf("clamped %v, want cost and tool calls", clamped)
+	}
+	for _, d := range Dims {
+		if _, ok := lim[d]; !ok {
+			t.Errorf("resolved limits lack %s: every dimension is bounded", d)
+		}
+	}
+	// Without a task-type layer the pattern's run timeout sets the wall clock.
+	if lim, _ := p.Limits("other", "general", 600, nil); lim[DimWallClockS] != 600 || lim[DimToolCalls] != 40 {
+		t.Errorf("limits %v", lim)
+	}
+	for _, bad := range []BudgetPolicy{
+		{Defaults: Vector{"tokens": 1}},
+		{Tenants: map[string]Vector{"acme": {DimCostUSD: -1}}},
+		{Escalation: &Escalation{Target: "ops", On: []string{CodeSuccess}}},
+		{Escalation: &Escalation{On: []string{CodeBudgetExhausted}}},
+	} {
+		if bad.Validate() == nil {
+			t.Errorf("policy %+v validated", bad)
+		}
+	}
+}
+
+func TestDecideRecordsTheResolvedBudgetAndItsDeadline(t *testing.T) {
+	req := request("run-b")
+	req.Budget = Vector{DimWallClockS: 90, DimToolCalls: 7}
+	d := Decide(State{}, Requested{Request: req, TaskTypes: taskTypes, Policy: BudgetPolicy{Tenants: map[string]Vector{"acme": {DimToolCalls: 5}}},
+		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact}, At: t0})
+	run := only[PlanRequest](t, d).Run
+	if run.Budget.Limits[DimToolCalls] != 5 || run.Budget.Limits[DimWallClockS] != 90 {
+		t.Fatalf("limits %v", run.Budget.Limits)
+	}
+	if !run.Deadline.Equal(t0.Add(90 * time.Second)) {
+		t.Errorf("deadline %v, want the wall-clock budget after the request", run.Deadline)
+	}
+	if !slices.Contains(auditNames(d), "budget.resolved") {
+		t.Errorf("no budget.resolved in %v", auditNames(d))
+	}
+	req.Budget = Vector{"dollars": 3}
+	if res := only[RunResult](t, Decide(State{}, Requested{Request: req, At: t0})); res.TerminalCode != CodeValidationFail ||
+		!strings.Contains(res.Reason, "dollars") {
+		t.Errorf("an unknown budget dimension ends %s: %s", res.TerminalCode, res.Reason)
+	}
+}
+
+func TestDecideStopsEarlyWhenTheRemainingWorkCannotFit(t *testing.T) {
+	// Two steps need at least two more model calls and the answer a third;
+	// the budget allows three in all, and routing and planning spent one.
+	run := only[PlanRequest](t, Decide(State{}, Requested{Request: request("run-e"), TaskTypes: taskTypes,
+		Policy: BudgetPolicy{Defaults: Vector{DimModelCalls: 3}}, Route: llm.RouteOutput{TaskType: "general", Pattern: PatternPlanThenExecute},
+		Calls: []llm.Call{call(10, 10)}, At: t0})).Run
+	d := Decide(run, Planned{Proposal: PlanProposal{Steps: twoSteps()}, At: t0})
+	res := only[RunResult](t, d)
+	if res.TerminalCode != CodeBudgetExhausted || !strings.Contains(res.Reason, "early stop") {
+		t.Fatalf("ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(res.Detail, &ev); err != nil || ev["dimension"] != string(DimModelCalls) || ev["lower_bound"] != 3.0 {
+		t.Errorf("detail %s", res.Detail)
+	}
+	if !slices.Contains(auditNames(d), "budget.early_stop") {
+		t.Errorf("no budget.early_stop in %v", auditNames(d))
+	}
+}
+
+func TestDecideStopsReplanningAtTheReflectionBudget(t *testing.T) {
+	sr := started(t, "run-r", BudgetPolicy{Defaults: Vector{DimReflectionPasses: 1}}, twoSteps()[:1])
+	rp := only[PlanRequest](t, Decide(sr.Run, Joined{Results: []StepResult{{Step: 1, Outcome: OutcomeFailed, Reason: "boom"}}, At: t0}))
+	sr = only[StepRequest](t, Decide(rp.Run, Planned{Proposal: PlanProposal{Steps: []Step{{Index: 2, Task: "other", Skills: []string{"x"}, ReturnSpec: shape}}}, At: t0}))
+	res := only[RunResult](t, Decide(sr.Run, Joined{Results: []StepResult{{Step: 2, Outcome: OutcomeFailed, Reason: "boom"}}, At: t0}))
+	if res.TerminalCode != CodeBudgetExhausted || !strings.Contains(res.Reason, "reflection") {
+		t.Fatalf("ended %s: %s", res.TerminalCode, res.Reason)
+	}
+}
+
+func TestDecideEndsAReplanIntoTheSameFailure(t *testing.T) {
+	sr := started(t, "run-same", BudgetPolicy{}, twoSteps()[:1])
+	const why = "extraction over the cap"
+	rp := only[PlanRequest](t, Decide(sr.Run, Joined{Results: []StepResult{{Step: 1, Outcome: OutcomeFailed, Reason: why}}, At: t0}))
+	same := twoSteps()[0]
+	same.Index = 2
+	// The identical revision runs once more (the first failure may have
+	// been a slip) …
+	sr = only[StepRequest](t, Decide(rp.Run, Planned{Proposal: PlanProposal{Steps: []Step{same}}, At: t0}))
+	// … and failing the same way ends the run at once, with two replans
+	// left unspent.
+	d := Decide(sr.Run, Joined{Results: []StepResult{{Step: 2, Outcome: OutcomeFailed, Reason: why}}, At: t0})
+	res := only[RunResult](t, d)
+	if res.TerminalCode != CodeRepeatedFailure || !strings.Contains(res.Reason, "a replan of step 1, failed the same way") {
+		t.Fatalf("ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	var ev map[string]any
+	if json.Unmarshal(res.Detail, &ev); ev["repeats_step"] != 1.0 || ev["failure"] != why {
+		t.Errorf("evidence %s", res.Detail)
+	}
+	if d.State.Plan.ReplanCount != 1 {
+		t.Errorf("replans %d: the refused revision spent no further replan", d.State.Plan.ReplanCount)
+	}
+}
+
+func TestDecideEndsMissingInfoWhenNoReplanSuppliesIt(t *testing.T) {
+	sr := started(t, "run-mi", BudgetPolicy{}, twoSteps()[:1])
+	for i := 2; ; i++ {
+		d := Decide(sr.Run, Joined{Results: []StepResult{{Step: sr.Step, Outcome: OutcomeInsufficient, Reason: "needs the date range"}}, At: t0})
+		if res, ok := d.Ended, d.Ended != nil; ok {
+			if res.TerminalCode != CodeMissingInfo || !strings.Contains(res.Reason, "needs the date range") || i != MaxReplans+2 {
+				t.Fatalf("after %d attempts ended %s: %s", i-1, res.TerminalCode, res.Reason)
+			}
+			return
+		}
+		rp := only[PlanRequest](t, d)
+		sr = only[StepRequest](t, Decide(rp.Run, Planned{Proposal: PlanProposal{Steps: []Step{{Index: i, Task: "try " + string(rune('a'+i)), Skills: []string{"x"}, ReturnSpec: shape}}}, At: t0}))
+	}
+}
+
+func TestDecideEndsAmbiguousIntentWhenTheRouterAsks(t *testing.T) {
+	res := only[RunResult](t, Decide(State{}, Requested{Request: request("run-a"), TaskTypes: taskTypes,
+		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact, Clarify: "Which outlets: active or all?"}, At: t0}))
+	if res.TerminalCode != CodeAmbiguousIntent || !strings.Contains(res.Reason, "active or all") {
+		t.Fatalf("ended %s: %s", res.TerminalCode, res.Reason)
+	}
+}
+
+func TestDecideMapsGuardOutcomesToTheirCodes(t *testing.T) {
+	for outcome, code := range map[string]string{
+		OutcomeBudgetExhausted: CodeBudgetExhausted, OutcomeTimedOut: CodeTimeout, OutcomeRepeatedCall: CodeRepeatedFailure,
+		OutcomePermissionDenied: CodePermissionDenied, OutcomeUnsafe: CodeUnsafeDetection, OutcomeConfirmRequired: CodeConfirmRequired,
+	} {
+		sr := started(t, "run-"+outcome, BudgetPolicy{}, twoSteps()[:1])
+		ev := json.RawMessage(`{"guard":"` + outcome + `"}`)
+		res := only[RunResult](t, Decide(sr.Run, Joined{Results: []StepResult{{Step: 1, Outcome: outcome, Reason: "r", Evidence: ev,
+			Spent: Vector{DimToolCalls: 2}}}, At: t0}))
+		if res.TerminalCode != code || string(res.Detail) != string(ev) {
+			t.Errorf("%s ends %s with %s, want %s with the evidence", outcome, res.TerminalCode, res.Detail, code)
+		}
+	}
+}
+
+func TestDecideEscalatesToReviewUnderItsPolicy(t *testing.T) {
+	policy := BudgetPolicy{Escalation: &Escalation{Target: "ops-review", On: []string{CodeBudgetExhausted}}}
+	sr := started(t, "run-esc", policy, twoSteps())
+	d := Decide(sr.Run, Joined{Results: []StepResult{{Step: 1, Outcome: OutcomeBudgetExhausted, Reason: "tool_calls spent",
+		Evidence: json.RawMessage(`{"dimension":"tool_calls"}`)}}, At: t0})
+	res := only[RunResult](t, d)
+	if res.TerminalCode != CodeReviewRequired || !strings.Contains(res.Response, "ops-review") {
+		t.Fatalf("ended %s: %s", res.TerminalCode, res.Response)
+	}
+	var packet map[string]any
+	if err := json.Unmarshal(res.Detail, &packet); err != nil || packet["code"] != CodeBudgetExhausted || packet["target"] != "ops-review" ||
+		packet["task"] != request("").Message {
+		t.Fatalf("packet %s", res.Detail)
+	}
+	if !slices.Contains(auditNames(d), "escalation.raised") {
+		t.Errorf("no escalation.raised in %v", auditNames(d))
+	}
+	// A code outside the policy ends as it is.
+	sr = started(t, "run-noesc", policy, twoSteps())
+	if res := only[RunResult](t, Decide(sr.Run, Joined{Results: []StepResult{{Step: 1, Outcome: OutcomeUnsafe, Reason: "r"}}, At: t0})); res.TerminalCode != CodeUnsafeDetection {
+		t.Errorf("unsafe ends %s", res.TerminalCode)
+	}
+}
