@@ -24,10 +24,22 @@ func (b *Budgets) Model(m llm.Model, rb RunBudget) llm.Model {
 	return budgetedModel{model: m, ledger: b, run: rb}
 }
 
+// DeferredModel is Model whose settlements are not written after each
+// call but handed to settle, as the change they make to the counters: the
+// caller folds them into its next draw, or writes them when its hop ends
+// (one round trip instead of two).
+func (b *Budgets) DeferredModel(m llm.Model, rb RunBudget, settle func(delta orch.Vector)) llm.Model {
+	if b == nil || b.KV == nil || len(rb.Limits) == 0 {
+		return m
+	}
+	return budgetedModel{model: m, ledger: b, run: rb, deferred: settle}
+}
+
 type budgetedModel struct {
-	model  llm.Model
-	ledger *Budgets
-	run    RunBudget
+	model    llm.Model
+	ledger   *Budgets
+	run      RunBudget
+	deferred func(delta orch.Vector)
 }
 
 // Complete reserves, calls and settles.
@@ -69,6 +81,10 @@ func (m budgetedModel) Complete(ctx context.Context, req llm.Request) (llm.Respo
 	actual := orch.Vector{orch.DimModelCalls: 1, orch.DimRetries: reserved[orch.DimRetries]}
 	if err == nil {
 		actual = actual.Add(orch.UsageVector(resp.Usage.InputTokens, resp.Usage.OutputTokens, 0, resp.Usage.CostUSD))
+	}
+	if m.deferred != nil {
+		m.deferred(actual.Sub(reserved))
+		return resp, err
 	}
 	// A settle that fails leaves the reservation drawn: the ledger then
 	// overstates the run's use, never understates it.

@@ -104,7 +104,10 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 		return nil, events.Permanent(fmt.Errorf("handlers: step %d is not in plan %s", req.Step, req.Run.Plan.PlanID))
 	}
 	t := turn{x: x, in: ev, req: req, step: *step, out: outbox{in: ev}, rec: llm.Record(x.Model)}
-	t.model = x.Budgets.Model(t.rec, BudgetOf(req.Run))
+	// The model calls' settlements ride on the hop's next draw (a skill
+	// call, a memory write), or are written when the hop ends.
+	t.model = x.Budgets.DeferredModel(t.rec, BudgetOf(req.Run), func(d orch.Vector) { t.unsettled = t.unsettled.Add(d) })
+	defer t.settle(ctx)
 	tenant, runID := req.Run.Request.TenantID, req.Run.Request.RunID
 	ctx, release := x.Cancels.Watch(ctx, tenant, runID)
 	defer release()
@@ -162,6 +165,7 @@ type turn struct {
 	observed  int                        // this hop's successful tool observations
 	calls     map[string]int             // this hop's calls by skill and argument hash
 	deniedN   int                        // this hop's calls outside the allowed skills
+	unsettled orch.Vector                // model-call settlements not yet written to the ledger
 }
 
 // spent emits the hop's model.called events and returns the step's usage

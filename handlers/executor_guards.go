@@ -57,10 +57,19 @@ func (t *turn) budgetStop(ex *Exhausted) error {
 	return &stepStop{res: orch.StepResult{Outcome: outcome, Reason: ex.Error(), Evidence: ex.Evidence()}}
 }
 
-// draw takes want from the run's budget, recording it as the step's.
+// draw takes want from the run's budget, recording it as the step's,
+// and writes the hop's unsettled model calls with it (only the dimensions
+// want draws from are checked against their limits).
 func (t *turn) draw(ctx context.Context, want orch.Vector) error {
-	err := t.x.Budgets.Reserve(ctx, BudgetOf(t.req.Run), want)
+	err := t.x.Budgets.Reserve(ctx, BudgetOf(t.req.Run), want.Add(t.unsettled))
 	var ex *Exhausted
+	if errors.As(err, &ex) && want[ex.Dim] <= 0 {
+		// Refused for the earlier calls' settlement alone (input tokens
+		// past their estimate): draw want by itself.
+		err = t.x.Budgets.Reserve(ctx, BudgetOf(t.req.Run), want)
+	} else if err == nil {
+		t.unsettled = nil
+	}
 	if errors.As(err, &ex) {
 		return t.budgetStop(ex)
 	}
@@ -69,6 +78,19 @@ func (t *turn) draw(ctx context.Context, want orch.Vector) error {
 	}
 	t.drawn = t.drawn.Add(want)
 	return nil
+}
+
+// settle writes what the hop's model calls still owe the ledger, before
+// the hop's outputs are published. A failed write leaves their
+// reservations drawn: the ledger then overstates the run's use.
+func (t *turn) settle(ctx context.Context) {
+	if len(t.unsettled) == 0 {
+		return
+	}
+	if err := t.x.Budgets.Settle(context.WithoutCancel(ctx), BudgetOf(t.req.Run), nil, t.unsettled); err != nil {
+		t.x.Log.Warn().Err(err).Str("run_id", t.req.Run.Request.RunID).Msg("budget settlement not written")
+	}
+	t.unsettled = nil
 }
 
 // spentSoFar is what the step drew besides model usage: its earlier

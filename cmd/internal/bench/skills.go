@@ -30,6 +30,7 @@ const stages = 5
 func (p *pipelineSkills) Close() error { return nil }
 
 func newPipelineSkills(latency time.Duration) *pipelineSkills {
+	yes, no := true, false
 	p := &pipelineSkills{manifests: map[string]skills.Manifest{}, latency: latency}
 	for k := 1; k <= stages; k++ {
 		name := fmt.Sprintf("stage%d", k)
@@ -42,7 +43,10 @@ func newPipelineSkills(latency time.Duration) *pipelineSkills {
 			out = `{"type":"object","properties":{"results":{"type":"array","items":{"type":"object","properties":{"item_id":{"type":"string"},"name":{"type":"string"},"score":{"type":"number"},"rank":{"type":"integer"}}}}}}`
 		}
 		p.manifests[name] = skills.Manifest{Name: name, Description: fmt.Sprintf("Bench pipeline stage %d of five", k),
-			InputSchema: json.RawMessage(in), OutputSchema: json.RawMessage(out), ExecutionMode: skills.ExecutionModeSync}
+			InputSchema: json.RawMessage(in), OutputSchema: json.RawMessage(out), ExecutionMode: skills.ExecutionModeSync,
+			// In-process computations: they read, change nothing and reach
+			// nothing outside, so they draw no side effect or external call.
+			Annotations: &skills.Annotations{ReadOnlyHint: &yes, OpenWorldHint: &no}}
 		p.names = append(p.names, name)
 	}
 	return p
