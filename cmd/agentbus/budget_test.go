@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/cmd/internal/app"
-	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
@@ -49,18 +47,7 @@ func TestBudget_FourLanesOnTwoExecutorProcessesNeverPassTheCap(t *testing.T) {
 	_, js := connect(t, c.nats)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	// The budget policy goes in the config bucket before the processes
-	// start; their seeding never overwrites it.
-	if err := events.Bootstrap(ctx, js, app.Topology(events.Topology{AckWait: 2 * time.Second})); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := js.KeyValue(ctx, handlers.BucketConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cfg.Put(ctx, handlers.ConfigKeyBudgets, []byte(fmt.Sprintf(`{"defaults":{"tool_calls":%d}}`, capCalls))); err != nil {
-		t.Fatal(err)
-	}
+	presetConfig(t, js, handlers.ConfigKeyBudgets, []byte(fmt.Sprintf(`{"defaults":{"tool_calls":%d}}`, capCalls)))
 	procs := c.startAll(2)
 
 	start := time.Now()

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 
@@ -82,25 +81,12 @@ func TestSupervisor_LaneThatNeverFinishesIsCutAtTheDeadline(t *testing.T) {
 	c := newCluster(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 1}}, "MODEL_PLANNER=openai:test-model",
 		"MODEL_BASE_URL="+chat.URL, "MODEL_API_KEY="+modelKey, "MODEL_MAX_RETRIES=1", "SKILL_TIMEOUT=6s")
 	nc, js := connect(t, c.nats)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	// The processes' own topology, with the config bucket the pattern
-	// settings go in before they start.
-	if err := events.Bootstrap(ctx, js, app.Topology(events.Topology{AckWait: 2 * time.Second})); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := js.KeyValue(ctx, handlers.BucketConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
 	patterns := slices.Clone(handlers.DefaultPatterns)
 	for i := range patterns {
 		patterns[i].GroupTimeoutS = 2
 	}
 	pb, _ := json.Marshal(patterns)
-	if _, err := cfg.Put(ctx, handlers.ConfigKeyPatterns, pb); err != nil {
-		t.Fatal(err)
-	}
+	presetConfig(t, js, handlers.ConfigKeyPatterns, pb)
 	c.startAll(1)
 
 	start := time.Now()
@@ -166,23 +152,12 @@ func countSubject(t *testing.T, js jetstream.JetStream, subject string) int {
 func TestRunDeadline_HungRunEndsTimeout(t *testing.T) {
 	c := newCluster(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 1}}, "SKILL_TIMEOUT=30s")
 	_, js := connect(t, c.nats)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := events.Bootstrap(ctx, js, app.Topology(events.Topology{AckWait: 2 * time.Second})); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := js.KeyValue(ctx, handlers.BucketConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
 	patterns := slices.Clone(handlers.DefaultPatterns)
 	for i := range patterns {
 		patterns[i].RunTimeoutS = 2
 	}
 	pb, _ := json.Marshal(patterns)
-	if _, err := cfg.Put(ctx, handlers.ConfigKeyPatterns, pb); err != nil {
-		t.Fatal(err)
-	}
+	presetConfig(t, js, handlers.ConfigKeyPatterns, pb)
 	c.startAll(1)
 	start := time.Now()
 	res := postRun(t, c.ingURL, orch.RunRequest{TenantID: "demo", UserID: "u1", SessionID: "sess-timeout",

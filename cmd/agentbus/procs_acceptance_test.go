@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
@@ -111,5 +114,24 @@ func TestTwoExecutorsShareWork(t *testing.T) {
 			t.Fatalf("%s handled no step messages", name)
 		}
 		t.Logf("%s handled %d step messages", name, handled)
+	}
+}
+
+// presetConfig writes value under key in the config bucket before the
+// processes start (bootstrapping their topology first): their seeding
+// never overwrites an existing key.
+func presetConfig(t *testing.T, js jetstream.JetStream, key string, value []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := events.Bootstrap(ctx, js, app.Topology(events.Topology{AckWait: 2 * time.Second})); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := js.KeyValue(ctx, handlers.BucketConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.Put(ctx, key, value); err != nil {
+		t.Fatal(err)
 	}
 }
