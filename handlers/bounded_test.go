@@ -294,6 +294,44 @@ func TestGrounding_AModelOnlyStepCommitsWithoutAnObservation(t *testing.T) {
 	}
 }
 
+func TestGrounding_AnIdentifierNoObservationHoldsIsRefused(t *testing.T) {
+	env := newEnv(t)
+	model := llmtest.New()
+	model.Default = offline.New()
+	model.Repeat = true
+	model.On(llm.TaskRoute, routeTo("general", PatternPlanThenExecute))
+	// The model observes the outlets, then answers with an id it made up.
+	model.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`)},
+		llmtest.Reply{Response: actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
+			"data": map[string]any{"outlet_ids": []string{"out-001", "out-999"}}})})
+	f := patternFlow(t, env, model)
+	res, seen := f.drive(t, newEvent(t, "run-ids", events.TypeRunRequested, runRequest("run-ids", "List the active outlets")))
+	if res.TerminalCode == orch.CodeSuccess {
+		t.Fatal("a run whose answer names an outlet it never observed succeeded")
+	}
+	refused := auditPayloads(t, seen, "grounding.refused")
+	if !slices.ContainsFunc(refused, func(p map[string]any) bool { return fmt.Sprint(p["unobserved_ids"]) == "[out-999]" }) {
+		t.Fatalf("grounding.refused %v, want out-999 named", refused)
+	}
+	if slices.Contains(traceNames(seen), "memory.written") {
+		t.Fatal("an answer with a made-up identifier was written to memory")
+	}
+	// The observed id alone is grounded: the same flow answering with it succeeds.
+	env = newEnv(t)
+	model = llmtest.New()
+	model.Default = offline.New()
+	model.On(llm.TaskRoute, routeTo("general", PatternPlanThenExecute))
+	model.On(llm.TaskPlan, llmtest.Text(fmt.Sprintf(`{"steps":[{"step":1,"task":"List the active outlets","skills":[%q],"return_spec":{"shape":%s}}]}`,
+		demo.SkillOutletList, outletIDsShape)))
+	model.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`)},
+		llmtest.Reply{Response: actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
+			"data": map[string]any{"outlet_ids": []string{"out-001"}}})})
+	res, _ = patternFlow(t, env, model).drive(t, newEvent(t, "run-ids-ok", events.TypeRunRequested, runRequest("run-ids-ok", "List the active outlets")))
+	if res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("a grounded answer ended %s: %s", res.TerminalCode, res.Reason)
+	}
+}
+
 func TestBreakers_OpenFailFastAndRecoverHalfOpen(t *testing.T) {
 	now := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
 	b := &Breakers{Failures: 3, Cooldown: time.Minute, Now: func() time.Time { return now }}

@@ -166,6 +166,7 @@ type turn struct {
 	calls     map[string]int             // this hop's calls by skill and argument hash
 	deniedN   int                        // this hop's calls outside the allowed skills
 	unsettled orch.Vector                // model-call settlements not yet written to the ledger
+	inputData map[string]json.RawMessage // the outputs of the steps this one depends on
 }
 
 // spent emits the hop's model.called events and returns the step's usage
@@ -208,6 +209,7 @@ func (t *turn) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	t.inputData = inputs
 	in := llm.ActInput{Task: t.step.Task, Framing: t.req.Run.Framing, Skills: infos, Inputs: inputs,
 		ReturnSpec: llm.ReturnSpec{Shape: t.step.ReturnSpec.Shape, Reason: t.step.ReturnSpec.Reason}}
 	req := llm.NewRequest(llm.TaskAct, in)

@@ -41,6 +41,13 @@ func (t *turn) answer(ctx context.Context, content string) error {
 			"reason": "no tool observation in this step"})
 		return t.repair(content, errUngrounded, "Call one of the step's skills and answer from what it returns.")
 	}
+	if missing := t.ungroundedIDs(a.Data); len(missing) > 0 {
+		// Identifiers no observation of the step holds are made up.
+		t.out.audit("grounding.refused", lin, map[string]any{"step": t.step.Index, "unobserved_ids": missing,
+			"reason": "identifiers in no observation or input of this step"})
+		return t.repair(content, fmt.Errorf("%w: %v appear in no observation or input of this step", errUngrounded, missing),
+			"Answer only with identifiers the step's skills returned.")
+	}
 	if t.leaksSecret(ctx, a.Data) {
 		ev := map[string]any{"guard": "secret_in_output", "step": t.step.Index}
 		t.out.audit("guard.unsafe", lin, ev)
@@ -80,7 +87,7 @@ var errUngrounded = errors.New("ungrounded: the answer rests on no tool observat
 func (t *turn) repair(content string, verr error, hint string) error {
 	if t.req.Repairs >= llm.MaxRepairs && errors.Is(verr, errUngrounded) {
 		return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed,
-			Reason:     fmt.Sprintf("the step's answer stayed ungrounded after %d repairs: no skill was called", llm.MaxRepairs),
+			Reason:     fmt.Sprintf("the step's answer stayed ungrounded after %d repairs: %v", llm.MaxRepairs, verr),
 			Suggestion: "give the step a skill that returns what it needs, or declare it model_only"})
 	}
 	if t.req.Repairs >= llm.MaxRepairs {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
@@ -214,6 +215,89 @@ func (t *turn) leaksSecret(ctx context.Context, b []byte) bool {
 // observed, verified, committed; never assumed).
 func (t *turn) grounded() bool {
 	return t.step.ModelOnly || len(t.step.Skills) == 0 || t.req.Observed+t.observed > 0
+}
+
+// ungroundedIDs returns the identifiers in data (the string values of
+// fields named id or ending in _id or _ids) that appear in none of the
+// step's observations nor its inputs: values the model made up rather than
+// observed. Once older turns were compressed away the observations are no
+// longer all at hand, and nothing is reported.
+func (t *turn) ungroundedIDs(data json.RawMessage) []string {
+	if t.step.ModelOnly || len(t.step.Skills) == 0 {
+		return nil // declared to answer without observing
+	}
+	ids := idValues(data)
+	if len(ids) == 0 || slices.ContainsFunc(t.req.Turns, func(tn orch.Turn) bool { return tn.Role == "summary" }) {
+		return nil
+	}
+	seen := map[string]bool{}
+	var raw [][]byte
+	note := func(b []byte) {
+		var v any
+		if json.Unmarshal(b, &v) != nil {
+			raw = append(raw, b) // not JSON: matched as text
+			return
+		}
+		walkStrings(v, func(s string) { seen[s] = true })
+	}
+	for _, tn := range t.req.Turns {
+		if tn.Role == "tool" && !tn.IsError {
+			note([]byte(tn.Content))
+		}
+	}
+	for _, in := range t.inputData {
+		note(in)
+	}
+	var missing []string
+	for _, id := range ids {
+		if !seen[id] && !slices.ContainsFunc(raw, func(b []byte) bool { return bytes.Contains(b, []byte(id)) }) {
+			missing = append(missing, id)
+		}
+	}
+	return missing
+}
+
+// idValues collects the string values of data's identifier fields.
+func idValues(data json.RawMessage) []string {
+	var v any
+	if json.Unmarshal(data, &v) != nil {
+		return nil
+	}
+	var ids []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, val := range x {
+				if k == "id" || strings.HasSuffix(k, "_id") || strings.HasSuffix(k, "_ids") {
+					walkStrings(val, func(s string) { ids = append(ids, s) })
+				}
+				walk(val)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return ids
+}
+
+// walkStrings calls f with every string in v, at any depth.
+func walkStrings(v any, f func(string)) {
+	switch x := v.(type) {
+	case string:
+		f(x)
+	case map[string]any:
+		for _, e := range x {
+			walkStrings(e, f)
+		}
+	case []any:
+		for _, e := range x {
+			walkStrings(e, f)
+		}
+	}
 }
 
 // compressTurns keeps the turns within the step's context budget: the

@@ -388,6 +388,8 @@ func progressChunks(out *outbox, d orch.Decision) {
 func ProgressEvent(name string) bool {
 	return strings.HasPrefix(name, "step_") || strings.HasPrefix(name, "plan.") && name != AuditPlanProjected ||
 		name == "routing.decided" || name == "replan.triggered" || name == "react.started" ||
+		strings.HasPrefix(name, "budget.") || strings.HasPrefix(name, "guard.") || name == "escalation.raised" ||
+		name == "clarification.requested" ||
 		strings.HasPrefix(name, "supervisor.") || strings.HasPrefix(name, "fanout.") || strings.HasPrefix(name, "fanin.")
 }
 
