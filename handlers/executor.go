@@ -63,6 +63,9 @@ type Executor struct {
 	// ContextTokens is the context budget of a step's turns (default
 	// DefaultContextTokens).
 	ContextTokens int
+	// Modes are the tenants' approval-mode overrides; nil uses each
+	// skill's own mode.
+	Modes *ApprovalModes
 	// Secrets are credentials no tool argument or step output may carry
 	// (the configured Skill Service key, for one); the caller's forwarded
 	// key is always one.
@@ -413,12 +416,12 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 		return nil, false, stop(orch.OutcomeUnavailable, "unavailable: "+err.Error(), "plan around "+c.Name, map[string]any{
 			"skill_id": c.Name, "circuit": CircuitOpen})
 	}
-	m := t.manifests[c.Name]
+	mode := t.mode(c.Name)
 	want := orch.Vector{orch.DimToolCalls: 1}
-	if m.OpenWorld() {
+	if t.manifests[c.Name].OpenWorld() || mode == skills.ModeDelegated {
 		want[orch.DimExternalCalls] = 1
 	}
-	if !m.ReadOnly() {
+	if mode != skills.ModeReadOnly {
 		want[orch.DimSideEffects] = 1
 	}
 	if err := t.draw(ctx, want); err != nil {
@@ -451,7 +454,7 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	t.out.audit("skill.called", lin, map[string]any{
 		"skill_id": c.Name, "tenant_id": t.req.Run.Request.TenantID, "user_id": t.req.Run.Request.UserID,
 		"session_id": t.req.Run.Request.SessionID, "input_size_bytes": len(c.Arguments), "response_size_bytes": len(result),
-		"args_hash": hash, "tool_registry_version": t.registry,
+		"args_hash": hash, "tool_registry_version": t.registry, "approval_mode": mode,
 		"duration_ms": time.Since(start).Milliseconds(), "is_error": isErr,
 		"large_response_triggered": len(result) >= t.x.LargeResponse, "ts": time.Now().UTC(),
 	})

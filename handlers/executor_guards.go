@@ -141,8 +141,8 @@ func (t *turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error
 		return stop(orch.OutcomeUnsafe, fmt.Sprintf("unsafe: the arguments of a %s call carry a credential of the run", c.Name),
 			"", ev)
 	}
-	if m := t.manifests[c.Name]; m.Destructive() {
-		packet := map[string]any{"action": c.Name, "parameters": c.Arguments, "args_hash": hash, "risk": "destructive",
+	if m := t.manifests[c.Name]; t.mode(c.Name) == skills.ModeDestructive {
+		packet := map[string]any{"action": c.Name, "parameters": c.Arguments, "args_hash": hash, "risk": skills.ModeDestructive,
 			"evidence": map[string]any{"annotations": m.Annotations, "description": m.Description},
 			"step":     t.step.Index, "task": t.step.Task}
 		t.out.audit("approval.required", lin, packet)
@@ -162,6 +162,12 @@ func (t *turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error
 	}
 	t.calls[key]++
 	return nil
+}
+
+// mode is the approval mode of a call of the step's skill name: the
+// tenant's override, else the skill's own.
+func (t *turn) mode(name string) string {
+	return t.x.Modes.Of(t.req.Run.Request.TenantID, t.manifests[name])
 }
 
 // callCounts are the step's identical-call counts after this hop.

@@ -24,6 +24,10 @@ type Manifest struct {
 	// declares none (as an older Skill Service does). ReadOnly,
 	// Destructive and OpenWorld interpret them.
 	Annotations *Annotations `json:"annotations,omitempty"`
+	// Mode, when a Skill Service declares it, is the skill's approval
+	// mode (read_only, local_write, network, delegated, destructive);
+	// ApprovalMode otherwise derives one from the annotations.
+	Mode string `json:"approval_mode,omitempty"`
 }
 
 // Annotations are a tool's MCP behaviour hints (readOnlyHint, destructiveHint, idempotentHint, openWorldHint); nil fields are unset.

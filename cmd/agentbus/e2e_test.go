@@ -247,9 +247,9 @@ func TestDuplicateStepFinishedCountsOnce(t *testing.T) {
 	publishRaw(1, "copy-a")
 	publishRaw(1, "copy-b")
 	cons, _ := js.Consumer(ctx, events.StreamAgent, handlers.RoleAggregator)
-	eventually(t, 10*time.Second, "both copies to be acked", func() bool {
+	eventually(t, 10*time.Second, "both copies to be acked and the member recorded", func() bool {
 		info, err := cons.Info(ctx)
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0 && members() > 0
 	})
 	if n := members(); n != 1 {
 		t.Fatalf("fanin counts %d members after a duplicate, want 1", n)

@@ -48,7 +48,7 @@ var Roles = []Role{
 	{Name: handlers.RoleExecutor, Routes: (&handlers.Executor{}).Routes(),
 		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined},
 		Buckets: []string{handlers.BucketLocks, handlers.BucketToolcalls, handlers.BucketCredentials, handlers.BucketCancels,
-			handlers.BucketBudgets},
+			handlers.BucketBudgets, handlers.BucketConfig},
 		Build: buildExecutor},
 	{Name: handlers.RoleAggregator, Routes: (&handlers.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
 		Buckets: []string{handlers.BucketFanin}, Build: buildAggregator},
@@ -228,6 +228,14 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 		return nil, err
 	}
 	x.Breakers = &handlers.Breakers{Failures: d.Config.BreakerFailures, Cooldown: d.Config.BreakerCooldown}
+	cfg, err := d.bucket(ctx, handlers.BucketConfig)
+	if err != nil {
+		return nil, err
+	}
+	x.Modes = handlers.NewApprovalModes(cfg)
+	if err := retry(ctx, func() error { return x.Modes.Start(ctx) }); err != nil {
+		return nil, fmt.Errorf("approval modes: %w", err)
+	}
 	x.RepeatCallLimit, x.ContextTokens = d.Config.RepeatCallLimit, d.Config.ContextTokens
 	if d.Config.SkillAPIKey != "" {
 		x.Secrets = append(x.Secrets, d.Config.SkillAPIKey)

@@ -1,0 +1,104 @@
+package handlers
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/skills/demo"
+)
+
+// withModes starts the executor's approval modes on the config bucket,
+// after writing overrides there.
+func withModes(t *testing.T, env *testEnv, f *flow, overrides string) {
+	t.Helper()
+	if _, err := env.config.Put(testCtx(t), ConfigKeyApprovalModes, []byte(overrides)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f.exec.Modes = NewApprovalModes(env.config)
+	if err := f.exec.Modes.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestApprovalModes_ATenantOverrideRelaxesOrTightensASkill(t *testing.T) {
+	destructive := &skills.Annotations{ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(true)}
+	t.Run("a destructive skill configured local_write runs", func(t *testing.T) {
+		env := newEnvWith(t, demo.Config{Hints: map[string]*skills.Annotations{demo.SkillOutletList: destructive}})
+		f := patternFlow(t, env, calling(t, "active"))
+		withModes(t, env, f, `{"`+testTenant+`":{"`+demo.SkillOutletList+`":"local_write"}}`)
+		res, seen := f.drive(t, newEvent(t, "run-relaxed", events.TypeRunRequested, runRequest("run-relaxed", rankTask)))
+		if res.TerminalCode != orch.CodeSuccess {
+			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
+		}
+		called := auditPayloads(t, seen, "skill.called")
+		if len(called) == 0 || called[0]["approval_mode"] != skills.ModeLocalWrite {
+			t.Fatalf("skill.called %v, want approval_mode local_write", called)
+		}
+		if e := ledger(t, env, "run-relaxed"); e.Used[orch.DimSideEffects] != 1 {
+			t.Errorf("a local write drew %g side effects, want 1", e.Used[orch.DimSideEffects])
+		}
+	})
+	t.Run("a read-only skill configured destructive for every tenant needs an approval", func(t *testing.T) {
+		env := newEnv(t)
+		f := patternFlow(t, env, calling(t, "active"))
+		withModes(t, env, f, `{"*":{"`+demo.SkillOutletList+`":"destructive"}}`)
+		res, seen := f.drive(t, newEvent(t, "run-tight", events.TypeRunRequested, runRequest("run-tight", rankTask)))
+		if res.TerminalCode != orch.CodeConfirmRequired {
+			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
+		}
+		if !slices.Contains(traceNames(seen), "approval.required") || env.svc.Calls(demo.SkillOutletList) != 0 {
+			t.Fatalf("trace %v, %d calls: the skill must not run", traceNames(seen), env.svc.Calls(demo.SkillOutletList))
+		}
+	})
+}
+
+func TestApprovalModes_FollowTheConfigKey(t *testing.T) {
+	env := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := NewApprovalModes(env.config)
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := skills.Manifest{Name: "send_mail"}
+	if got := a.Of(testTenant, m); got != skills.ModeNetwork {
+		t.Fatalf("without overrides %s, want the skill's own network", got)
+	}
+	put := func(v string) {
+		if _, err := env.config.Put(testCtx(t), ConfigKeyApprovalModes, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(`{"*":{"send_mail":"delegated"},"` + testTenant + `":{"send_mail":"destructive"}}`)
+	eventually(t, func() bool {
+		return a.Of(testTenant, m) == skills.ModeDestructive && a.Of("acme", m) == skills.ModeDelegated
+	})
+	put(`{"*":{"send_mail":"approve-everything"}}`) // invalid: the overrides in force stay
+	time.Sleep(100 * time.Millisecond)
+	if got := a.Of(testTenant, m); got != skills.ModeDestructive {
+		t.Fatalf("an invalid edit changed the mode to %s", got)
+	}
+	if _, err := ParseApprovalModes([]byte(`{"*":{"x":"approve-everything"}}`)); err == nil {
+		t.Fatal("an unknown mode parsed")
+	}
+}
+
+// eventually waits up to 5 s for cond.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("the condition did not hold within 5 s")
+}
