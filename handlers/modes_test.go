@@ -2,13 +2,22 @@ package handlers
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/llmtest"
+	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
@@ -101,4 +110,60 @@ func eventually(t *testing.T, cond func() bool) {
 		}
 	}
 	t.Fatal("the condition did not hold within 5 s")
+}
+
+// TestDestructive_PlainMCPToolsNeverRunWithoutApproval: against any MCP
+// server (plain mode), a tool annotated destructiveHint and a delete tool
+// with no annotation at all are both destructive: chosen by the model,
+// neither runs; the run ends CONFIRM_REQUIRED with the approval packet.
+func TestDestructive_PlainMCPToolsNeverRunWithoutApproval(t *testing.T) {
+	var calls sync.Map // tool name -> *atomic.Int32
+	count := func(name string) *atomic.Int32 {
+		c, _ := calls.LoadOrStore(name, new(atomic.Int32))
+		return c.(*atomic.Int32)
+	}
+	s := server.NewMCPServer("records", "1.0.0", server.WithToolCapabilities(false))
+	tool := func(name, desc string, a mcp.ToolAnnotation) {
+		s.AddTool(mcp.NewTool(name, mcp.WithDescription(desc), mcp.WithToolAnnotation(a)),
+			func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				count(name).Add(1)
+				return mcp.NewToolResultText("done"), nil
+			})
+	}
+	tool("reset_table", "Reset the records table", mcp.ToolAnnotation{ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(true)})
+	tool("delete_record", "Delete one record", mcp.ToolAnnotation{})
+	tool("lookup_record", "Look up one record", mcp.ToolAnnotation{ReadOnlyHint: mcp.ToBoolPtr(true)})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", server.NewStreamableHTTPServer(s, server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler))))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	sk, err := skills.NewClient(skills.Config{URL: srv.URL + "/mcp", Mode: skills.ModePlain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sk.Close() })
+
+	for _, name := range []string{"reset_table", "delete_record"} {
+		t.Run(name, func(t *testing.T) {
+			env := newEnv(t)
+			model := llmtest.New()
+			model.Default = offline.New()
+			model.On(llm.TaskRoute, routeTo("research", PatternReact))
+			model.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp("c1", name, `{}`)})
+			f := patternFlow(t, env, model)
+			f.planner.Skills, f.exec.Skills = sk, sk
+			runID := "run-" + name
+			res, seen := f.drive(t, newEvent(t, runID, events.TypeRunRequested, runRequest(runID, "Clean up the records: reset, delete or look them up")))
+			if res.TerminalCode != orch.CodeConfirmRequired {
+				t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
+			}
+			packets := auditPayloads(t, seen, "approval.required")
+			if len(packets) != 1 || packets[0]["action"] != name || packets[0]["risk"] != skills.ModeDestructive {
+				t.Fatalf("approval.required %v", packets)
+			}
+			if n := count(name).Load(); n != 0 {
+				t.Fatalf("%s ran %d times without an approval", name, n)
+			}
+		})
+	}
 }
