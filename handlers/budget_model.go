@@ -17,17 +17,12 @@ import (
 // it. After the call the reservation is settled with the call's reported
 // usage. The call's context ends at the run's deadline. Without a ledger or
 // limits, m is returned as it is.
-func (b *Budgets) Model(m llm.Model, rb RunBudget) llm.Model {
-	if b == nil || b.KV == nil || len(rb.Limits) == 0 {
-		return m
-	}
-	return budgetedModel{model: m, ledger: b, run: rb}
-}
+func (b *Budgets) Model(m llm.Model, rb RunBudget) llm.Model { return b.DeferredModel(m, rb, nil) }
 
-// DeferredModel is Model whose settlements are not written after each
-// call but handed to settle, as the change they make to the counters: the
-// caller folds them into its next draw, or writes them when its hop ends
-// (one round trip instead of two).
+// DeferredModel is Model whose settlements, when settle is set, are not
+// written after each call but handed to settle, as the change they make to
+// the counters: the caller folds them into its next draw, or writes them
+// when its hop ends (one round trip instead of two).
 func (b *Budgets) DeferredModel(m llm.Model, rb RunBudget, settle func(delta orch.Vector)) llm.Model {
 	if b == nil || b.KV == nil || len(rb.Limits) == 0 {
 		return m

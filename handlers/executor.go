@@ -130,7 +130,7 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 		switch {
 		case errors.As(err, &st):
 		case errors.As(err, &ex):
-			errors.As(t.budgetStop(ex), &st)
+			st = t.budgetStop(ex)
 		default:
 			f := failureOf(err)
 			if f == nil {
@@ -161,7 +161,7 @@ type turn struct {
 	out       outbox
 	skills    map[string]llm.SkillInfo   // the step's allowed skills, by name
 	manifests map[string]skills.Manifest // their manifests (annotations)
-	registry  string                     // the version of the step's tool registry
+	registry  string                     // the version of the step's tool registry, once computed
 	rec       *llm.Recorder              // the hop's model calls
 	model     llm.Model                  // rec, drawing from the run's budget
 	drawn     orch.Vector                // what this hop drew besides model usage
@@ -191,7 +191,6 @@ func (t *turn) run(ctx context.Context) error {
 	tenant := t.req.Run.Request.TenantID
 	var infos []llm.SkillInfo
 	var tools []llm.Tool
-	var loaded []skills.Manifest
 	t.skills, t.manifests = map[string]llm.SkillInfo{}, map[string]skills.Manifest{}
 	for _, name := range t.step.Skills {
 		m, err := t.x.Skills.Load(ctx, tenant, name)
@@ -204,10 +203,8 @@ func (t *turn) run(ctx context.Context) error {
 		info := llm.SkillInfo{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, OutputSchema: m.OutputSchema}
 		infos = append(infos, info)
 		t.skills[m.Name], t.manifests[m.Name] = info, m
-		loaded = append(loaded, m)
 		tools = append(tools, llm.Tool{Name: m.Name, Description: m.Description, Parameters: m.InputSchema})
 	}
-	t.registry = registryVersion(loaded)
 	inputs, err := t.inputs(ctx)
 	if err != nil {
 		return err
@@ -454,7 +451,7 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	t.out.audit("skill.called", lin, map[string]any{
 		"skill_id": c.Name, "tenant_id": t.req.Run.Request.TenantID, "user_id": t.req.Run.Request.UserID,
 		"session_id": t.req.Run.Request.SessionID, "input_size_bytes": len(c.Arguments), "response_size_bytes": len(result),
-		"args_hash": hash, "tool_registry_version": t.registry, "approval_mode": mode,
+		"args_hash": hash, "tool_registry_version": t.registryVersion(), "approval_mode": mode,
 		"duration_ms": time.Since(start).Milliseconds(), "is_error": isErr,
 		"large_response_triggered": len(result) >= t.x.LargeResponse, "ts": time.Now().UTC(),
 	})

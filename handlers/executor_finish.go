@@ -115,7 +115,7 @@ func (t *turn) finish(res orch.StepResult) error {
 	res.StartedAt, res.FinishedAt = t.step.StartedAt, t.x.Now().UTC()
 	t.out.audit("subagent.finish", t.lineage(), map[string]any{"status": res.Outcome, "memory_key": res.MemoryKey,
 		"duration_ms": res.FinishedAt.Sub(res.StartedAt).Milliseconds(), "reason": res.Reason, "spent": res.Spent,
-		"tool_registry_version": t.registry})
+		"tool_registry_version": t.registryVersion()})
 	if t.req.Group.Expected == 1 {
 		// A group of one is joined by its only member: no fan-in hop.
 		t.out.emitID(joinID(t.req.Group.ID), events.TypeStepJoined,

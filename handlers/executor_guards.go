@@ -49,7 +49,7 @@ func stop(outcome, reason, suggestion string, evidence any) error {
 }
 
 // budgetStop is the step's end when the budget refused a draw.
-func (t *turn) budgetStop(ex *Exhausted) error {
+func (t *turn) budgetStop(ex *Exhausted) *stepStop {
 	t.out.audit("budget.exhausted", t.lineage(), ex)
 	outcome := orch.OutcomeBudgetExhausted
 	if ex.Dim == orch.DimWallClockS {
@@ -117,15 +117,22 @@ func ArgsHash(args json.RawMessage) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// registryVersion identifies the tools a step could call: their names,
-// schemas and annotations, hashed.
-func registryVersion(ms []skills.Manifest) string {
-	h := sha256.New()
-	for _, m := range ms {
-		b, _ := json.Marshal(m)
-		h.Write(b)
+// registryVersion identifies the tools the step could call: their names,
+// schemas and annotations, hashed, in the step's order. It is computed
+// once a trace event needs it, and is "" before the manifests are loaded.
+func (t *turn) registryVersion() string {
+	if t.registry != "" || len(t.manifests) == 0 {
+		return t.registry
 	}
-	return hex.EncodeToString(h.Sum(nil))[:12]
+	h := sha256.New()
+	for _, name := range t.step.Skills {
+		if m, ok := t.manifests[name]; ok {
+			b, _ := json.Marshal(m)
+			h.Write(b)
+		}
+	}
+	t.registry = hex.EncodeToString(h.Sum(nil))[:12]
+	return t.registry
 }
 
 // guardCall runs the guards a tool call meets before it may be made: a
@@ -220,7 +227,14 @@ func (t *turn) leaksSecret(ctx context.Context, b []byte) bool {
 // successful tool observation of its own (seed 003: intended, attempted,
 // observed, verified, committed; never assumed).
 func (t *turn) grounded() bool {
-	return t.step.ModelOnly || len(t.step.Skills) == 0 || t.req.Observed+t.observed > 0
+	return !t.mustObserve() || t.req.Observed+t.observed > 0
+}
+
+// mustObserve reports whether the step's answer must rest on its own
+// observations: it has skills and the planner did not declare it
+// model-only.
+func (t *turn) mustObserve() bool {
+	return !t.step.ModelOnly && len(t.step.Skills) > 0
 }
 
 // ungroundedIDs returns the identifiers in data (the string values of
@@ -229,7 +243,7 @@ func (t *turn) grounded() bool {
 // observed. Once older turns were compressed away the observations are no
 // longer all at hand, and nothing is reported.
 func (t *turn) ungroundedIDs(data json.RawMessage) []string {
-	if t.step.ModelOnly || len(t.step.Skills) == 0 {
+	if !t.mustObserve() {
 		return nil // declared to answer without observing
 	}
 	ids := idValues(data)
