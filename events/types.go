@@ -29,6 +29,13 @@ const (
 	// TypeRunDeadline is a run's wall-clock deadline, a scheduled message
 	// to the router: a run still going then is stopped and ends TIMEOUT.
 	TypeRunDeadline = "io.agentbus.run.deadline"
+	// TypeApprovalDecided resolves a run's gate (approved, rejected,
+	// cancelled): published by the ingress, or scheduled by the router at
+	// the gate's TTL (expired). The router consumes it.
+	TypeApprovalDecided = "io.agentbus.approval.decided"
+	// TypeRunParked tells the callers of a run that it waits at a gate;
+	// the ingress reads it.
+	TypeRunParked = "io.agentbus.run.parked"
 	// TypeReplyChunk is a chunk of a streamed answer; its subject is
 	// reply.<tenant>.<session> (see ReplySubject), in the REPLY stream.
 	TypeReplyChunk = "io.agentbus.reply.chunk"

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,10 +44,48 @@ const CancelTimeout = "timeout"
 type Cancels struct {
 	kv jetstream.KeyValue
 
-	mu       sync.Mutex
-	runs     map[string]cancelEntry
-	inflight map[string]map[*flight]struct{} // by key
+	mu         sync.Mutex
+	runs       map[string]cancelEntry
+	interrupts map[string]Interrupt            // by run key
+	steers     map[string][]Steer              // by run key
+	inflight   map[string]map[*flight]struct{} // by key
 }
+
+// Interrupt asks a run to park before its next hop (POST
+// /agent/runs/{run_id}/interrupt): key <tenant>.<run_id>.interrupt of the
+// cancels bucket. ID tells interrupts apart: the run honours each once.
+type Interrupt struct {
+	ID string    `json:"id"`
+	By string    `json:"by,omitempty"`
+	At time.Time `json:"at,omitzero"`
+}
+
+// Steer is a user message added to a running run (POST
+// /agent/runs/{run_id}/steer): every later model turn of its steps sees
+// it. The run's steers are key <tenant>.<run_id>.steer of the cancels
+// bucket.
+type Steer struct {
+	ID      string    `json:"id"`
+	Message string    `json:"message"`
+	By      string    `json:"by,omitempty"`
+	At      time.Time `json:"at,omitzero"`
+}
+
+// Run-control key suffixes of the cancels bucket.
+const (
+	suffixInterrupt = ".interrupt"
+	suffixSteer     = ".steer"
+)
+
+// MaxSteers bounds the steering messages of one run; MaxSteerBytes one
+// message.
+const (
+	MaxSteers     = 16
+	MaxSteerBytes = 4 << 10
+)
+
+// ErrTooManySteers refuses a steer past MaxSteers.
+var ErrTooManySteers = fmt.Errorf("handlers: a run takes at most %d steering messages", MaxSteers)
 
 // cancelEntry is a cancel in memory, with the time its entry was stored.
 type cancelEntry struct {
@@ -60,7 +99,8 @@ type flight struct{ cancel context.CancelCauseFunc }
 // NewCancels returns the cancels of the bucket kv. Call Start to follow
 // it; Request needs no Start.
 func NewCancels(kv jetstream.KeyValue) *Cancels {
-	return &Cancels{kv: kv, runs: map[string]cancelEntry{}, inflight: map[string]map[*flight]struct{}{}}
+	return &Cancels{kv: kv, runs: map[string]cancelEntry{}, interrupts: map[string]Interrupt{}, steers: map[string][]Steer{},
+		inflight: map[string]map[*flight]struct{}{}}
 }
 
 // cancelKey is the bucket key of a run: tenant and run id are subject
@@ -87,6 +127,55 @@ func (c *Cancels) Request(ctx context.Context, tenant, runID string, req Cancel)
 		return false, fmt.Errorf("handlers: request cancel: %w", err)
 	}
 	return true, nil
+}
+
+// RequestInterrupt asks run runID of tenant to park before its next hop.
+func (c *Cancels) RequestInterrupt(ctx context.Context, tenant, runID string, i Interrupt) error {
+	b, err := json.Marshal(i)
+	if err != nil {
+		return err
+	}
+	if _, err := c.kv.Put(ctx, cancelKey(tenant, runID)+suffixInterrupt, b); err != nil {
+		return fmt.Errorf("handlers: request interrupt: %w", err)
+	}
+	return nil
+}
+
+// AddSteer appends a steering message to run runID of tenant.
+func (c *Cancels) AddSteer(ctx context.Context, tenant, runID string, st Steer) error {
+	key := cancelKey(tenant, runID) + suffixSteer
+	for {
+		var list []Steer
+		var rev uint64
+		e, err := c.kv.Get(ctx, key)
+		switch {
+		case err == nil:
+			rev = e.Revision()
+			if err := json.Unmarshal(e.Value(), &list); err != nil {
+				return fmt.Errorf("handlers: steers of %s: %w", runID, err)
+			}
+		case !errors.Is(err, jetstream.ErrKeyNotFound):
+			return fmt.Errorf("handlers: read steers: %w", err)
+		}
+		if len(list) >= MaxSteers {
+			return ErrTooManySteers
+		}
+		b, err := json.Marshal(append(list, st))
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = c.kv.Create(ctx, key, b)
+		} else {
+			_, err = c.kv.Update(ctx, key, b, rev)
+		}
+		if !isConflict(err) {
+			if err != nil {
+				return fmt.Errorf("handlers: steer: %w", err)
+			}
+			return nil
+		}
+	}
 }
 
 // Start loads every cancel of the bucket, then follows the bucket until
@@ -174,7 +263,29 @@ func (c *Cancels) follow(ctx context.Context, w jetstream.KeyWatcher, ttl time.D
 func (c *Cancels) apply(e jetstream.KeyValueEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.Operation() != jetstream.KeyValuePut {
+	put := e.Operation() == jetstream.KeyValuePut
+	if run, ok := strings.CutSuffix(e.Key(), suffixInterrupt); ok {
+		var i Interrupt
+		if !put || json.Unmarshal(e.Value(), &i) != nil || i.ID == "" {
+			delete(c.interrupts, run)
+			return
+		}
+		if i.At.IsZero() {
+			i.At = e.Created()
+		}
+		c.interrupts[run] = i
+		return
+	}
+	if run, ok := strings.CutSuffix(e.Key(), suffixSteer); ok {
+		var list []Steer
+		if !put || json.Unmarshal(e.Value(), &list) != nil {
+			delete(c.steers, run)
+			return
+		}
+		c.steers[run] = list
+		return
+	}
+	if !put {
 		delete(c.runs, e.Key())
 		return
 	}
@@ -198,6 +309,16 @@ func (c *Cancels) forget(cutoff time.Time) {
 			delete(c.runs, k)
 		}
 	}
+	for k, i := range c.interrupts {
+		if i.At.Before(cutoff) {
+			delete(c.interrupts, k)
+		}
+	}
+	for k, list := range c.steers {
+		if len(list) == 0 || list[len(list)-1].At.Before(cutoff) {
+			delete(c.steers, k)
+		}
+	}
 }
 
 // Lookup returns the cancel of run runID of tenant, if it was cancelled.
@@ -209,6 +330,28 @@ func (c *Cancels) Lookup(tenant, runID string) (Cancel, bool) {
 	defer c.mu.Unlock()
 	e, ok := c.runs[cancelKey(tenant, runID)]
 	return e.Cancel, ok
+}
+
+// Interrupt returns the latest interrupt of run runID of tenant, if any.
+func (c *Cancels) Interrupt(tenant, runID string) (Interrupt, bool) {
+	if c == nil {
+		return Interrupt{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, ok := c.interrupts[cancelKey(tenant, runID)]
+	return i, ok
+}
+
+// Steers returns the steering messages of run runID of tenant, oldest
+// first.
+func (c *Cancels) Steers(tenant, runID string) []Steer {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.steers[cancelKey(tenant, runID)]
 }
 
 // Watch returns a context derived from ctx that is cancelled, with cause

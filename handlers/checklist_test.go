@@ -73,6 +73,7 @@ func newFlow(t *testing.T, env *testEnv, st interface {
 	f.exec.Writer.Embedder = testEmbedder
 	f.router.Budgets, f.planner.Budgets, f.exec.Budgets = env.budgets, env.budgets, env.budgets
 	f.exec.Breakers = &Breakers{}
+	f.router.Gates, f.exec.Gates = env.gates, env.gates
 	return f
 }
 
@@ -85,8 +86,16 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 	queue := []event.Event{first}
 	var seen []event.Event
 	var results []orch.RunResult
-	var deadlines, runDeadlines []event.Event
-	for len(queue) > 0 {
+	var deadlines, runDeadlines, expiries []event.Event
+	for len(queue) > 0 || len(results) == 0 && len(expiries) > 0 {
+		if len(queue) == 0 {
+			// The run waits at a gate with nothing in flight: nobody
+			// decides, and its TTL passes.
+			for _, ev := range expiries {
+				queue = append(queue, delivered(ev))
+			}
+			expiries = nil
+		}
 		if len(seen) > cmp.Or(f.maxEvents, 500) {
 			t.Fatalf("the run did not finish after %d events: %v", len(seen), types(seen))
 		}
@@ -109,8 +118,13 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 		case typ == events.TypeRunFinished:
 			results = append(results, decode[orch.RunResult](t, ev))
 			continue
-		case typ == events.TypeReplyChunk:
+		case typ == events.TypeReplyChunk || typ == events.TypeRunParked:
 			continue // the REPLY stream's readers are callers, not roles
+		case typ == events.TypeApprovalDecided && ev.Extensions()[events.ExtDeliverAt] != nil:
+			expiries = append(expiries, ev)
+			continue
+		case typ == events.TypeApprovalDecided:
+			h = f.router.Handle
 		case typ == events.TypeRunDeadline:
 			runDeadlines = append(runDeadlines, ev)
 			continue

@@ -70,6 +70,9 @@ type Executor struct {
 	// (the configured Skill Service key, for one); the caller's forwarded
 	// key is always one.
 	Secrets []string
+	// Gates are the approval records: a resumed step makes its held call
+	// only if its gate's record approves it. Nil approves nothing.
+	Gates *Gates
 }
 
 // NewExecutor returns an executor.
@@ -170,6 +173,26 @@ type turn struct {
 	deniedN   int                        // this hop's calls outside the allowed skills
 	unsettled orch.Vector                // model-call settlements not yet written to the ledger
 	inputData map[string]json.RawMessage // the outputs of the steps this one depends on
+	approved  *orch.Approved             // the approval of the call a resumed step holds, once checked
+	steered   int                        // the run's steering messages the step has seen, with this hop's
+}
+
+// steers are the run's steering messages (POST /agent/runs/{id}/steer)
+// as user messages after the turns: every model turn of the run's steps
+// sees them all. Those new to the step are traced (steer.applied).
+func (t *turn) steers() []llm.Message {
+	run := t.req.Run.Request
+	list := t.x.Cancels.Steers(run.TenantID, run.RunID)
+	t.steered = max(t.req.Steered, len(list))
+	var msgs []llm.Message
+	for i, st := range list {
+		if i >= t.req.Steered {
+			t.out.audit("steer.applied", t.lineage(), map[string]any{"steer_id": st.ID, "by": st.By, "step": t.step.Index,
+				"message_bytes": len(st.Message)})
+		}
+		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: "The user adds, while the run is going: " + st.Message})
+	}
+	return msgs
 }
 
 // spent emits the hop's model.called events and returns the step's usage
@@ -210,10 +233,13 @@ func (t *turn) run(ctx context.Context) error {
 		return err
 	}
 	t.inputData = inputs
+	if a := t.req.Approved; a != nil {
+		return t.resume(ctx, *a)
+	}
 	in := llm.ActInput{Task: t.step.Task, Framing: t.req.Run.Framing, Skills: infos, Inputs: inputs,
 		ReturnSpec: llm.ReturnSpec{Shape: t.step.ReturnSpec.Shape, Reason: t.step.ReturnSpec.Reason}}
 	req := llm.NewRequest(llm.TaskAct, in)
-	req.Tools, req.Schema, req.Messages = tools, llm.ActSchema, toMessages(t.req.Turns)
+	req.Tools, req.Schema, req.Messages = tools, llm.ActSchema, append(toMessages(t.req.Turns), t.steers()...)
 	req.Repair = t.req.Repairs > 0 // a turn after a rejected one draws on the retry budget
 	resp, err := t.model.Complete(ctx, req)
 	if err != nil {
@@ -257,28 +283,85 @@ func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
 	invalid := ""
 	for i, c := range calls {
 		turns = append(turns, orch.Turn{Role: "assistant", ToolCallID: c.ID, ToolName: c.Name, ToolArgs: c.Arguments})
-		result, isErr, err := t.callTool(ctx, t.req.Iteration*100+i, c)
-		var bad *invalidArgs
-		if errors.As(err, &bad) {
-			invalid, result, isErr, err = bad.Error(), []byte(bad.Error()), true, nil
-		}
-		var st *stepStop
-		if errors.As(err, &st) {
-			return t.finish(st.res)
-		}
-		var slow *skillTimeout
-		if errors.As(err, &slow) {
-			// A hung skill fails the step at once, so the run replans
-			// around it, instead of redelivering the turn into it again.
-			return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed, Reason: slow.Error(),
-				Suggestion: "plan around " + slow.skill + ", or with fewer records per call"})
-		}
-		if err != nil {
+		tn, bad, done, err := t.call(ctx, t.req.Iteration*100+i, c, turns)
+		if done || err != nil {
 			return err
 		}
-		turns = append(turns, orch.Turn{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: string(result), IsError: isErr})
+		invalid = cmp.Or(bad, invalid)
+		turns = append(turns, tn)
 	}
+	return t.next(turns, invalid)
+}
+
+// call makes one tool call of the turn and returns the tool turn of its
+// result, or why its arguments were invalid (the result says so too).
+// done reports that the step finished instead: a guard stopped it, its
+// skill hung, or the call waits at a gate (the step parks with turns).
+func (t *turn) call(ctx context.Context, n int, c llm.ToolCall, turns []orch.Turn) (orch.Turn, string, bool, error) {
+	result, isErr, err := t.callTool(ctx, n, c)
+	invalid := ""
+	var bad *invalidArgs
+	if errors.As(err, &bad) {
+		invalid, result, isErr, err = bad.Error(), []byte(bad.Error()), true, nil
+	}
+	var gate *gateStop
+	if errors.As(err, &gate) {
+		return orch.Turn{}, "", true, t.park(gate, n, turns)
+	}
+	var st *stepStop
+	if errors.As(err, &st) {
+		return orch.Turn{}, "", true, t.finish(st.res)
+	}
+	var slow *skillTimeout
+	if errors.As(err, &slow) {
+		// A hung skill fails the step at once, so the run replans
+		// around it, instead of redelivering the turn into it again.
+		return orch.Turn{}, "", true, t.finish(orch.StepResult{Outcome: orch.OutcomeFailed, Reason: slow.Error(),
+			Suggestion: "plan around " + slow.skill + ", or with fewer records per call"})
+	}
+	if err != nil {
+		return orch.Turn{}, "", false, err
+	}
+	return orch.Turn{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: string(result), IsError: isErr}, invalid, false, nil
+}
+
+// park finishes the step at a gate: the held call is not made; the step
+// resumes with it, and with its turns so far, once the run's gate is
+// approved.
+func (t *turn) park(g *gateStop, n int, turns []orch.Turn) error {
+	g.call.N = n
+	return t.finish(orch.StepResult{Outcome: orch.OutcomeAwaitingGate, Reason: g.Error(), Evidence: g.evidence,
+		Parked: &orch.Parked{Call: g.call, Iteration: t.req.Iteration, Turns: turns, Repairs: t.req.Repairs,
+			Observed: t.req.Observed + t.observed, Calls: t.callCounts(), Denied: t.req.Denied + t.deniedN}})
+}
+
+// resume makes the call a step held at its gate, now approved: the gate's
+// record must say so (a message claiming an approval it does not have
+// fails closed, UNSAFE_DETECTION). Its result is the next turn's.
+func (t *turn) resume(ctx context.Context, a orch.Approved) error {
+	run := t.req.Run.Request
+	if err := t.x.Gates.CheckApproved(ctx, run.TenantID, run.RunID, t.step.Index, a); err != nil {
+		if !errors.Is(err, ErrNotApproved) {
+			return err
+		}
+		ev := map[string]any{"guard": "unapproved_call", "gate_id": a.Gate, "action": a.Call.Skill, "reason": err.Error()}
+		t.out.audit("guard.unsafe", t.lineage(), ev)
+		return stop(orch.OutcomeUnsafe, "unsafe: "+err.Error(), "", ev)
+	}
+	t.approved = &a
+	turns := slices.Clone(t.req.Turns)
+	tn, invalid, done, err := t.call(ctx, a.Call.N, llm.ToolCall{ID: a.Call.ID, Name: a.Call.Skill, Arguments: a.Call.Arguments}, turns)
+	if done || err != nil {
+		return err
+	}
+	return t.next(append(turns, tn), invalid)
+}
+
+// next emits the step's next turn with turns, counting a repair when the
+// turn's tool arguments were invalid.
+func (t *turn) next(turns []orch.Turn, invalid string) error {
 	next := t.req
+	next.Approved = nil
 	next.Repairs = 0
 	if invalid != "" {
 		if t.req.Repairs >= llm.MaxRepairs {
@@ -303,6 +386,7 @@ func (t *turn) carry(next *orch.StepRequest) {
 	next.Observed = t.req.Observed + t.observed
 	next.Calls = t.callCounts()
 	next.Denied = t.req.Denied + t.deniedN
+	next.Steered = max(t.req.Steered, t.steered)
 }
 
 // DefaultSkillTimeout bounds one skill call when Executor.SkillTimeout is

@@ -33,6 +33,16 @@ const (
 	DefaultContextTokens = 32_000
 )
 
+// gateStop holds a call at a gate: the step parks until it is approved.
+type gateStop struct {
+	call     orch.PendingCall
+	evidence json.RawMessage
+}
+
+func (g *gateStop) Error() string {
+	return fmt.Sprintf("%s (%s) awaits an approval", g.call.Skill, g.call.Mode)
+}
+
 // stepStop stops the step with a result: a guard refused to go on.
 type stepStop struct{ res orch.StepResult }
 
@@ -136,8 +146,9 @@ func (t *turn) registryVersion() string {
 }
 
 // guardCall runs the guards a tool call meets before it may be made: a
-// run's secret in its arguments fails closed (UNSAFE_DETECTION), a
-// destructive skill needs an approval (CONFIRM_REQUIRED), and an identical
+// run's secret in its arguments fails closed (UNSAFE_DETECTION), a call
+// whose approval mode is gated (a destructive skill always) waits at a
+// gate unless the step holds its approval (gateStop), and an identical
 // call repeated past the limit is blocked (REPEATED_FAILURE).
 func (t *turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error {
 	lin := t.lineage()
@@ -148,13 +159,17 @@ func (t *turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error
 		return stop(orch.OutcomeUnsafe, fmt.Sprintf("unsafe: the arguments of a %s call carry a credential of the run", c.Name),
 			"", ev)
 	}
-	if m := t.manifests[c.Name]; t.mode(c.Name) == skills.ModeDestructive {
-		packet := map[string]any{"action": c.Name, "parameters": c.Arguments, "args_hash": hash, "risk": skills.ModeDestructive,
-			"evidence": map[string]any{"annotations": m.Annotations, "description": m.Description},
-			"step":     t.step.Index, "task": t.step.Task}
-		t.out.audit("approval.required", lin, packet)
-		return stop(orch.OutcomeConfirmRequired, fmt.Sprintf("%s is destructive: it needs an approval before it runs", c.Name),
-			"", packet)
+	if mode := t.mode(c.Name); t.x.Modes.Gated(t.req.Run.Request.TenantID, mode) {
+		if a := t.approved; a != nil && a.Call.Skill == c.Name && a.Call.ArgsHash == hash {
+			t.out.audit("approval.used", lin, map[string]any{"gate_id": a.Gate, "by": a.By, "action": c.Name, "args_hash": hash})
+		} else {
+			m := t.manifests[c.Name]
+			evidence, _ := json.Marshal(map[string]any{"annotations": m.Annotations, "description": m.Description})
+			t.out.audit("approval.required", lin, map[string]any{"action": c.Name, "parameters": c.Arguments,
+				"args_hash": hash, "risk": mode, "evidence": json.RawMessage(evidence), "step": t.step.Index, "task": t.step.Task})
+			return &gateStop{call: orch.PendingCall{ID: c.ID, Skill: c.Name, Arguments: c.Arguments, ArgsHash: hash, Mode: mode},
+				evidence: evidence}
+		}
 	}
 	key := c.Name + ":" + hash
 	n := t.req.Calls[key] + t.calls[key]

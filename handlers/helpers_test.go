@@ -49,6 +49,7 @@ type testEnv struct {
 	sessions  jetstream.KeyValue
 	cancels   jetstream.KeyValue
 	budgets   *Budgets
+	gates     *Gates
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -98,7 +99,7 @@ func newEnvWith(t *testing.T, skillCfg demo.Config) *testEnv {
 	return &testEnv{js: js, st: st, svc: svc, sk: sk,
 		fanin: kv(BucketFanin), locks: kv(BucketLocks),
 		toolcalls: kv(BucketToolcalls), config: kv(BucketConfig), sessions: kv(BucketSessions), cancels: kv(BucketCancels),
-		budgets: &Budgets{KV: kv(BucketBudgets)}}
+		budgets: &Budgets{KV: kv(BucketBudgets)}, gates: &Gates{KV: kv(BucketGates)}}
 }
 
 func toolCallResp(id, name, args string) llm.Response {

@@ -51,9 +51,13 @@ type IngressConfig struct {
 	Embedder store.Embedder
 	// Now is the clock of the documents the API writes; default time.Now.
 	Now func() time.Time
-	// Cancels receives the cancels of POST /agent/runs/{run_id}/cancel;
-	// nil answers them 503 unavailable.
+	// Cancels receives the cancels of POST /agent/runs/{run_id}/cancel,
+	// and the interrupts and steering messages; nil answers them 503
+	// unavailable.
 	Cancels *Cancels
+	// Gates are the runs' gates, decided by POST
+	// /agent/runs/{run_id}/approvals/{gate_id}; nil answers 503.
+	Gates *Gates
 }
 
 // Ingress is the chat API bridge (seed 000 §11): it validates requests and
@@ -121,6 +125,11 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("POST /agent/memory", g.putMemory)
 	mux.HandleFunc("GET /agent/memory/query", g.queryMemory)
 	mux.HandleFunc("POST /agent/runs/{run_id}/cancel", g.cancel)
+	mux.HandleFunc("GET /agent/runs/{run_id}/approvals", g.approvals)
+	mux.HandleFunc("POST /agent/runs/{run_id}/approvals/{gate_id}", g.approve)
+	mux.HandleFunc("POST /agent/runs/{run_id}/interrupt", g.interrupt)
+	mux.HandleFunc("POST /agent/runs/{run_id}/resume", g.resume)
+	mux.HandleFunc("POST /agent/runs/{run_id}/steer", g.steer)
 	mux.HandleFunc("GET /agent/runs/{run_id}/stream", g.stream)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusOK
@@ -175,6 +184,11 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := pending.Wait(ctx)
 	switch {
+	case err == nil && runclient.Parked(res):
+		// The run waits at a gate: the caller decides it with POST
+		// /agent/runs/{run_id}/approvals/{gate_id} and follows the run
+		// with GET /agent/runs/{run_id}/stream.
+		writeJSON(w, http.StatusAccepted, runclient.ResponseOf(res))
 	case err == nil:
 		writeJSON(w, http.StatusOK, runclient.ResponseOf(res))
 	default:
@@ -286,52 +300,6 @@ func (g *Ingress) trace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"plan_id": p.PlanID, "events": evs})
-}
-
-// cancel cancels a run of the caller's tenant: 202 cancelling (also when
-// it was already cancelled), 404 not_found for a run the tenant does not
-// have, exactly as for a missing one, and 409 run_finished for a run whose
-// plan is complete or failed.
-func (g *Ingress) cancel(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := readScope(w, r)
-	if !ok {
-		return
-	}
-	by := callerOf(r.Context()).UserID
-	if by == "" {
-		by = r.Header.Get("X-User-Id")
-	}
-	if len(by) > 128 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "X-User-Id is longer than 128 characters")
-		return
-	}
-	runID := r.PathValue("run_id")
-	if orch.ValidateID("run_id", runID) != nil {
-		writeError(w, http.StatusNotFound, "not_found", "run not found")
-		return
-	}
-	p, _, err := g.store.GetPlan(r.Context(), tenant, orch.PlanID(runID))
-	if g.storeError(w, err, "run") {
-		return
-	}
-	if p.Status == store.PlanStatusComplete || p.Status == store.PlanStatusFailed {
-		writeError(w, http.StatusConflict, "run_finished", "the run has already finished ("+p.Status+")")
-		return
-	}
-	if g.cfg.Cancels == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "cancelling is not configured")
-		return
-	}
-	first, err := g.cfg.Cancels.Request(r.Context(), tenant, runID, Cancel{By: by, At: time.Now().UTC()})
-	if err != nil {
-		g.log.Error().Err(err).Str("run_id", runID).Msg("request cancel")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the cancel could not be recorded")
-		return
-	}
-	if first {
-		g.log.Info().Str("run_id", runID).Str("tenant_id", tenant).Msg("run cancel requested")
-	}
-	writeJSON(w, http.StatusAccepted, runclient.CancelResponse{RunID: runID, PlanID: p.PlanID, Status: runclient.StatusCancelling})
 }
 
 func (g *Ingress) storeError(w http.ResponseWriter, err error, what string) bool {

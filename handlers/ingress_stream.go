@@ -141,7 +141,7 @@ func (g *Ingress) streamRun(ctx context.Context, s *sseWriter, req orch.RunReque
 	followed := make(chan error, 1)
 	go func() { followed <- g.follow(fctx, s, req.TenantID, req.SessionID, req.RunID, tail, nil) }()
 	res, err := wait(ctx)
-	if err == nil {
+	if err == nil && !runclient.Parked(res) {
 		// The result chunk is published with run.finished: give the
 		// stream a moment to deliver it before answering from the result.
 		select {
@@ -152,6 +152,11 @@ func (g *Ingress) streamRun(ctx context.Context, s *sseWriter, req orch.RunReque
 	stop()
 	switch {
 	case s.hasEnded():
+	case err == nil && runclient.Parked(res):
+		// This response ends; the run waits for its gate's decision and
+		// GET /agent/runs/{run_id}/stream follows it on.
+		s.send(0, runclient.Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: runclient.ChunkAwaitingGate,
+			Content: string(res.Detail), EndOfMessage: true, EndOfDialog: true})
 	case err == nil:
 		typ := "result"
 		if res.TerminalCode != orch.CodeSuccess && res.TerminalCode != orch.CodePartialSuccess {
@@ -204,7 +209,7 @@ func (g *Ingress) stream(w http.ResponseWriter, r *http.Request) {
 	// A finished run whose stream has nothing more ends the response.
 	idle := func() bool {
 		p, _, err := g.store.GetPlan(ctx, tenant, orch.PlanID(runID))
-		return err == nil && (p.Status == store.PlanStatusComplete || p.Status == store.PlanStatusFailed)
+		return err == nil && store.PlanFinished(p.Status)
 	}
 	if err := g.follow(ctx, s, tenant, p.SessionID, runID, after, idle); err != nil && ctx.Err() == nil {
 		g.log.Warn().Err(err).Str("run_id", runID).Msg("stream")

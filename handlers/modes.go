@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,14 +17,21 @@ import (
 // tenant (a tenant's own entry wins).
 const ConfigKeyApprovalModes = "approval_modes"
 
+// ConfigKeyApprovalGates holds which approval modes go through a gate
+// (propose, approve, execute), per tenant: {"<tenant>": ["network",
+// "delegated"]}, with "*" for every tenant (a tenant's own entry wins).
+// Destructive calls always do, whatever it says.
+const ConfigKeyApprovalGates = "approval_gates"
+
 // ApprovalModes gives each skill call its approval mode (seed 004): the
 // tenant's override from the config bucket if there is one, else the
 // skill's own (skills.Manifest.ApprovalMode). Once started it follows the
 // config key into memory, so a call pays no round trip for it. A nil
 // *ApprovalModes overrides nothing.
 type ApprovalModes struct {
-	kv  jetstream.KeyValue
-	cur atomic.Pointer[modeOverrides]
+	kv    jetstream.KeyValue
+	cur   atomic.Pointer[modeOverrides]
+	gates atomic.Pointer[map[string][]string]
 }
 
 // modeOverrides are the overrides by tenant, then skill.
@@ -35,7 +43,7 @@ func NewApprovalModes(kv jetstream.KeyValue) *ApprovalModes { return &ApprovalMo
 
 // Start loads the overrides and follows their changes until ctx ends.
 func (a *ApprovalModes) Start(ctx context.Context) error {
-	w, err := a.kv.Watch(ctx, ConfigKeyApprovalModes)
+	w, err := a.kv.WatchFiltered(ctx, []string{ConfigKeyApprovalModes, ConfigKeyApprovalGates})
 	if err != nil {
 		return fmt.Errorf("handlers: watch %s: %w", ConfigKeyApprovalModes, err)
 	}
@@ -47,8 +55,19 @@ func (a *ApprovalModes) Start(ctx context.Context) error {
 				close(first)
 				continue
 			}
+			deleted := e.Operation() != jetstream.KeyValuePut
+			if e.Key() == ConfigKeyApprovalGates {
+				g, err := ParseApprovalGates(e.Value())
+				if deleted {
+					g, err = nil, nil
+				}
+				if err == nil {
+					a.gates.Store(&g)
+				}
+				continue
+			}
 			o, err := ParseApprovalModes(e.Value())
-			if e.Operation() != jetstream.KeyValuePut {
+			if deleted {
 				o, err = nil, nil // deleted: no overrides
 			}
 			if err == nil { // an invalid edit keeps the overrides in force
@@ -79,6 +98,43 @@ func ParseApprovalModes(b []byte) (map[string]map[string]string, error) {
 		}
 	}
 	return o, nil
+}
+
+// ParseApprovalGates reads and checks the gated modes.
+func ParseApprovalGates(b []byte) (map[string][]string, error) {
+	var g map[string][]string
+	if err := json.Unmarshal(b, &g); err != nil {
+		return nil, fmt.Errorf("%s: %w", ConfigKeyApprovalGates, err)
+	}
+	for tenant, modes := range g {
+		for _, mode := range modes {
+			if !skills.ValidMode(mode) {
+				return nil, fmt.Errorf("%s: %s: %q is not one of %v", ConfigKeyApprovalGates, tenant, mode, skills.Modes)
+			}
+		}
+	}
+	return g, nil
+}
+
+// Gated reports whether a call in mode by tenant goes through a gate:
+// always for a destructive one; for the others, if the tenant's entry of
+// approval_gates (else the "*" entry) lists the mode.
+func (a *ApprovalModes) Gated(tenant, mode string) bool {
+	if mode == skills.ModeDestructive {
+		return true
+	}
+	if a == nil {
+		return false
+	}
+	g := a.gates.Load()
+	if g == nil {
+		return false
+	}
+	modes, ok := (*g)[tenant]
+	if !ok {
+		modes = (*g)["*"]
+	}
+	return slices.Contains(modes, mode)
 }
 
 // Of is the approval mode of a call of m by tenant.

@@ -114,8 +114,9 @@ func eventually(t *testing.T, cond func() bool) {
 
 // TestDestructive_PlainMCPToolsNeverRunWithoutApproval: against any MCP
 // server (plain mode), a tool annotated destructiveHint and a delete tool
-// with no annotation at all are both destructive: chosen by the model,
-// neither runs; the run ends CONFIRM_REQUIRED with the approval packet.
+// with no annotation at all are both destructive: chosen by a scripted
+// model, neither runs; the run parks at a gate with the approval packet,
+// and the tool runs once, only after the approval.
 func TestDestructive_PlainMCPToolsNeverRunWithoutApproval(t *testing.T) {
 	var calls sync.Map // tool name -> *atomic.Int32
 	count := func(name string) *atomic.Int32 {
@@ -149,20 +150,26 @@ func TestDestructive_PlainMCPToolsNeverRunWithoutApproval(t *testing.T) {
 			model := llmtest.New()
 			model.Default = offline.New()
 			model.On(llm.TaskRoute, routeTo("research", PatternReact))
-			model.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp("c1", name, `{}`)})
+			model.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp("c1", name, `{}`)}, loopAnswer(t, "cleaned up"))
 			f := patternFlow(t, env, model)
 			f.planner.Skills, f.exec.Skills = sk, sk
-			runID := "run-" + name
-			res, seen := f.drive(t, newEvent(t, runID, events.TypeRunRequested, runRequest(runID, "Clean up the records: reset, delete or look them up")))
-			if res.TerminalCode != orch.CodeConfirmRequired {
-				t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
-			}
+			parked, _, seen := f.parkedRun(t, "run-"+name, "Clean up the records: reset, delete or look them up")
 			packets := auditPayloads(t, seen, "approval.required")
 			if len(packets) != 1 || packets[0]["action"] != name || packets[0]["risk"] != skills.ModeDestructive {
 				t.Fatalf("approval.required %v", packets)
 			}
+			if a := parked.Gate.Actions; len(a) != 1 || a[0].Action != name {
+				t.Fatalf("packet %+v", parked.Gate)
+			}
 			if n := count(name).Load(); n != 0 {
 				t.Fatalf("%s ran %d times without an approval", name, n)
+			}
+			p := f.decideGate(t, env, parked, orch.GateApproved, "records-owner", "")
+			if len(p.finished) != 1 || p.finished[0].TerminalCode != orch.CodeSuccess {
+				t.Fatalf("after approval: %+v (trace %v)", p.finished, traceNames(p.seen))
+			}
+			if n := count(name).Load(); n != 1 {
+				t.Fatalf("%s ran %d times after its approval, want once", name, n)
 			}
 		})
 	}

@@ -103,6 +103,15 @@ func (a *outbox) emitID(id, typ string, data any) {
 	a.outs = append(a.outs, ev)
 }
 
+// emitIDAt appends an orchestration event with a given id, to be
+// delivered at a later time (a scheduled message).
+func (a *outbox) emitIDAt(id, typ string, data any, at time.Time) {
+	a.emitID(id, typ, data)
+	if a.err == nil {
+		a.outs[len(a.outs)-1].SetExtension(events.ExtDeliverAt, at.UTC().Format(time.RFC3339Nano))
+	}
+}
+
 // result returns the events built so far, or the first error.
 func (a *outbox) result() ([]event.Event, error) {
 	if a.err != nil {

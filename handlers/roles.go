@@ -44,4 +44,5 @@ var Buckets = []events.Bucket{
 	{Name: BucketSessions, TTL: 30 * 24 * time.Hour},
 	{Name: BucketCancels, TTL: events.KeepWithRuns},
 	{Name: BucketBudgets, TTL: events.KeepWithRuns},
+	{Name: BucketGates, TTL: events.KeepWithRuns},
 }

@@ -49,6 +49,9 @@ type Router struct {
 	// Budgets is the budget ledger the router's model calls (routing,
 	// synthesis) draw from; nil draws nothing.
 	Budgets *Budgets
+	// Gates keeps the runs parked at a gate; a run that would park
+	// without it fails its hop.
+	Gates *Gates
 }
 
 // NewRouter returns a router.
@@ -70,7 +73,7 @@ func (r *Router) Routes() []events.Route {
 			return r.decide(ctx, ev, orch.State{}, in)
 		}),
 		events.On(events.TypePlanProposed, func(ctx context.Context, ev event.Event, p orch.PlanProposal) ([]event.Event, error) {
-			return r.decide(ctx, ev, p.Run, r.unlessCancelled(p.Run.Request, orch.Planned{Proposal: p, At: r.Now()}))
+			return r.decide(ctx, ev, p.Run, r.control(p.Run, orch.Planned{Proposal: p, At: r.Now()}))
 		}),
 		events.On(events.TypeGroupJoined, func(ctx context.Context, ev event.Event, j orch.GroupJoined) ([]event.Event, error) {
 			return r.joined(ctx, ev, j.Run, orch.Joined{Group: j.Group, Results: j.Results, Partial: j.Partial})
@@ -79,6 +82,7 @@ func (r *Router) Routes() []events.Route {
 			return r.joined(ctx, ev, j.Run, orch.Joined{Group: j.Group, Results: []orch.StepResult{j.Result}})
 		}),
 		events.On(events.TypeRunDeadline, r.runDeadline),
+		events.On(events.TypeApprovalDecided, r.approvalDecided),
 		events.On(events.TypeDeadLettered, func(ctx context.Context, ev event.Event, dl events.DeadLetter) ([]event.Event, error) {
 			if dl.RunID == "" {
 				return nil, nil // no run to end
@@ -92,7 +96,7 @@ func (r *Router) Routes() []events.Route {
 // now that the plan has them.
 func (r *Router) joined(ctx context.Context, ev event.Event, run orch.RunState, j orch.Joined) ([]event.Event, error) {
 	j.At = r.Now()
-	out, err := r.decide(ctx, ev, run, r.unlessCancelled(run.Request, j))
+	out, err := r.decide(ctx, ev, run, r.control(run, j))
 	if err == nil {
 		ReleaseMemoryLocks(ctx, r.Locks, j.Results)
 	}
@@ -114,6 +118,56 @@ func (r *Router) unlessCancelled(req orch.RunRequest, in orch.Input) orch.Input 
 	return orch.Cancelled{Input: in, By: c.By, RequestedAt: c.At, Timeout: c.Reason == CancelTimeout, At: r.Now()}
 }
 
+// control returns in, or the input that a control of the run's makes of
+// it: a cancel ends the run (unlessCancelled); an interrupt the run has
+// not honoured yet parks it before its next hop (orch.Interrupted).
+func (r *Router) control(run orch.State, in orch.Input) orch.Input {
+	out := r.unlessCancelled(run.Request, in)
+	if _, cancelled := out.(orch.Cancelled); cancelled {
+		return out
+	}
+	if i, ok := r.Cancels.Interrupt(run.Request.TenantID, run.Request.RunID); ok && i.ID != run.Interrupt {
+		return orch.Interrupted{Input: in, ID: i.ID, By: i.By, At: r.Now()}
+	}
+	return in
+}
+
+// approvalDecided takes a gate's resolution to its run. The gate's record
+// is the authority: an open gate is resolved by this input (its TTL's
+// expiry, or a NATS client's decision); a gate the ingress resolved is
+// taken as recorded. The resolution is applied once, by the first input
+// that claims it; the parked state is the decider's state.
+func (r *Router) approvalDecided(ctx context.Context, ev event.Event, a orch.ApprovalDecided) ([]event.Event, error) {
+	if r.Gates == nil {
+		return nil, errors.New("handlers: approval.decided, but no gates bucket is configured")
+	}
+	rec, _, err := r.Gates.Get(ctx, a.TenantID, a.RunID, a.Gate)
+	if errors.Is(err, ErrGateNotFound) {
+		return nil, events.Permanent(fmt.Errorf("handlers: run %s has no gate %s", a.RunID, a.Gate))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status == orch.GateOpen {
+		if a.At.IsZero() {
+			a.At = r.Now()
+		}
+		if rec, err = r.Gates.Resolve(ctx, a.TenantID, a); err != nil && !errors.Is(err, ErrGateDecided) {
+			return nil, err
+		}
+	}
+	rec, rev, err := r.Gates.Get(ctx, a.TenantID, a.RunID, a.Gate)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := r.Gates.Apply(ctx, rec, rev, ev.ID()); err != nil || !ok {
+		return nil, err // applied by another input
+	}
+	r.Log.Info().Str("run_id", a.RunID).Str("gate_id", a.Gate).Str("decision", rec.Status).Str("by", rec.By).Msg("gate resolved")
+	in := orch.GateResolved{Gate: rec.Gate.ID, Decision: rec.Status, By: rec.By, Comment: rec.Comment, At: rec.DecidedAt}
+	return r.decide(ctx, ev, rec.State, r.unlessCancelled(rec.State.Request, in))
+}
+
 // decide runs the decider on one input, answers its synthesis request and
 // returns the events of the decision. The hop writes nothing to the store:
 // the projector writes the plan projection from the decision's audit trail.
@@ -128,6 +182,12 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 		next.Audits = append(d.Audits, next.Audits...)
 		next.Emits = append(d.Emits, next.Emits...)
 		d = next
+	}
+	if d.Opened != nil {
+		// The run waits with its gate: nothing of it is in flight.
+		if err := r.Gates.Open(ctx, d.State, *d.Opened); err != nil {
+			return nil, err
+		}
 	}
 	if d.Ended != nil {
 		r.Credentials.Forget(ctx, d.Ended.RunID)
@@ -171,7 +231,10 @@ func publish(in event.Event, d orch.Decision) ([]event.Event, error) {
 	if d.State.Plan.PlanID != "" {
 		out.audit(AuditPlanProjected, lineage, PlanProjected{Version: d.State.Seq, Plan: Projection(d.State)})
 	}
-	if d.State.Request.Stream {
+	// A run that asked for a stream has one; so has a run once it parked
+	// at a gate, whoever follows it after the decision
+	// (GET /agent/runs/{run_id}/stream).
+	if d.State.Request.Stream || d.State.Gate != nil || len(d.State.Approvals) > 0 {
 		progressChunks(&out, d)
 	}
 	for _, e := range d.Emits {
@@ -180,6 +243,8 @@ func publish(in event.Event, d orch.Decision) ([]event.Event, error) {
 			return nil, err
 		}
 		switch {
+		case e.RunScope != "" && !e.At.IsZero():
+			out.emitIDAt(events.DeriveID(e.RunScope, e.Key), typ, e.Data, e.At)
 		case e.RunScope != "":
 			out.emitID(events.DeriveID(e.RunScope, e.Key), typ, e.Data)
 		case !e.At.IsZero():
@@ -204,6 +269,10 @@ func emittedType(data any) (string, error) {
 		return events.TypeGroupDeadline, nil
 	case orch.RunDeadline:
 		return events.TypeRunDeadline, nil
+	case orch.ApprovalDecided:
+		return events.TypeApprovalDecided, nil
+	case orch.RunParked:
+		return events.TypeRunParked, nil
 	}
 	return "", fmt.Errorf("handlers: the decider emitted %T, which no event type carries", data)
 }
@@ -372,6 +441,15 @@ func progressChunks(out *outbox, d orch.Decision) {
 		out.emit(key, events.TypeReplyChunk, runclient.Chunk{MessageID: events.DeriveID(out.in.ID(), key), SessionID: session,
 			MessageType: "progress", Content: a.Name + " " + string(payload), EndOfMessage: true})
 	}
+	if g := d.Opened; g != nil {
+		// The run waits: a caller following the stream sees the packet
+		// (the stream goes on once the gate is resolved).
+		body, _ := json.Marshal(g.Packet())
+		key := "reply/gate/" + g.ID
+		out.emitID(events.DeriveID(d.State.Request.RunID, key), events.TypeReplyChunk, runclient.Chunk{
+			MessageID: events.DeriveID(d.State.Request.RunID, key), SessionID: session, MessageType: runclient.ChunkAwaitingGate,
+			Content: string(body), EndOfMessage: true})
+	}
 	if res := d.Ended; res != nil {
 		typ := "result"
 		if res.TerminalCode != orch.CodeSuccess && res.TerminalCode != orch.CodePartialSuccess {
@@ -389,7 +467,7 @@ func ProgressEvent(name string) bool {
 	return strings.HasPrefix(name, "step_") || strings.HasPrefix(name, "plan.") && name != AuditPlanProjected ||
 		name == "routing.decided" || name == "replan.triggered" || name == "react.started" ||
 		strings.HasPrefix(name, "budget.") || strings.HasPrefix(name, "guard.") || name == "escalation.raised" ||
-		name == "clarification.requested" ||
+		name == "clarification.requested" || strings.HasPrefix(name, "gate.") || name == "run.interrupted" ||
 		strings.HasPrefix(name, "supervisor.") || strings.HasPrefix(name, "fanout.") || strings.HasPrefix(name, "fanin.")
 }
 
@@ -404,7 +482,7 @@ func (r *Router) runDeadline(ctx context.Context, ev event.Event, rd orch.RunDea
 	}
 	p, _, err := r.Store.GetPlan(ctx, rd.TenantID, orch.PlanID(rd.RunID))
 	switch {
-	case err == nil && (p.Status == store.PlanStatusComplete || p.Status == store.PlanStatusFailed):
+	case err == nil && store.PlanFinished(p.Status):
 		return nil, nil
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return nil, fmt.Errorf("handlers: run deadline: %w", err)

@@ -146,7 +146,11 @@ func TestTerminalCodes(t *testing.T) {
 		env := newEnvWith(t, demo.Config{Hints: map[string]*skills.Annotations{demo.SkillOutletList: destructive}})
 		f := patternFlow(t, env, loopCalling(t, `{"status":"inactive"}`))
 		res, seen := f.drive(t, runStart(t, "run-tc-confirm", rankTask))
-		assertEnded(t, res, seen, orch.CodeConfirmRequired, "outlet_list is destructive: it needs an approval")
+		// Nobody decides the gate the destructive call waits at: it expires.
+		assertEnded(t, res, seen, orch.CodeConfirmRequired, "before it expired")
+		if res.Status != orch.PlanExpired || !slices.Contains(traceNames(seen), "gate.expired") {
+			t.Errorf("status %s, trace %v: want the gate expired", res.Status, traceNames(seen))
+		}
 		if a := auditPayloads(t, seen, "approval.required"); len(a) != 1 || a[0]["action"] != demo.SkillOutletList || a[0]["risk"] != "destructive" {
 			t.Errorf("approval.required audits %v", a)
 		}
@@ -443,7 +447,8 @@ func driveStepwise(t *testing.T, f *flow, first event.Event, s stepwise) (orch.R
 // as (*flow).drive routes them, or nil.
 func handlerOf(f *flow, typ string) func(context.Context, event.Event) ([]event.Event, error) {
 	switch typ {
-	case events.TypeRunRequested, events.TypePlanProposed, events.TypeGroupJoined, events.TypeStepJoined, events.TypeRunDeadline:
+	case events.TypeRunRequested, events.TypePlanProposed, events.TypeGroupJoined, events.TypeStepJoined, events.TypeRunDeadline,
+		events.TypeApprovalDecided:
 		return f.router.Handle
 	case events.TypePlanRequested:
 		return f.planner.Handle

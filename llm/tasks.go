@@ -38,6 +38,10 @@ type Pattern struct {
 	// RunTimeoutS bounds a run's wall time, in seconds: past it the run
 	// is stopped and ends TIMEOUT. Zero uses the default (30 minutes).
 	RunTimeoutS int `json:"run_timeout_s,omitempty"`
+	// GateTTLS is how long, in seconds, an approval or interrupt gate of
+	// the run waits for a decision before it expires. Zero uses the
+	// default (1 hour); a gate never outlives the run's deadline.
+	GateTTLS int `json:"gate_ttl_s,omitempty"`
 }
 
 // RouteInput asks the model to pick a task type and one of its patterns.

@@ -153,6 +153,9 @@ type Decision struct {
 	Synthesise *Synthesise
 	// Ended is the run's result when this decision ends it.
 	Ended *RunResult
+	// Opened is the gate the run is parked at when this decision parks
+	// it: the adapter keeps the state with it until it is resolved.
+	Opened *Gate
 }
 
 // Decide folds one input into the state of a run. It is a pure function:
@@ -166,6 +169,12 @@ func Decide(s State, in Input) Decision {
 	s.Plan.Steps = slices.Clone(s.Plan.Steps)
 	s.Plan.ReplanHistory = slices.Clone(s.Plan.ReplanHistory)
 	d := &decision{Decision: Decision{State: s}, at: in.at().UTC()}
+	d.apply(in)
+	return d.Decision
+}
+
+// apply folds one input into the decision.
+func (d *decision) apply(in Input) {
 	switch in := in.(type) {
 	case Requested:
 		d.requested(in)
@@ -179,16 +188,23 @@ func Decide(s State, in Input) Decision {
 		d.deadLettered(in)
 	case Cancelled:
 		d.cancelled(in)
+	case GateResolved:
+		d.resolved(in)
+	case Interrupted:
+		d.interrupt = &in
+		d.apply(in.Input)
 	default:
 		panic(fmt.Sprintf("orch: unknown input %T", in))
 	}
-	return d.Decision
 }
 
 // decision accumulates one Decide call.
 type decision struct {
 	Decision
 	at time.Time
+	// interrupt, when set, holds the input's next hop at an interrupt
+	// gate (hold).
+	interrupt *Interrupted
 }
 
 func (d *decision) audit(name, taskID string, payload any) {
@@ -405,6 +421,9 @@ func mergeSteps(old, proposed []Step) []Step {
 // complete) as one group, asks for the answer when every step is done, or
 // ends the run when nothing can run.
 func (d *decision) dispatch() {
+	if d.hold(nil) {
+		return
+	}
 	plan := &d.State.Plan
 	ready := plan.ready()
 	if len(ready) == 0 {
@@ -433,17 +452,21 @@ func (d *decision) dispatch() {
 		d.emit(fmt.Sprintf("step/%d", s.Index), StepRequest{Run: d.State, Step: s.Index, Group: group, Inputs: plan.inputKeys(s)})
 	}
 	if group.Expected > 1 {
-		// A fan-out waits for its members until its deadline, no longer:
-		// the server delivers the deadline then, and the aggregator joins
-		// the group with what finished.
-		timeout := DefaultGroupTimeout
-		if s := d.State.PatternDef.GroupTimeoutS; s > 0 {
-			timeout = time.Duration(s) * time.Second
-		}
-		at := d.at.Add(timeout)
-		d.audit("group.deadline_set", "", map[string]any{"group": group.ID, "deadline": at})
-		d.Emits = append(d.Emits, Emit{Key: "deadline/" + group.ID, Data: GroupDeadline{Run: d.State, Group: group}, At: at})
+		d.groupDeadline(group)
 	}
+}
+
+// groupDeadline sends a fan-out's deadline: the group waits for its
+// members until then, no longer; the server delivers the deadline then,
+// and the aggregator joins the group with what finished.
+func (d *decision) groupDeadline(group Group) {
+	timeout := DefaultGroupTimeout
+	if s := d.State.PatternDef.GroupTimeoutS; s > 0 {
+		timeout = time.Duration(s) * time.Second
+	}
+	at := d.at.Add(timeout)
+	d.audit("group.deadline_set", "", map[string]any{"group": group.ID, "deadline": at})
+	d.Emits = append(d.Emits, Emit{Key: "deadline/" + group.ID, Data: GroupDeadline{Run: d.State, Group: group}, At: at})
 }
 
 // synthesise asks for the answer from the complete steps, in index order.
@@ -537,6 +560,8 @@ func (d *decision) joined(in Joined) {
 		return
 	}
 	failed, end := d.record(in.Results)
+	parked := slices.DeleteFunc(slices.Clone(failed), func(r StepResult) bool { return r.Outcome != OutcomeAwaitingGate })
+	failed = slices.DeleteFunc(failed, func(r StepResult) bool { return r.Outcome == OutcomeAwaitingGate })
 	if in.Group.Expected > 1 {
 		steps := make([]int, len(in.Results))
 		for i, r := range in.Results {
@@ -552,6 +577,8 @@ func (d *decision) joined(in Joined) {
 		d.finish(end.Code, end.Reason, end.Evidence)
 	case len(failed) > 0:
 		d.replan(failed[0])
+	case len(parked) > 0:
+		d.parkSteps(parked)
 	default:
 		d.dispatch()
 	}
@@ -567,7 +594,7 @@ func (d *decision) cutOff(in Joined) {
 	var missing []map[string]any
 	for i := range d.State.Plan.Steps {
 		s := &d.State.Plan.Steps[i]
-		if s.Status != StepRunning {
+		if s.Status != StepRunning && s.Status != StepAwaitingGate {
 			continue
 		}
 		s.Status, s.FailureReason = StepFailed, "deadline passed before it finished"
@@ -613,7 +640,6 @@ var endings = []struct{ outcome, code string }{
 	{OutcomeCancelled, CodeUserCancel},
 	{OutcomeUnsafe, CodeUnsafeDetection},            // a safety guard fails closed
 	{OutcomePermissionDenied, CodePermissionDenied}, // the Skill Service refused, or the model kept overreaching
-	{OutcomeConfirmRequired, CodeConfirmRequired},   // a destructive call awaits approval
 	{OutcomeBudgetExhausted, CodeBudgetExhausted},
 	{OutcomeTimedOut, CodeTimeout},
 	{OutcomeRepeatedCall, CodeRepeatedFailure}, // the loop guard blocked a repeated call
@@ -638,6 +664,16 @@ func (d *decision) record(results []StepResult) ([]StepResult, Failure) {
 			s.Status, s.MemoryKey, s.Validated = StepComplete, res.MemoryKey, res.Validated
 			d.audit(fmt.Sprintf("step_%d.complete", s.Index), s.TaskID, map[string]any{"memory_key": res.MemoryKey})
 			continue
+		}
+		if res.Outcome == OutcomeAwaitingGate && res.Parked != nil {
+			s.Status = StepAwaitingGate
+			d.audit(fmt.Sprintf("step_%d.awaiting_gate", s.Index), s.TaskID, map[string]any{"action": res.Parked.Call.Skill,
+				"args_hash": res.Parked.Call.ArgsHash, "risk": res.Parked.Call.Mode})
+			failed = append(failed, res)
+			continue
+		}
+		if res.Outcome == OutcomeAwaitingGate {
+			res.Outcome, res.Reason = OutcomeFailed, "awaiting_gate without the call it holds"
 		}
 		s.Status, s.FailureReason = StepFailed, res.Reason
 		d.audit(fmt.Sprintf("step_%d.failed", s.Index), s.TaskID, map[string]any{"outcome": res.Outcome, "reason": res.Reason})
@@ -678,7 +714,7 @@ func (d *decision) replan(f StepResult) {
 		})
 		return
 	}
-	if !d.reflectionLeft() {
+	if !d.reflectionLeft() || d.hold(&f) {
 		return
 	}
 	plan.ReplanCount++
@@ -709,6 +745,12 @@ func (d *decision) synthesised(in Synthesised) {
 
 // finish ends a run that failed with code and reason.
 func (d *decision) finish(code, reason string, detail any) {
+	d.finishAs(PlanFailed, code, reason, detail)
+}
+
+// finishAs ends a run that failed with code and reason, its plan in
+// status (failed, or expired at a gate).
+func (d *decision) finishAs(status, code, reason string, detail any) {
 	if raw, ok := detail.(json.RawMessage); ok && len(raw) == 0 {
 		detail = nil
 	}
@@ -716,7 +758,7 @@ func (d *decision) finish(code, reason string, detail any) {
 		d.escalate(*e, code, reason, detail)
 		return
 	}
-	d.State.Plan.Status = PlanFailed
+	d.State.Plan.Status = status
 	d.end(code, "The task could not be completed: "+reason, reason, detail)
 }
 

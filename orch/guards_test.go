@@ -162,7 +162,7 @@ func TestDecideEndsAmbiguousIntentWhenTheRouterAsks(t *testing.T) {
 func TestDecideMapsGuardOutcomesToTheirCodes(t *testing.T) {
 	for outcome, code := range map[string]string{
 		OutcomeBudgetExhausted: CodeBudgetExhausted, OutcomeTimedOut: CodeTimeout, OutcomeRepeatedCall: CodeRepeatedFailure,
-		OutcomePermissionDenied: CodePermissionDenied, OutcomeUnsafe: CodeUnsafeDetection, OutcomeConfirmRequired: CodeConfirmRequired,
+		OutcomePermissionDenied: CodePermissionDenied, OutcomeUnsafe: CodeUnsafeDetection,
 	} {
 		sr := started(t, "run-"+outcome, BudgetPolicy{}, twoSteps()[:1])
 		ev := json.RawMessage(`{"guard":"` + outcome + `"}`)

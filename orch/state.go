@@ -60,10 +60,6 @@ const (
 	// OutcomeUnsafe: a safety guard stopped the step (a run's secret in
 	// tool arguments); the run ends UNSAFE_DETECTION, failing closed.
 	OutcomeUnsafe = "unsafe"
-	// OutcomeConfirmRequired: the model chose a destructive skill, which
-	// never runs without an approval; the run ends CONFIRM_REQUIRED with
-	// the approval packet.
-	OutcomeConfirmRequired = "confirm_required"
 )
 
 // Terminal codes (seed 003). Every run ends with exactly one.
@@ -137,6 +133,12 @@ type RunState struct {
 	// Budget holds the run's resolved limits and what its steps reported
 	// spending; the budgets ledger holds what it drew.
 	Budget Budget `json:"budget,omitzero"`
+	// Gate is the gate the run is parked at, if any.
+	Gate *Gate `json:"gate,omitempty"`
+	// Approvals are the run's resolved gates: who decided what, when.
+	Approvals []Approval `json:"approvals,omitempty"`
+	// Interrupt is the id of the last interrupt the run honoured.
+	Interrupt string `json:"interrupt,omitempty"`
 }
 
 // RunContext is the tenant's soul and the session's recent conversation,
@@ -268,6 +270,12 @@ type StepRequest struct {
 	// Denied counts calls refused for naming a skill outside the step's
 	// allowed skills.
 	Denied int `json:"denied,omitempty"`
+	// Approved, on a step resumed from its gate, is the approval of the
+	// call it held: the executor makes that call first.
+	Approved *Approved `json:"approved,omitempty"`
+	// Steered counts the run's steering messages the step's turns have
+	// seen (each is traced once per step).
+	Steered int `json:"steered,omitempty"`
 }
 
 // Turn is one exchange of an executor's loop: a model message, or a skill
@@ -301,6 +309,9 @@ type StepResult struct {
 	// step (the budget state, the repeated call, the approval packet); a
 	// run it ends carries it as its detail.
 	Evidence json.RawMessage `json:"evidence,omitempty"`
+	// Parked, with OutcomeAwaitingGate, is what the step resumes with
+	// once its call is approved.
+	Parked *Parked `json:"parked,omitempty"`
 }
 
 // StepFinished is the data of step.finished.

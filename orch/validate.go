@@ -15,9 +15,10 @@ import (
 var (
 	outcomes = []string{OutcomeComplete, OutcomeFailed, OutcomeInsufficient, OutcomeContractViolation,
 		OutcomeInvalidOutput, OutcomeUnavailable, OutcomeCancelled, OutcomeBudgetExhausted, OutcomeTimedOut,
-		OutcomeRepeatedCall, OutcomePermissionDenied, OutcomeUnsafe, OutcomeConfirmRequired}
-	stepStates = []string{StepPending, StepRunning, StepComplete, StepFailed, StepRevised}
-	planStates = []string{PlanPending, PlanPlanning, PlanExecuting, PlanReplanning, PlanComplete, PlanFailed}
+		OutcomeRepeatedCall, OutcomePermissionDenied, OutcomeUnsafe, OutcomeAwaitingGate}
+	stepStates = []string{StepPending, StepRunning, StepComplete, StepFailed, StepRevised, StepAwaitingGate}
+	planStates = []string{PlanPending, PlanPlanning, PlanExecuting, PlanReplanning, PlanComplete, PlanFailed,
+		PlanAwaitingGate, PlanPaused, PlanRejected, PlanExpired}
 	// TerminalCodes are seed 003's terminal codes.
 	TerminalCodes = []string{CodeSuccess, CodePartialSuccess, CodeImpossible, CodeMissingInfo, CodeAmbiguousIntent,
 		CodeConfirmRequired, CodeReviewRequired, CodeBudgetExhausted, CodeTimeout, CodeValidationFail,
@@ -167,6 +168,9 @@ func (r StepRequest) Validate() error {
 // Tenant is the run's tenant.
 func (r StepRequest) Tenant() string { return r.Run.Tenant() }
 
+// Tenant is the gate's run's tenant.
+func (a ApprovalDecided) Tenant() string { return a.TenantID }
+
 // Validate checks a finished step.
 func (f StepFinished) Validate() error {
 	if err := f.Run.Validate(); err != nil {
@@ -237,3 +241,17 @@ func (r RunResult) Validate() error {
 
 // Tenant is the result's tenant.
 func (r RunResult) Tenant() string { return r.TenantID }
+
+// Validate checks a parked run's notice.
+func (p RunParked) Validate() error {
+	if err := ValidateID("tenant_id", p.TenantID); err != nil {
+		return err
+	}
+	if p.RunID == "" || p.Gate.Gate == "" {
+		return field("gate.gate_id", errRequired)
+	}
+	return nil
+}
+
+// Tenant is the parked run's tenant.
+func (p RunParked) Tenant() string { return p.TenantID }

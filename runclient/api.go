@@ -59,13 +59,51 @@ type CancelResponse struct {
 	Status string `json:"status"`
 }
 
+// Run statuses of the control endpoints' answers, besides the plan's.
+const (
+	StatusResuming     = "resuming"
+	StatusInterrupting = "interrupting"
+	StatusSteered      = "steered"
+)
+
+// ApprovalRequest is the body of POST
+// /agent/runs/{run_id}/approvals/{gate_id}: "approve" or "deny" (also
+// "approved", "rejected"), with an optional comment recorded with the
+// approver.
+type ApprovalRequest struct {
+	Decision string `json:"decision"`
+	Comment  string `json:"comment,omitempty"`
+}
+
+// SteerRequest is the body of POST /agent/runs/{run_id}/steer: a user
+// message every later model turn of the run sees.
+type SteerRequest struct {
+	Message string `json:"message"`
+}
+
+// ControlResponse answers the run-control endpoints (approvals, steer,
+// interrupt, resume): the run, its plan, what happened and, for a gate,
+// its decision and who made it.
+type ControlResponse struct {
+	RunID    string `json:"run_id"`
+	PlanID   string `json:"plan_id"`
+	Status   string `json:"status"`
+	GateID   string `json:"gate_id,omitempty"`
+	Decision string `json:"decision,omitempty"`
+	By       string `json:"by,omitempty"`
+}
+
+// ChunkAwaitingGate is the message type of the chunk that says a run
+// waits at a gate; its content is the gate's approval packet.
+const ChunkAwaitingGate = "awaiting_gate"
+
 // Chunk is one piece of a streamed run (seed 001 streaming protocol), as
 // the REPLY stream carries it and the ingress forwards it as a server-sent
 // event: chunks of one message share MessageID.
 type Chunk struct {
 	MessageID    string `json:"message_id"`
 	SessionID    string `json:"session_id"`
-	MessageType  string `json:"message_type"` // progress | answer | result | error
+	MessageType  string `json:"message_type"` // progress | answer | awaiting_gate | result | error
 	Content      string `json:"content"`
 	EndOfMessage bool   `json:"end_of_message"`
 	EndOfDialog  bool   `json:"end_of_dialog"`

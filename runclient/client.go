@@ -2,9 +2,11 @@ package runclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -64,7 +66,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Client, erro
 	// "new" would be applied again if the consumer is recreated before it
 	// delivered anything, and skip the results stored meanwhile.
 	cons, err := js.OrderedConsumer(ctx, events.StreamAgent, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"agent.run.finished.*"},
+		FilterSubjects: []string{"agent.run.finished.*", "agent.run.parked.*"},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    info.State.LastSeq + 1,
 	})
@@ -90,7 +92,13 @@ func (c *Client) finished(m jetstream.Msg) {
 		return
 	}
 	var res orch.RunResult
-	if events.Decode(ev, &res) != nil {
+	if ev.Type() == events.TypeRunParked {
+		var p orch.RunParked
+		if events.Decode(ev, &p) != nil {
+			return
+		}
+		res = ParkedResult(p)
+	} else if events.Decode(ev, &res) != nil {
 		return
 	}
 	c.mu.Lock()
@@ -103,6 +111,23 @@ func (c *Client) finished(m jetstream.Msg) {
 		}
 	}
 }
+
+// ParkedResult is the result a waiter of a run parked at a gate gets: no
+// terminal code, the plan's status (awaiting_gate, paused) and the gate's
+// packet as its detail. The run goes on once the gate is decided.
+func ParkedResult(p orch.RunParked) orch.RunResult {
+	detail, _ := json.Marshal(p.Gate)
+	msg := fmt.Sprintf("The run waits at gate %s for a decision until %s.", p.Gate.Gate, p.Gate.ExpiresAt.Format(time.RFC3339))
+	for _, a := range p.Gate.Actions {
+		msg += fmt.Sprintf("\n  step %d wants to call %s (%s) with %s", a.Step, a.Action, a.Risk, a.Parameters)
+	}
+	return orch.RunResult{RunID: p.RunID, TenantID: p.TenantID, SessionID: p.SessionID, PlanID: p.PlanID, Status: p.Status,
+		Response: msg, Detail: detail}
+}
+
+// Parked reports whether res says its run waits at a gate (ParkedResult)
+// rather than that it ended.
+func Parked(res orch.RunResult) bool { return res.TerminalCode == "" && res.Status != "" }
 
 // Submit publishes a run.requested for req and returns the run awaiting
 // its result. The waiter is in place before the request is published, so
@@ -178,7 +203,8 @@ type Pending struct {
 // RunID is the id of the run.
 func (p *Pending) RunID() string { return p.id }
 
-// Wait returns the run's result once its run.finished arrives, or an error
+// Wait returns the run's result once its run.finished arrives (or, for a
+// run that parks at a gate, its ParkedResult), or an error
 // when ctx ends (the run goes on) or the client is closed.
 func (p *Pending) Wait(ctx context.Context) (orch.RunResult, error) {
 	select {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/agentbus/agentbus/orch"
@@ -98,9 +99,66 @@ func (c *HTTP) Cancel(ctx context.Context, tenantID, runID string) (CancelRespon
 	return res, nil
 }
 
-// Run posts req and returns the run's result from the synchronous answer.
-// An error status is a *StatusError (the ingress's 504 run_timeout: the
-// run goes on).
+// Control posts to a run-control endpoint of run runID of tenantID
+// (action "interrupt", "resume", "steer" or "approvals/<gate_id>") with
+// body (nil for none). An error status is a *StatusError.
+func (c *HTTP) Control(ctx context.Context, tenantID, runID, action string, body any) (ControlResponse, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return ControlResponse{}, fmt.Errorf("runclient: %w", err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	path := "/agent/runs/" + url.PathEscape(runID) + "/" + action
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, rd)
+	if err != nil {
+		return ControlResponse{}, fmt.Errorf("runclient: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	if tenantID != "" {
+		hreq.Header.Set("X-Tenant-Id", tenantID)
+	}
+	resp, err := c.do(hreq, http.StatusAccepted)
+	if err != nil {
+		return ControlResponse{}, err
+	}
+	defer resp.Body.Close()
+	var res ControlResponse
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return ControlResponse{}, fmt.Errorf("runclient: POST %s: decode the answer: %w", path, err)
+	}
+	return res, nil
+}
+
+// Follow reads run runID's stream from its start (GET
+// /agent/runs/{run_id}/stream), calling onChunk with every chunk, until
+// the run ends (its result) or parks at a gate (its ParkedResult).
+func (c *HTTP) Follow(ctx context.Context, tenantID, runID string, onChunk func(Chunk)) (orch.RunResult, error) {
+	req := orch.RunRequest{RunID: runID, TenantID: tenantID}
+	var last string
+	for resumes := 0; ; resumes++ {
+		resp, err := c.resume(ctx, tenantID, runID, last)
+		if err != nil {
+			return orch.RunResult{}, err
+		}
+		res, ended, err := readStream(req, resp.Body, func(ch Chunk) {
+			if ch.MessageType == ChunkAwaitingGate {
+				return // a gate already passed, or the one it parks at (the last chunk)
+			}
+			onChunk(ch)
+		}, &last)
+		resp.Body.Close()
+		if ended || ctx.Err() != nil || resumes == maxResumes {
+			return res, err
+		}
+	}
+}
+
+// Run posts req and returns the run's result from the synchronous answer
+// (a run parked at a gate answers its ParkedResult). An error status is a
+// *StatusError (the ingress's 504 run_timeout: the run goes on).
 func (c *HTTP) Run(ctx context.Context, req orch.RunRequest) (orch.RunResult, error) {
 	resp, err := c.post(ctx, req, false)
 	if err != nil {
@@ -111,7 +169,11 @@ func (c *HTTP) Run(ctx context.Context, req orch.RunRequest) (orch.RunResult, er
 	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
 		return orch.RunResult{}, fmt.Errorf("runclient: POST /agent/run: decode the answer: %w", err)
 	}
-	return res.result(req), nil
+	out := res.result(req)
+	if resp.StatusCode == http.StatusAccepted {
+		out.TerminalCode = "" // parked: no code yet
+	}
+	return out, nil
 }
 
 // Stream posts req as a streamed run, calls onChunk with every chunk
@@ -133,6 +195,9 @@ func (c *HTTP) Stream(ctx context.Context, req orch.RunRequest, onChunk func(Chu
 	for resumes := 0; ; resumes++ {
 		res, ended, err := readStream(req, resp.Body, onChunk, &last)
 		resp.Body.Close()
+		if res.RunID == "" {
+			res.RunID, res.PlanID = runID, orch.PlanID(runID)
+		}
 		if ended || ctx.Err() != nil || runID == "" || resumes == maxResumes {
 			return res, err
 		}
@@ -195,6 +260,18 @@ func (c *HTTP) resume(ctx context.Context, tenantID, runID, last string) (*http.
 // lastChunk reads the result a stream ends with: the answer as JSON, or
 // the reason there is none (the run timed out).
 func lastChunk(req orch.RunRequest, ch Chunk) (orch.RunResult, error) {
+	if ch.MessageType == ChunkAwaitingGate {
+		var g orch.GatePacket
+		if err := json.Unmarshal([]byte(ch.Content), &g); err != nil {
+			return orch.RunResult{}, fmt.Errorf("runclient: bad gate chunk: %w", err)
+		}
+		status := orch.PlanAwaitingGate
+		if g.Kind == orch.GateInterrupt {
+			status = orch.PlanPaused
+		}
+		return ParkedResult(orch.RunParked{RunID: req.RunID, TenantID: req.TenantID, SessionID: req.SessionID,
+			PlanID: orch.PlanID(req.RunID), Status: status, Gate: g}), nil
+	}
 	if ch.MessageType == "error" && !strings.HasPrefix(ch.Content, "{") {
 		return orch.RunResult{}, fmt.Errorf("runclient: %s", ch.Content)
 	}
@@ -217,11 +294,14 @@ func (c *HTTP) post(ctx context.Context, req orch.RunRequest, stream bool) (*htt
 		return nil, fmt.Errorf("runclient: %w", err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	return c.do(hreq, http.StatusOK)
+	if stream {
+		return c.do(hreq, http.StatusOK)
+	}
+	return c.do(hreq, http.StatusOK, http.StatusAccepted)
 }
 
 // do sends hreq with the credential; any status but ok is a *StatusError.
-func (c *HTTP) do(hreq *http.Request, ok int) (*http.Response, error) {
+func (c *HTTP) do(hreq *http.Request, ok ...int) (*http.Response, error) {
 	what := hreq.Method + " " + hreq.URL.Path
 	if c.bearer != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.bearer)
@@ -230,7 +310,7 @@ func (c *HTTP) do(hreq *http.Request, ok int) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runclient: %s: %w", what, err)
 	}
-	if resp.StatusCode == ok {
+	if slices.Contains(ok, resp.StatusCode) {
 		return resp, nil
 	}
 	defer resp.Body.Close()

@@ -12,9 +12,10 @@ package store
 
 var (
 	planStatuses = newEnum(PlanStatusPending, PlanStatusPlanning, PlanStatusExecuting,
-		PlanStatusReplanning, PlanStatusComplete, PlanStatusFailed)
+		PlanStatusReplanning, PlanStatusComplete, PlanStatusFailed, PlanStatusAwaitingGate, PlanStatusPaused,
+		PlanStatusRejected, PlanStatusExpired)
 	stepStatuses = newEnum(StepStatusPending, StepStatusRunning, StepStatusComplete,
-		StepStatusFailed, StepStatusRevised)
+		StepStatusFailed, StepStatusRevised, StepStatusAwaitingGate)
 )
 
 // typedIndex returns the index of doc if doc is a document type checked in

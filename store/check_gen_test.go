@@ -123,7 +123,7 @@ func (g *gen) memory() Memory {
 
 func (g *gen) plan() Plan {
 	p := Plan{PlanID: g.id(), SessionID: g.id(), TenantID: g.id(), UserID: g.str(),
-		Status:    g.oneOf(PlanStatusPending, PlanStatusPlanning, PlanStatusExecuting, PlanStatusReplanning, PlanStatusComplete, PlanStatusFailed),
+		Status:    g.oneOf(PlanStatusPending, PlanStatusPlanning, PlanStatusExecuting, PlanStatusReplanning, PlanStatusComplete, PlanStatusFailed, PlanStatusAwaitingGate, PlanStatusPaused, PlanStatusRejected, PlanStatusExpired),
 		CreatedAt: g.date(false), CompletedAt: g.date(false)}
 	if g.r.IntN(2) == 0 {
 		p.ReplanCount = g.integer()
@@ -147,7 +147,7 @@ func (g *gen) step() PlanStep {
 		MemoryKey: g.str(), Validated: g.r.IntN(2) == 0, FailureReason: g.str(),
 		StartedAt: g.date(false), FinishedAt: g.date(false)}
 	if g.r.IntN(3) > 0 {
-		s.Status = g.oneOf(StepStatusPending, StepStatusRunning, StepStatusComplete, StepStatusFailed, StepStatusRevised)
+		s.Status = g.oneOf(StepStatusPending, StepStatusRunning, StepStatusComplete, StepStatusFailed, StepStatusRevised, StepStatusAwaitingGate)
 	}
 	for range g.count() {
 		s.Skills = append(s.Skills, g.str())

@@ -74,7 +74,7 @@ func PlanHealthFromCounts(byStatus map[string]int, totalReplans int) PlanHealth 
 		h.Plans += n
 	}
 	h.Complete = byStatus[PlanStatusComplete]
-	h.Failed = byStatus[PlanStatusFailed]
+	h.Failed = byStatus[PlanStatusFailed] + byStatus[PlanStatusRejected] + byStatus[PlanStatusExpired]
 	if done := h.Complete + h.Failed; done > 0 {
 		h.SuccessRate = float64(h.Complete) / float64(done)
 	}

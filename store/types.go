@@ -41,7 +41,24 @@ const (
 	PlanStatusComplete = "complete"
 	// PlanStatusFailed is a plan that finished unsuccessfully.
 	PlanStatusFailed = "failed"
+	// PlanStatusAwaitingGate is a run parked at an approval gate.
+	PlanStatusAwaitingGate = "awaiting_gate"
+	// PlanStatusPaused is a run parked by an interrupt.
+	PlanStatusPaused = "paused"
+	// PlanStatusRejected is a run ended because its gate was denied.
+	PlanStatusRejected = "rejected"
+	// PlanStatusExpired is a run ended because its gate expired.
+	PlanStatusExpired = "expired"
 )
+
+// PlanFinished reports whether a plan status is terminal: the run ended.
+func PlanFinished(status string) bool {
+	switch status {
+	case PlanStatusComplete, PlanStatusFailed, PlanStatusRejected, PlanStatusExpired:
+		return true
+	}
+	return false
+}
 
 // Plan step statuses accepted by the agent_plans schema.
 const (
@@ -55,6 +72,8 @@ const (
 	StepStatusFailed = "failed"
 	// StepStatusRevised is a step superseded by a replan.
 	StepStatusRevised = "revised"
+	// StepStatusAwaitingGate is a step whose call waits for an approval.
+	StepStatusAwaitingGate = "awaiting_gate"
 )
 
 // Version is the optimistic-concurrency token of a Memory document. In

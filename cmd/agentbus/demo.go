@@ -104,7 +104,7 @@ func printPlan(ctx context.Context, s *app.Stack, tenantID, planID string) {
 	)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		p, version, err = s.Deps.Store.GetPlan(ctx, tenantID, planID)
-		if err == nil && (p.Status == store.PlanStatusComplete || p.Status == store.PlanStatusFailed) || time.Now().After(deadline) {
+		if err == nil && store.PlanFinished(p.Status) || time.Now().After(deadline) {
 			break
 		}
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -55,14 +57,102 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "agentbus run:", err)
 		return 1
 	}
-	if !p.answered {
+	return report(res, *tenant)
+}
+
+// report prints a run's result (or the gate it waits at) and returns the
+// command's exit code: 0 for SUCCESS, 3 for a run waiting at a gate, 1
+// otherwise.
+func report(res orch.RunResult, tenant string) int {
+	if runclient.Parked(res) {
 		fmt.Printf("\n%s\n", res.Response)
+		var g orch.GatePacket
+		_ = json.Unmarshal(res.Detail, &g)
+		if g.Kind == orch.GateInterrupt {
+			fmt.Printf("\nresume it:  agentbus resume --tenant %s %s\n", tenant, res.RunID)
+		} else {
+			fmt.Printf("\ndecide it:  agentbus approve --tenant %s %s %s   (--deny to refuse)\n", tenant, res.RunID, g.Gate)
+		}
+		return 3
 	}
+	fmt.Printf("\n%s\n", res.Response)
 	fmt.Printf("\nplan %s · %s · %s · %s\n", res.PlanID, res.Status, res.TerminalCode, usageLine(res.Usage))
 	if res.TerminalCode != orch.CodeSuccess {
 		return 1
 	}
 	return 0
+}
+
+// control runs the run-control commands: approve, interrupt, resume and
+// steer. approve (and resume) then follow the run to its end, or to its
+// next gate.
+func control(action string) func([]string) int {
+	return func(args []string) int {
+		fs := flag.NewFlagSet("agentbus "+action, flag.ExitOnError)
+		url := fs.String("url", app.Env("AGENTBUS_URL", "http://127.0.0.1:8080"), "ingress URL (env AGENTBUS_URL)")
+		tenant := fs.String("tenant", "demo", "tenant id (a tenant credential names its own)")
+		user := fs.String("user", "cli-user", "who you are: the approver an approval records (a user credential names its own)")
+		deny := fs.Bool("deny", false, "approve: deny the gate instead")
+		comment := fs.String("comment", "", "approve: a comment recorded with the decision")
+		follow := fs.Bool("follow", true, "approve, resume: follow the run until it ends or waits again")
+		usage := map[string]string{"approve": "<run_id> <gate_id>", "interrupt": "<run_id>", "resume": "<run_id>",
+			"steer": "<run_id> \"<message>\""}
+		fs.Usage = func() {
+			fmt.Fprintf(fs.Output(), "Usage: agentbus %s [flags] %s\n\nAGENTBUS_KEY, when set, is sent as the bearer credential (a tenant API key or JWT).\n\nFlags:\n", action, usage[action])
+			fs.PrintDefaults()
+		}
+		_ = fs.Parse(args)
+		want := map[string]int{"approve": 2, "interrupt": 1, "resume": 1, "steer": 2}[action]
+		if fs.NArg() < want || action != "steer" && fs.NArg() != want {
+			fs.Usage()
+			return 2
+		}
+		runID := fs.Arg(0)
+		hc := &http.Client{Transport: userHeader{user: *user}}
+		client := runclient.NewHTTP(*url, hc).WithCredential(os.Getenv("AGENTBUS_KEY"))
+		var body any
+		path := action
+		switch action {
+		case "approve":
+			decision := "approve"
+			if *deny {
+				decision = "deny"
+			}
+			path, body = "approvals/"+fs.Arg(1), runclient.ApprovalRequest{Decision: decision, Comment: *comment}
+		case "steer":
+			body = runclient.SteerRequest{Message: strings.Join(fs.Args()[1:], " ")}
+		}
+		res, err := client.Control(context.Background(), *tenant, runID, path, body)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "agentbus %s: %v\n", action, err)
+			return 1
+		}
+		fmt.Printf("run %s (plan %s): %s", res.RunID, res.PlanID, res.Status)
+		if res.By != "" {
+			fmt.Printf(" by %s", res.By)
+		}
+		fmt.Println()
+		if !*follow || action == "interrupt" || action == "steer" || *deny {
+			return 0
+		}
+		p := &printer{progress: func(c runclient.Chunk) { fmt.Println("  ·", c.Content) }}
+		out, err := client.Follow(context.Background(), *tenant, runID, p.chunk)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "agentbus %s: follow: %v\n", action, err)
+			return 1
+		}
+		return report(out, *tenant)
+	}
+}
+
+// userHeader sends X-User-Id: who the caller is, on an ingress whose
+// credential does not name a user.
+type userHeader struct{ user string }
+
+func (u userHeader) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-User-Id", u.user)
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // parseBudget reads dimension=value pairs ("tool_calls=10,cost_usd=0.5").

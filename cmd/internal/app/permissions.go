@@ -30,7 +30,8 @@ const (
 
 // IngressBuckets are the KV buckets the ingress reads and writes besides
 // the store's: forwarded keys, cancels, sessions and tenants' API keys.
-var IngressBuckets = []string{handlers.BucketCredentials, handlers.BucketCancels, handlers.BucketSessions, auth.KeyBucket}
+var IngressBuckets = []string{handlers.BucketCredentials, handlers.BucketCancels, handlers.BucketSessions, auth.KeyBucket,
+	handlers.BucketGates}
 
 // NATSUsers are the user names of a server with per-role permissions: one
 // per role process (the aggregator process runs the projector too, on one
@@ -84,7 +85,7 @@ func Permissions(user, storePrefix string) (*server.Permissions, error) {
 	storeGrant(&g, storePrefix)
 	var buckets []string
 	if user == UserIngress {
-		g.publish(subjectOf(events.TypeRunRequested))
+		g.publish(subjectOf(events.TypeRunRequested), subjectOf(events.TypeApprovalDecided))
 		g.readStream(events.StreamAgent) // run.finished, for the callers it holds
 		// Streamed runs' chunks, served (and resumed) from the stream; the
 		// AUDIT stream is never readable by the ingress.
@@ -120,7 +121,7 @@ func roleGrant(g *grant, r Role) {
 	g.publish("$JS.API.STREAM.MSG.GET."+c.Stream, "$JS.API.DIRECT.GET."+c.Stream, "$JS.API.DIRECT.GET."+c.Stream+".>")
 	for _, typ := range r.Emits {
 		g.publish(subjectOf(typ))
-		if typ == events.TypeGroupDeadline || typ == events.TypeRunDeadline {
+		if typ == events.TypeGroupDeadline || typ == events.TypeRunDeadline || typ == events.TypeApprovalDecided {
 			// Published as a scheduled message: it waits on its schedule
 			// subject, and the server delivers it.
 			g.publish(events.ScheduleSubject("*", "*"))

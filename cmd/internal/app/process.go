@@ -147,9 +147,14 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	if err != nil {
 		return fmt.Errorf("cancels bucket: %w", err)
 	}
+	gates, err := d.bucket(ctx, handlers.BucketGates)
+	if err != nil {
+		return fmt.Errorf("gates bucket: %w", err)
+	}
 	g := handlers.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
 		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds,
-			Sessions: &handlers.Sessions{KV: sessions}, Embedder: d.Embedder, Cancels: handlers.NewCancels(cancels)})
+			Sessions: &handlers.Sessions{KV: sessions}, Embedder: d.Embedder, Cancels: handlers.NewCancels(cancels),
+			Gates: &handlers.Gates{KV: gates}})
 	if err := retry(ctx, g.Start); err != nil {
 		return err
 	}

@@ -39,16 +39,16 @@ type Role struct {
 var Roles = []Role{
 	{Name: handlers.RoleRouter, Routes: (&handlers.Router{}).Routes(),
 		Emits: []string{events.TypePlanRequested, events.TypeStepRequested, events.TypeRunFinished, events.TypeReplyChunk,
-			events.TypeGroupDeadline, events.TypeRunDeadline},
+			events.TypeGroupDeadline, events.TypeRunDeadline, events.TypeApprovalDecided, events.TypeRunParked},
 		Buckets: []string{handlers.BucketConfig, handlers.BucketCredentials, handlers.BucketSessions, handlers.BucketCancels,
-			handlers.BucketLocks, handlers.BucketBudgets},
+			handlers.BucketLocks, handlers.BucketBudgets, handlers.BucketGates},
 		Build: buildRouter},
 	{Name: handlers.RolePlanner, Routes: (&handlers.Planner{}).Routes(), Emits: []string{events.TypePlanProposed},
 		Buckets: []string{handlers.BucketCredentials, handlers.BucketBudgets}, Build: buildPlanner},
 	{Name: handlers.RoleExecutor, Routes: (&handlers.Executor{}).Routes(),
 		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined},
 		Buckets: []string{handlers.BucketLocks, handlers.BucketToolcalls, handlers.BucketCredentials, handlers.BucketCancels,
-			handlers.BucketBudgets, handlers.BucketConfig},
+			handlers.BucketBudgets, handlers.BucketConfig, handlers.BucketGates},
 		Build: buildExecutor},
 	{Name: handlers.RoleAggregator, Routes: (&handlers.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
 		Buckets: []string{handlers.BucketFanin}, Build: buildAggregator},
@@ -56,7 +56,7 @@ var Roles = []Role{
 }
 
 // IngressConsumes are the types the ingress reads for its callers.
-var IngressConsumes = []string{events.TypeRunFinished, events.TypeReplyChunk}
+var IngressConsumes = []string{events.TypeRunFinished, events.TypeReplyChunk, events.TypeRunParked}
 
 // Topology is base with the consumers of every role and the buckets the
 // roles use.
@@ -182,6 +182,11 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
 	r.Sessions, r.Locks = &handlers.Sessions{KV: sessions}, locks
 	r.Cancels = cancels
+	gates, err := d.bucket(ctx, handlers.BucketGates)
+	if err != nil {
+		return nil, err
+	}
+	r.Gates = &handlers.Gates{KV: gates}
 	if r.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
@@ -237,6 +242,11 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 		return nil, fmt.Errorf("approval modes: %w", err)
 	}
 	x.RepeatCallLimit, x.ContextTokens = d.Config.RepeatCallLimit, d.Config.ContextTokens
+	gates, err := d.bucket(ctx, handlers.BucketGates)
+	if err != nil {
+		return nil, err
+	}
+	x.Gates = &handlers.Gates{KV: gates}
 	if d.Config.SkillAPIKey != "" {
 		x.Secrets = append(x.Secrets, d.Config.SkillAPIKey)
 	}

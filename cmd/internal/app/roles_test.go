@@ -65,7 +65,7 @@ func TestWiredRoutesMatchTheDeclaration(t *testing.T) {
 func TestTopologyDerivesFromRoles(t *testing.T) {
 	want := map[string]events.Consumer{
 		handlers.RoleRouter: {Name: handlers.RoleRouter, Stream: events.StreamAgent,
-			Filters: []string{"agent.run.requested.*", "agent.plan.proposed.*", "agent.group.joined.*", "agent.step.joined.*", "agent.run.deadline.*", "agent.dead.*"}},
+			Filters: []string{"agent.run.requested.*", "agent.plan.proposed.*", "agent.group.joined.*", "agent.step.joined.*", "agent.run.deadline.*", "agent.approval.decided.*", "agent.dead.*"}},
 		handlers.RolePlanner:    {Name: handlers.RolePlanner, Stream: events.StreamAgent, Filters: []string{"agent.plan.requested.*"}},
 		handlers.RoleExecutor:   {Name: handlers.RoleExecutor, Stream: events.StreamAgent, Filters: []string{"agent.step.requested.*", "agent.step.iterated.*"}},
 		handlers.RoleAggregator: {Name: handlers.RoleAggregator, Stream: events.StreamAgent, Filters: []string{"agent.step.finished.*", "agent.group.deadline.*"}},

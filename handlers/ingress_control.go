@@ -1,0 +1,284 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
+	"github.com/agentbus/agentbus/store"
+)
+
+// Run control (seed 004): cancel, approvals, interrupt and resume, steer.
+// Every route is scoped to the caller's tenant: another tenant's run is
+// not found, exactly as a missing one. The caller is who the credential
+// names (else X-User-Id): an approval records it as the approver.
+
+// runTarget is the run a control request names, of the caller's tenant.
+type runTarget struct {
+	tenant, runID, by string
+	plan              store.Plan
+}
+
+// target resolves the run of a control request, answering the request
+// itself when it cannot.
+func (g *Ingress) target(w http.ResponseWriter, r *http.Request) (runTarget, bool) {
+	tenant, ok := readScope(w, r)
+	if !ok {
+		return runTarget{}, false
+	}
+	by := callerOf(r.Context()).UserID
+	if by == "" {
+		by = r.Header.Get("X-User-Id")
+	}
+	if len(by) > 128 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "X-User-Id is longer than 128 characters")
+		return runTarget{}, false
+	}
+	runID := r.PathValue("run_id")
+	if orch.ValidateID("run_id", runID) != nil {
+		writeError(w, http.StatusNotFound, "not_found", "run not found")
+		return runTarget{}, false
+	}
+	p, _, err := g.store.GetPlan(r.Context(), tenant, orch.PlanID(runID))
+	if g.storeError(w, err, "run") {
+		return runTarget{}, false
+	}
+	return runTarget{tenant: tenant, runID: runID, by: by, plan: p}, true
+}
+
+// running answers 409 run_finished for a finished run.
+func running(w http.ResponseWriter, t runTarget) bool {
+	if store.PlanFinished(t.plan.Status) {
+		writeError(w, http.StatusConflict, "run_finished", "the run has already finished ("+t.plan.Status+")")
+		return false
+	}
+	return true
+}
+
+func (g *Ingress) controls(w http.ResponseWriter) bool {
+	if g.cfg.Cancels == nil || g.cfg.Gates == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "run control is not configured")
+		return false
+	}
+	return true
+}
+
+// approvals serves GET /agent/runs/{run_id}/approvals: the run's gates,
+// oldest first, each with its packet and resolution.
+func (g *Ingress) approvals(w http.ResponseWriter, r *http.Request) {
+	t, ok := g.target(w, r)
+	if !ok || !g.controls(w) {
+		return
+	}
+	recs, err := g.cfg.Gates.List(r.Context(), t.tenant, t.runID)
+	if err != nil {
+		g.log.Error().Err(err).Str("run_id", t.runID).Msg("list gates")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the gates could not be read")
+		return
+	}
+	views := make([]GateView, len(recs))
+	for i, rec := range recs {
+		views[i] = rec.View()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"run_id": t.runID, "status": t.plan.Status, "gates": views})
+}
+
+// decisions maps the words of an approval request to a gate resolution.
+var decisions = map[string]string{
+	"approve": orch.GateApproved, "approved": orch.GateApproved,
+	"deny": orch.GateRejected, "reject": orch.GateRejected, "rejected": orch.GateRejected,
+}
+
+// approve serves POST /agent/runs/{run_id}/approvals/{gate_id}: approve
+// or deny an open gate. The approver (the caller) is required and
+// recorded. 202 with the decision; 409 gate_decided for a gate already
+// decided otherwise (deciding the same again is answered 202 again).
+func (g *Ingress) approve(w http.ResponseWriter, r *http.Request) {
+	t, ok := g.target(w, r)
+	if !ok || !g.controls(w) {
+		return
+	}
+	var body runclient.ApprovalRequest
+	if !g.decodeBody(w, r, &body) {
+		return
+	}
+	decision, known := decisions[strings.ToLower(body.Decision)]
+	if !known {
+		writeError(w, http.StatusBadRequest, "invalid_request", `decision must be "approve" or "deny"`)
+		return
+	}
+	if len(body.Comment) > 2048 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "comment is longer than 2048 bytes")
+		return
+	}
+	if t.by == "" {
+		writeError(w, http.StatusBadRequest, "approver_required",
+			"an approval records its approver: authenticate as a user, or send X-User-Id")
+		return
+	}
+	g.decide(w, r.Context(), t, r.PathValue("gate_id"), decision, body.Comment)
+}
+
+// decide resolves gate of the target run and sends the resolution to its
+// router.
+func (g *Ingress) decide(w http.ResponseWriter, ctx context.Context, t runTarget, gate, decision, comment string) {
+	a := orch.ApprovalDecided{RunID: t.runID, TenantID: t.tenant, SessionID: t.plan.SessionID, Gate: gate,
+		Decision: decision, By: t.by, Comment: comment, At: g.now()}
+	rec, err := g.cfg.Gates.Resolve(ctx, t.tenant, a)
+	switch {
+	case errors.Is(err, ErrGateNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "gate not found")
+		return
+	case errors.Is(err, ErrGateDecided):
+		writeError(w, http.StatusConflict, "gate_decided", "the gate was already decided: "+rec.Status)
+		return
+	case err != nil:
+		g.log.Error().Err(err).Str("run_id", t.runID).Msg("resolve gate")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the decision could not be recorded")
+		return
+	}
+	if rec.Applied != "" {
+		// Decided and taken to the run already: a retried request.
+		writeJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID, Status: rec.Status,
+			GateID: gate, Decision: rec.Status, By: rec.By})
+		return
+	}
+	// The record holds the decision; the event takes it to the run. Its id
+	// derives from the gate, so a retried request stores it once, and a
+	// lost one is taken from the record when the gate's expiry arrives.
+	a.By, a.Comment, a.At = rec.By, rec.Comment, rec.DecidedAt
+	ev, err := events.New(events.DeriveID(gate, "decided/"+rec.Status), events.TypeApprovalDecided,
+		events.Meta{Tenant: t.tenant, Session: t.plan.SessionID, Run: t.runID, SourceProcess: "ingress"}, a)
+	if err == nil {
+		err = events.Publish(ctx, g.js, ev)
+	}
+	if err != nil {
+		g.log.Error().Err(err).Str("run_id", t.runID).Msg("publish approval.decided")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the decision is recorded but could not be sent; retry")
+		return
+	}
+	g.log.Info().Str("run_id", t.runID).Str("gate_id", gate).Str("decision", rec.Status).Str("by", rec.By).Msg("gate decided")
+	status := rec.Status
+	switch rec.Status {
+	case orch.GateApproved:
+		status = runclient.StatusResuming
+	case orch.GateCancelled:
+		status = runclient.StatusCancelling
+	}
+	writeJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID, Status: status,
+		GateID: gate, Decision: rec.Status, By: rec.By})
+}
+
+// interrupt serves POST /agent/runs/{run_id}/interrupt: the run parks at
+// its next hop (a step in flight finishes first), at an interrupt gate
+// that POST /agent/runs/{run_id}/resume resumes and a cancel ends.
+func (g *Ingress) interrupt(w http.ResponseWriter, r *http.Request) {
+	t, ok := g.target(w, r)
+	if !ok || !running(w, t) || !g.controls(w) {
+		return
+	}
+	if err := g.cfg.Cancels.RequestInterrupt(r.Context(), t.tenant, t.runID, Interrupt{ID: uuid.NewString(), By: t.by,
+		At: g.now()}); err != nil {
+		g.log.Error().Err(err).Str("run_id", t.runID).Msg("request interrupt")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the interrupt could not be recorded")
+		return
+	}
+	g.log.Info().Str("run_id", t.runID).Str("tenant_id", t.tenant).Msg("run interrupt requested")
+	writeJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID,
+		Status: runclient.StatusInterrupting, By: t.by})
+}
+
+// resume serves POST /agent/runs/{run_id}/resume: an interrupted run
+// takes its held hop. 409 not_paused when the run waits at no interrupt.
+func (g *Ingress) resume(w http.ResponseWriter, r *http.Request) {
+	t, ok := g.target(w, r)
+	if !ok || !running(w, t) || !g.controls(w) {
+		return
+	}
+	rec, open, err := g.cfg.Gates.openOf(r.Context(), t.tenant, t.runID, orch.GateInterrupt)
+	if err != nil {
+		g.log.Error().Err(err).Str("run_id", t.runID).Msg("find interrupt gate")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the gates could not be read")
+		return
+	}
+	if !open {
+		writeError(w, http.StatusConflict, "not_paused", "the run is not paused by an interrupt (yet)")
+		return
+	}
+	g.decide(w, r.Context(), t, rec.Gate.ID, orch.GateApproved, "resumed")
+}
+
+// steer serves POST /agent/runs/{run_id}/steer: a user message that every
+// later model turn of the run's steps sees.
+func (g *Ingress) steer(w http.ResponseWriter, r *http.Request) {
+	t, ok := g.target(w, r)
+	if !ok || !running(w, t) || !g.controls(w) {
+		return
+	}
+	var body runclient.SteerRequest
+	if !g.decodeBody(w, r, &body) {
+		return
+	}
+	switch msg := strings.TrimSpace(body.Message); {
+	case msg == "":
+		writeError(w, http.StatusBadRequest, "invalid_request", "message is empty")
+		return
+	case len(msg) > MaxSteerBytes:
+		writeError(w, http.StatusBadRequest, "invalid_request", "message is longer than 4 KiB")
+		return
+	}
+	err := g.cfg.Cancels.AddSteer(r.Context(), t.tenant, t.runID, Steer{ID: uuid.NewString(), Message: strings.TrimSpace(body.Message),
+		By: t.by, At: g.now()})
+	switch {
+	case errors.Is(err, ErrTooManySteers):
+		writeError(w, http.StatusConflict, "too_many_steers", err.Error())
+		return
+	case err != nil:
+		g.log.Error().Err(err).Str("run_id", t.runID).Msg("steer")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the message could not be recorded")
+		return
+	}
+	writeJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID,
+		Status: runclient.StatusSteered, By: t.by})
+}
+
+// cancel cancels a run of the caller's tenant: 202 cancelling (also when
+// it was already cancelled), 404 not_found for a run the tenant does not
+// have, exactly as for a missing one, and 409 run_finished for a run that
+// ended. A run parked at a gate has nothing in flight to see the cancel:
+// its gate is resolved cancelled.
+func (g *Ingress) cancel(w http.ResponseWriter, r *http.Request) {
+	t, ok := g.target(w, r)
+	if !ok || !running(w, t) {
+		return
+	}
+	if g.cfg.Cancels == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "cancelling is not configured")
+		return
+	}
+	first, err := g.cfg.Cancels.Request(r.Context(), t.tenant, t.runID, Cancel{By: t.by, At: time.Now().UTC()})
+	if err != nil {
+		g.log.Error().Err(err).Str("run_id", t.runID).Msg("request cancel")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the cancel could not be recorded")
+		return
+	}
+	if first {
+		g.log.Info().Str("run_id", t.runID).Str("tenant_id", t.tenant).Msg("run cancel requested")
+	}
+	if g.cfg.Gates != nil {
+		if rec, open, err := g.cfg.Gates.openOf(r.Context(), t.tenant, t.runID, ""); err != nil {
+			g.log.Warn().Err(err).Str("run_id", t.runID).Msg("find the gate of a cancelled run")
+		} else if open {
+			g.decide(w, r.Context(), t, rec.Gate.ID, orch.GateCancelled, "")
+			return
+		}
+	}
+	writeJSON(w, http.StatusAccepted, runclient.CancelResponse{RunID: t.runID, PlanID: t.plan.PlanID, Status: runclient.StatusCancelling})
+}

@@ -1,0 +1,381 @@
+package orch
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Gates (seed 004). A gate parks a run until someone decides: an approval
+// gate holds the tool calls a human must approve before they are made (a
+// destructive skill always; network and delegated ones where a tenant's
+// policy says so); an interrupt gate holds the run's next hop until it is
+// resumed. While a gate is open nothing of the run is in flight: the run's
+// state is kept with the gate (the router's gates bucket), and the gate's
+// resolution (approved, rejected, expired, cancelled) is the run's next
+// input. A gate's TTL is a scheduled resolution, delivered when it passes.
+
+// Gate kinds.
+const (
+	GateApproval  = "approval"
+	GateInterrupt = "interrupt"
+)
+
+// Gate resolutions. A gate is GateOpen until one of the others.
+const (
+	GateOpen      = "open"
+	GateApproved  = "approved"
+	GateRejected  = "rejected"
+	GateExpired   = "expired"
+	GateCancelled = "cancelled"
+)
+
+// Plan and step states of a parked run, and the terminal plan states its
+// gate may end it in.
+const (
+	PlanAwaitingGate = "awaiting_gate"
+	PlanPaused       = "paused"
+	PlanRejected     = "rejected"
+	PlanExpired      = "expired"
+	StepAwaitingGate = "awaiting_gate"
+)
+
+// OutcomeAwaitingGate: the step's model chose a call that needs an
+// approval; the call was not made, and the step resumes with it once the
+// run's gate is approved (StepResult.Parked holds what it resumes with).
+const OutcomeAwaitingGate = "awaiting_gate"
+
+// DefaultGateTTL is how long a gate waits for a decision when the run's
+// pattern sets no gate_ttl_s. A gate never outlives its run's deadline.
+const DefaultGateTTL = time.Hour
+
+// PendingCall is a tool call held at a gate: the model chose it, and it is
+// made only once approved, with the idempotency index N it would have had.
+type PendingCall struct {
+	ID        string          `json:"id"`
+	Skill     string          `json:"skill"`
+	Arguments json.RawMessage `json:"arguments"`
+	ArgsHash  string          `json:"args_hash"`
+	Mode      string          `json:"approval_mode"`
+	N         int             `json:"n"`
+}
+
+// Parked is what a step resumes from its gate with: the call it holds and
+// the loop state of its turns (the turns include the assistant's call).
+type Parked struct {
+	Call      PendingCall    `json:"call"`
+	Iteration int            `json:"iteration"`
+	Turns     []Turn         `json:"turns,omitempty"`
+	Repairs   int            `json:"repairs,omitempty"`
+	Observed  int            `json:"observed,omitempty"`
+	Calls     map[string]int `json:"calls,omitempty"`
+	Denied    int            `json:"denied,omitempty"`
+}
+
+// GateAction is one action an approval gate holds: the step that wants
+// it, the risk (its approval mode), the evidence for it (the skill's
+// description and annotations) and the parked step.
+type GateAction struct {
+	Step     int             `json:"step"`
+	TaskID   string          `json:"task_id"`
+	Task     string          `json:"task"`
+	Risk     string          `json:"risk"`
+	Evidence json.RawMessage `json:"evidence,omitempty"`
+	Resume   Parked          `json:"resume"`
+}
+
+// Gate is an open gate of a run.
+type Gate struct {
+	ID        string       `json:"id"`
+	Kind      string       `json:"kind"`
+	OpenedAt  time.Time    `json:"opened_at"`
+	ExpiresAt time.Time    `json:"expires_at"`
+	Actions   []GateAction `json:"actions,omitempty"`
+	// By is who interrupted the run (an interrupt gate).
+	By string `json:"by,omitempty"`
+	// Replan is the failure whose replan an interrupt held.
+	Replan *StepResult `json:"replan,omitempty"`
+}
+
+// Packet is the gate as a human sees it to decide: each action with its
+// parameters, risk and evidence, without the parked turns.
+func (g Gate) Packet() GatePacket {
+	p := GatePacket{Gate: g.ID, Kind: g.Kind, OpenedAt: g.OpenedAt, ExpiresAt: g.ExpiresAt, By: g.By}
+	for _, a := range g.Actions {
+		p.Actions = append(p.Actions, PacketAction{Step: a.Step, TaskID: a.TaskID, Task: a.Task, Action: a.Resume.Call.Skill,
+			Parameters: a.Resume.Call.Arguments, ArgsHash: a.Resume.Call.ArgsHash, Risk: a.Risk, Evidence: a.Evidence})
+	}
+	return p
+}
+
+// GatePacket is the approval packet of a gate (seed 004).
+type GatePacket struct {
+	Gate      string         `json:"gate_id"`
+	Kind      string         `json:"kind"`
+	OpenedAt  time.Time      `json:"opened_at"`
+	ExpiresAt time.Time      `json:"expires_at"`
+	Actions   []PacketAction `json:"actions,omitempty"`
+	By        string         `json:"interrupted_by,omitempty"`
+}
+
+// PacketAction is one action of an approval packet.
+type PacketAction struct {
+	Step       int             `json:"step"`
+	TaskID     string          `json:"task_id"`
+	Task       string          `json:"task"`
+	Action     string          `json:"action"`
+	Parameters json.RawMessage `json:"parameters"`
+	ArgsHash   string          `json:"args_hash"`
+	Risk       string          `json:"risk"`
+	Evidence   json.RawMessage `json:"evidence,omitempty"`
+}
+
+// Approval is a gate's resolution as the run records it: who decided
+// what, and when.
+type Approval struct {
+	Gate     string    `json:"gate_id"`
+	Kind     string    `json:"kind"`
+	Decision string    `json:"decision"`
+	By       string    `json:"by,omitempty"`
+	Comment  string    `json:"comment,omitempty"`
+	At       time.Time `json:"at"`
+	// Actions are the calls it decided, as skill:args_hash.
+	Actions []string `json:"actions,omitempty"`
+}
+
+// Approved is the approval a resumed step carries: the gate, who approved
+// it and when, and the call it approved. The executor makes that call
+// only if the gate's record says so too.
+type Approved struct {
+	Gate string      `json:"gate_id"`
+	By   string      `json:"by,omitempty"`
+	At   time.Time   `json:"at"`
+	Call PendingCall `json:"call"`
+}
+
+// ApprovalDecided is the data of approval.decided: a gate's resolution.
+// The ingress publishes it for a decision of POST
+// /agent/runs/{run_id}/approvals/{gate_id} (after recording it in the
+// gate's record), and the decider schedules one with GateExpired for the
+// gate's TTL.
+type ApprovalDecided struct {
+	RunID     string    `json:"run_id"`
+	TenantID  string    `json:"tenant_id"`
+	SessionID string    `json:"session_id"`
+	Gate      string    `json:"gate_id"`
+	Decision  string    `json:"decision"`
+	By        string    `json:"by,omitempty"`
+	Comment   string    `json:"comment,omitempty"`
+	At        time.Time `json:"at,omitzero"`
+}
+
+// Validate checks what routing needs and the decision.
+func (a ApprovalDecided) Validate() error {
+	for _, f := range []struct{ name, v string }{{"run_id", a.RunID}, {"tenant_id", a.TenantID}, {"session_id", a.SessionID}, {"gate_id", a.Gate}} {
+		if err := ValidateID(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if !slices.Contains([]string{GateApproved, GateRejected, GateExpired, GateCancelled}, a.Decision) {
+		return fmt.Errorf("decision must be approved, rejected, expired or cancelled, not %q", a.Decision)
+	}
+	return nil
+}
+
+// RunParked is the data of run.parked: the run waits at a gate. The
+// ingress answers a caller waiting for the run with it.
+type RunParked struct {
+	RunID     string     `json:"run_id"`
+	TenantID  string     `json:"tenant_id"`
+	SessionID string     `json:"session_id"`
+	PlanID    string     `json:"plan_id"`
+	Status    string     `json:"status"`
+	Gate      GatePacket `json:"gate"`
+}
+
+// GateResolved: the run's open gate was resolved (an ApprovalDecided, as
+// its gate's record holds it).
+type GateResolved struct {
+	Gate     string
+	Decision string
+	By       string
+	Comment  string
+	At       time.Time
+}
+
+// Interrupted wraps the input of a run that was asked to pause (POST
+// /agent/runs/{run_id}/interrupt): the input is recorded as usual, but
+// the hop it would start (the next steps, a replan, the answer) is held
+// at an interrupt gate until the run is resumed. ID identifies the
+// interrupt, so each parks the run once.
+type Interrupted struct {
+	Input Input
+	ID    string
+	By    string
+	At    time.Time
+}
+
+func (i GateResolved) at() time.Time { return i.At }
+func (i Interrupted) at() time.Time  { return i.At }
+
+// gateTTL is how long the run's gates wait: the pattern's gate_ttl_s, or
+// DefaultGateTTL, never past the run's deadline.
+func (d *decision) gateExpiry() time.Time {
+	ttl := DefaultGateTTL
+	if s := d.State.PatternDef.GateTTLS; s > 0 {
+		ttl = time.Duration(s) * time.Second
+	}
+	at := d.at.Add(ttl)
+	if dl := d.State.Deadline; !dl.IsZero() && dl.Before(at) {
+		at = dl
+	}
+	return at
+}
+
+// openGate parks the run at a new gate: nothing is dispatched, the state
+// waits with the gate, the gate's TTL is scheduled and a caller waiting
+// for the run is told (run.parked).
+func (d *decision) openGate(g Gate) {
+	req := d.State.Request
+	g.ID = "gate-" + deriveID(req.RunID, fmt.Sprintf("gate/%d", d.State.Seq))[:13]
+	g.OpenedAt, g.ExpiresAt = d.at, d.gateExpiry()
+	d.State.Gate = &g
+	d.State.Plan.Status = PlanAwaitingGate
+	if g.Kind == GateInterrupt {
+		d.State.Plan.Status = PlanPaused
+	}
+	packet := g.Packet()
+	d.audit("gate.opened", "", packet)
+	d.Emits = append(d.Emits,
+		Emit{Key: "expiry/" + g.ID, At: g.ExpiresAt, RunScope: req.RunID, Data: ApprovalDecided{RunID: req.RunID,
+			TenantID: req.TenantID, SessionID: req.SessionID, Gate: g.ID, Decision: GateExpired}},
+		Emit{Key: "parked/" + g.ID, RunScope: req.RunID, Data: RunParked{RunID: req.RunID, TenantID: req.TenantID,
+			SessionID: req.SessionID, PlanID: d.State.Plan.PlanID, Status: d.State.Plan.Status, Gate: packet}})
+	d.Opened = &g
+}
+
+// parkSteps opens an approval gate for the steps that stopped at one.
+func (d *decision) parkSteps(parked []StepResult) {
+	g := Gate{Kind: GateApproval}
+	for _, r := range parked {
+		s := d.State.Plan.Live(r.Step)
+		g.Actions = append(g.Actions, GateAction{Step: r.Step, TaskID: r.TaskID, Task: s.Task, Risk: r.Parked.Call.Mode,
+			Evidence: r.Evidence, Resume: *r.Parked})
+	}
+	d.openGate(g)
+}
+
+// hold parks the run at an interrupt gate instead of its next hop, if the
+// input that arrived was interrupted: f, when set, is the failure whose
+// replan is held. It reports whether it did.
+func (d *decision) hold(f *StepResult) bool {
+	in := d.interrupt
+	if in == nil {
+		return false
+	}
+	d.interrupt = nil
+	d.State.Interrupt = in.ID
+	d.audit("run.interrupted", "", map[string]any{"interrupt_id": in.ID, "by": in.By})
+	d.openGate(Gate{Kind: GateInterrupt, By: in.By, Replan: f})
+	return true
+}
+
+// resolved takes a gate's resolution: approved, the held work goes on
+// (the parked steps make their approved calls; an interrupted run takes
+// its held hop); rejected, expired or cancelled, the run ends.
+func (d *decision) resolved(in GateResolved) {
+	g := d.State.Gate
+	if g == nil || g.ID != in.Gate {
+		// A resolution of a gate the run no longer has: applied already.
+		d.audit("gate.stale", "", map[string]any{"gate_id": in.Gate, "decision": in.Decision})
+		return
+	}
+	d.State.Gate = nil
+	d.State.Seq++
+	rec := Approval{Gate: g.ID, Kind: g.Kind, Decision: in.Decision, By: in.By, Comment: in.Comment, At: in.At.UTC()}
+	for _, a := range g.Actions {
+		rec.Actions = append(rec.Actions, a.Resume.Call.Skill+":"+a.Resume.Call.ArgsHash)
+	}
+	d.State.Approvals = append(slices.Clone(d.State.Approvals), rec)
+	d.audit("gate."+in.Decision, "", rec)
+	detail := map[string]any{"gate": g.Packet(), "decision": rec}
+	who := ""
+	if in.By != "" {
+		who = " by " + in.By
+	}
+	switch in.Decision {
+	case GateApproved:
+		d.State.Plan.Status = PlanExecuting
+		switch {
+		case g.Kind == GateInterrupt && g.Replan != nil:
+			d.replan(*g.Replan)
+		case g.Kind == GateInterrupt:
+			d.dispatch()
+		default:
+			d.resume(*g, rec)
+		}
+	case GateCancelled:
+		d.failParked(g, "cancelled"+who)
+		d.cancel("cancelled"+who, detail)
+	case GateRejected:
+		reason := "the action was not approved" + who
+		if g.Kind == GateInterrupt {
+			reason = "the interrupted run was not resumed" + who
+		}
+		if in.Comment != "" {
+			reason += ": " + in.Comment
+		}
+		d.failParked(g, reason)
+		d.State.Plan.Status = PlanRejected
+		d.end(CodeUserCancel, "The task was stopped: "+reason, reason, detail)
+	case GateExpired:
+		reason := fmt.Sprintf("no decision on gate %s before it expired at %s", g.ID, g.ExpiresAt.UTC().Format(time.RFC3339))
+		d.failParked(g, reason)
+		code := CodeConfirmRequired
+		if g.Kind == GateInterrupt {
+			code = CodeTimeout
+		}
+		d.finishAs(PlanExpired, code, reason, detail)
+	}
+}
+
+// failParked fails the steps a closed gate held.
+func (d *decision) failParked(g *Gate, reason string) {
+	for _, a := range g.Actions {
+		if s := d.State.Plan.Live(a.Step); s != nil && s.Status == StepAwaitingGate {
+			s.Status, s.FailureReason = StepFailed, reason
+		}
+	}
+}
+
+// resume dispatches the parked steps of an approved gate as one group:
+// each resumes where it stopped, with the approval of its held call. The
+// messages' ids derive from the run and the gate, whichever input
+// resolved it.
+func (d *decision) resume(g Gate, rec Approval) {
+	plan := &d.State.Plan
+	runID := d.State.Request.RunID
+	group := Group{ID: "grp-" + deriveID(runID, fmt.Sprintf("group/%d", d.State.Seq)), Expected: len(g.Actions)}
+	for _, a := range g.Actions {
+		if s := plan.Live(a.Step); s != nil {
+			s.Status = StepRunning
+		}
+	}
+	for _, a := range g.Actions {
+		s := plan.Live(a.Step)
+		if s == nil {
+			continue
+		}
+		p := a.Resume
+		d.audit(fmt.Sprintf("step_%d.resumed", s.Index), s.TaskID, map[string]any{"gate_id": g.ID, "by": rec.By,
+			"action": p.Call.Skill, "args_hash": p.Call.ArgsHash, "group": group.ID})
+		d.Emits = append(d.Emits, Emit{Key: fmt.Sprintf("resume/%s/%d", g.ID, s.Index), RunScope: runID, Data: StepRequest{
+			Run: d.State, Step: s.Index, Group: group, Inputs: plan.inputKeys(*s), Iteration: p.Iteration, Turns: p.Turns,
+			Repairs: p.Repairs, Observed: p.Observed, Calls: p.Calls, Denied: p.Denied,
+			Approved: &Approved{Gate: g.ID, By: rec.By, At: rec.At, Call: p.Call}}})
+	}
+	if group.Expected > 1 {
+		d.groupDeadline(group)
+	}
+}
