@@ -43,9 +43,11 @@ func (f *flow) pump(t *testing.T, queue ...event.Event) pumped {
 		switch typ := ev.Type(); {
 		case typ == events.TypeRunFinished:
 			p.finished = append(p.finished, decode[orch.RunResult](t, ev))
+			p.seen = append(p.seen, ev)
 			continue
 		case typ == events.TypeRunParked:
 			p.parked = append(p.parked, decode[orch.RunParked](t, ev))
+			p.seen = append(p.seen, ev)
 			continue
 		case typ == events.TypeApprovalDecided && scheduled:
 			p.scheduled = append(p.scheduled, ev)

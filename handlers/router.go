@@ -63,17 +63,17 @@ func NewRouter(model llm.Model, st RouterStore, config jetstream.KeyValue, log z
 func (r *Router) Routes() []events.Route {
 	return []events.Route{
 		events.On(events.TypeRunRequested, func(ctx context.Context, ev event.Event, req orch.RunRequest) ([]event.Event, error) {
-			in := r.unlessCancelled(req, orch.Requested{Request: req, At: r.Now()})
+			in := r.unlessCancelled(req, orch.Requested{Request: req, At: r.at(ev)}, r.at(ev))
 			if _, cancelled := in.(orch.Cancelled); !cancelled {
 				var err error
-				if in, err = r.route(ctx, req); err != nil {
+				if in, err = r.route(ctx, req, r.at(ev)); err != nil {
 					return nil, err
 				}
 			}
 			return r.decide(ctx, ev, orch.State{}, in)
 		}),
 		events.On(events.TypePlanProposed, func(ctx context.Context, ev event.Event, p orch.PlanProposal) ([]event.Event, error) {
-			return r.decide(ctx, ev, p.Run, r.control(p.Run, orch.Planned{Proposal: p, At: r.Now()}))
+			return r.decide(ctx, ev, p.Run, r.control(p.Run, orch.Planned{Proposal: p, At: r.at(ev)}, r.at(ev)))
 		}),
 		events.On(events.TypeGroupJoined, func(ctx context.Context, ev event.Event, j orch.GroupJoined) ([]event.Event, error) {
 			return r.joined(ctx, ev, j.Run, orch.Joined{Group: j.Group, Results: j.Results, Partial: j.Partial})
@@ -95,8 +95,8 @@ func (r *Router) Routes() []events.Route {
 // joined decides a joined group and frees the memory locks of its outputs,
 // now that the plan has them.
 func (r *Router) joined(ctx context.Context, ev event.Event, run orch.RunState, j orch.Joined) ([]event.Event, error) {
-	j.At = r.Now()
-	out, err := r.decide(ctx, ev, run, r.control(run, j))
+	j.At = r.at(ev)
+	out, err := r.decide(ctx, ev, run, r.control(run, j, j.At))
 	if err == nil {
 		ReleaseMemoryLocks(ctx, r.Locks, j.Results)
 	}
@@ -110,24 +110,35 @@ func (r *Router) Handle(ctx context.Context, ev event.Event) ([]event.Event, err
 
 // unlessCancelled returns in, or when the run is cancelled the input that
 // ends it: orch.Cancelled, wrapping in, with who cancelled and when.
-func (r *Router) unlessCancelled(req orch.RunRequest, in orch.Input) orch.Input {
+func (r *Router) unlessCancelled(req orch.RunRequest, in orch.Input, at time.Time) orch.Input {
 	c, ok := r.Cancels.Lookup(req.TenantID, req.RunID)
 	if !ok {
 		return in
 	}
-	return orch.Cancelled{Input: in, By: c.By, RequestedAt: c.At, Timeout: c.Reason == CancelTimeout, At: r.Now()}
+	return orch.Cancelled{Input: in, By: c.By, RequestedAt: c.At, Timeout: c.Reason == CancelTimeout, At: at}
+}
+
+// at is the time of the decision an input makes: the input event's own
+// time, so a redelivered input decides exactly what its first delivery did
+// and a replay of the recorded input re-derives it (the router's clock
+// only when the event has none).
+func (r *Router) at(ev event.Event) time.Time {
+	if t := ev.Time(); !t.IsZero() {
+		return t.UTC()
+	}
+	return r.Now().UTC()
 }
 
 // control returns in, or the input that a control of the run's makes of
 // it: a cancel ends the run (unlessCancelled); an interrupt the run has
 // not honoured yet parks it before its next hop (orch.Interrupted).
-func (r *Router) control(run orch.State, in orch.Input) orch.Input {
-	out := r.unlessCancelled(run.Request, in)
+func (r *Router) control(run orch.State, in orch.Input, at time.Time) orch.Input {
+	out := r.unlessCancelled(run.Request, in, at)
 	if _, cancelled := out.(orch.Cancelled); cancelled {
 		return out
 	}
 	if i, ok := r.Cancels.Interrupt(run.Request.TenantID, run.Request.RunID); ok && i.ID != run.Interrupt {
-		return orch.Interrupted{Input: in, ID: i.ID, By: i.By, At: r.Now()}
+		return orch.Interrupted{Input: in, ID: i.ID, By: i.By, At: at}
 	}
 	return in
 }
@@ -164,8 +175,10 @@ func (r *Router) approvalDecided(ctx context.Context, ev event.Event, a orch.App
 		return nil, err // applied by another input
 	}
 	r.Log.Info().Str("run_id", a.RunID).Str("gate_id", a.Gate).Str("decision", rec.Status).Str("by", rec.By).Msg("gate resolved")
+	// The decision's time is the resolution's (a scheduled expiry carries
+	// its gate's expiry), as the record keeps it.
 	in := orch.GateResolved{Gate: rec.Gate.ID, Decision: rec.Status, By: rec.By, Comment: rec.Comment, At: rec.DecidedAt}
-	return r.decide(ctx, ev, rec.State, r.unlessCancelled(rec.State.Request, in))
+	return r.decide(ctx, ev, rec.State, r.unlessCancelled(rec.State.Request, in, rec.DecidedAt))
 }
 
 // decide runs the decider on one input, answers its synthesis request and
@@ -280,8 +293,8 @@ func emittedType(data any) (string, error) {
 // route asks the routing model for a task type and pattern among the
 // configured ones. A model failure that retrying cannot fix ends the run;
 // any other error redelivers the request.
-func (r *Router) route(ctx context.Context, req orch.RunRequest) (orch.Input, error) {
-	in := orch.Requested{Request: req, At: r.Now()}
+func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (orch.Input, error) {
+	in := orch.Requested{Request: req, At: at}
 	if orch.ValidateRequest(req) != nil {
 		return in, nil // the decider ends the run VALIDATION_FAIL
 	}
@@ -372,7 +385,7 @@ func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State,
 	if err := stream.close(ctx); err != nil {
 		r.Log.Warn().Err(err).Str("run_id", run.Request.RunID).Msg("answer not streamed; the caller gets it whole")
 	}
-	out := orch.Synthesised{Answer: resp.Message.Content, Calls: rec.Calls(), At: r.Now()}
+	out := orch.Synthesised{Answer: resp.Message.Content, Calls: rec.Calls(), At: r.at(ev)}
 	if err != nil {
 		if out.Failure = failureOf(err); out.Failure == nil {
 			return out, fmt.Errorf("handlers: synthesise: %w", err)
@@ -383,7 +396,7 @@ func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State,
 
 // deadLettered reads a dead letter into the decider's input.
 func (r *Router) deadLettered(ev event.Event, dl events.DeadLetter) orch.Input {
-	in := orch.DeadLettered{RunID: dl.RunID, TenantID: events.MetaOf(ev).Tenant, Reason: dl.Reason, At: r.Now(),
+	in := orch.DeadLettered{RunID: dl.RunID, TenantID: events.MetaOf(ev).Tenant, Reason: dl.Reason, At: r.at(ev),
 		FromRequest: events.TypeOfSubject(dl.Subject) == events.TypeRunRequested, Exhausted: dl.Exhausted}
 	if v := dl.Headers["ce-"+events.ExtSession]; len(v) > 0 {
 		in.SessionID = v[0]

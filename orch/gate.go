@@ -249,7 +249,7 @@ func (d *decision) openGate(g Gate) {
 	d.audit("gate.opened", "", packet)
 	d.Emits = append(d.Emits,
 		Emit{Key: "expiry/" + g.ID, At: g.ExpiresAt, RunScope: req.RunID, Data: ApprovalDecided{RunID: req.RunID,
-			TenantID: req.TenantID, SessionID: req.SessionID, Gate: g.ID, Decision: GateExpired}},
+			TenantID: req.TenantID, SessionID: req.SessionID, Gate: g.ID, Decision: GateExpired, At: g.ExpiresAt}},
 		Emit{Key: "parked/" + g.ID, RunScope: req.RunID, Data: RunParked{RunID: req.RunID, TenantID: req.TenantID,
 			SessionID: req.SessionID, PlanID: d.State.Plan.PlanID, Status: d.State.Plan.Status, Gate: packet}})
 	d.Opened = &g

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
@@ -115,6 +116,29 @@ func TestGates_ADestructiveSkillWaitsForAHumanOverHTTP(t *testing.T) {
 	}
 	if n := c.skills.Calls(demo.SkillOutletList); n != 1 {
 		t.Fatalf("the skill ran %d times in all, want once (the approved run's)", n)
+	}
+	assertReplays(t, ctx, js, 3)
+}
+
+// assertReplays replays every run recorded in the AGENT stream, as
+// `agentbus replay --all` does, and wants want runs re-derived without a
+// divergence.
+func assertReplays(t *testing.T, ctx context.Context, js jetstream.JetStream, want int) {
+	t.Helper()
+	runs, err := recordedRuns(ctx, js, "demo", time.Now().Add(-time.Hour), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gates, _ := js.KeyValue(ctx, handlers.BucketGates)
+	cancels, _ := js.KeyValue(ctx, handlers.BucketCancels)
+	if len(runs) != want {
+		t.Fatalf("%d recorded runs, want %d", len(runs), want)
+	}
+	for id, r := range runs {
+		rep := handlers.ReplayRun(id, r.msgs, controlsOf(ctx, gates, cancels, r.tenant, id))
+		if rep.Decisions == 0 || rep.Code == "" || len(rep.Divergences) > 0 {
+			t.Errorf("replay of %s: %d decisions, code %q, divergences %+v", id, rep.Decisions, rep.Code, rep.Divergences)
+		}
 	}
 }
 

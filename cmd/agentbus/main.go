@@ -15,6 +15,7 @@ Usage:
   agentbus approve [--deny] <run_id> <gate_id>             decide a gate the run waits at, then follow the run
   agentbus interrupt|resume <run_id>                       park a run at its next hop, or resume it
   agentbus steer <run_id> "<message>"                      add a message every later turn of the run sees
+  agentbus replay <run_id> | --all [--since 24h]          re-derive recorded runs' decisions (no model, no tool); exit 1 on divergence
   agentbus skills [--addr 127.0.0.1:7070]                 serve the demo Skill Service alone
   agentbus nats [--port 4222] [--store DIR] [--sync-always]  run nats-server with JetStream alone
   agentbus chaos [--runs 500] [--seed N] [--concurrency 8]  fault-injection run against the multi-process deployment
@@ -30,7 +31,8 @@ func main() {
 		os.Exit(2)
 	}
 	cmds := map[string]func([]string) int{"up": up, "demo": runDemo, "run": run, "cancel": cancelRun,
-		"approve": control("approve"), "interrupt": control("interrupt"), "resume": control("resume"), "steer": control("steer"), "skills": serveSkills, "nats": serveNATS, "chaos": runChaos, "bench": runBench, "tenants": tenants}
+		"approve": control("approve"), "interrupt": control("interrupt"), "resume": control("resume"), "steer": control("steer"),
+		"replay": replay, "skills": serveSkills, "nats": serveNATS, "chaos": runChaos, "bench": runBench, "tenants": tenants}
 	switch cmd := os.Args[1]; cmd {
 	case "-h", "--help", "help":
 		fmt.Print(usage)

@@ -86,6 +86,7 @@ func TestCrashResume_TheWholeDeploymentKilledMidPlan(t *testing.T) {
 	if executed != steps {
 		t.Errorf("%d skill executions for %d steps (by key %v)", executed, steps, inv)
 	}
+	assertReplays(t, ctx, js, 1)
 	t.Logf("%d skill calls in all, %d answered from a first execution (%v)", c.skills.Calls(demo.SkillOutletList),
 		len(c.skills.Replays()), c.skills.Replays())
 }
