@@ -262,7 +262,16 @@ func verdictOf(data any) string {
 		for _, s := range v.Steps {
 			st = append(st, fmt.Sprintf("%d:%s", s.Index, s.Status))
 		}
-		return fmt.Sprintf("finished %s %s: %s", v.TerminalCode, v.Status, strings.Join(st, " "))
+		verdict := ""
+		if r := v.Decision; r != nil {
+			var scores []string
+			for _, sc := range r.StepScores {
+				scores = append(scores, fmt.Sprintf("%d:%g/%g", sc.Step, sc.Scores["policy"], sc.Scores["utility"]))
+			}
+			verdict = fmt.Sprintf("; critic %s [%s] guard trips %d replans %d", r.Verdict, strings.Join(scores, " "),
+				r.LoopGuardTrips, r.ReplanAttempts)
+		}
+		return fmt.Sprintf("finished %s %s: %s%s", v.TerminalCode, v.Status, strings.Join(st, " "), verdict)
 	case orch.RunParked:
 		b, _ := json.Marshal(v.Gate.Actions)
 		return fmt.Sprintf("parked at %s (%s): %s", v.Gate.Gate, v.Status, b)

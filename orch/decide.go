@@ -370,6 +370,15 @@ func (d *decision) planned(p PlanProposal) {
 		return
 	}
 	replan := d.State.Plan.Status == PlanReplanning
+	if err := verifyPlan(d.State.Plan.Steps, p.Steps); err != nil {
+		// The critic rejects the plan before any of it runs.
+		d.audit("critic.plan_rejected", "", map[string]any{"reason": err.Error(), "steps": len(p.Steps)})
+		d.State.Seq++
+		d.replan(StepResult{Step: p.Steps[0].Index, Outcome: OutcomeFailed, Reason: "the critic rejected the plan: " + err.Error(),
+			Suggestion: "plan steps whose dependencies are earlier steps, each with a skill or model-only"})
+		return
+	}
+	d.audit("critic.plan_verified", "", map[string]any{"steps": len(p.Steps), "verdict": VerdictAccept})
 	d.State.Plan.Steps = mergeSteps(d.State.Plan.Steps, p.Steps)
 	d.State.Plan.Status = PlanExecuting
 	d.State.Seq++
@@ -569,6 +578,16 @@ func (d *decision) joined(in Joined) {
 		}
 		d.audit("fanin.joined", "", map[string]any{"correlation_id": in.Group.ID, "expected_siblings": in.Group.Expected,
 			"steps": steps, "failed": len(failed)})
+	}
+	switch {
+	case end.Code != "":
+		d.verdict(VerdictEscalate, end.Reason, in.Results)
+	case len(failed) > 0:
+		d.verdict(VerdictReplan, failed[0].Reason, in.Results)
+	case len(parked) > 0:
+		d.verdict(VerdictEscalate, "awaiting approval", in.Results)
+	default:
+		d.verdict(VerdictAccept, "", in.Results)
 	}
 	switch {
 	case end.Code == CodeUserCancel:
@@ -773,7 +792,11 @@ func (d *decision) end(code, response, reason string, detail any) {
 	if detail != nil {
 		res.Detail, _ = json.Marshal(detail) // maps of strings and numbers always marshal
 	}
-	fin := map[string]any{"status": res.Status, "terminal_code": code, "reason": reason, "usage": d.State.Usage}
+	if d.State.Plan.PlanID != "" {
+		res.Decision = d.finalRecord(code)
+	}
+	fin := map[string]any{"status": res.Status, "terminal_code": code, "reason": reason, "usage": d.State.Usage,
+		"decision": res.Decision}
 	if lim := d.State.Budget.Limits; len(lim) > 0 {
 		fin["budget"] = map[string]any{"limits": lim, "used": d.State.known()}
 	}

@@ -140,8 +140,10 @@ type Approval struct {
 	By       string    `json:"by,omitempty"`
 	Comment  string    `json:"comment,omitempty"`
 	At       time.Time `json:"at"`
-	// Actions are the calls it decided, as skill:args_hash.
+	// Actions are the calls it decided, as skill:args_hash; Steps the
+	// steps that held them.
 	Actions []string `json:"actions,omitempty"`
+	Steps   []int    `json:"steps,omitempty"`
 }
 
 // Approved is the approval a resumed step carries: the gate, who approved
@@ -296,6 +298,7 @@ func (d *decision) resolved(in GateResolved) {
 	rec := Approval{Gate: g.ID, Kind: g.Kind, Decision: in.Decision, By: in.By, Comment: in.Comment, At: in.At.UTC()}
 	for _, a := range g.Actions {
 		rec.Actions = append(rec.Actions, a.Resume.Call.Skill+":"+a.Resume.Call.ArgsHash)
+		rec.Steps = append(rec.Steps, a.Step)
 	}
 	d.State.Approvals = append(slices.Clone(d.State.Approvals), rec)
 	d.audit("gate."+in.Decision, "", rec)

@@ -178,3 +178,33 @@ func TestDecideReplansAFailureBeforeParkingASibling(t *testing.T) {
 		t.Fatalf("want a replan and no gate: opened %+v", next.Opened)
 	}
 }
+
+func TestCriticVerifiesPlansAndRecordsItsVerdicts(t *testing.T) {
+	run := only[PlanRequest](t, Decide(State{}, Requested{Request: request("run-critic"), TaskTypes: taskTypes, At: t0})).Run
+	bad := []Step{{Index: 1, Task: "a", Skills: []string{"x"}, ReturnSpec: shape, DependsOn: []int{2}},
+		{Index: 2, Task: "b", Skills: []string{"x"}, ReturnSpec: shape}}
+	d := Decide(run, Planned{Proposal: PlanProposal{Steps: bad}, At: t0})
+	pr := only[PlanRequest](t, d)
+	if pr.Failure == nil || !strings.Contains(pr.Failure.Reason, "critic rejected the plan: step 1 depends on step 2") ||
+		!slices.Contains(auditNames(d), "critic.plan_rejected") || len(emitted[StepRequest](d)) != 0 {
+		t.Fatalf("a plan depending on a later step: %+v, trace %v", pr.Failure, auditNames(d))
+	}
+
+	// A gate approved, the step resumed and complete: the final record
+	// accepts, scoring the step with its gate and approver.
+	p := parkAt(t, "run-critic-gate")
+	next := Decide(p.State, GateResolved{Gate: p.Opened.ID, Decision: GateApproved, By: "lead", At: t0.Add(time.Minute)})
+	sr := only[StepRequest](t, next)
+	j := Decide(sr.Run, Joined{Group: sr.Group, Results: []StepResult{{Step: 1, Outcome: OutcomeComplete, MemoryKey: "k", Validated: true}},
+		At: t0.Add(2 * time.Minute)})
+	if !slices.Contains(auditNames(j), "critic.verdict") || j.Synthesise == nil {
+		t.Fatalf("trace %v", auditNames(j))
+	}
+	end := Decide(j.State, Synthesised{Answer: "done", At: t0.Add(3 * time.Minute)})
+	res := only[RunResult](t, end)
+	rec := res.Decision
+	if rec == nil || rec.Verdict != VerdictAccept || len(rec.StepScores) != 1 || rec.StepScores[0].Approver != "lead" ||
+		rec.StepScores[0].Gate != p.Opened.ID || rec.StepScores[0].Scores["utility"] != 1 || rec.StepScores[0].Scores["policy"] != 1 {
+		t.Fatalf("decision record %+v", rec)
+	}
+}

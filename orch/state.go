@@ -139,6 +139,10 @@ type RunState struct {
 	Approvals []Approval `json:"approvals,omitempty"`
 	// Interrupt is the id of the last interrupt the run honoured.
 	Interrupt string `json:"interrupt,omitempty"`
+	// Verdicts are the critic's scores of every finished step, in order;
+	// LoopGuardTrips counts the calls the loop guard blocked.
+	Verdicts       []StepScore `json:"verdicts,omitempty"`
+	LoopGuardTrips int         `json:"loop_guard_trips,omitempty"`
 }
 
 // RunContext is the tenant's soul and the session's recent conversation,
@@ -365,6 +369,8 @@ type RunResult struct {
 	Detail       json.RawMessage `json:"detail,omitempty"`
 	// Usage totals the run's model calls: tokens, cost and call count.
 	Usage llm.Usage `json:"usage,omitzero"`
+	// Decision is the critic's final DecisionRecord of the run.
+	Decision *DecisionRecord `json:"decision,omitempty"`
 }
 
 // ErrInvalidRequest marks a run request that can never succeed.
