@@ -463,6 +463,11 @@ func progressChunks(out *outbox, d orch.Decision) {
 			MessageID: events.DeriveID(d.State.Request.RunID, key), SessionID: session, MessageType: runclient.ChunkAwaitingGate,
 			Content: string(body), EndOfMessage: true})
 	}
+	if d.Ended == nil {
+		out.emit("reply/session_progress", events.TypeReplyChunk, runclient.Chunk{
+			MessageID: events.DeriveID(out.in.ID(), "reply/session_progress"), SessionID: session,
+			MessageType: runclient.ChunkProgress, Content: sessionProgress(out.in, d.State), EndOfMessage: true})
+	}
 	if res := d.Ended; res != nil {
 		typ := "result"
 		if res.TerminalCode != orch.CodeSuccess && res.TerminalCode != orch.CodePartialSuccess {
@@ -473,6 +478,30 @@ func progressChunks(out *outbox, d orch.Decision) {
 			MessageID: events.DeriveID(res.RunID, "reply/result"), SessionID: session, MessageType: typ,
 			Content: string(body), EndOfMessage: true, EndOfDialog: true})
 	}
+}
+
+// sessionProgress is the run's typed progress envelope after a hop.
+func sessionProgress(in event.Event, s orch.State) string {
+	p := runclient.SessionProgress{SessionID: s.Request.SessionID, RunID: s.Request.RunID,
+		ProgressID: fmt.Sprintf("prog-%s-%04d", s.Plan.PlanID, s.Seq), EmittedAt: in.Time().UTC(), Status: s.Plan.Status,
+		CurrentSteps: []int{}, BudgetRemaining: s.Remaining()}
+	for _, st := range s.Plan.Steps {
+		switch st.Status {
+		case orch.StepRevised:
+			continue
+		case orch.StepComplete:
+			p.CompletedStepCount++
+		case orch.StepRunning, orch.StepAwaitingGate:
+			p.CurrentSteps = append(p.CurrentSteps, st.Index)
+		}
+		p.TotalStepCount++
+	}
+	if g := s.Gate; g != nil {
+		packet := g.Packet()
+		p.AwaitingGate = &packet
+	}
+	b, _ := json.Marshal(p)
+	return string(b)
 }
 
 // ProgressEvent selects the trace events a streaming caller sees.

@@ -199,6 +199,17 @@ func UsageVector(inTok, outTok, calls int, cost float64) Vector {
 	return Vector{DimInputTokens: float64(inTok), DimOutputTokens: float64(outTok), DimModelCalls: float64(calls), DimCostUSD: cost}
 }
 
+// Remaining is what the run has left of its limits, as far as its state
+// knows (the ledger may have drawn more for work in flight).
+func (s State) Remaining() Vector {
+	out := Vector{}
+	known := s.known()
+	for d, lim := range s.Budget.Limits {
+		out[d] = max(0, lim-known[d])
+	}
+	return out
+}
+
 // known is what the state knows the run has drawn: the model usage the
 // router was told of and what finished steps reported.
 func (s State) known() Vector {

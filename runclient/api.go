@@ -2,6 +2,7 @@ package runclient
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
@@ -91,6 +92,25 @@ type ControlResponse struct {
 	GateID   string `json:"gate_id,omitempty"`
 	Decision string `json:"decision,omitempty"`
 	By       string `json:"by,omitempty"`
+}
+
+// ChunkProgress is the message type of a run's typed progress envelope
+// (SessionProgress), one per router hop of a run that streams.
+const ChunkProgress = "session_progress"
+
+// SessionProgress is a run's typed progress envelope (seed 004): where it
+// is, what it has left, and the gate it waits at, if any.
+type SessionProgress struct {
+	SessionID          string           `json:"session_id"`
+	RunID              string           `json:"run_id"`
+	ProgressID         string           `json:"progress_id"`
+	EmittedAt          time.Time        `json:"emitted_at"`
+	Status             string           `json:"status"`
+	CurrentSteps       []int            `json:"current_steps"`
+	CompletedStepCount int              `json:"completed_step_count"`
+	TotalStepCount     int              `json:"total_step_count"`
+	BudgetRemaining    orch.Vector      `json:"budget_remaining,omitempty"`
+	AwaitingGate       *orch.GatePacket `json:"awaiting_gate"`
 }
 
 // ChunkAwaitingGate is the message type of the chunk that says a run

@@ -15,6 +15,9 @@ type printer struct {
 }
 
 func (p *printer) chunk(c runclient.Chunk) {
+	if c.MessageType == runclient.ChunkProgress || c.MessageType == runclient.ChunkAwaitingGate {
+		return // the trace's progress chunks say the same; a gate is reported with the result
+	}
 	if c.MessageType != "answer" {
 		p.progress(c)
 		return

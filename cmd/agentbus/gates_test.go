@@ -5,18 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
+	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
+	"github.com/agentbus/agentbus/store"
 )
 
 // TestGates_ADestructiveSkillWaitsForAHumanOverHTTP runs the role binaries
@@ -159,4 +163,106 @@ func listGates(t *testing.T, ctx context.Context, base, runID string) []handlers
 		t.Fatalf("GET approvals: %s", resp.Status)
 	}
 	return body.Gates
+}
+
+// TestInterruptResumeAndSteerOverHTTP: on the all-in-one, a streamed run
+// is steered and interrupted while its first skill call is in flight. The
+// steering message is traced (steer.applied) and the run parks paused at
+// its next hop: its stream ends with the interrupt gate. Resumed over
+// HTTP, it completes, each skill called once. A finished run refuses both.
+func TestInterruptResumeAndSteerOverHTTP(t *testing.T) {
+	svc := demo.NewService(demo.Config{Latency: 700 * time.Millisecond})
+	calls := make(chan string, 16)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}, Skills: toolCalls(svc.Handler(), calls)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	api := runclient.NewHTTP("http://"+s.IngressAddr, &http.Client{Transport: userHeader{user: "ops"}})
+	caller := runclient.NewHTTP("http://"+s.IngressAddr, nil)
+	runIDs := make(chan string, 1)
+	type ended struct {
+		res orch.RunResult
+		err error
+	}
+	done := make(chan ended, 1)
+	go func() {
+		res, err := caller.OnStart(func(id string) { runIDs <- id }).Stream(ctx,
+			orch.RunRequest{TenantID: "demo", UserID: "u1", SessionID: "sess-interrupt", Message: demoTask}, func(runclient.Chunk) {})
+		done <- ended{res, err}
+	}()
+	var runID string
+	select {
+	case runID = <-runIDs:
+	case e := <-done:
+		t.Fatalf("the run ended before it was accepted: %+v %v", e.res, e.err)
+	case <-ctx.Done():
+		t.Fatal("the run was not accepted")
+	}
+	select {
+	case <-calls: // step 1's skill call is in flight
+	case <-ctx.Done():
+		t.Fatal("the first step never called its skill")
+	}
+	eventually(t, 10*time.Second, "the plan's projection", func() bool {
+		_, _, err := s.Deps.Store.GetPlan(ctx, "demo", orch.PlanID(runID))
+		return err == nil
+	})
+	if r, err := api.Control(ctx, "demo", runID, "steer", runclient.SteerRequest{Message: "mention the northern outlets first"}); err != nil || r.Status != runclient.StatusSteered {
+		t.Fatalf("steer: %+v, %v", r, err)
+	}
+	if r, err := api.Control(ctx, "demo", runID, "interrupt", nil); err != nil || r.Status != runclient.StatusInterrupting || r.By != "ops" {
+		t.Fatalf("interrupt: %+v, %v", r, err)
+	}
+	var e ended
+	select {
+	case e = <-done:
+	case <-ctx.Done():
+		t.Fatal("the interrupted run's stream did not end")
+	}
+	if e.err != nil || !runclient.Parked(e.res) || e.res.Status != orch.PlanPaused {
+		t.Fatalf("the interrupted run: %+v, %v", e.res, e.err)
+	}
+	if n := svc.Calls(demo.SkillEngagementAnalytics); n != 0 {
+		t.Fatalf("step 2 ran %d times while the run was paused", n)
+	}
+	r, err := api.Control(ctx, "demo", runID, "resume", nil)
+	if err != nil || r.Status != runclient.StatusResuming || r.Decision != orch.GateApproved {
+		t.Fatalf("resume: %+v, %v", r, err)
+	}
+	var envelopes []runclient.SessionProgress
+	res, err := api.Follow(ctx, "demo", runID, func(c runclient.Chunk) {
+		var p runclient.SessionProgress
+		if c.MessageType == runclient.ChunkProgress && json.Unmarshal([]byte(c.Content), &p) == nil {
+			envelopes = append(envelopes, p)
+		}
+	})
+	if err != nil || res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("after resume: %+v, %v", res, err)
+	}
+	// Typed progress envelopes: the paused hop's names its gate; the
+	// last counts completed steps of two and the budget left.
+	paused := slices.IndexFunc(envelopes, func(p runclient.SessionProgress) bool {
+		return p.Status == orch.PlanPaused && p.AwaitingGate != nil && p.AwaitingGate.Kind == orch.GateInterrupt
+	})
+	if len(envelopes) < 2 || paused < 0 ||
+		envelopes[len(envelopes)-1].TotalStepCount != 2 || envelopes[len(envelopes)-1].CompletedStepCount < 1 ||
+		envelopes[len(envelopes)-1].BudgetRemaining[orch.DimToolCalls] <= 0 {
+		t.Fatalf("progress envelopes %+v", envelopes)
+	}
+	if svc.Calls(demo.SkillOutletList) != 1 || svc.Calls(demo.SkillEngagementAnalytics) != 1 {
+		t.Fatalf("calls: outlet_list %d, engagement %d; want one each", svc.Calls(demo.SkillOutletList), svc.Calls(demo.SkillEngagementAnalytics))
+	}
+	var trace []store.Event
+	eventually(t, 10*time.Second, "the steer in the trace", func() bool {
+		trace, err = s.Deps.Store.Trace(ctx, store.TraceQuery{TenantID: "demo", PlanID: orch.PlanID(runID)})
+		return err == nil && slices.ContainsFunc(trace, func(ev store.Event) bool { return ev.EventType == "steer.applied" })
+	})
+	var se *runclient.StatusError
+	if _, err := api.Control(ctx, "demo", runID, "interrupt", nil); !errors.As(err, &se) || se.Code != "run_finished" {
+		t.Fatalf("interrupting a finished run: %v, want 409 run_finished", err)
+	}
 }
