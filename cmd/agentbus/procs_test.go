@@ -60,6 +60,7 @@ type cluster struct {
 	t      *testing.T
 	bin    string
 	nats   *server.Server
+	store  string // the nats-server's JetStream store
 	skills *demo.Service
 	skURL  string
 	env    []string
@@ -75,11 +76,13 @@ type proc struct {
 func newCluster(t *testing.T, demoCfg demo.Config, env ...string) *cluster {
 	t.Helper()
 	bin := binaries(t)
-	ns, err := events.RunServer(events.ServerConfig{Port: -1, StoreDir: t.TempDir()})
+	storeDir := t.TempDir()
+	ns, err := events.RunServer(events.ServerConfig{Port: -1, StoreDir: storeDir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	c := &cluster{t: t, bin: bin, nats: ns, store: storeDir}
+	t.Cleanup(func() { c.nats.Shutdown(); c.nats.WaitForShutdown() })
 	// Bootstrap once, with the processes' settings, before they start: the
 	// in-process server runs under the race detector, and nats-server has a
 	// data race between a stream update and a consumer creation that
@@ -96,9 +99,23 @@ func newCluster(t *testing.T, demoCfg demo.Config, env ...string) *cluster {
 	svc := demo.NewService(demoCfg)
 	hs := httptest.NewServer(svc.Handler())
 	t.Cleanup(hs.Close)
-	c := &cluster{t: t, bin: bin, nats: ns, skills: svc, skURL: hs.URL + "/tenants/{tenant}/mcp"}
+	c.skills, c.skURL = svc, hs.URL+"/tenants/{tenant}/mcp"
 	c.env = append([]string{"NATS_URL=" + ns.ClientURL(), "SKILL_SERVICE_URL=" + c.skURL, "ACK_WAIT=2s", "LOG_LEVEL=debug"}, env...)
 	return c
+}
+
+// restartNATS stops the nats-server and starts it again on the same port
+// and store: clients reconnect, streams and buckets are as they were.
+func (c *cluster) restartNATS() {
+	c.t.Helper()
+	port := c.nats.Addr().(*net.TCPAddr).Port
+	c.nats.Shutdown()
+	c.nats.WaitForShutdown()
+	ns, err := events.RunServer(events.ServerConfig{Port: port, StoreDir: c.store})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.nats = ns
 }
 
 // start runs a role binary with extra environment.

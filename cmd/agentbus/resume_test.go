@@ -19,8 +19,9 @@ import (
 // TestCrashResume_TheWholeDeploymentKilledMidPlan: a 6-step plan (each
 // step one slow skill call, each depending on the one before) runs on the
 // role binaries. When the third call has reached the Skill Service, every
-// process is killed (SIGKILL: no drain, messages unacked mid-hop) and the
-// deployment is started again on the same NATS server. The run completes
+// process is killed (SIGKILL: no drain, messages unacked mid-hop), the
+// nats-server is stopped and started again on its store, and the
+// deployment is started again. The run completes
 // from where its messages were, and every step's skill was executed once
 // (per idempotency key: a call sent again after the crash is answered
 // from the first execution, never executed twice).
@@ -62,7 +63,8 @@ func TestCrashResume_TheWholeDeploymentKilledMidPlan(t *testing.T) {
 		p.Kill()
 	}
 	before := c.skills.Calls(demo.SkillOutletList)
-	t.Logf("killed every process after %d skill calls", before)
+	c.restartNATS() // the bus too: everything of the run is in its store
+	t.Logf("killed every process and restarted NATS after %d skill calls", before)
 	if before >= steps {
 		t.Fatalf("the run was past its plan (%d calls) before the crash", before)
 	}
