@@ -1,0 +1,61 @@
+package handlers
+
+import (
+	"testing"
+
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/store"
+)
+
+// TestIngressRunControls: the run-control endpoints answer structured
+// errors with stable codes, scoped to the caller's tenant, and record what
+// they accept in the run's control keys.
+func TestIngressRunControls(t *testing.T) {
+	env := newEnv(t)
+	srv := newIngressServer(t, env, IngressConfig{Cancels: NewCancels(env.cancels), Gates: env.gates})
+	ctx := testCtx(t)
+	for runID, status := range map[string]string{"run-live": store.PlanStatusExecuting, "run-done": store.PlanStatusComplete} {
+		p := store.Plan{PlanID: orch.PlanID(runID), TenantID: testTenant, SessionID: testSession, Status: status}
+		if err := env.st.PutPlan(ctx, p, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := func(runID, action string) string { return "/agent/runs/" + runID + "/" + action }
+	asUser := map[string]string{"X-Tenant-Id": testTenant, "X-User-Id": "lead"}
+	for _, tc := range []httpCase{
+		{name: "steer, other tenant", method: "POST", path: path("run-live", "steer"), body: `{"message":"x"}`, headers: asTenant("acme"), wantStatus: 404, wantCode: "not_found"},
+		{name: "steer, empty", method: "POST", path: path("run-live", "steer"), body: `{"message":" "}`, headers: asUser, wantStatus: 400, wantCode: "invalid_request"},
+		{name: "steer, unknown field", method: "POST", path: path("run-live", "steer"), body: `{"msg":"x"}`, headers: asUser, wantStatus: 400, wantCode: "unknown_field"},
+		{name: "steer, finished run", method: "POST", path: path("run-done", "steer"), body: `{"message":"x"}`, headers: asUser, wantStatus: 409, wantCode: "run_finished"},
+		{name: "interrupt, finished run", method: "POST", path: path("run-done", "interrupt"), headers: asUser, wantStatus: 409, wantCode: "run_finished"},
+		{name: "resume, not paused", method: "POST", path: path("run-live", "resume"), headers: asUser, wantStatus: 409, wantCode: "not_paused"},
+		{name: "approve, no approver", method: "POST", path: path("run-live", "approvals/gate-x"), body: `{"decision":"approve"}`, headers: asTenant(testTenant), wantStatus: 400, wantCode: "approver_required"},
+		{name: "approve, bad decision", method: "POST", path: path("run-live", "approvals/gate-x"), body: `{"decision":"maybe"}`, headers: asUser, wantStatus: 400, wantCode: "invalid_request"},
+		{name: "approve, unknown gate", method: "POST", path: path("run-live", "approvals/gate-x"), body: `{"decision":"approve"}`, headers: asUser, wantStatus: 404, wantCode: "not_found"},
+		{name: "approvals, other tenant", method: "GET", path: path("run-live", "approvals"), headers: asTenant("acme"), wantStatus: 404, wantCode: "not_found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkHTTP(t, srv, tc) })
+	}
+	if keys, err := env.cancels.ListKeys(ctx); err == nil {
+		for k := range keys.Keys() {
+			t.Errorf("a refused control wrote %s", k)
+		}
+	}
+
+	body := checkHTTP(t, srv, httpCase{method: "POST", path: path("run-live", "interrupt"), headers: asUser, wantStatus: 202})
+	if body["status"] != "interrupting" || body["by"] != "lead" {
+		t.Errorf("interrupt body %v", body)
+	}
+	if _, err := env.cancels.Get(ctx, testTenant+".run-live.interrupt"); err != nil {
+		t.Errorf("the interrupt was not recorded: %v", err)
+	}
+	for range MaxSteers {
+		checkHTTP(t, srv, httpCase{method: "POST", path: path("run-live", "steer"), body: `{"message":"north first"}`, headers: asUser, wantStatus: 202})
+	}
+	checkHTTP(t, srv, httpCase{method: "POST", path: path("run-live", "steer"), body: `{"message":"one more"}`, headers: asUser,
+		wantStatus: 409, wantCode: "too_many_steers"})
+	body = checkHTTP(t, srv, httpCase{method: "GET", path: path("run-live", "approvals"), headers: asUser, wantStatus: 200})
+	if gates, _ := body["gates"].([]any); len(gates) != 0 {
+		t.Errorf("approvals of a run without gates: %v", body)
+	}
+}
