@@ -150,27 +150,17 @@ func (g *Ingress) decide(w http.ResponseWriter, ctx context.Context, t runTarget
 			GateID: gate, Decision: rec.Status, By: rec.By})
 		return
 	}
-	// The record holds the decision; the event takes it to the run. Its id
-	// derives from the gate, so a retried request stores it once, and a
-	// lost one is taken from the record when the gate's expiry arrives.
-	a.By, a.Comment, a.At = rec.By, rec.Comment, rec.DecidedAt
-	ev, err := events.New(events.DeriveID(gate, "decided/"+rec.Status), events.TypeApprovalDecided,
-		events.Meta{Tenant: t.tenant, Session: t.plan.SessionID, Run: t.runID, SourceProcess: "ingress"}, a)
-	if err == nil {
-		err = events.Publish(ctx, g.js, ev)
-	}
-	if err != nil {
+	// The record holds the decision; the event takes it to the run. A lost
+	// one is taken from the record when the gate's expiry arrives.
+	if err := g.sendDecision(ctx, t, rec); err != nil {
 		g.log.Error().Err(err).Str("run_id", t.runID).Msg("publish approval.decided")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the decision is recorded but could not be sent; retry")
 		return
 	}
 	g.log.Info().Str("run_id", t.runID).Str("gate_id", gate).Str("decision", rec.Status).Str("by", rec.By).Msg("gate decided")
 	status := rec.Status
-	switch rec.Status {
-	case orch.GateApproved:
+	if rec.Status == orch.GateApproved {
 		status = runclient.StatusResuming
-	case orch.GateCancelled:
-		status = runclient.StatusCancelling
 	}
 	writeJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID, Status: status,
 		GateID: gate, Decision: rec.Status, By: rec.By})
@@ -273,12 +263,42 @@ func (g *Ingress) cancel(w http.ResponseWriter, r *http.Request) {
 		g.log.Info().Str("run_id", t.runID).Str("tenant_id", t.tenant).Msg("run cancel requested")
 	}
 	if g.cfg.Gates != nil {
-		if rec, open, err := g.cfg.Gates.openOf(r.Context(), t.tenant, t.runID, ""); err != nil {
-			g.log.Warn().Err(err).Str("run_id", t.runID).Msg("find the gate of a cancelled run")
-		} else if open {
-			g.decide(w, r.Context(), t, rec.Gate.ID, orch.GateCancelled, "")
-			return
-		}
+		g.cancelGate(r.Context(), t)
 	}
 	writeJSON(w, http.StatusAccepted, runclient.CancelResponse{RunID: t.runID, PlanID: t.plan.PlanID, Status: runclient.StatusCancelling})
+}
+
+// cancelGate resolves the open gate of a cancelled run, if it has one, and
+// sends the resolution to its router. A gate decided meanwhile keeps its
+// decision: the cancel key then stops the run at its next hop.
+func (g *Ingress) cancelGate(ctx context.Context, t runTarget) {
+	rec, open, err := g.cfg.Gates.openOf(ctx, t.tenant, t.runID, "")
+	if err != nil || !open {
+		if err != nil {
+			g.log.Warn().Err(err).Str("run_id", t.runID).Msg("find the gate of a cancelled run")
+		}
+		return
+	}
+	a := orch.ApprovalDecided{RunID: t.runID, TenantID: t.tenant, SessionID: t.plan.SessionID, Gate: rec.Gate.ID,
+		Decision: orch.GateCancelled, By: t.by, At: g.now()}
+	if rec, err = g.cfg.Gates.Resolve(ctx, t.tenant, a); err != nil {
+		g.log.Info().Err(err).Str("run_id", t.runID).Msg("the gate of a cancelled run was decided first")
+		return
+	}
+	if err := g.sendDecision(ctx, t, rec); err != nil {
+		g.log.Error().Err(err).Str("run_id", t.runID).Msg("publish approval.decided; the gate's expiry will apply it")
+	}
+}
+
+// sendDecision publishes a gate's recorded resolution to its run's router.
+// Its id derives from the gate, so a retry stores it once.
+func (g *Ingress) sendDecision(ctx context.Context, t runTarget, rec GateRecord) error {
+	a := orch.ApprovalDecided{RunID: t.runID, TenantID: t.tenant, SessionID: t.plan.SessionID, Gate: rec.Gate.ID,
+		Decision: rec.Status, By: rec.By, Comment: rec.Comment, At: rec.DecidedAt}
+	ev, err := events.New(events.DeriveID(rec.Gate.ID, "decided/"+rec.Status), events.TypeApprovalDecided,
+		events.Meta{Tenant: t.tenant, Session: t.plan.SessionID, Run: t.runID, SourceProcess: "ingress"}, a)
+	if err != nil {
+		return err
+	}
+	return events.Publish(ctx, g.js, ev)
 }

@@ -3,6 +3,7 @@ package handlers
 import (
 	"testing"
 
+	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
@@ -57,5 +58,29 @@ func TestIngressRunControls(t *testing.T) {
 	body = checkHTTP(t, srv, httpCase{method: "GET", path: path("run-live", "approvals"), headers: asUser, wantStatus: 200})
 	if gates, _ := body["gates"].([]any); len(gates) != 0 {
 		t.Errorf("approvals of a run without gates: %v", body)
+	}
+
+	// A run parked at a gate has no hop in flight: its cancel resolves the
+	// gate cancelled and sends the resolution to the router.
+	parked := orch.State{Request: orch.RunRequest{RunID: "run-parked", TenantID: testTenant, SessionID: testSession, UserID: testUser},
+		Plan: orch.Plan{PlanID: orch.PlanID("run-parked"), Status: orch.PlanAwaitingGate}}
+	if err := env.gates.Open(ctx, parked, orch.Gate{ID: "gate-p1", Kind: orch.GateApproval}); err != nil {
+		t.Fatal(err)
+	}
+	p := store.Plan{PlanID: orch.PlanID("run-parked"), TenantID: testTenant, SessionID: testSession, Status: store.PlanStatusAwaitingGate}
+	if err := env.st.PutPlan(ctx, p, 2); err != nil {
+		t.Fatal(err)
+	}
+	body = checkHTTP(t, srv, httpCase{method: "POST", path: path("run-parked", "cancel"), headers: asUser, wantStatus: 202})
+	rec, _, err := env.gates.Get(ctx, testTenant, "run-parked", "gate-p1")
+	if body["status"] != "cancelling" || err != nil || rec.Status != orch.GateCancelled || rec.By != "lead" {
+		t.Fatalf("cancel of a parked run: body %v, gate %s by %q (%v)", body, rec.Status, rec.By, err)
+	}
+	msg, err := env.js.Stream(ctx, events.StreamAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := msg.GetLastMsgForSubject(ctx, "agent.approval.decided."+testTenant); err != nil {
+		t.Fatalf("no approval.decided sent for the cancelled gate: %v", err)
 	}
 }

@@ -154,7 +154,10 @@ func (r *Router) approvalDecided(ctx context.Context, ev event.Event, a orch.App
 	}
 	rec, _, err := r.Gates.Get(ctx, a.TenantID, a.RunID, a.Gate)
 	if errors.Is(err, ErrGateNotFound) {
-		return nil, events.Permanent(fmt.Errorf("handlers: run %s has no gate %s", a.RunID, a.Gate))
+		// Nothing to apply; a dead letter would end the run, which may be
+		// going on fine, so the message is acknowledged and logged.
+		r.Log.Warn().Str("run_id", a.RunID).Str("gate_id", a.Gate).Msg("approval.decided for a gate the run does not have; ignored")
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
