@@ -136,11 +136,16 @@ func (t *turn) skillUnavailable(name string, err error) error {
 // the run ends USER_CANCEL at the router's next hop.
 func (t *turn) cancelled() ([]event.Event, error) {
 	c, _ := t.x.Cancels.Lookup(t.req.Run.Request.TenantID, t.req.Run.Request.RunID)
-	reason := "run cancelled"
+	res := orch.StepResult{Outcome: orch.OutcomeCancelled, Reason: "run cancelled"}
 	if c.By != "" {
-		reason += " by " + c.By
+		res.Reason += " by " + c.By
 	}
-	if err := t.finish(orch.StepResult{Outcome: orch.OutcomeCancelled, Reason: reason}); err != nil {
+	if c.Reason == CancelTimeout {
+		// Stopped at the run's deadline: the run ends TIMEOUT whether or
+		// not the router has seen the deadline's cancel when this joins.
+		res.Outcome, res.Reason = orch.OutcomeTimedOut, "the run's deadline passed before the step finished"
+	}
+	if err := t.finish(res); err != nil {
 		return nil, err
 	}
 	return t.out.result()
