@@ -261,6 +261,12 @@ func TestInterruptResumeAndSteerOverHTTP(t *testing.T) {
 		trace, err = s.Deps.Store.Trace(ctx, store.TraceQuery{TenantID: "demo", PlanID: orch.PlanID(runID)})
 		return err == nil && slices.ContainsFunc(trace, func(ev store.Event) bool { return ev.EventType == "steer.applied" })
 	})
+	// Once the projection has the run finished (it trails the run), an
+	// interrupt is refused.
+	eventually(t, 10*time.Second, "the finished plan's projection", func() bool {
+		p, _, err := s.Deps.Store.GetPlan(ctx, "demo", orch.PlanID(runID))
+		return err == nil && store.PlanFinished(p.Status)
+	})
 	var se *runclient.StatusError
 	if _, err := api.Control(ctx, "demo", runID, "interrupt", nil); !errors.As(err, &se) || se.Code != "run_finished" {
 		t.Fatalf("interrupting a finished run: %v, want 409 run_finished", err)
