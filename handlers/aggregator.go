@@ -139,7 +139,7 @@ func (a *Aggregator) update(ctx context.Context, g orch.Group, change func(*fani
 		if err == nil {
 			return state, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSequence(err) {
+		if !isConflict(err) {
 			return state, fmt.Errorf("handlers: fanin update: %w", err)
 		}
 	}
@@ -151,6 +151,12 @@ func (a *Aggregator) update(ctx context.Context, g orch.Group, change func(*fani
 // the last member, or the executor of a group of one) emits the same id
 // and the stream keeps one join.
 func joinID(groupID string) string { return events.DeriveID(groupID, "joined") }
+
+// isConflict reports a lost compare-and-swap of a KV create or update:
+// another writer came first.
+func isConflict(err error) bool {
+	return err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err))
+}
 
 // isWrongSequence reports a lost compare-and-swap. Replicated buckets
 // report it as code 10164, which nats.go wraps in ErrKeyRevisionMismatch.

@@ -194,7 +194,7 @@ func (b *Budgets) update(ctx context.Context, rb RunBudget, change func(*BudgetE
 			b.remember(key, next, nrev)
 			return next, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSequence(err) {
+		if !isConflict(err) {
 			return BudgetEntry{}, fmt.Errorf("handlers: draw budget: %w", err)
 		}
 		cached = false // another draw came first: read and try again

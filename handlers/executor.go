@@ -149,7 +149,7 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 }
 
 // modelOutcomes are the step outcomes of the model failures that end a
-// run (see modelFailure).
+// run (see failureOf).
 var modelOutcomes = map[string]string{
 	orch.CodeValidationFail: orch.OutcomeInvalidOutput, orch.CodeUnavailableDep: orch.OutcomeUnavailable,
 	orch.CodeBudgetExhausted: orch.OutcomeBudgetExhausted, orch.CodeTimeout: orch.OutcomeTimedOut,
@@ -332,7 +332,8 @@ func (t *turn) park(g *gateStop, n int, turns []orch.Turn) error {
 	g.call.N = n
 	return t.finish(orch.StepResult{Outcome: orch.OutcomeAwaitingGate, Reason: g.Error(), Evidence: g.evidence,
 		Parked: &orch.Parked{Call: g.call, Iteration: t.req.Iteration, Turns: turns, Repairs: t.req.Repairs,
-			Observed: t.req.Observed + t.observed, Calls: t.callCounts(), Denied: t.req.Denied + t.deniedN}})
+			Observed: t.req.Observed + t.observed, Calls: t.callCounts(), Denied: t.req.Denied + t.deniedN,
+			Steered: max(t.req.Steered, t.steered)}})
 }
 
 // resume makes the call a step held at its gate, now approved: the gate's

@@ -135,25 +135,26 @@ func (g *Gates) List(ctx context.Context, tenant, runID string) ([]GateRecord, e
 
 // Resolve records the decision of an open gate, first come first served.
 // Deciding again what was decided is not an error (a retried request);
-// deciding otherwise is ErrGateDecided. It returns the record as stored.
-func (g *Gates) Resolve(ctx context.Context, tenant string, a orch.ApprovalDecided) (GateRecord, error) {
+// deciding otherwise is ErrGateDecided. It returns the record as stored,
+// and its revision.
+func (g *Gates) Resolve(ctx context.Context, tenant string, a orch.ApprovalDecided) (GateRecord, uint64, error) {
 	for {
 		rec, rev, err := g.Get(ctx, tenant, a.RunID, a.Gate)
 		if err != nil {
-			return rec, err
+			return rec, rev, err
 		}
 		if rec.Status != orch.GateOpen {
 			if rec.Status != a.Decision {
-				return rec, fmt.Errorf("%w: %s", ErrGateDecided, rec.Status)
+				return rec, rev, fmt.Errorf("%w: %s", ErrGateDecided, rec.Status)
 			}
-			return rec, nil
+			return rec, rev, nil
 		}
 		rec.Status, rec.By, rec.Comment, rec.DecidedAt = a.Decision, a.By, a.Comment, a.At.UTC()
 		if rec.DecidedAt.IsZero() {
 			rec.DecidedAt = time.Now().UTC()
 		}
-		if _, err := g.update(ctx, rec, rev); err == nil || !isConflict(err) {
-			return rec, err
+		if rev, err = g.update(ctx, rec, rev); err == nil || !isConflict(err) {
+			return rec, rev, err
 		}
 	}
 }
@@ -225,8 +226,4 @@ func (g *Gates) openOf(ctx context.Context, tenant, runID, kind string) (GateRec
 		}
 	}
 	return GateRecord{}, false, nil
-}
-
-func isConflict(err error) bool {
-	return err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err))
 }

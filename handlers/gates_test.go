@@ -96,7 +96,7 @@ func (f *flow) decideGate(t *testing.T, env *testEnv, parked orch.RunParked, dec
 	t.Helper()
 	a := orch.ApprovalDecided{RunID: parked.RunID, TenantID: testTenant, SessionID: testSession, Gate: parked.Gate.Gate,
 		Decision: decision, By: by, Comment: comment, At: time.Now()}
-	if _, err := env.gates.Resolve(testCtx(t), testTenant, a); err != nil {
+	if _, _, err := env.gates.Resolve(testCtx(t), testTenant, a); err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}
 	ev, err := events.New(events.DeriveID(a.Gate, "decided/"+decision), events.TypeApprovalDecided,
@@ -158,7 +158,7 @@ func TestGate_ADestructiveCallRunsOnlyAfterItsApproval(t *testing.T) {
 		}
 		// The same approval again (a retried request) finds it applied:
 		// the ingress sends nothing more.
-		rec, err := env.gates.Resolve(testCtx(t), testTenant, orch.ApprovalDecided{RunID: "run-gate-ok", Gate: parked.Gate.Gate,
+		rec, _, err := env.gates.Resolve(testCtx(t), testTenant, orch.ApprovalDecided{RunID: "run-gate-ok", Gate: parked.Gate.Gate,
 			Decision: orch.GateApproved, By: "lead"})
 		if err != nil || rec.Applied == "" || rec.By != "lead" {
 			t.Fatalf("the record after its application: %+v, %v", rec, err)
@@ -191,7 +191,7 @@ func TestGate_ADestructiveCallRunsOnlyAfterItsApproval(t *testing.T) {
 			t.Fatalf("an expired call ran %d times", n)
 		}
 		// A decision after the expiry is refused.
-		_, err = env.gates.Resolve(testCtx(t), testTenant, orch.ApprovalDecided{RunID: "run-gate-ttl", Gate: rec.Gate.ID,
+		_, _, err = env.gates.Resolve(testCtx(t), testTenant, orch.ApprovalDecided{RunID: "run-gate-ttl", Gate: rec.Gate.ID,
 			Decision: orch.GateApproved, By: "late"})
 		if err == nil {
 			t.Fatal("an expired gate was approved")

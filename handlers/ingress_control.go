@@ -131,7 +131,7 @@ func (g *Ingress) approve(w http.ResponseWriter, r *http.Request) {
 func (g *Ingress) decide(w http.ResponseWriter, ctx context.Context, t runTarget, gate, decision, comment string) {
 	a := orch.ApprovalDecided{RunID: t.runID, TenantID: t.tenant, SessionID: t.plan.SessionID, Gate: gate,
 		Decision: decision, By: t.by, Comment: comment, At: g.now()}
-	rec, err := g.cfg.Gates.Resolve(ctx, t.tenant, a)
+	rec, _, err := g.cfg.Gates.Resolve(ctx, t.tenant, a)
 	switch {
 	case errors.Is(err, ErrGateNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "gate not found")
@@ -281,7 +281,7 @@ func (g *Ingress) cancelGate(ctx context.Context, t runTarget) {
 	}
 	a := orch.ApprovalDecided{RunID: t.runID, TenantID: t.tenant, SessionID: t.plan.SessionID, Gate: rec.Gate.ID,
 		Decision: orch.GateCancelled, By: t.by, At: g.now()}
-	if rec, err = g.cfg.Gates.Resolve(ctx, t.tenant, a); err != nil {
+	if rec, _, err = g.cfg.Gates.Resolve(ctx, t.tenant, a); err != nil {
 		g.log.Info().Err(err).Str("run_id", t.runID).Msg("the gate of a cancelled run was decided first")
 		return
 	}

@@ -3,6 +3,7 @@ package handlers
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -66,13 +67,7 @@ func ReplayRun(runID string, recorded []event.Event, c ReplayControls) ReplayRep
 			byID[ev.ID()] = ev
 		}
 	}
-	ordered := slices.SortedFunc(func(yield func(event.Event) bool) {
-		for _, ev := range byID {
-			if !yield(ev) {
-				return
-			}
-		}
-	}, func(a, b event.Event) int {
+	ordered := slices.SortedFunc(maps.Values(byID), func(a, b event.Event) int {
 		if c := a.Time().Compare(b.Time()); c != 0 {
 			return c
 		}
@@ -216,33 +211,26 @@ func replaySynthesis(d orch.Decision, byID map[string]event.Event) orch.Decision
 
 // recordedVerdict is the verdict a recorded message carries.
 func recordedVerdict(ev event.Event) string {
-	var data any
 	switch ev.Type() {
 	case events.TypeStepRequested:
-		data = &orch.StepRequest{}
+		return decodedVerdict[orch.StepRequest](ev)
 	case events.TypePlanRequested:
-		data = &orch.PlanRequest{}
+		return decodedVerdict[orch.PlanRequest](ev)
 	case events.TypeRunFinished:
-		data = &orch.RunResult{}
+		return decodedVerdict[orch.RunResult](ev)
 	case events.TypeRunParked:
-		data = &orch.RunParked{}
-	default:
-		return ev.Type()
-	}
-	if err := events.Decode(ev, data); err != nil {
-		return "undecodable " + ev.Type()
-	}
-	switch v := data.(type) {
-	case *orch.StepRequest:
-		return verdictOf(*v)
-	case *orch.PlanRequest:
-		return verdictOf(*v)
-	case *orch.RunResult:
-		return verdictOf(*v)
-	case *orch.RunParked:
-		return verdictOf(*v)
+		return decodedVerdict[orch.RunParked](ev)
 	}
 	return ev.Type()
+}
+
+// decodedVerdict is the verdict of ev's data, decoded as a T.
+func decodedVerdict[T any](ev event.Event) string {
+	var v T
+	if err := events.Decode(ev, &v); err != nil {
+		return "undecodable " + ev.Type()
+	}
+	return verdictOf(v)
 }
 
 // verdictOf is what a decision decided in one message: what it runs or

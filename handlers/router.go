@@ -152,7 +152,7 @@ func (r *Router) approvalDecided(ctx context.Context, ev event.Event, a orch.App
 	if r.Gates == nil {
 		return nil, errors.New("handlers: approval.decided, but no gates bucket is configured")
 	}
-	rec, _, err := r.Gates.Get(ctx, a.TenantID, a.RunID, a.Gate)
+	rec, rev, err := r.Gates.Get(ctx, a.TenantID, a.RunID, a.Gate)
 	if errors.Is(err, ErrGateNotFound) {
 		// Nothing to apply; a dead letter would end the run, which may be
 		// going on fine, so the message is acknowledged and logged.
@@ -166,13 +166,10 @@ func (r *Router) approvalDecided(ctx context.Context, ev event.Event, a orch.App
 		if a.At.IsZero() {
 			a.At = r.Now()
 		}
-		if rec, err = r.Gates.Resolve(ctx, a.TenantID, a); err != nil && !errors.Is(err, ErrGateDecided) {
+		// Resolved meanwhile otherwise: the record's decision stands.
+		if rec, rev, err = r.Gates.Resolve(ctx, a.TenantID, a); err != nil && !errors.Is(err, ErrGateDecided) {
 			return nil, err
 		}
-	}
-	rec, rev, err := r.Gates.Get(ctx, a.TenantID, a.RunID, a.Gate)
-	if err != nil {
-		return nil, err
 	}
 	if ok, err := r.Gates.Apply(ctx, rec, rev, ev.ID()); err != nil || !ok {
 		return nil, err // applied by another input

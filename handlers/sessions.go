@@ -139,7 +139,7 @@ func (s *Sessions) Append(ctx context.Context, req orch.RunRequest, answer strin
 		} else {
 			rev, err = s.KV.Update(ctx, key, data, rev)
 		}
-		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if isConflict(err) {
 			continue // another run of the session appended first
 		}
 		if err != nil {

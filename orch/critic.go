@@ -87,18 +87,11 @@ func (d *decision) score(r StepResult) StepScore {
 	}
 	sc := StepScore{Step: r.Step, Outcome: r.Outcome, Scores: map[string]float64{"policy": policy, "utility": utility}}
 	for _, a := range d.State.Approvals {
-		if a.Decision == GateApproved && slices.ContainsFunc(d.State.Plan.Steps, func(s Step) bool { return s.Index == r.Step }) &&
-			d.approvedStep(a, r.Step) {
+		if a.Decision == GateApproved && slices.Contains(a.Steps, r.Step) {
 			sc.Gate, sc.Approver = a.Gate, a.By
 		}
 	}
 	return sc
-}
-
-// approvedStep reports whether approval a resumed step (recorded as one
-// of its actions by the step's index).
-func (d *decision) approvedStep(a Approval, step int) bool {
-	return slices.Contains(a.Steps, step)
 }
 
 // verdict records the critic's verdict on a join: its step scores and

@@ -71,6 +71,7 @@ type Parked struct {
 	Observed  int            `json:"observed,omitempty"`
 	Calls     map[string]int `json:"calls,omitempty"`
 	Denied    int            `json:"denied,omitempty"`
+	Steered   int            `json:"steered,omitempty"`
 }
 
 // GateAction is one action an approval gate holds: the step that wants
@@ -221,8 +222,8 @@ type Interrupted struct {
 func (i GateResolved) at() time.Time { return i.At }
 func (i Interrupted) at() time.Time  { return i.At }
 
-// gateTTL is how long the run's gates wait: the pattern's gate_ttl_s, or
-// DefaultGateTTL, never past the run's deadline.
+// gateExpiry is when a gate opened now expires: after the pattern's
+// gate_ttl_s (else DefaultGateTTL), never past the run's deadline.
 func (d *decision) gateExpiry() time.Time {
 	ttl := DefaultGateTTL
 	if s := d.State.PatternDef.GateTTLS; s > 0 {
@@ -375,7 +376,7 @@ func (d *decision) resume(g Gate, rec Approval) {
 			"action": p.Call.Skill, "args_hash": p.Call.ArgsHash, "group": group.ID})
 		d.Emits = append(d.Emits, Emit{Key: fmt.Sprintf("resume/%s/%d", g.ID, s.Index), RunScope: runID, Data: StepRequest{
 			Run: d.State, Step: s.Index, Group: group, Inputs: plan.inputKeys(*s), Iteration: p.Iteration, Turns: p.Turns,
-			Repairs: p.Repairs, Observed: p.Observed, Calls: p.Calls, Denied: p.Denied,
+			Repairs: p.Repairs, Observed: p.Observed, Calls: p.Calls, Denied: p.Denied, Steered: p.Steered,
 			Approved: &Approved{Gate: g.ID, By: rec.By, At: rec.At, Call: p.Call}}})
 	}
 	if group.Expected > 1 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -73,13 +74,7 @@ func replay(args []string) int {
 	}
 	gates, _ := js.KeyValue(ctx, handlers.BucketGates)
 	cancels, _ := js.KeyValue(ctx, handlers.BucketCancels)
-	ids := slices.Sorted(func(yield func(string) bool) {
-		for id := range runs {
-			if !yield(id) {
-				return
-			}
-		}
-	})
+	ids := slices.Sorted(maps.Keys(runs))
 	diverged := 0
 	for _, id := range ids {
 		rec := runs[id]
