@@ -331,7 +331,7 @@ func (t *turn) call(ctx context.Context, n int, c llm.ToolCall, turns []orch.Tur
 func (t *turn) park(g *gateStop, n int, turns []orch.Turn) error {
 	g.call.N = n
 	return t.finish(orch.StepResult{Outcome: orch.OutcomeAwaitingGate, Reason: g.Error(), Evidence: g.evidence,
-		Parked: &orch.Parked{Call: g.call, Iteration: t.req.Iteration, Turns: turns, Repairs: t.req.Repairs,
+		Parked: &orch.Parked{Call: g.call, Elicit: g.elicit, Iteration: t.req.Iteration, Turns: turns, Repairs: t.req.Repairs,
 			Observed: t.req.Observed + t.observed, Calls: t.callCounts(), Denied: t.req.Denied + t.deniedN,
 			Steered: max(t.req.Steered, t.steered)}})
 }
@@ -479,6 +479,12 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 		return nil, false, err
 	}
 	key := fmt.Sprintf("%s/%d/%s/%d", t.req.Run.Request.RunID, t.step.Index, t.step.TaskID, n)
+	answers := t.answers(c, hash, n)
+	if len(answers) > 0 {
+		// Each set of answers is a call of its own: the server executes
+		// it once, and it is recorded once.
+		key += fmt.Sprintf("/answers/%d", len(answers))
+	}
 	if rec, ok := t.recorded(ctx, key); ok {
 		// Emit the call's audit events again: if the first attempt's
 		// outputs were stored, their derived ids make these duplicates;
@@ -514,9 +520,14 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	start := time.Now()
 	timeout := cmp.Or(t.x.SkillTimeout, DefaultSkillTimeout)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
-	result, err := t.x.Skills.Call(cctx, t.req.Run.Request.TenantID, c.Name, c.Arguments, key)
+	elicitor := skills.NewElicitor(answers)
+	result, err := t.x.Skills.Call(skills.WithElicitor(cctx, elicitor), t.req.Run.Request.TenantID, c.Name, c.Arguments, key)
 	cancel()
 	t.circuitDone(circuit, c.Name, err)
+	var asked *skills.ElicitationError
+	if errors.As(err, &asked) {
+		return nil, false, t.elicited(c, hash, mode, answers, asked.Elicitation)
+	}
 	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
 		t.out.audit("skill.timeout", lin, map[string]any{"skill_id": c.Name, "timeout_ms": timeout.Milliseconds()})
 		return nil, false, &skillTimeout{skill: c.Name, after: timeout}
@@ -553,11 +564,12 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 }
 
 // circuitDone records a call's result in its skill's circuit: a failure
-// of the skill (not of the model's arguments, nor a refusal) counts
+// of the skill (not of the model's arguments, a refusal, nor a question
+// to the user) counts
 // toward opening it. A change of state is audited.
 func (t *turn) circuitDone(circuit, skill string, err error) {
 	ok := err == nil || errors.Is(err, skills.ErrInvalidArguments) || errors.Is(err, skills.ErrSkillNotFound) ||
-		errors.Is(err, skills.ErrPermissionDenied)
+		errors.Is(err, skills.ErrPermissionDenied) || errors.Is(err, skills.ErrElicitation)
 	if st := t.x.Breakers.Done(circuit, ok); st != "" {
 		lin := t.lineage()
 		lin.SkillID = skill

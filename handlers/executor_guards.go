@@ -33,13 +33,18 @@ const (
 	DefaultContextTokens = 32_000
 )
 
-// gateStop holds a call at a gate: the step parks until it is approved.
+// gateStop holds a call at a gate: the step parks until it is approved,
+// or, when its server asked the user something (elicit), answered.
 type gateStop struct {
 	call     orch.PendingCall
+	elicit   *orch.Elicitation
 	evidence json.RawMessage
 }
 
 func (g *gateStop) Error() string {
+	if g.elicit != nil {
+		return fmt.Sprintf("%s asks the user: %s", g.call.Skill, g.elicit.Message)
+	}
 	return fmt.Sprintf("%s (%s) awaits an approval", g.call.Skill, g.call.Mode)
 }
 

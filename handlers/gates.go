@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/schema"
 )
 
 // BucketGates holds the runs parked at a gate, keyed
@@ -31,6 +33,9 @@ type GateRecord struct {
 	By        string    `json:"by,omitempty"`
 	Comment   string    `json:"comment,omitempty"`
 	DecidedAt time.Time `json:"decided_at,omitzero"`
+	// Answers are an approved elicitation gate's answers, by step: each
+	// its question's content, with the schema's defaults filled in.
+	Answers map[int]json.RawMessage `json:"answers,omitempty"`
 	// Applied is the id of the input whose router hop took the
 	// resolution to the run: no other input applies it again.
 	Applied string `json:"applied,omitempty"`
@@ -40,17 +45,24 @@ type GateRecord struct {
 // without the run's state.
 func (r GateRecord) View() GateView {
 	return GateView{RunID: r.State.Request.RunID, GatePacket: r.Gate.Packet(), Status: r.Status, By: r.By,
-		Comment: r.Comment, DecidedAt: r.DecidedAt}
+		Comment: r.Comment, DecidedAt: r.DecidedAt, Answers: r.Answers}
+}
+
+// Resolved is the decider's input of the record's resolution.
+func (r GateRecord) Resolved() orch.GateResolved {
+	return orch.GateResolved{Gate: r.Gate.ID, Decision: r.Status, By: r.By, Comment: r.Comment, At: r.DecidedAt,
+		Answers: r.Answers}
 }
 
 // GateView is a gate as GET /agent/runs/{run_id}/approvals lists it.
 type GateView struct {
 	RunID string `json:"run_id"`
 	orch.GatePacket
-	Status    string    `json:"status"`
-	By        string    `json:"decided_by,omitempty"`
-	Comment   string    `json:"comment,omitempty"`
-	DecidedAt time.Time `json:"decided_at,omitzero"`
+	Status    string                  `json:"status"`
+	By        string                  `json:"decided_by,omitempty"`
+	Comment   string                  `json:"comment,omitempty"`
+	DecidedAt time.Time               `json:"decided_at,omitzero"`
+	Answers   map[int]json.RawMessage `json:"answers,omitempty"`
 }
 
 // Gate errors.
@@ -61,6 +73,9 @@ var (
 	ErrGateDecided = errors.New("handlers: gate already decided")
 	// ErrNotApproved: a held call's gate record does not approve it.
 	ErrNotApproved = errors.New("handlers: the call has no approval record")
+	// ErrInvalidAnswer: an elicitation gate's approval lacks an answer,
+	// or one its question's schema rejects.
+	ErrInvalidAnswer = errors.New("handlers: invalid answer")
 )
 
 // Gates are the runs parked at gates. The router opens a gate (Open) when
@@ -149,6 +164,11 @@ func (g *Gates) Resolve(ctx context.Context, tenant string, a orch.ApprovalDecid
 			}
 			return rec, rev, nil
 		}
+		if a.Decision == orch.GateApproved {
+			if rec.Answers, err = elicitAnswers(rec.Gate, a.Answers); err != nil {
+				return rec, rev, err
+			}
+		}
 		rec.Status, rec.By, rec.Comment, rec.DecidedAt = a.Decision, a.By, a.Comment, a.At.UTC()
 		if rec.DecidedAt.IsZero() {
 			rec.DecidedAt = time.Now().UTC()
@@ -208,6 +228,9 @@ func (g *Gates) CheckApproved(ctx context.Context, tenant, runID string, step in
 	for _, act := range rec.Gate.Actions {
 		if act.Step == step && act.Resume.Call.Skill == a.Call.Skill && act.Resume.Call.ArgsHash == a.Call.ArgsHash &&
 			act.Resume.Call.N == a.Call.N {
+			if !slices.EqualFunc(recordedAnswers(rec, act), a.Call.Answers, sameAnswer) {
+				return fmt.Errorf("%w: gate %s did not give %s these answers", ErrNotApproved, a.Gate, a.Call.Skill)
+			}
 			return nil
 		}
 	}
@@ -226,4 +249,88 @@ func (g *Gates) openOf(ctx context.Context, tenant, runID, kind string) (GateRec
 		}
 	}
 	return GateRecord{}, false, nil
+}
+
+// recordedAnswers are the answers an approved gate's action is made with:
+// those it held, and the gate's answer to its question.
+func recordedAnswers(rec GateRecord, act orch.GateAction) []orch.ElicitAnswer {
+	out := slices.Clone(act.Resume.Call.Answers)
+	if q := act.Resume.Elicit; q != nil {
+		out = append(out, orch.ElicitAnswer{Question: q.Question, Content: rec.Answers[act.Step]})
+	}
+	return out
+}
+
+func sameAnswer(a, b orch.ElicitAnswer) bool {
+	return a.Question == b.Question && sameJSON(a.Content, b.Content)
+}
+
+// sameJSON reports whether a and b are the same JSON text, ignoring
+// insignificant space.
+func sameJSON(a, b json.RawMessage) bool {
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+// elicitAnswers checks the answers approving gate: every elicitation
+// action has one, a JSON object its question's schema accepts once the
+// schema's defaults fill the properties it leaves out (SEP-1034). It
+// returns them with the defaults, by step; no answers for a gate that
+// asks nothing.
+func elicitAnswers(g orch.Gate, given map[int]json.RawMessage) (map[int]json.RawMessage, error) {
+	var out map[int]json.RawMessage
+	for _, act := range g.Actions {
+		q := act.Resume.Elicit
+		if q == nil {
+			continue
+		}
+		content, ok := given[act.Step]
+		if !ok {
+			return nil, fmt.Errorf("%w: step %d asks %q; answer it (content)", ErrInvalidAnswer, act.Step, q.Message)
+		}
+		filled, err := withDefaults(q.Schema, content)
+		if err != nil {
+			return nil, fmt.Errorf("%w: step %d: %v", ErrInvalidAnswer, act.Step, err)
+		}
+		if len(q.Schema) > 0 {
+			if err := schema.Validate(q.Schema, filled); err != nil {
+				return nil, fmt.Errorf("%w: step %d: %v", ErrInvalidAnswer, act.Step, err)
+			}
+		}
+		if out == nil {
+			out = map[int]json.RawMessage{}
+		}
+		out[act.Step] = filled
+	}
+	for step := range given {
+		if out[step] == nil {
+			return nil, fmt.Errorf("%w: gate %s asks nothing of step %d", ErrInvalidAnswer, g.ID, step)
+		}
+	}
+	return out, nil
+}
+
+// withDefaults returns content, a JSON object, with the default of every
+// property of the object schema s that it leaves out.
+func withDefaults(s, content json.RawMessage) (json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(content, &obj); err != nil || obj == nil {
+		return nil, errors.New("the answer must be a JSON object")
+	}
+	var shape struct {
+		Properties map[string]struct {
+			Default json.RawMessage `json:"default"`
+		} `json:"properties"`
+	}
+	if len(s) > 0 {
+		if err := json.Unmarshal(s, &shape); err != nil {
+			return nil, fmt.Errorf("the question's schema does not parse: %v", err)
+		}
+	}
+	for name, p := range shape.Properties {
+		if _, set := obj[name]; !set && len(p.Default) > 0 {
+			obj[name] = p.Default
+		}
+	}
+	return json.Marshal(obj)
 }

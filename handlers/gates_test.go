@@ -94,8 +94,14 @@ func (f *flow) parkedRun(t *testing.T, runID, task string) (orch.RunParked, even
 // approval.decided) and pumps the run on.
 func (f *flow) decideGate(t *testing.T, env *testEnv, parked orch.RunParked, decision, by, comment string) pumped {
 	t.Helper()
-	a := orch.ApprovalDecided{RunID: parked.RunID, TenantID: testTenant, SessionID: testSession, Gate: parked.Gate.Gate,
-		Decision: decision, By: by, Comment: comment, At: time.Now()}
+	return f.decide(t, env, parked, orch.ApprovalDecided{Decision: decision, By: by, Comment: comment})
+}
+
+// decide is decideGate with a's decision, approver, comment and answers.
+func (f *flow) decide(t *testing.T, env *testEnv, parked orch.RunParked, a orch.ApprovalDecided) pumped {
+	t.Helper()
+	a.RunID, a.TenantID, a.SessionID, a.Gate, a.At = parked.RunID, testTenant, testSession, parked.Gate.Gate, time.Now()
+	decision := a.Decision
 	if _, _, err := env.gates.Resolve(testCtx(t), testTenant, a); err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}

@@ -2,7 +2,9 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -123,25 +125,71 @@ func (g *Ingress) approve(w http.ResponseWriter, r *http.Request) {
 			"an approval records its approver: authenticate as a user, or send X-User-Id")
 		return
 	}
-	g.decide(w, r.Context(), t, r.PathValue("gate_id"), decision, body.Comment)
+	gate := r.PathValue("gate_id")
+	answers := body.Answers
+	if len(body.Content) > 0 {
+		if len(answers) > 0 {
+			writeError(w, http.StatusBadRequest, "invalid_request", "send content or answers, not both")
+			return
+		}
+		step, err := g.asking(r.Context(), t, gate)
+		if err != nil {
+			g.gateError(w, t, err)
+			return
+		}
+		answers = map[int]json.RawMessage{step: body.Content}
+	}
+	if decision != orch.GateApproved && len(answers) > 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "only an approval answers a gate's question")
+		return
+	}
+	g.decide(w, r.Context(), t, orch.ApprovalDecided{Gate: gate, Decision: decision, Comment: body.Comment, Answers: answers})
 }
 
-// decide resolves gate of the target run and sends the resolution to its
-// router.
-func (g *Ingress) decide(w http.ResponseWriter, ctx context.Context, t runTarget, gate, decision, comment string) {
-	a := orch.ApprovalDecided{RunID: t.runID, TenantID: t.tenant, SessionID: t.plan.SessionID, Gate: gate,
-		Decision: decision, By: t.by, Comment: comment, At: g.now()}
-	rec, _, err := g.cfg.Gates.Resolve(ctx, t.tenant, a)
+// asking returns the step whose question an approval's content answers:
+// the gate's only one.
+func (g *Ingress) asking(ctx context.Context, t runTarget, gate string) (int, error) {
+	rec, _, err := g.cfg.Gates.Get(ctx, t.tenant, t.runID, gate)
+	if err != nil {
+		return 0, err
+	}
+	var steps []int
+	for _, act := range rec.Gate.Actions {
+		if act.Resume.Elicit != nil {
+			steps = append(steps, act.Step)
+		}
+	}
+	if len(steps) != 1 {
+		return 0, fmt.Errorf("%w: gate %s holds %d questions; answer each by step (answers)", ErrInvalidAnswer, gate, len(steps))
+	}
+	return steps[0], nil
+}
+
+// gateError answers a failed gate decision.
+func (g *Ingress) gateError(w http.ResponseWriter, t runTarget, err error) {
 	switch {
 	case errors.Is(err, ErrGateNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "gate not found")
-		return
+	case errors.Is(err, ErrInvalidAnswer):
+		writeError(w, http.StatusBadRequest, "invalid_answer", err.Error())
+	default:
+		g.log.Error().Err(err).Str("run_id", t.runID).Msg("resolve gate")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the decision could not be recorded")
+	}
+}
+
+// decide resolves the gate of a (its gate, decision, comment and answers)
+// for the target run, and sends the resolution to its router.
+func (g *Ingress) decide(w http.ResponseWriter, ctx context.Context, t runTarget, a orch.ApprovalDecided) {
+	a.RunID, a.TenantID, a.SessionID, a.By, a.At = t.runID, t.tenant, t.plan.SessionID, t.by, g.now()
+	gate := a.Gate
+	rec, _, err := g.cfg.Gates.Resolve(ctx, t.tenant, a)
+	switch {
 	case errors.Is(err, ErrGateDecided):
 		writeError(w, http.StatusConflict, "gate_decided", "the gate was already decided: "+rec.Status)
 		return
 	case err != nil:
-		g.log.Error().Err(err).Str("run_id", t.runID).Msg("resolve gate")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the decision could not be recorded")
+		g.gateError(w, t, err)
 		return
 	}
 	if rec.Applied != "" {
@@ -202,7 +250,7 @@ func (g *Ingress) resume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "not_paused", "the run is not paused by an interrupt (yet)")
 		return
 	}
-	g.decide(w, r.Context(), t, rec.Gate.ID, orch.GateApproved, "resumed")
+	g.decide(w, r.Context(), t, orch.ApprovalDecided{Gate: rec.Gate.ID, Decision: orch.GateApproved, Comment: "resumed"})
 }
 
 // steer serves POST /agent/runs/{run_id}/steer: a user message that every
@@ -294,7 +342,7 @@ func (g *Ingress) cancelGate(ctx context.Context, t runTarget) {
 // Its id derives from the gate, so a retry stores it once.
 func (g *Ingress) sendDecision(ctx context.Context, t runTarget, rec GateRecord) error {
 	a := orch.ApprovalDecided{RunID: t.runID, TenantID: t.tenant, SessionID: t.plan.SessionID, Gate: rec.Gate.ID,
-		Decision: rec.Status, By: rec.By, Comment: rec.Comment, At: rec.DecidedAt}
+		Decision: rec.Status, By: rec.By, Comment: rec.Comment, At: rec.DecidedAt, Answers: rec.Answers}
 	ev, err := events.New(events.DeriveID(rec.Gate.ID, "decided/"+rec.Status), events.TypeApprovalDecided,
 		events.Meta{Tenant: t.tenant, Session: t.plan.SessionID, Run: t.runID, SourceProcess: "ingress"}, a)
 	if err != nil {

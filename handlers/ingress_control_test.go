@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/agentbus/agentbus/events"
@@ -82,5 +83,66 @@ func TestIngressRunControls(t *testing.T) {
 	}
 	if _, err := msg.GetLastMsgForSubject(ctx, "agent.approval.decided."+testTenant); err != nil {
 		t.Fatalf("no approval.decided sent for the cancelled gate: %v", err)
+	}
+}
+
+// TestIngressAnswersAnElicitationGate: approving an elicitation gate
+// answers its question (content); an answer its schema rejects, or one
+// sent with a denial, is refused with a stable code and leaves the gate
+// open; the accepted one is recorded with the schema's defaults and sent
+// to the run.
+func TestIngressAnswersAnElicitationGate(t *testing.T) {
+	env := newEnv(t)
+	srv := newIngressServer(t, env, IngressConfig{Cancels: NewCancels(env.cancels), Gates: env.gates})
+	ctx := testCtx(t)
+	const runID = "run-asked"
+	state := orch.State{Request: orch.RunRequest{RunID: runID, TenantID: testTenant, SessionID: testSession, UserID: testUser},
+		Plan: orch.Plan{PlanID: orch.PlanID(runID), Status: orch.PlanAwaitingGate}}
+	q := &orch.Elicitation{Message: "Which outlet?", Question: "q1",
+		Schema: json.RawMessage(`{"type":"object","required":["outlet"],"properties":{"outlet":{"type":"string"},"notify":{"type":"boolean","default":true}}}`)}
+	gate := orch.Gate{ID: "gate-q1", Kind: orch.GateElicitation, Actions: []orch.GateAction{{Step: 2, TaskID: "t2",
+		Resume: orch.Parked{Call: orch.PendingCall{Skill: "close_outlet", ArgsHash: "h"}, Elicit: q}}}}
+	if err := env.gates.Open(ctx, state, gate); err != nil {
+		t.Fatal(err)
+	}
+	p := store.Plan{PlanID: orch.PlanID(runID), TenantID: testTenant, SessionID: testSession, Status: store.PlanStatusAwaitingGate}
+	if err := env.st.PutPlan(ctx, p, 2); err != nil {
+		t.Fatal(err)
+	}
+	path := "/agent/runs/" + runID + "/approvals/gate-q1"
+	asUser := map[string]string{"X-Tenant-Id": testTenant, "X-User-Id": "lead"}
+	for _, tc := range []httpCase{
+		{name: "missing required", method: "POST", path: path, body: `{"decision":"approve","content":{"notify":false}}`, headers: asUser, wantStatus: 400, wantCode: "invalid_answer"},
+		{name: "wrong type", method: "POST", path: path, body: `{"decision":"approve","content":{"outlet":7}}`, headers: asUser, wantStatus: 400, wantCode: "invalid_answer"},
+		{name: "not an object", method: "POST", path: path, body: `{"decision":"approve","content":["o1"]}`, headers: asUser, wantStatus: 400, wantCode: "invalid_answer"},
+		{name: "no answer", method: "POST", path: path, body: `{"decision":"approve"}`, headers: asUser, wantStatus: 400, wantCode: "invalid_answer"},
+		{name: "another step", method: "POST", path: path, body: `{"decision":"approve","answers":{"2":{"outlet":"o1"},"3":{"outlet":"o2"}}}`, headers: asUser, wantStatus: 400, wantCode: "invalid_answer"},
+		{name: "with a denial", method: "POST", path: path, body: `{"decision":"deny","content":{"outlet":"o1"}}`, headers: asUser, wantStatus: 400, wantCode: "invalid_request"},
+		{name: "content and answers", method: "POST", path: path, body: `{"decision":"approve","content":{"outlet":"o1"},"answers":{"2":{"outlet":"o1"}}}`, headers: asUser, wantStatus: 400, wantCode: "invalid_request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkHTTP(t, srv, tc) })
+	}
+	if rec, _, err := env.gates.Get(ctx, testTenant, runID, "gate-q1"); err != nil || rec.Status != orch.GateOpen {
+		t.Fatalf("a refused answer decided the gate: %s (%v)", rec.Status, err)
+	}
+	body := checkHTTP(t, srv, httpCase{method: "POST", path: path, body: `{"decision":"approve","content":{"outlet":"o1"}}`, headers: asUser, wantStatus: 202})
+	if body["decision"] != orch.GateApproved || body["by"] != "lead" {
+		t.Fatalf("answer body %v", body)
+	}
+	rec, _, err := env.gates.Get(ctx, testTenant, runID, "gate-q1")
+	if err != nil || !sameJSON(rec.Answers[2], json.RawMessage(`{"notify":true,"outlet":"o1"}`)) {
+		t.Fatalf("recorded answers %v (%v)", rec.Answers, err)
+	}
+	stream, err := env.js.Stream(ctx, events.StreamAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := stream.GetLastMsgForSubject(ctx, "agent.approval.decided."+testTenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent orch.ApprovalDecided
+	if err := json.Unmarshal(m.Data, &sent); err != nil || !sameJSON(sent.Answers[2], rec.Answers[2]) {
+		t.Fatalf("approval.decided %s (%v)", m.Data, err)
 	}
 }

@@ -137,8 +137,7 @@ func replayInput(ev event.Event, c ReplayControls) (orch.State, orch.Input, bool
 		if !ok || rec.Applied != ev.ID() {
 			return orch.State{}, nil, false // not the input that took the resolution to the run
 		}
-		return rec.State, orch.GateResolved{Gate: rec.Gate.ID, Decision: rec.Status, By: rec.By, Comment: rec.Comment,
-			At: rec.DecidedAt}, true
+		return rec.State, rec.Resolved(), true
 	}
 	return orch.State{}, nil, false
 }

@@ -167,7 +167,13 @@ func (r *Router) approvalDecided(ctx context.Context, ev event.Event, a orch.App
 			a.At = r.Now()
 		}
 		// Resolved meanwhile otherwise: the record's decision stands.
-		if rec, rev, err = r.Gates.Resolve(ctx, a.TenantID, a); err != nil && !errors.Is(err, ErrGateDecided) {
+		rec, rev, err = r.Gates.Resolve(ctx, a.TenantID, a)
+		if errors.Is(err, ErrInvalidAnswer) {
+			// The gate stays open for a valid answer (or its expiry).
+			r.Log.Warn().Err(err).Str("run_id", a.RunID).Str("gate_id", a.Gate).Msg("approval.decided with an invalid answer; ignored")
+			return nil, nil
+		}
+		if err != nil && !errors.Is(err, ErrGateDecided) {
 			return nil, err
 		}
 	}
@@ -177,8 +183,7 @@ func (r *Router) approvalDecided(ctx context.Context, ev event.Event, a orch.App
 	r.Log.Info().Str("run_id", a.RunID).Str("gate_id", a.Gate).Str("decision", rec.Status).Str("by", rec.By).Msg("gate resolved")
 	// The decision's time is the resolution's (a scheduled expiry carries
 	// its gate's expiry), as the record keeps it.
-	in := orch.GateResolved{Gate: rec.Gate.ID, Decision: rec.Status, By: rec.By, Comment: rec.Comment, At: rec.DecidedAt}
-	return r.decide(ctx, ev, rec.State, r.unlessCancelled(rec.State.Request, in, rec.DecidedAt))
+	return r.decide(ctx, ev, rec.State, r.unlessCancelled(rec.State.Request, rec.Resolved(), rec.DecidedAt))
 }
 
 // decide runs the decider on one input, answers its synthesis request and

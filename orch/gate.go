@@ -15,11 +15,15 @@ import (
 // state is kept with the gate (the router's gates bucket), and the gate's
 // resolution (approved, rejected, expired, cancelled) is the run's next
 // input. A gate's TTL is a scheduled resolution, delivered when it passes.
+// An elicitation gate holds the calls whose MCP servers asked the user
+// something: approving it answers them, and each call is made again with
+// its answers.
 
 // Gate kinds.
 const (
-	GateApproval  = "approval"
-	GateInterrupt = "interrupt"
+	GateApproval    = "approval"
+	GateInterrupt   = "interrupt"
+	GateElicitation = "elicitation"
 )
 
 // Gate resolutions. A gate is GateOpen until one of the others.
@@ -59,12 +63,32 @@ type PendingCall struct {
 	ArgsHash  string          `json:"args_hash"`
 	Mode      string          `json:"approval_mode"`
 	N         int             `json:"n"`
+	// Answers are the user's answers to what the call's server asked
+	// (elicitation gates), in order: the call is made with them.
+	Answers []ElicitAnswer `json:"answers,omitempty"`
+}
+
+// Elicitation is what a call's MCP server asked the user: the message,
+// the JSON Schema of the answer, and the question's id (a hash of both).
+type Elicitation struct {
+	Message  string          `json:"message"`
+	Schema   json.RawMessage `json:"requested_schema,omitempty"`
+	Question string          `json:"question"`
+}
+
+// ElicitAnswer is the user's answer to one Elicitation.
+type ElicitAnswer struct {
+	Question string          `json:"question"`
+	Content  json.RawMessage `json:"content"`
 }
 
 // Parked is what a step resumes from its gate with: the call it holds and
 // the loop state of its turns (the turns include the assistant's call).
+// Elicit, when set, is the question the call's server asked: the call was
+// made, and is made again with the answer.
 type Parked struct {
 	Call      PendingCall    `json:"call"`
+	Elicit    *Elicitation   `json:"elicit,omitempty"`
 	Iteration int            `json:"iteration"`
 	Turns     []Turn         `json:"turns,omitempty"`
 	Repairs   int            `json:"repairs,omitempty"`
@@ -105,7 +129,8 @@ func (g Gate) Packet() GatePacket {
 	p := GatePacket{Gate: g.ID, Kind: g.Kind, OpenedAt: g.OpenedAt, ExpiresAt: g.ExpiresAt, By: g.By}
 	for _, a := range g.Actions {
 		p.Actions = append(p.Actions, PacketAction{Step: a.Step, TaskID: a.TaskID, Task: a.Task, Action: a.Resume.Call.Skill,
-			Parameters: a.Resume.Call.Arguments, ArgsHash: a.Resume.Call.ArgsHash, Risk: a.Risk, Evidence: a.Evidence})
+			Parameters: a.Resume.Call.Arguments, ArgsHash: a.Resume.Call.ArgsHash, Risk: a.Risk, Evidence: a.Evidence,
+			Elicitation: a.Resume.Elicit})
 	}
 	return p
 }
@@ -130,6 +155,9 @@ type PacketAction struct {
 	ArgsHash   string          `json:"args_hash"`
 	Risk       string          `json:"risk"`
 	Evidence   json.RawMessage `json:"evidence,omitempty"`
+	// Elicitation is what the action's server asks the user: approving
+	// the gate answers it, with content that satisfies its schema.
+	Elicitation *Elicitation `json:"elicitation,omitempty"`
 }
 
 // Approval is a gate's resolution as the run records it: who decided
@@ -145,6 +173,8 @@ type Approval struct {
 	// steps that held them.
 	Actions []string `json:"actions,omitempty"`
 	Steps   []int    `json:"steps,omitempty"`
+	// Answers are the answers an approved elicitation gate gave, by step.
+	Answers map[int]json.RawMessage `json:"answers,omitempty"`
 }
 
 // Approved is the approval a resumed step carries: the gate, who approved
@@ -171,6 +201,9 @@ type ApprovalDecided struct {
 	By        string    `json:"by,omitempty"`
 	Comment   string    `json:"comment,omitempty"`
 	At        time.Time `json:"at,omitzero"`
+	// Answers approve an elicitation gate: each asking step's answer, a
+	// JSON object its question's schema accepts.
+	Answers map[int]json.RawMessage `json:"answers,omitempty"`
 }
 
 // Validate checks what routing needs and the decision.
@@ -205,6 +238,7 @@ type GateResolved struct {
 	By       string
 	Comment  string
 	At       time.Time
+	Answers  map[int]json.RawMessage
 }
 
 // Interrupted wraps the input of a run that was asked to pause (POST
@@ -258,9 +292,16 @@ func (d *decision) openGate(g Gate) {
 	d.Opened = &g
 }
 
-// parkSteps opens an approval gate for the steps that stopped at one.
+// parkSteps opens a gate for the steps that stopped at one: an
+// elicitation gate when every one of them waits for a user's answer, an
+// approval gate otherwise.
 func (d *decision) parkSteps(parked []StepResult) {
-	g := Gate{Kind: GateApproval}
+	g := Gate{Kind: GateElicitation}
+	for _, r := range parked {
+		if r.Parked.Elicit == nil {
+			g.Kind = GateApproval
+		}
+	}
 	for _, r := range parked {
 		s := d.State.Plan.Live(r.Step)
 		g.Actions = append(g.Actions, GateAction{Step: r.Step, TaskID: r.TaskID, Task: s.Task, Risk: r.Parked.Call.Mode,
@@ -296,7 +337,8 @@ func (d *decision) resolved(in GateResolved) {
 	}
 	d.State.Gate = nil
 	d.State.Seq++
-	rec := Approval{Gate: g.ID, Kind: g.Kind, Decision: in.Decision, By: in.By, Comment: in.Comment, At: in.At.UTC()}
+	rec := Approval{Gate: g.ID, Kind: g.Kind, Decision: in.Decision, By: in.By, Comment: in.Comment, At: in.At.UTC(),
+		Answers: in.Answers}
 	for _, a := range g.Actions {
 		rec.Actions = append(rec.Actions, a.Resume.Call.Skill+":"+a.Resume.Call.ArgsHash)
 		rec.Steps = append(rec.Steps, a.Step)
@@ -324,8 +366,11 @@ func (d *decision) resolved(in GateResolved) {
 		d.cancel("cancelled"+who, detail)
 	case GateRejected:
 		reason := "the action was not approved" + who
-		if g.Kind == GateInterrupt {
+		switch g.Kind {
+		case GateInterrupt:
 			reason = "the interrupted run was not resumed" + who
+		case GateElicitation:
+			reason = "the tool's question was not answered" + who
 		}
 		if in.Comment != "" {
 			reason += ": " + in.Comment
@@ -372,6 +417,9 @@ func (d *decision) resume(g Gate, rec Approval) {
 			continue
 		}
 		p := a.Resume
+		if p.Elicit != nil {
+			p.Call.Answers = append(slices.Clone(p.Call.Answers), ElicitAnswer{Question: p.Elicit.Question, Content: rec.Answers[a.Step]})
+		}
 		d.audit(fmt.Sprintf("step_%d.resumed", s.Index), s.TaskID, map[string]any{"gate_id": g.ID, "by": rec.By,
 			"action": p.Call.Skill, "args_hash": p.Call.ArgsHash, "group": group.ID})
 		d.Emits = append(d.Emits, Emit{Key: fmt.Sprintf("resume/%s/%d", g.ID, s.Index), RunScope: runID, Data: StepRequest{

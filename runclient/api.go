@@ -70,10 +70,15 @@ const (
 // ApprovalRequest is the body of POST
 // /agent/runs/{run_id}/approvals/{gate_id}: "approve" or "deny" (also
 // "approved", "rejected"), with an optional comment recorded with the
-// approver.
+// approver. Approving an elicitation gate answers its question: Content
+// is the answer (a JSON object the question's requested_schema accepts;
+// properties left out take the schema's defaults), or, for a gate that
+// holds several questions, Answers gives each by step.
 type ApprovalRequest struct {
-	Decision string `json:"decision"`
-	Comment  string `json:"comment,omitempty"`
+	Decision string                  `json:"decision"`
+	Comment  string                  `json:"comment,omitempty"`
+	Content  json.RawMessage         `json:"content,omitempty"`
+	Answers  map[int]json.RawMessage `json:"answers,omitempty"`
 }
 
 // SteerRequest is the body of POST /agent/runs/{run_id}/steer: a user

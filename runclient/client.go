@@ -119,6 +119,10 @@ func ParkedResult(p orch.RunParked) orch.RunResult {
 	detail, _ := json.Marshal(p.Gate)
 	msg := fmt.Sprintf("The run waits at gate %s for a decision until %s.", p.Gate.Gate, p.Gate.ExpiresAt.Format(time.RFC3339))
 	for _, a := range p.Gate.Actions {
+		if q := a.Elicitation; q != nil {
+			msg += fmt.Sprintf("\n  step %d: %s asks %q (answer schema %s)", a.Step, a.Action, q.Message, q.Schema)
+			continue
+		}
 		msg += fmt.Sprintf("\n  step %d wants to call %s (%s) with %s", a.Step, a.Action, a.Risk, a.Parameters)
 	}
 	return orch.RunResult{RunID: p.RunID, TenantID: p.TenantID, SessionID: p.SessionID, PlanID: p.PlanID, Status: p.Status,

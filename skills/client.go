@@ -136,8 +136,10 @@ type conn struct {
 	lost chan struct{} // closed when the transport reports the connection lost
 	once sync.Once
 
-	mu    sync.Mutex
-	tools map[string]toolList // by keyID of the listing's API key
+	mu        sync.Mutex
+	tools     map[string]toolList // by keyID of the listing's API key
+	inflight  int                 // calls in flight
+	elicitors map[*Elicitor]int   // of the calls in flight that have one
 }
 
 // toolList is a cached tools/list answer.
@@ -321,7 +323,10 @@ func (c *Client) load(ctx context.Context, tenant, name string) (Manifest, error
 // {}) and returns its result: for a Skill Service, the text content of the
 // result; in plain mode, a JSON object matching the Manifest's
 // OutputSchema (the structured content of a tool that declares an output
-// schema, else {"text": ...}). idempotencyKey, when not empty, is sent in
+// schema, else {"text": ...}). A server that asks the user something
+// during the call gets the answers of the context's Elicitor
+// (WithElicitor); a question it has no answer for fails the call with an
+// ElicitationError. idempotencyKey, when not empty, is sent in
 // the request's _meta as "idempotency_key"; services use it to
 // deduplicate, since a call that fails with a transport error is retried
 // once on a fresh session. A tool error yields an error wrapping
@@ -341,6 +346,13 @@ func (c *Client) Call(ctx context.Context, tenant, name string, args json.RawMes
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	out, err := c.call(ctx, tenant, name, json.RawMessage(trimmed), idempotencyKey)
+	if e := elicitorFrom(ctx); e != nil {
+		if q, asked := e.Asked(); asked {
+			// Whatever the cancelled question made of the call, it waits
+			// for the user's answer.
+			out, err = nil, &ElicitationError{Elicitation: q}
+		}
+	}
 	if err != nil {
 		return nil, c.redact(ctx, fmt.Errorf("skills: call %q for tenant %q: %w", name, tenant, err))
 	}

@@ -39,6 +39,11 @@
 // that refuses the caller (HTTP 401 or 403, or a "permission denied" tool
 // error) yields ErrPermissionDenied.
 //
+// A server's question to the user during a call (elicitation) is answered
+// by the call's Elicitor (WithElicitor) from the answers it holds; one it
+// has none for fails the call with an ElicitationError, so that the caller
+// can ask the user and make the call again (see elicit.go).
+//
 // The package never logs; failures are reported as errors wrapping the
 // sentinels declared in types.go.
 package skills

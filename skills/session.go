@@ -86,6 +86,7 @@ func (c *Client) callTool(ctx context.Context, tenant, name string, args any, id
 	}
 	var result *mcp.CallToolResult
 	err := c.withConn(ctx, tenant, func(cn *conn) error {
+		defer cn.track(elicitorFrom(ctx))()
 		var err error
 		result, err = cn.mc.CallTool(ctx, req)
 		return err
@@ -207,7 +208,16 @@ func (c *Client) connect(ctx context.Context, t target) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("skills: create transport: %w", err)
 	}
-	cn := &conn{mc: mcpclient.NewClient(trans), lost: make(chan struct{}), tools: map[string]toolList{}}
+	cn := &conn{lost: make(chan struct{}), tools: map[string]toolList{}}
+	var opts []mcpclient.ClientOption
+	if _, ok := trans.(transport.BidirectionalInterface); ok {
+		// Elicitation is declared only where a server's request can reach
+		// the client: not on the legacy SSE transport, whose client side
+		// takes no requests (a server would wait for an answer that never
+		// comes).
+		opts = append(opts, mcpclient.WithElicitationHandler(elicitHandler{cn: cn}))
+	}
+	cn.mc = mcpclient.NewClient(trans, opts...)
 	cn.mc.OnConnectionLost(cn.markLost)
 	if err := c.start(ctx, cn.mc); err != nil {
 		_ = cn.mc.Close()

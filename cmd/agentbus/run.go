@@ -68,9 +68,12 @@ func report(res orch.RunResult, tenant string) int {
 		fmt.Printf("\n%s\n", res.Response)
 		var g orch.GatePacket
 		_ = json.Unmarshal(res.Detail, &g)
-		if g.Kind == orch.GateInterrupt {
+		switch g.Kind {
+		case orch.GateInterrupt:
 			fmt.Printf("\nresume it:  agentbus resume --tenant %s %s\n", tenant, res.RunID)
-		} else {
+		case orch.GateElicitation:
+			fmt.Printf("\nanswer it:  agentbus approve --tenant %s --content '{...}' %s %s   (--deny to refuse)\n", tenant, res.RunID, g.Gate)
+		default:
 			fmt.Printf("\ndecide it:  agentbus approve --tenant %s %s %s   (--deny to refuse)\n", tenant, res.RunID, g.Gate)
 		}
 		return 3
@@ -94,6 +97,7 @@ func control(action string) func([]string) int {
 		user := fs.String("user", "cli-user", "who you are: the approver an approval records (a user credential names its own)")
 		deny := fs.Bool("deny", false, "approve: deny the gate instead")
 		comment := fs.String("comment", "", "approve: a comment recorded with the decision")
+		content := fs.String("content", "", "approve: the answer (a JSON object) to the question of an elicitation gate")
 		follow := fs.Bool("follow", true, "approve, resume: follow the run until it ends or waits again")
 		usage := map[string]string{"approve": "<run_id> <gate_id>", "interrupt": "<run_id>", "resume": "<run_id>",
 			"steer": "<run_id> \"<message>\""}
@@ -118,7 +122,12 @@ func control(action string) func([]string) int {
 			if *deny {
 				decision = "deny"
 			}
-			path, body = "approvals/"+fs.Arg(1), runclient.ApprovalRequest{Decision: decision, Comment: *comment}
+			if *content != "" && !json.Valid([]byte(*content)) {
+				fmt.Fprintln(os.Stderr, "agentbus approve: --content is not valid JSON")
+				return 2
+			}
+			path, body = "approvals/"+fs.Arg(1), runclient.ApprovalRequest{Decision: decision, Comment: *comment,
+				Content: json.RawMessage(*content)}
 		case "steer":
 			body = runclient.SteerRequest{Message: strings.Join(fs.Args()[1:], " ")}
 		}
