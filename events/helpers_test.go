@@ -215,6 +215,25 @@ func (r *errRecorder) all() []error {
 	return append([]error(nil), r.errs...)
 }
 
+// doneRecorder records WorkerConfig.OnDone: each message's outcome and
+// how many outputs it stored.
+type doneRecorder struct {
+	mu   sync.Mutex
+	done []string // "<outcome>/<outputs>"
+}
+
+func (r *doneRecorder) OnDone(_ *event.Event, outs []event.Event, outcome string, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done = append(r.done, fmt.Sprintf("%s/%d", outcome, len(outs)))
+}
+
+func (r *doneRecorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.done...)
+}
+
 func (r *errRecorder) has(substr string) bool {
 	for _, err := range r.all() {
 		if strings.Contains(err.Error(), substr) {

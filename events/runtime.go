@@ -39,7 +39,24 @@ type WorkerConfig struct {
 	// OnError reports what the worker cannot return: failed handlers,
 	// dead letters and acks. It must not block. Optional.
 	OnError func(ev *event.Event, subject string, err error)
+	// OnDone, when set, is told how each message ended (Acked, Retried,
+	// DeadLettered or Dropped; ev is nil for one that did not decode), the
+	// outputs an acked message stored, and how long its handling took. It
+	// must not block.
+	OnDone func(ev *event.Event, outs []event.Event, outcome string, took time.Duration)
 }
+
+// Outcomes of a handled message (WorkerConfig.OnDone).
+const (
+	// Acked: handled, its outputs stored, acknowledged.
+	Acked = "acked"
+	// Retried: a transient failure; redelivered after a backoff.
+	Retried = "retried"
+	// DeadLettered: invalid, or out of deliveries; a dead letter holds it.
+	DeadLettered = "dead_lettered"
+	// Dropped: not a JetStream message (no metadata); terminated.
+	Dropped = "dropped"
+)
 
 // Worker runs a Handler on a durable pull consumer.
 type Worker struct {
@@ -136,26 +153,47 @@ func (w *Worker) report(ev *event.Event, subject string, err error) {
 // every output, then ack. It never returns an error: every outcome is an
 // ack, a delayed nak, or a dead letter followed by a term.
 func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
+	start := time.Now()
+	var (
+		ev      event.Event
+		outs    []event.Event
+		decoded bool
+		outcome = Acked
+	)
+	if w.cfg.OnDone != nil {
+		defer func() {
+			var e *event.Event
+			if decoded {
+				e = &ev
+			}
+			if outcome != Acked {
+				outs = nil
+			}
+			w.cfg.OnDone(e, outs, outcome, time.Since(start))
+		}()
+	}
 	md, err := msg.Metadata()
 	if err != nil {
+		outcome = Dropped
 		w.report(nil, msg.Subject(), err)
 		_ = msg.Term()
 		return
 	}
-	ev, err := FromMsg(msg.Headers(), msg.Data())
+	ev, err = FromMsg(msg.Headers(), msg.Data())
 	if err != nil {
-		w.deadLetter(ctx, msg, md, nil, err)
+		outcome = w.deadLetter(ctx, msg, md, nil, err)
 		return
 	}
+	decoded = true
 	if subj, ext := TenantOfSubject(msg.Subject()), MetaOf(ev).Tenant; subj != ext {
 		// Isolation never rests on a header alone: the subject a
 		// publisher was allowed to use must name the same tenant.
-		w.deadLetter(ctx, msg, md, &ev, Permanent(fmt.Errorf("%w: subject %s names tenant %q, the event's tenantid is %q",
+		outcome = w.deadLetter(ctx, msg, md, &ev, Permanent(fmt.Errorf("%w: subject %s names tenant %q, the event's tenantid is %q",
 			ErrInvalidData, msg.Subject(), subj, ext)))
 		return
 	}
 	stop := w.heartbeat(msg)
-	outs, err := w.handler(ctx, ev)
+	outs, err = w.handler(ctx, ev)
 	stop()
 	if err == nil {
 		err = w.pub.PublishAll(ctx, outs)
@@ -168,10 +206,11 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 			w.report(&ev, msg.Subject(), fmt.Errorf("events: ack: %w", err))
 		}
 	case IsPermanent(err):
-		w.deadLetter(ctx, msg, md, &ev, err)
+		outcome = w.deadLetter(ctx, msg, md, &ev, err)
 	case w.maxDeliv > 0 && int(md.NumDelivered) >= w.maxDeliv:
-		w.deadLetter(ctx, msg, md, &ev, exhausted{fmt.Errorf("max deliveries (%d) reached: %w", w.maxDeliv, err)})
+		outcome = w.deadLetter(ctx, msg, md, &ev, exhausted{fmt.Errorf("max deliveries (%d) reached: %w", w.maxDeliv, err)})
 	default:
+		outcome = Retried
 		w.report(&ev, msg.Subject(), err)
 		_ = msg.NakWithDelay(w.backoff(md.NumDelivered))
 	}
@@ -220,12 +259,13 @@ func Publish(ctx context.Context, js jetstream.JetStream, ev event.Event) error 
 // deadLetter moves a message that cannot be handled to agent.dead.<tenant>
 // with its reason and original bytes, then terminates it. A dead letter
 // that itself fails is terminated without another dead letter, so nothing
-// loops.
-func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, ev *event.Event, reason error) {
+// loops. It returns the message's outcome: DeadLettered; Dropped for a
+// failed dead letter; Retried when the dead letter could not be stored.
+func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, ev *event.Event, reason error) (outcome string) {
 	w.report(ev, msg.Subject(), reason)
 	if ev != nil && ev.Type() == TypeDeadLettered {
 		_ = msg.TermWithReason(reason.Error())
-		return
+		return Dropped
 	}
 	var ex exhausted
 	dl := DeadLetterEvent(w.cfg.Role, md.Stream, md.Sequence.Stream, md.NumDelivered, msg.Subject(), msg.Headers(), msg.Data(),
@@ -234,9 +274,10 @@ func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstrea
 		// Without a dead letter the message must not vanish: redeliver.
 		w.report(ev, msg.Subject(), err)
 		_ = msg.NakWithDelay(w.backoff(md.NumDelivered))
-		return
+		return Retried
 	}
 	_ = msg.TermWithReason(truncate(reason.Error(), 200))
+	return DeadLettered
 }
 
 // DeadLetterEvent builds the dead letter of a stored message. Its id is

@@ -225,7 +225,9 @@ func TestWorkerPermanentErrorDeadLetters(t *testing.T) {
 		calls.inc()
 		return nil, events.Permanent(errors.New("step 7 references a skill that does not exist"))
 	}
-	startWorker(t, js, roleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}, OnError: rec.OnError})
+	done := &doneRecorder{}
+	startWorker(t, js, roleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}, OnError: rec.OnError,
+		OnDone: done.OnDone})
 
 	in := stepRequest(t, "acme", "run-p", 7)
 	seq := publish(t, js, in)
@@ -252,6 +254,9 @@ func TestWorkerPermanentErrorDeadLetters(t *testing.T) {
 	}
 	if !rec.has("does not exist") {
 		t.Fatalf("failure not reported: %v", rec.all())
+	}
+	if got := done.all(); !slices.Equal(got, []string{events.DeadLettered + "/0"}) {
+		t.Fatalf("OnDone saw %v, want one dead letter", got)
 	}
 }
 
@@ -290,7 +295,9 @@ func TestWorkerTransientErrorIsRedelivered(t *testing.T) {
 		}
 		return ok(ctx, ev)
 	}
-	startWorker(t, js, roleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}, OnError: rec.OnError})
+	done := &doneRecorder{}
+	startWorker(t, js, roleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}, OnError: rec.OnError,
+		OnDone: done.OnDone})
 
 	start := time.Now()
 	publish(t, js, stepRequest(t, "acme", "run-t", 1))
@@ -312,6 +319,9 @@ func TestWorkerTransientErrorIsRedelivered(t *testing.T) {
 	}
 	if !rec.has(errTransient.Error()) {
 		t.Fatalf("transient failure not reported: %v", rec.all())
+	}
+	if got := done.all(); !slices.Equal(got, []string{events.Retried + "/0", events.Acked + "/2"}) {
+		t.Fatalf("OnDone saw %v, want a retry, then an ack with its two outputs", got)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/metrics"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/store"
@@ -181,6 +182,7 @@ func (r *Router) approvalDecided(ctx context.Context, ev event.Event, a orch.App
 		return nil, err // applied by another input
 	}
 	r.Log.Info().Str("run_id", a.RunID).Str("gate_id", a.Gate).Str("decision", rec.Status).Str("by", rec.By).Msg("gate resolved")
+	metrics.GateWait(rec.Gate.Kind, rec.Status, rec.DecidedAt.Sub(rec.Gate.OpenedAt))
 	// The decision's time is the resolution's (a scheduled expiry carries
 	// its gate's expiry), as the record keeps it.
 	return r.decide(ctx, ev, rec.State, r.unlessCancelled(rec.State.Request, rec.Resolved(), rec.DecidedAt))

@@ -65,6 +65,8 @@ type cluster struct {
 	skURL  string
 	env    []string
 	ingURL string
+	// metrics are the /metrics URLs of the processes startAll started.
+	metrics map[string]string
 }
 
 // proc is one running role binary and its output.
@@ -141,15 +143,22 @@ func (c *cluster) start(role string, env ...string) *proc {
 func (c *cluster) startAll(executors int) map[string]*proc {
 	c.t.Helper()
 	procs := map[string]*proc{}
+	c.metrics = map[string]string{}
+	start := func(name, role string) {
+		addr := freeAddr(c.t)
+		procs[name] = c.start(role, "METRICS_ADDR="+addr)
+		c.metrics[name] = "http://" + addr + "/metrics"
+	}
 	for _, r := range []string{"router", "planner", "aggregator"} {
-		procs[r] = c.start(r)
+		start(r, r)
 	}
 	for i := range executors {
-		procs[fmt.Sprintf("executor%d", i+1)] = c.start("executor")
+		start(fmt.Sprintf("executor%d", i+1), "executor")
 	}
 	addr := freeAddr(c.t)
 	procs["ingress"] = c.start("ingress", "INGRESS_ADDR="+addr)
 	c.ingURL = "http://" + addr
+	c.metrics["ingress"] = c.ingURL + "/metrics"
 	eventually(c.t, 30*time.Second, "the ingress to listen", func() bool {
 		resp, err := http.Get(c.ingURL + "/healthz")
 		if err != nil {

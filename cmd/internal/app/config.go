@@ -46,6 +46,9 @@ type Config struct {
 	HandleTimeout   time.Duration
 	AckWait         time.Duration
 	MaxDeliver      int
+	// MetricsAddr, when set, is where a role process serves /metrics
+	// (the ingress serves it on its own listener).
+	MetricsAddr string
 }
 
 // Register adds the shared flags to fs, with defaults from the environment.
@@ -56,6 +59,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.natsPassFile, "nats-password-file", env("NATS_PASSWORD_FILE", ""),
 		"file holding the NATS user's password; it may instead be in env NATS_PASSWORD (env NATS_PASSWORD_FILE)")
 	c.NATSPassword = os.Getenv("NATS_PASSWORD")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("METRICS_ADDR", ""),
+		"serve Prometheus /metrics on this address, e.g. :9464 (the ingress also serves it on its own listener) (env METRICS_ADDR)")
 	c.RegisterStack(fs)
 }
 

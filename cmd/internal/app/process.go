@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/metrics"
 )
 
 // SignalContext returns a context cancelled on SIGINT or SIGTERM.
@@ -65,6 +66,14 @@ func RunProcess(process string, c *Config, roles ...string) int {
 		return 1
 	}
 	defer d.Close()
+	if c.MetricsAddr != "" {
+		stopMetrics, err := ServeMetrics(ctx, c.MetricsAddr, log)
+		if err != nil {
+			log.Error().Err(err).Msg("metrics")
+			return 1
+		}
+		defer stopMetrics()
+	}
 	if err := d.RunRoles(ctx, roles...); err != nil {
 		log.Error().Err(err).Msg("run")
 		return 1
@@ -163,7 +172,10 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler())
+	mux.Handle("/", g.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -178,6 +190,22 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	shut, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return srv.Shutdown(shut)
+}
+
+// ServeMetrics serves Prometheus /metrics on addr until the returned
+// stop is called or ctx ends. The metrics name no tenant.
+func ServeMetrics(ctx context.Context, addr string, log zerolog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info().Str("addr", ln.Addr().String()).Msg("metrics listening")
+	done := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return func() { done(); _ = srv.Close() }, nil
 }
 
 func checkBind(addr string, authenticated bool) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/metrics"
 	"github.com/agentbus/agentbus/sandbox"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
@@ -235,9 +236,10 @@ func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
 		}
 		log := d.Log.With().Str("role", role).Logger()
 		h = events.Chain(h, events.Recover(), handlers.Logging(log), events.Timeout(d.Config.HandleTimeout))
+		metrics.WatchConsumer(role, cons)
 		w, err := retryValue(ctx, func() (*events.Worker, error) {
 			return events.NewWorker(ctx, d.JS, cons, h, events.WorkerConfig{
-				Role: role, Concurrency: d.Config.Concurrency,
+				Role: role, Concurrency: d.Config.Concurrency, OnDone: metrics.Done(role),
 				OnError: func(ev *event.Event, subject string, err error) {
 					l := log.Warn().Err(err).Str("subject", subject)
 					if ev != nil {
