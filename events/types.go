@@ -33,6 +33,10 @@ const (
 	// cancelled): published by the ingress, or scheduled by the router at
 	// the gate's TTL (expired). The router consumes it.
 	TypeApprovalDecided = "io.agentbus.approval.decided"
+	// TypeAlertEvaluate asks the monitor to evaluate a tenant's alert
+	// rules: scheduled by the projector when a run finishes, and by the
+	// monitor while an alert fires.
+	TypeAlertEvaluate = "io.agentbus.alert.evaluate"
 	// TypeRunParked tells the callers of a run that it waits at a gate;
 	// the ingress reads it.
 	TypeRunParked = "io.agentbus.run.parked"

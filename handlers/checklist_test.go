@@ -297,6 +297,22 @@ func (s *mapStore) Trace(_ context.Context, q store.TraceQuery) ([]store.Event, 
 	return out, nil
 }
 
+func (s *mapStore) Events(_ context.Context, q store.EventQuery) ([]store.Event, error) {
+	if q.TenantID == "" {
+		return nil, fmt.Errorf("mapstore: events without tenant: %w", store.ErrInvalidArgument)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Event
+	for _, ev := range s.events {
+		if q.Match(ev) {
+			out = append(out, ev)
+		}
+	}
+	slices.SortStableFunc(out, store.CompareNewestFirst)
+	return out[:min(len(out), q.EffectiveLimit())], nil
+}
+
 func (s *mapStore) PutSoul(_ context.Context, soul store.Soul) error {
 	if err := store.Validate(store.IndexSouls, soul); err != nil {
 		return err

@@ -28,6 +28,7 @@ type IngressStore interface {
 	PutSoul(ctx context.Context, soul store.Soul) error
 	PutMemory(ctx context.Context, m store.Memory) (store.Memory, error)
 	QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.MemoryHit, error)
+	EventQuerier
 }
 
 // IngressConfig configures the HTTP API.
@@ -131,6 +132,8 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("POST /agent/runs/{run_id}/resume", g.resume)
 	mux.HandleFunc("POST /agent/runs/{run_id}/steer", g.steer)
 	mux.HandleFunc("GET /agent/runs/{run_id}/stream", g.stream)
+	mux.HandleFunc("GET /agent/health", g.health)
+	mux.HandleFunc("GET /agent/audit/events", g.auditEvents)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusOK
 		if !g.nc.IsConnected() {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -36,6 +38,11 @@ type Projector struct {
 	// Embedder embeds the exchanges written to the users' memory; nil
 	// writes them without an embedding.
 	Embedder store.Embedder
+	// Alerts: a stored run.finished schedules its tenant's alert
+	// evaluation (alert.evaluate, to the monitor).
+	Alerts bool
+	// Now is the clock of the alert schedule; default time.Now.
+	Now func() time.Time
 
 	mu       sync.Mutex
 	pending  []*projection
@@ -102,7 +109,26 @@ func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, e
 		}
 		it.doc = &doc
 	}
-	return nil, p.commit(ctx, it)
+	if err := p.commit(ctx, it); err != nil {
+		return nil, err
+	}
+	if name == "run.finished" && p.Alerts {
+		// The tenant's alert rules are evaluated a minute ahead, once
+		// per tenant and minute however many runs finish.
+		trigger, err := alertTrigger(ev, events.MetaOf(ev).Tenant, p.now())
+		if err != nil {
+			return nil, err
+		}
+		return []event.Event{trigger}, nil
+	}
+	return nil, nil
+}
+
+func (p *Projector) now() time.Time {
+	if p.Now != nil {
+		return p.Now().UTC()
+	}
+	return time.Now().UTC()
 }
 
 // commit queues it and returns its outcome. The first caller to find no
@@ -326,9 +352,72 @@ func AuditDoc(ev event.Event) (store.Event, error) {
 	if len(payload) == 0 {
 		payload = json.RawMessage(`{}`)
 	}
-	return store.Event{
+	doc := store.Event{
 		EventID: ev.ID(), TenantID: m.Tenant, SessionID: m.Session, PlanID: a.PlanID, TaskID: a.TaskID,
 		EventType: events.AuditName(ev.Type()), SkillID: a.SkillID, ScriptHash: a.ScriptHash,
 		Payload: payload, TS: ev.Time(),
-	}, nil
+	}
+	figures(&doc)
+	return doc, nil
+}
+
+// figures copies the queryable figures of the events that have them from
+// the payload into doc's own fields (Layer 3 of the monitoring: skill and
+// model calls, steps, runs, extraction scripts, and memory writes, whose
+// duration is their lock wait). A payload without them leaves them zero.
+func figures(doc *store.Event) {
+	var p struct {
+		DurationMS    int64     `json:"duration_ms"`
+		InputBytes    int       `json:"input_size_bytes"`
+		ResponseBytes int       `json:"response_size_bytes"`
+		Large         bool      `json:"large_response_triggered"`
+		IsError       bool      `json:"is_error"`
+		InputTokens   int       `json:"input_tokens"`
+		OutputTokens  int       `json:"output_tokens"`
+		CostUSD       float64   `json:"cost_usd"`
+		LatencyMS     int64     `json:"latency_ms"`
+		Error         string    `json:"error"`
+		Status        string    `json:"status"`
+		TerminalCode  string    `json:"terminal_code"`
+		TaskType      string    `json:"task_type"`
+		Replans       int       `json:"replans"`
+		Reason        string    `json:"reason"`
+		LockWaitMS    int64     `json:"lock_wait_ms"`
+		Usage         llm.Usage `json:"usage"`
+	}
+	switch doc.EventType {
+	case "skill.called", "model.called", "subagent.finish", "run.finished", "python_script.executed", "memory.written":
+	default:
+		return
+	}
+	if json.Unmarshal(doc.Payload, &p) != nil {
+		return
+	}
+	okOr := func(failed bool) string {
+		if failed {
+			return "error"
+		}
+		return "ok"
+	}
+	switch doc.EventType {
+	case "skill.called":
+		doc.Outcome, doc.DurationMS = okOr(p.IsError), p.DurationMS
+		doc.InputBytes, doc.ResponseBytes, doc.LargeResponse = p.InputBytes, p.ResponseBytes, p.Large
+	case "model.called":
+		doc.Outcome, doc.DurationMS = okOr(p.Error != ""), p.LatencyMS
+		doc.InputTokens, doc.OutputTokens, doc.CostUSD = p.InputTokens, p.OutputTokens, p.CostUSD
+	case "subagent.finish":
+		doc.Outcome, doc.DurationMS = p.Status, p.DurationMS
+	case "python_script.executed":
+		doc.Outcome, doc.DurationMS = cmp.Or(p.Reason, "ok"), p.DurationMS
+	case "memory.written":
+		doc.DurationMS = p.LockWaitMS // how long the write waited for its memory lock
+	case "run.finished":
+		doc.Outcome, doc.TaskType, doc.Replans = p.TerminalCode, p.TaskType, p.Replans
+		doc.InputTokens, doc.OutputTokens, doc.CostUSD = p.Usage.InputTokens, p.Usage.OutputTokens, p.Usage.CostUSD
+	}
+	// A figure is never negative (a clock step back, a hostile payload).
+	doc.DurationMS, doc.Replans = max(doc.DurationMS, 0), max(doc.Replans, 0)
+	doc.InputBytes, doc.ResponseBytes = max(doc.InputBytes, 0), max(doc.ResponseBytes, 0)
+	doc.InputTokens, doc.OutputTokens, doc.CostUSD = max(doc.InputTokens, 0), max(doc.OutputTokens, 0), max(doc.CostUSD, 0)
 }

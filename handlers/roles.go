@@ -45,4 +45,5 @@ var Buckets = []events.Bucket{
 	{Name: BucketCancels, TTL: events.KeepWithRuns},
 	{Name: BucketBudgets, TTL: events.KeepWithRuns},
 	{Name: BucketGates, TTL: events.KeepWithRuns},
+	{Name: BucketAlerts},
 }

@@ -796,7 +796,7 @@ func (d *decision) end(code, response, reason string, detail any) {
 		res.Decision = d.finalRecord(code)
 	}
 	fin := map[string]any{"status": res.Status, "terminal_code": code, "reason": reason, "usage": d.State.Usage,
-		"decision": res.Decision}
+		"decision": res.Decision, "task_type": d.State.TaskType, "pattern": d.State.Pattern, "replans": d.State.Plan.ReplanCount}
 	if lim := d.State.Budget.Limits; len(lim) > 0 {
 		fin["budget"] = map[string]any{"limits": lim, "used": d.State.known()}
 	}

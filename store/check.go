@@ -107,9 +107,16 @@ func (s PlanStep) check(c *checker) {
 }
 
 func (ev Event) check(c *checker) {
+	c.nonNegativeNumber("cost_usd", ev.CostUSD)
+	c.nonNegative64(field("duration_ms"), ev.DurationMS)
 	c.id("event_id", ev.EventID)
 	c.id("event_type", ev.EventType)
+	c.nonNegative(field("input_size_bytes"), ev.InputBytes)
+	c.nonNegative(field("input_tokens"), ev.InputTokens)
+	c.nonNegative(field("output_tokens"), ev.OutputTokens)
 	c.object("payload", ev.Payload)
+	c.nonNegative(field("replans"), ev.Replans)
+	c.nonNegative(field("response_size_bytes"), ev.ResponseBytes)
 	c.id("tenant_id", ev.TenantID)
 	c.required("ts", !ev.TS.IsZero())
 }

@@ -162,8 +162,24 @@ func (g *gen) step() PlanStep {
 }
 
 func (g *gen) event() Event {
-	return Event{EventID: g.id(), TenantID: g.id(), SessionID: g.str(), PlanID: g.str(), TaskID: g.str(),
-		EventType: g.id(), SkillID: g.str(), ScriptHash: g.str(), Payload: g.object(), TS: g.date(true)}
+	ev := Event{EventID: g.id(), TenantID: g.id(), SessionID: g.str(), PlanID: g.str(), TaskID: g.str(),
+		EventType: g.id(), SkillID: g.str(), ScriptHash: g.str(), Payload: g.object(), TS: g.date(true),
+		Outcome: g.str(), TaskType: g.str(), LargeResponse: g.r.IntN(2) == 0}
+	// Most events carry few of the figures: each is set half the time.
+	for _, set := range []func(){
+		func() { ev.Replans = g.integer() },
+		func() { ev.DurationMS = int64(g.integer()) },
+		func() { ev.InputBytes = g.integer() },
+		func() { ev.ResponseBytes = g.integer() },
+		func() { ev.InputTokens = g.integer() },
+		func() { ev.OutputTokens = g.integer() },
+		func() { ev.CostUSD = g.number() },
+	} {
+		if g.r.IntN(2) == 0 {
+			set()
+		}
+	}
+	return ev
 }
 
 func (g *gen) soul() Soul {

@@ -84,6 +84,11 @@ func (c *checker) required(name string, present bool) {
 
 // nonNegative checks {"type": "integer", "minimum": 0}.
 func (c *checker) nonNegative(leaf token, n int) {
+	c.nonNegative64(leaf, int64(n))
+}
+
+// nonNegative64 is nonNegative for an int64 property.
+func (c *checker) nonNegative64(leaf token, n int64) {
 	if n < 0 {
 		c.fail(leaf, reasonPrinter.Sprintf(reasonMinimum, float64(n), 0.0))
 	}

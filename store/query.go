@@ -1,5 +1,11 @@
 package store
 
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
 // MemoryQuery is a similarity search over agent_memory. TenantID is
 // required; Scope and UserID, when non-empty, further filter the
 // candidates. Hits are ordered by descending cosine similarity to Vector.
@@ -30,6 +36,85 @@ type TraceQuery struct {
 	TenantID  string
 	SessionID string
 	PlanID    string
+}
+
+// EventQuery selects events of one tenant for audit queries and health
+// figures, newest first. TenantID is required; every other field, when
+// set, narrows the result.
+//
+// Every backend's Events method answers it with these semantics:
+//   - an empty TenantID is an error wrapping ErrInvalidArgument;
+//   - only events whose tenant_id is TenantID are considered;
+//   - an event is kept if Match reports true: its event_type is one of
+//     EventTypes (when non-empty), its skill_id equals SkillID (when
+//     set), Since <= ts (when Since is non-zero), ts < Until (when Until
+//     is non-zero), and large_response is true when LargeResponse points
+//     to true, not true when it points to false;
+//   - each event id appears once;
+//   - events are ordered by CompareNewestFirst: ts descending at full
+//     precision, ties by event_id ascending (byte order);
+//   - at most EffectiveLimit events are returned: the first ones of that
+//     order.
+type EventQuery struct {
+	TenantID string
+	// EventTypes: the event_type is one of them.
+	EventTypes []string
+	SkillID    string
+	// Since and Until bound ts: Since <= ts < Until.
+	Since, Until time.Time
+	// LargeResponse: true selects events whose large_response is true,
+	// false those whose large_response is not true.
+	LargeResponse *bool
+	// Limit bounds the number of events; <= 0 means DefaultEventLimit,
+	// and it is capped at MaxEventLimit.
+	Limit int
+}
+
+// Limits of EventQuery.Limit.
+const (
+	DefaultEventLimit = 100
+	MaxEventLimit     = 10_000
+)
+
+// EffectiveLimit is the number of events q returns at most: Limit, or
+// DefaultEventLimit when Limit <= 0, capped at MaxEventLimit.
+func (q EventQuery) EffectiveLimit() int {
+	switch {
+	case q.Limit <= 0:
+		return DefaultEventLimit
+	case q.Limit > MaxEventLimit:
+		return MaxEventLimit
+	}
+	return q.Limit
+}
+
+// Match reports whether ev passes every filter of q, the tenant included.
+func (q EventQuery) Match(ev Event) bool {
+	switch {
+	case ev.TenantID != q.TenantID:
+		return false
+	case len(q.EventTypes) > 0 && !slices.Contains(q.EventTypes, ev.EventType):
+		return false
+	case q.SkillID != "" && ev.SkillID != q.SkillID:
+		return false
+	case !q.Since.IsZero() && ev.TS.Before(q.Since):
+		return false
+	case !q.Until.IsZero() && !ev.TS.Before(q.Until):
+		return false
+	case q.LargeResponse != nil && ev.LargeResponse != *q.LargeResponse:
+		return false
+	}
+	return true
+}
+
+// CompareNewestFirst orders events as EventQuery results are ordered: by
+// ts descending, then by event_id ascending. It is a cmp function for
+// slices.SortFunc.
+func CompareNewestFirst(a, b Event) int {
+	if c := b.TS.Compare(a.TS); c != 0 {
+		return c
+	}
+	return strings.Compare(a.EventID, b.EventID)
 }
 
 // PlanHealth aggregates the plans of one tenant.

@@ -170,6 +170,31 @@ type Event struct {
 	ScriptHash string          `json:"script_hash,omitempty"`
 	Payload    json.RawMessage `json:"payload,omitempty"`
 	TS         time.Time       `json:"ts,omitzero"`
+
+	// Queryable figures, copied from the payload of the events that have
+	// them (skill.called, model.called, subagent.finish, run.finished):
+	// zero when the event has none.
+
+	// Outcome is a run's terminal code (run.finished), a step's outcome
+	// (subagent.finish), or ok / error (skill.called, model.called).
+	Outcome string `json:"outcome,omitempty"`
+	// TaskType is the run's task type (run.finished).
+	TaskType string `json:"task_type,omitempty"`
+	// Replans counts the run's replans (run.finished).
+	Replans int `json:"replans,omitempty"`
+	// DurationMS is how long the call or the step took.
+	DurationMS int64 `json:"duration_ms,omitempty"`
+	// InputBytes and ResponseBytes size a skill call's arguments and
+	// response; LargeResponse says the response took the large-response
+	// path.
+	InputBytes    int  `json:"input_size_bytes,omitempty"`
+	ResponseBytes int  `json:"response_size_bytes,omitempty"`
+	LargeResponse bool `json:"large_response,omitempty"`
+	// InputTokens, OutputTokens and CostUSD are a model call's usage, or
+	// a run's total (run.finished).
+	InputTokens  int     `json:"input_tokens,omitempty"`
+	OutputTokens int     `json:"output_tokens,omitempty"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
 }
 
 // Soul is a document of the agent_souls index: the persona and policies of

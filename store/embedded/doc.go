@@ -24,7 +24,8 @@
 // agentbus keys such as "tenant:session:task:label" are valid KV keys and
 // the placeholder "_" can never collide with an escaped value.
 //
-// Similarity search (QueryMemory) and Health scan the whole bucket and are
-// meant for development and small deployments; the OpenSearch backend is
+// Similarity search (QueryMemory) and Health scan the whole bucket, and
+// Events reads every event of the tenant; they are meant for development
+// and small deployments; the OpenSearch backend is
 // the scalable one. All methods are safe for concurrent use.
 package embedded

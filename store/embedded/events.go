@@ -107,13 +107,27 @@ func (s *Store) Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, e
 // stored on filter when it is called. It uses a short-lived ephemeral
 // consumer and stops once the messages pending at creation are read.
 func (s *Store) readSubject(ctx context.Context, filter string, fn func([]byte) error) error {
-	cons, err := s.events.CreateConsumer(ctx, jetstream.ConsumerConfig{
+	return s.readSubjectFrom(ctx, filter, time.Time{}, fn)
+}
+
+// storeClockSlack is how much earlier than an event's ts the stream may
+// have stored it (the clocks of its producer and of the server differ).
+const storeClockSlack = 5 * time.Minute
+
+// readSubjectFrom is readSubject from the messages stored at from on (all
+// of them when from is zero).
+func (s *Store) readSubjectFrom(ctx context.Context, filter string, from time.Time, fn func([]byte) error) error {
+	cfg := jetstream.ConsumerConfig{
 		FilterSubjects:    []string{filter},
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
 		AckPolicy:         jetstream.AckNonePolicy,
 		MemoryStorage:     true,
 		InactiveThreshold: time.Minute,
-	})
+	}
+	if !from.IsZero() {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &from
+	}
+	cons, err := s.events.CreateConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
@@ -154,4 +168,45 @@ func (s *Store) readSubject(ctx context.Context, filter string, fn func([]byte) 
 		}
 	}
 	return nil
+}
+
+// Events returns the tenant's events that match q, newest first, as
+// store.EventQuery specifies: it reads every event stored under the
+// tenant's subjects, keeps the first append of each event id among the
+// matching ones, sorts them by store.CompareNewestFirst and returns the
+// first q.EffectiveLimit(). It reads a snapshot, as Trace does.
+func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]store.Event, error) {
+	if q.TenantID == "" {
+		return nil, fmt.Errorf("embedded: events without tenant: %w", store.ErrInvalidArgument)
+	}
+	var out []store.Event
+	seen := map[string]bool{}
+	filter := s.subjectRoot + "." + escape(q.TenantID) + ".>"
+	var from time.Time
+	if !q.Since.IsZero() {
+		// An event is stored after it happened: the stream is read from
+		// Since (less a margin for clocks that disagree), not from its
+		// start.
+		from = q.Since.Add(-storeClockSlack)
+	}
+	err := s.readSubjectFrom(ctx, filter, from, func(data []byte) error {
+		var ev store.Event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return fmt.Errorf("embedded: decode event: %w", err)
+		}
+		if seen[ev.EventID] || !q.Match(ev) {
+			return nil
+		}
+		seen[ev.EventID] = true
+		out = append(out, ev)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded: events: %w", err)
+	}
+	slices.SortFunc(out, store.CompareNewestFirst)
+	if limit := q.EffectiveLimit(); len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }

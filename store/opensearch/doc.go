@@ -40,7 +40,12 @@
 //     Trace sorts by ts, backing index and _seq_no (append order, since a
 //     tenant's events share a shard), pages with search_after, removes
 //     duplicates across backing indices and finally orders by full
-//     precision ts (OpenSearch dates are milliseconds).
+//     precision ts (OpenSearch dates are milliseconds). Events is a bool
+//     query of filter clauses (tenant, event types, skill, a ts range
+//     widened to whole milliseconds, large_response) routed by tenant,
+//     sorted by ts descending then event_id; it pages until no later hit
+//     can enter the result, re-checks every hit at full precision and
+//     orders by full-precision ts.
 //   - Souls (_id from tenant and user) and sessions (_id = session id).
 //
 // Every write validates its document with store.Validate before any

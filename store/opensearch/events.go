@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 
@@ -66,7 +67,8 @@ type bulkDoc struct {
 // share a shard, which Trace relies on for append order). Every item's
 // result is checked: any refused item fails the call with a *BulkError.
 // The items before and after a refused one may be stored; retrying the
-// batch is safe. It waits until the events are searchable (for Trace).
+// batch is safe. It waits until the events are searchable (for Trace and
+// Events).
 func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 	docs := make([]bulkDoc, len(evs))
 	for i, ev := range evs {
@@ -193,4 +195,120 @@ func (s *Store) Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, e
 	}
 	slices.SortStableFunc(out, func(a, b store.Event) int { return a.TS.Compare(b.TS) })
 	return out, nil
+}
+
+// maxEventsPage bounds the size of one Events request: OpenSearch's
+// default index.max_result_window.
+const maxEventsPage = 10_000
+
+// Events returns the tenant's events that match q, newest first, as
+// store.EventQuery specifies. The filters run in a bool query (routed to
+// the tenant's shard) sorted by ts descending, then event_id ascending.
+// OpenSearch keeps dates in milliseconds, so the ts range sent is widened
+// to whole milliseconds and every hit is checked again with q.Match at
+// full precision; the query pages with search_after until the events
+// kept cannot change any more (q.EffectiveLimit() of them, and the next
+// hit is in an earlier millisecond than the last one needed), then sorts
+// them by store.CompareNewestFirst and cuts. Each event id is returned
+// once: the same id can exist in two backing indices if it was
+// re-appended after a rollover, and the first hit of it is kept.
+func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]store.Event, error) {
+	if q.TenantID == "" {
+		return nil, fmt.Errorf("opensearch: events without tenant: %w", store.ErrInvalidArgument)
+	}
+	limit := q.EffectiveLimit()
+	filter := []obj{term("tenant_id", q.TenantID)}
+	if len(q.EventTypes) > 0 {
+		filter = append(filter, obj{"terms": obj{"event_type": q.EventTypes}})
+	}
+	if q.SkillID != "" {
+		filter = append(filter, term("skill_id", q.SkillID))
+	}
+	if rng := tsRange(q.Since, q.Until); rng != nil {
+		filter = append(filter, obj{"range": obj{"ts": rng}})
+	}
+	boolQuery := obj{"filter": filter}
+	if q.LargeResponse != nil {
+		if *q.LargeResponse {
+			boolQuery["filter"] = append(filter, term("large_response", true))
+		} else {
+			boolQuery["must_not"] = []obj{term("large_response", true)}
+		}
+	}
+	page := min(limit+1, maxEventsPage)
+	body := obj{
+		"size":             page,
+		"track_total_hits": false,
+		"query":            obj{"bool": boolQuery},
+		// _index and _seq_no make the order total, for search_after.
+		"sort": []obj{{"ts": "desc"}, {"event_id": "asc"}, {"_index": "asc"}, {"_seq_no": "asc"}},
+	}
+	var params opensearchapi.SearchParams
+	if !strings.Contains(q.TenantID, ",") { // the routing parameter is a comma-separated list
+		params.Routing = []string{q.TenantID}
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var out []store.Event
+	seen := map[string]bool{}
+	for {
+		resp, err := s.search(ctx, s.names.events, body, params)
+		if err != nil {
+			return nil, fmt.Errorf("opensearch: events: %w", err)
+		}
+		hits := resp.Hits.Hits
+		var lastMS int64
+		for _, h := range hits {
+			var ev store.Event
+			if err := json.Unmarshal(h.Source, &ev); err != nil {
+				return nil, fmt.Errorf("opensearch: decode event %q: %w", h.ID, err)
+			}
+			lastMS = ev.TS.UnixMilli()
+			if seen[ev.EventID] || !q.Match(ev) {
+				continue
+			}
+			seen[ev.EventID] = true
+			out = append(out, ev)
+		}
+		if len(hits) < page {
+			break
+		}
+		// Hits come in milliseconds: an event not read yet is in the
+		// millisecond of the last hit or an earlier one. It can only
+		// displace one of the first limit events if it shares the
+		// millisecond of the limit-th.
+		if len(out) >= limit && lastMS < out[limit-1].TS.UnixMilli() {
+			break
+		}
+		body["search_after"] = hits[len(hits)-1].Sort
+	}
+	slices.SortFunc(out, store.CompareNewestFirst)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// tsRange returns the range query on ts, in epoch milliseconds, that
+// holds every event with since <= ts < until (a zero time is no bound),
+// or nil when there is no bound. OpenSearch stores ts truncated to the
+// millisecond, so the bounds are widened to whole milliseconds: the hits
+// may include events of the bounds' milliseconds that are just outside.
+func tsRange(since, until time.Time) obj {
+	rng := obj{}
+	if !since.IsZero() {
+		rng["gte"] = since.UnixMilli() // floor
+	}
+	if !until.IsZero() {
+		ms := until.UnixMilli()
+		if time.UnixMilli(ms).Before(until) {
+			ms++ // ceiling
+		}
+		rng["lt"] = ms
+	}
+	if len(rng) == 0 {
+		return nil
+	}
+	rng["format"] = "epoch_millis"
+	return rng
 }

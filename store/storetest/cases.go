@@ -123,6 +123,8 @@ func testInvalidArguments(t *testing.T, b Backend) {
 	wantErr(t, "Trace without session or plan", err, store.ErrInvalidArgument)
 	_, err = b.Health(ctx, "")
 	wantErr(t, "Health without tenant", err, store.ErrInvalidArgument)
+	_, err = b.Events(ctx, store.EventQuery{EventTypes: []string{"x"}, SkillID: "s", Limit: 5})
+	wantErr(t, "Events without tenant", err, store.ErrInvalidArgument)
 }
 
 func testSchemaViolation(t *testing.T, b Backend) {
@@ -159,6 +161,16 @@ func testSchemaViolation(t *testing.T, b Backend) {
 	must(t, "Trace after rejected batch", err)
 	if len(trace) != 0 {
 		t.Fatalf("rejected batch stored %d events", len(trace))
+	}
+
+	good, negative := f.event("ok", 3), f.event("skill.called", 4)
+	negative.DurationMS = -1
+	err = b.AppendEvents(ctx, []store.Event{good, negative})
+	wantSchemaError(t, "AppendEvents negative duration_ms", err, store.IndexEvents, "/duration_ms")
+	evs, err := b.Events(ctx, store.EventQuery{TenantID: f.tenant})
+	must(t, "Events after rejected batch", err)
+	if len(evs) != 0 {
+		t.Fatalf("batch with a negative duration_ms stored %d events", len(evs))
 	}
 
 	err = b.PutSoul(ctx, store.Soul{TenantID: f.tenant})

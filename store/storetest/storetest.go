@@ -43,6 +43,11 @@ type Backend interface {
 	// Trace returns a session's or plan's events ordered by ts, then by
 	// append order.
 	Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, error)
+	// Events returns the tenant's events matching q's filters, each event
+	// id once, newest first (ts descending, then event_id ascending), at
+	// most q.EffectiveLimit() of them, as store.EventQuery specifies; an
+	// empty TenantID is store.ErrInvalidArgument.
+	Events(ctx context.Context, q store.EventQuery) ([]store.Event, error)
 	// PutSoul upserts the soul of (s.TenantID, s.UserID).
 	PutSoul(ctx context.Context, s store.Soul) error
 	// GetSoul returns the soul of (tenantID, userID).
@@ -79,6 +84,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Backend) {
 		{"PlanHealth", testPlanHealth},
 		{"SpecialCharacterIDs", testSpecialCharacterIDs},
 		{"TraceLarge", testTraceLarge},
+		{"EventsFiltered", testEventsFiltered},
+		{"EventsLimit", testEventsLimit},
 		{"TenantIsolation", testTenantIsolation},
 	}
 	for _, c := range cases {

@@ -49,6 +49,10 @@ type Config struct {
 	// MetricsAddr, when set, is where a role process serves /metrics
 	// (the ingress serves it on its own listener).
 	MetricsAddr string
+	// AlertWebhook, when set, receives every alert's change of state,
+	// signed with the secret of ALERT_WEBHOOK_SECRET (environment only).
+	AlertWebhook string
+	alertSecret  string
 }
 
 // Register adds the shared flags to fs, with defaults from the environment.
@@ -91,6 +95,9 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 		"context budget of a step's turns in tokens; past 80 % older turns are compressed (env CONTEXT_TOKENS)")
 	fs.BoolVar(&c.SandboxUnsafe, "sandbox-unsafe", env("SANDBOX_ALLOW_UNSAFE", "") == "1",
 		"DEVELOPMENT ONLY: run extraction scripts without isolation when none is available (env SANDBOX_ALLOW_UNSAFE=1)")
+	fs.StringVar(&c.AlertWebhook, "alert-webhook", env("ALERT_WEBHOOK_URL", ""),
+		"POST every alert's change of state here, signed with ALERT_WEBHOOK_SECRET (env ALERT_WEBHOOK_URL)")
+	c.alertSecret = os.Getenv("ALERT_WEBHOOK_SECRET") // secrets come from the environment only
 	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
 	fs.IntVar(&c.Concurrency, "concurrency", envInt("CONCURRENCY", 16), "messages handled at once per process (env CONCURRENCY)")
 	fs.IntVar(&c.MaxTurns, "max-turns", envInt("MAX_TURNS", 6), "model turns one step may take before it fails (env MAX_TURNS)")

@@ -121,7 +121,8 @@ func roleGrant(g *grant, r Role) {
 	g.publish("$JS.API.STREAM.MSG.GET."+c.Stream, "$JS.API.DIRECT.GET."+c.Stream, "$JS.API.DIRECT.GET."+c.Stream+".>")
 	for _, typ := range r.Emits {
 		g.publish(subjectOf(typ))
-		if typ == events.TypeGroupDeadline || typ == events.TypeRunDeadline || typ == events.TypeApprovalDecided {
+		if typ == events.TypeGroupDeadline || typ == events.TypeRunDeadline || typ == events.TypeApprovalDecided ||
+			typ == events.TypeAlertEvaluate {
 			// Published as a scheduled message: it waits on its schedule
 			// subject, and the server delivers it.
 			g.publish(events.ScheduleSubject("*", "*"))

@@ -39,7 +39,8 @@ var Processes = []Process{
 	{"router", "the manager role: routes tasks, dispatches plan steps, replans, synthesises answers", []string{handlers.RoleRouter}},
 	{"planner", "SubAgent-A: discovers skills over MCP and writes verified plans", []string{handlers.RolePlanner}},
 	{"executor", "SubAgent-B: runs plan steps with only their allowed skills and writes outputs to memory", []string{handlers.RoleExecutor}},
-	{"aggregator", "fan-in of step results per group, and the projections into the store", []string{handlers.RoleAggregator, handlers.RoleProjector}},
+	{"aggregator", "fan-in of step results per group, the projections into the store, and the alert rules",
+		[]string{handlers.RoleAggregator, handlers.RoleProjector, handlers.RoleMonitor}},
 }
 
 // Main is the main of the role binary name: it parses args and runs the

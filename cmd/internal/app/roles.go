@@ -52,7 +52,10 @@ var Roles = []Role{
 		Build: buildExecutor},
 	{Name: handlers.RoleAggregator, Routes: (&handlers.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
 		Buckets: []string{handlers.BucketFanin}, Build: buildAggregator},
-	{Name: handlers.RoleProjector, Routes: (&handlers.Projector{}).Routes(), Unlimited: true, Build: buildProjector},
+	{Name: handlers.RoleProjector, Routes: (&handlers.Projector{}).Routes(), Unlimited: true,
+		Emits: []string{events.TypeAlertEvaluate}, Build: buildProjector},
+	{Name: handlers.RoleMonitor, Routes: (&handlers.Monitor{}).Routes(), Emits: []string{events.TypeAlertEvaluate},
+		Buckets: []string{handlers.BucketAlerts}, Build: buildMonitor},
 }
 
 // IngressConsumes are the types the ingress reads for its callers.
@@ -265,5 +268,17 @@ func buildAggregator(ctx context.Context, d *Deps, log zerolog.Logger) ([]events
 }
 
 func buildProjector(_ context.Context, d *Deps, _ zerolog.Logger) ([]events.Route, error) {
-	return (&handlers.Projector{Store: d.Store, Embedder: d.Embedder}).Routes(), nil
+	return (&handlers.Projector{Store: d.Store, Embedder: d.Embedder, Alerts: true}).Routes(), nil
+}
+
+func buildMonitor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
+	kv, err := d.bucket(ctx, handlers.BucketAlerts)
+	if err != nil {
+		return nil, err
+	}
+	m := &handlers.Monitor{Store: d.Store, KV: kv, Log: log}
+	if d.Config.AlertWebhook != "" {
+		m.Webhook = &handlers.Webhook{URL: d.Config.AlertWebhook, Secret: []byte(d.Config.alertSecret)}
+	}
+	return m.Routes(), nil
 }

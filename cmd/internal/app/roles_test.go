@@ -70,6 +70,7 @@ func TestTopologyDerivesFromRoles(t *testing.T) {
 		handlers.RoleExecutor:   {Name: handlers.RoleExecutor, Stream: events.StreamAgent, Filters: []string{"agent.step.requested.*", "agent.step.iterated.*"}},
 		handlers.RoleAggregator: {Name: handlers.RoleAggregator, Stream: events.StreamAgent, Filters: []string{"agent.step.finished.*", "agent.group.deadline.*"}},
 		handlers.RoleProjector:  {Name: handlers.RoleProjector, Stream: events.StreamAudit, Filters: []string{"audit.>"}, Unlimited: true},
+		handlers.RoleMonitor:    {Name: handlers.RoleMonitor, Stream: events.StreamAgent, Filters: []string{"agent.alert.evaluate.*"}},
 	}
 	topo := Topology(events.Topology{})
 	if len(topo.Consumers) != len(want) || len(topo.Buckets) != len(handlers.Buckets) {
