@@ -303,3 +303,49 @@ func cmpTime(t, def time.Time) time.Time {
 	}
 	return t
 }
+
+// RunSummary is one finished run as GET /agent/runs lists it.
+type RunSummary struct {
+	PlanID       string    `json:"plan_id"`
+	SessionID    string    `json:"session_id,omitempty"`
+	TerminalCode string    `json:"terminal_code"`
+	TaskType     string    `json:"task_type,omitempty"`
+	Replans      int       `json:"replans"`
+	InputTokens  int       `json:"input_tokens"`
+	OutputTokens int       `json:"output_tokens"`
+	CostUSD      float64   `json:"cost_usd"`
+	FinishedAt   time.Time `json:"finished_at"`
+}
+
+// recentRuns serves GET /agent/runs?limit=50 (and since, until): the caller's
+// tenant's finished runs, newest first.
+func (g *Ingress) recentRuns(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := readScope(w, r)
+	if !ok {
+		return
+	}
+	q := store.EventQuery{TenantID: tenant, EventTypes: []string{"run.finished"}, Limit: 50}
+	var err error
+	if q.Since, q.Until, err = timeRange(r, g.now(), 0); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, http.StatusBadRequest, "invalid_request", "limit must be 1 to 1000")
+			return
+		}
+		q.Limit = n
+	}
+	evs, err := g.store.Events(r.Context(), q)
+	if g.storeError(w, err, "events") {
+		return
+	}
+	out := make([]RunSummary, 0, len(evs))
+	for _, ev := range evs {
+		out = append(out, RunSummary{PlanID: ev.PlanID, SessionID: ev.SessionID, TerminalCode: ev.Outcome, TaskType: ev.TaskType,
+			Replans: ev.Replans, InputTokens: ev.InputTokens, OutputTokens: ev.OutputTokens, CostUSD: ev.CostUSD, FinishedAt: ev.TS})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenant_id": tenant, "runs": out})
+}

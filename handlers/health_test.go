@@ -94,6 +94,20 @@ func TestHealth_OfSeededRunsWithKnownOutcomes(t *testing.T) {
 	if other, err := TenantHealth(testCtx(t), env.st, "acme", since, time.Now()); err != nil || other.Runs != 0 || other.SkillCalls != 0 {
 		t.Errorf("another tenant's health: %+v, %v", other, err)
 	}
+
+	// The recent runs, newest first, as the dashboard lists them.
+	srv := newIngressServer(t, env, IngressConfig{})
+	body := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/runs?limit=4", headers: asTenant(testTenant), wantStatus: 200})
+	runs, _ := body["runs"].([]any)
+	if len(runs) != 4 {
+		t.Fatalf("recent runs: %v", body)
+	}
+	for i, r := range runs {
+		want := results[len(results)-1-i]
+		if got := r.(map[string]any); got["plan_id"] != want.PlanID || got["terminal_code"] != want.TerminalCode {
+			t.Errorf("recent run %d: %v, want %s %s", i, got, want.PlanID, want.TerminalCode)
+		}
+	}
 }
 
 // TestHealth_Percentile is the nearest-rank percentile.

@@ -134,6 +134,7 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("GET /agent/runs/{run_id}/stream", g.stream)
 	mux.HandleFunc("GET /agent/health", g.health)
 	mux.HandleFunc("GET /agent/audit/events", g.auditEvents)
+	mux.HandleFunc("GET /agent/runs", g.recentRuns)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusOK
 		if !g.nc.IsConnected() {
