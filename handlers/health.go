@@ -28,8 +28,8 @@ type EventQuerier interface {
 }
 
 // HealthEventTypes are the events plan health is computed from.
-var HealthEventTypes = []string{"run.finished", "skill.called", "subagent.finish", "contract_violation", "budget.exhausted",
-	"python_script.executed", "memory.written"}
+var HealthEventTypes = []string{"run.finished", "skill.called", "skill.timeout", "skill.refused", "circuit.refused",
+	"subagent.finish", "contract_violation", "budget.exhausted", "python_script.executed", "memory.written"}
 
 // Health is a tenant's plan health over a window: how its runs ended, how
 // often they replanned, how its skills and steps fared, what it spent.
@@ -37,11 +37,13 @@ type Health struct {
 	TenantID string    `json:"tenant_id"`
 	Since    time.Time `json:"since"`
 	Until    time.Time `json:"until"`
-	// Runs finished in the window, by terminal code; SuccessRate is the
-	// share that ended SUCCESS.
+	// Runs finished in the window, by terminal code. SuccessRate is the
+	// share that ended SUCCESS without replanning (seed 000's plan success
+	// rate); CompletedRate the share that ended SUCCESS at all.
 	Runs          int            `json:"runs"`
 	TerminalCodes map[string]int `json:"terminal_codes"`
 	SuccessRate   float64        `json:"success_rate"`
+	CompletedRate float64        `json:"completed_rate"`
 	// AvgReplansByTaskType is the mean number of replans of a run, by the
 	// task type it was routed to.
 	AvgReplansByTaskType map[string]float64 `json:"avg_replans_by_task_type"`
@@ -54,9 +56,12 @@ type Health struct {
 	SkillCalls        int                `json:"skill_calls"`
 	SkillFailureRate  map[string]float64 `json:"skill_failure_rate"`
 	LargeResponseRate float64            `json:"large_response_rate"`
+	// StepFailureRateBySkill is, by skill, the share of the finished
+	// steps that called it (or tried to) and did not complete.
+	StepFailureRateBySkill map[string]float64 `json:"step_failure_rate_by_skill"`
 	// Steps (subagents) finished; SubagentP95MS is the 95th percentile of
-	// their durations; ContractViolationRate the share whose output broke
-	// its contract.
+	// their durations. ContractViolationRate is the share of step outputs
+	// (memory writes) that broke their contract.
 	Steps                 int     `json:"steps"`
 	SubagentP95MS         int64   `json:"subagent_p95_ms"`
 	ContractViolations    int     `json:"contract_violations"`
@@ -82,23 +87,40 @@ type Health struct {
 // HealthEventTypes in [since, until)).
 func ComputeHealth(tenant string, since, until time.Time, evs []store.Event) Health {
 	h := Health{TenantID: tenant, Since: since.UTC(), Until: until.UTC(), TerminalCodes: map[string]int{},
-		AvgReplansByTaskType: map[string]float64{}, SkillFailureRate: map[string]float64{}}
+		AvgReplansByTaskType: map[string]float64{}, SkillFailureRate: map[string]float64{}, StepFailureRateBySkill: map[string]float64{}}
+	taskSkills := map[string]map[string]bool{} // the skills each step (task id) called or tried to
+	uses := func(task, skill string) {
+		if task == "" || skill == "" {
+			return
+		}
+		if taskSkills[task] == nil {
+			taskSkills[task] = map[string]bool{}
+		}
+		taskSkills[task][skill] = true
+	}
+	stepOutcomes := map[string]string{} // task id -> outcome
 	replans, runsByType := map[string]int{}, map[string]int{}
 	calls, failed := map[string]int{}, map[string]int{}
-	var large, violations, exhausted, pyTimeouts int
+	var large, violations, exhausted, pyTimeouts, firstTime int
 	var durations []int64
 	for _, ev := range evs {
 		switch ev.EventType {
 		case "run.finished":
 			h.Runs++
 			h.TerminalCodes[ev.Outcome]++
+			if ev.Outcome == orch.CodeSuccess && ev.Replans == 0 {
+				firstTime++
+			}
 			taskType := cmp.Or(ev.TaskType, "unrouted")
 			replans[taskType] += ev.Replans
 			runsByType[taskType]++
 			h.InputTokens += ev.InputTokens
 			h.OutputTokens += ev.OutputTokens
 			h.CostUSD += ev.CostUSD
+		case "skill.timeout", "skill.refused", "circuit.refused":
+			uses(ev.TaskID, ev.SkillID)
 		case "skill.called":
+			uses(ev.TaskID, ev.SkillID)
 			h.SkillCalls++
 			calls[ev.SkillID]++
 			if ev.Outcome == "error" {
@@ -110,6 +132,9 @@ func ComputeHealth(tenant string, since, until time.Time, evs []store.Event) Hea
 		case "subagent.finish":
 			h.Steps++
 			durations = append(durations, ev.DurationMS)
+			if ev.TaskID != "" {
+				stepOutcomes[ev.TaskID] = ev.Outcome
+			}
 		case "contract_violation":
 			violations++
 		case "python_script.executed":
@@ -129,7 +154,20 @@ func ComputeHealth(tenant string, since, until time.Time, evs []store.Event) Hea
 			}
 		}
 	}
-	h.SuccessRate = ratio(h.TerminalCodes[orch.CodeSuccess], h.Runs)
+	h.SuccessRate = ratio(firstTime, h.Runs)
+	h.CompletedRate = ratio(h.TerminalCodes[orch.CodeSuccess], h.Runs)
+	steps, failedSteps := map[string]int{}, map[string]int{}
+	for task, outcome := range stepOutcomes {
+		for skill := range taskSkills[task] {
+			steps[skill]++
+			if outcome != orch.OutcomeComplete {
+				failedSteps[skill]++
+			}
+		}
+	}
+	for skill, n := range steps {
+		h.StepFailureRateBySkill[skill] = ratio(failedSteps[skill], n)
+	}
 	h.ReplanExhaustionRate = ratio(exhausted, h.Runs)
 	for t, n := range runsByType {
 		h.AvgReplansByTaskType[t] = ratio(replans[t], n)
@@ -139,7 +177,7 @@ func ComputeHealth(tenant string, since, until time.Time, evs []store.Event) Hea
 	}
 	h.LargeResponseRate = ratio(large, h.SkillCalls)
 	h.ContractViolations = violations
-	h.ContractViolationRate = ratio(violations, h.Steps)
+	h.ContractViolationRate = ratio(violations, h.MemoryWrites+violations)
 	h.PythonTimeoutRate = ratio(pyTimeouts, h.PythonRuns)
 	h.SubagentP95MS = percentile(durations, 0.95)
 	h.CostUSD = float64(int64(h.CostUSD*1e6+0.5)) / 1e6

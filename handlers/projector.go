@@ -56,6 +56,11 @@ type Projector struct {
 // projection after a router hop.
 const AuditPlanProjected = "plan.projected"
 
+// AuditPlanPersisted is the trace's record (seed 000 §10, Layer 1) that a
+// plan's projection was taken to the store with a new status: the
+// plan.projected of the same hop carries it.
+const AuditPlanPersisted = "plan.persisted"
+
 // PlanProjected is the payload of a plan.projected audit event.
 type PlanProjected struct {
 	Version int64      `json:"version"`

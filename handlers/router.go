@@ -215,7 +215,7 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 			return nil, err
 		}
 	}
-	return publish(ev, d)
+	return publish(ev, d, state.Plan.Status)
 }
 
 // keepExchange appends a finished run's message and answer to its session
@@ -239,8 +239,9 @@ func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
 }
 
 // publish turns a decision into the events of the hop: its audit trail,
-// the plan projection the run now has, then its orchestration messages.
-func publish(in event.Event, d orch.Decision) ([]event.Event, error) {
+// the plan projection the run now has (with plan.persisted in the trace
+// when its status changed from was), then its orchestration messages.
+func publish(in event.Event, d orch.Decision, was string) ([]event.Event, error) {
 	out := outbox{in: in}
 	lineage := events.Audit{PlanID: d.State.Plan.PlanID, UserID: d.State.Request.UserID}
 	for _, a := range d.Audits {
@@ -248,7 +249,11 @@ func publish(in event.Event, d orch.Decision) ([]event.Event, error) {
 		l.TaskID = a.TaskID
 		out.audit(a.Name, l, a.Payload)
 	}
-	if d.State.Plan.PlanID != "" {
+	if p := d.State.Plan; p.PlanID != "" {
+		if p.Status != was {
+			out.audit(AuditPlanPersisted, lineage, map[string]any{"status": p.Status, "steps": len(p.Steps),
+				"version": d.State.Seq, "replan_count": p.ReplanCount})
+		}
 		out.audit(AuditPlanProjected, lineage, PlanProjected{Version: d.State.Seq, Plan: Projection(d.State)})
 	}
 	// A run that asked for a stream has one; so has a run once it parked
