@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbus/agentbus/tracing"
 	"slices"
 	"time"
 
@@ -521,7 +522,9 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	timeout := cmp.Or(t.x.SkillTimeout, DefaultSkillTimeout)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	elicitor := skills.NewElicitor(answers)
+	cctx, endSpan := tracing.Tool(cctx, c.Name, c.ID)
 	result, err := t.x.Skills.Call(skills.WithElicitor(cctx, elicitor), t.req.Run.Request.TenantID, c.Name, c.Arguments, key)
+	endSpan(err)
 	cancel()
 	t.circuitDone(circuit, c.Name, err)
 	var asked *skills.ElicitationError

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbus/agentbus/tracing"
 	"net/http"
 	"strings"
 	"time"
@@ -135,6 +136,9 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("GET /agent/health", g.health)
 	mux.HandleFunc("GET /agent/audit/events", g.auditEvents)
 	mux.HandleFunc("GET /agent/runs", g.recentRuns)
+	mux.HandleFunc("GET /dashboard", g.dashboard)
+	mux.HandleFunc("GET /dashboard/{$}", g.dashboard)
+	mux.HandleFunc("GET /dashboard/{file}", g.dashboard)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusOK
 		if !g.nc.IsConnected() {
@@ -166,7 +170,9 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
 		return
 	}
-	pending, err := g.runs.Submit(r.Context(), req)
+	sctx, span := tracing.Server(r.Context(), "POST /agent/run")
+	defer span.End()
+	pending, err := g.runs.Submit(sctx, req)
 	if err != nil {
 		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("publish run.requested")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")

@@ -244,16 +244,25 @@ func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
 func publish(in event.Event, d orch.Decision, was string) ([]event.Event, error) {
 	out := outbox{in: in}
 	lineage := events.Audit{PlanID: d.State.Plan.PlanID, UserID: d.State.Request.UserID}
+	p := d.State.Plan
+	persisted := p.PlanID == "" || p.Status == was
+	persist := func() {
+		if !persisted {
+			persisted = true
+			out.audit(AuditPlanPersisted, lineage, map[string]any{"status": p.Status, "steps": len(p.Steps),
+				"version": d.State.Seq, "replan_count": p.ReplanCount})
+		}
+	}
 	for _, a := range d.Audits {
+		if a.Name == "run.finished" {
+			persist() // the run's end stays the last event of its trace
+		}
 		l := lineage
 		l.TaskID = a.TaskID
 		out.audit(a.Name, l, a.Payload)
 	}
-	if p := d.State.Plan; p.PlanID != "" {
-		if p.Status != was {
-			out.audit(AuditPlanPersisted, lineage, map[string]any{"status": p.Status, "steps": len(p.Steps),
-				"version": d.State.Seq, "replan_count": p.ReplanCount})
-		}
+	persist()
+	if p.PlanID != "" {
 		out.audit(AuditPlanProjected, lineage, PlanProjected{Version: d.State.Seq, Plan: Projection(d.State)})
 	}
 	// A run that asked for a stream has one; so has a run once it parked

@@ -271,7 +271,7 @@ func TestRouterEndsInvalidRequests(t *testing.T) {
 			if res.TerminalCode != orch.CodeValidationFail || !strings.Contains(res.Reason, "invalid run request") {
 				t.Errorf("result %s %q, want VALIDATION_FAIL naming the invalid request", res.TerminalCode, res.Reason)
 			}
-			want := []string{"user_message.received", "run.finished", AuditPlanPersisted, AuditPlanProjected}
+			want := []string{"user_message.received", AuditPlanPersisted, "run.finished", AuditPlanProjected}
 			if got := auditNames(outs); len(outs) != 5 || !slices.Equal(got, want) {
 				t.Errorf("outputs %v, want the %v audits and the result only", types(outs), want)
 			}

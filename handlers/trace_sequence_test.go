@@ -46,7 +46,7 @@ func TestTrace_TheExactEventSequenceOfARunWithOneReplan(t *testing.T) {
 		"model.called", "plan.proposed", "critic.plan_verified", "plan.revised", "step_3.started", "plan.persisted",
 		"skill.called", "model.called", "memory.written", "model.called", "subagent.finish", "step_3.complete", "critic.verdict",
 		"step_4.started", "skill.called", "model.called", "memory.written", "model.called", "subagent.finish", "step_4.complete", "critic.verdict",
-		"synthesis.started", "model.called", "session.updated", "run.finished", "plan.persisted",
+		"synthesis.started", "model.called", "session.updated", "plan.persisted", "run.finished",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("trace:\n%s\nwant:\n%s", strings.Join(got, " "), strings.Join(want, " "))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbus/agentbus/tracing"
 	"sync"
 	"time"
 
@@ -148,6 +149,7 @@ func (c *Client) Submit(ctx context.Context, req orch.RunRequest) (*Pending, err
 	}
 	ev, err := events.New(req.RunID, events.TypeRunRequested, events.Meta{
 		Tenant: req.TenantID, Session: req.SessionID, Run: req.RunID, SourceProcess: c.cfg.Source,
+		TraceParent: tracing.TraceParent(ctx), // the caller's span, if any, is the run's root
 	}, req)
 	if err == nil {
 		err = events.Publish(ctx, c.js, ev)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbus/agentbus/tracing"
 	"net/url"
 	"strings"
 
@@ -81,8 +82,15 @@ func (c *Client) callTool(ctx context.Context, tenant, name string, args any, id
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
+	meta := map[string]any{}
 	if idempotencyKey != "" {
-		req.Params.Meta = &mcp.Meta{AdditionalFields: map[string]any{MetaIdempotencyKey: idempotencyKey}}
+		meta[MetaIdempotencyKey] = idempotencyKey
+	}
+	if tp := tracing.TraceParent(ctx); tp != "" {
+		meta[MetaTraceParent] = tp // the W3C trace context, so the server's spans join the run's trace
+	}
+	if len(meta) > 0 {
+		req.Params.Meta = &mcp.Meta{AdditionalFields: meta}
 	}
 	var result *mcp.CallToolResult
 	err := c.withConn(ctx, tenant, func(cn *conn) error {

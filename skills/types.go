@@ -79,6 +79,10 @@ const PermissionDeniedMessage = "permission denied"
 // the caller's idempotency key.
 const MetaIdempotencyKey = "idempotency_key"
 
+// MetaTraceParent is the _meta field of a tools/call request that carries
+// the W3C trace context of the call's span.
+const MetaTraceParent = "traceparent"
+
 // Sentinel errors. Errors returned by this package wrap them with %w.
 var (
 	// ErrSkillNotFound reports a skill that is not in the tenant's catalog.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/agentbus/agentbus/tracing"
 	"os"
 	"strconv"
 	"strings"
@@ -184,6 +185,9 @@ func (m *ModelConfig) Open(ctx context.Context) (Models, error) {
 			return mod, nil
 		}
 		mod, err := provider.Open(ctx, spec, opts)
+		if err == nil && tracing.Enabled() {
+			mod = tracing.Model(mod)
+		}
 		opened[spec] = mod
 		return mod, err
 	}

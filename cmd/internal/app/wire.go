@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"github.com/agentbus/agentbus/tracing"
 	"os"
 	"time"
 
@@ -100,6 +101,8 @@ type Deps struct {
 	Models Models
 	// Embedder embeds what is written to memory and the memory queries.
 	Embedder store.Embedder
+	// stopTracing flushes the process's spans (tracing.Setup).
+	stopTracing func(context.Context) error
 }
 
 // Connect dials NATS (retrying until ctx ends), bootstraps the topology
@@ -107,6 +110,13 @@ type Deps struct {
 func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger) (*Deps, error) {
 	if err := CheckRoles(Roles); err != nil {
 		return nil, fmt.Errorf("roles: %w", err)
+	}
+	stopTracing, err := tracing.Setup(ctx, process)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	if tracing.Enabled() {
+		log.Info().Msg("exporting traces over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT)")
 	}
 	opts := []nats.Option{nats.Name("agentbus-" + process)}
 	if c.NATSUser != "" {
@@ -160,7 +170,8 @@ func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger)
 		nc.Close()
 		return nil, fmt.Errorf("embedder: %w", err)
 	}
-	return &Deps{Config: c, Log: log, NC: nc, JS: js, Store: st, Skills: sk, Models: models, Embedder: emb}, nil
+	return &Deps{Config: c, Log: log, NC: nc, JS: js, Store: st, Skills: sk, Models: models, Embedder: emb,
+		stopTracing: stopTracing}, nil
 }
 
 // retry calls fn until it succeeds or ctx ends, so a process may start
@@ -193,8 +204,13 @@ func retryValue[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	return v, err
 }
 
-// Close releases the connections.
+// Close releases the connections and flushes the process's spans.
 func (d *Deps) Close() {
+	if d.stopTracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = d.stopTracing(ctx)
+		cancel()
+	}
 	_ = d.Skills.Close()
 	_ = d.Store.Close()
 	d.NC.Close()
@@ -235,7 +251,11 @@ func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
 			return fmt.Errorf("%s consumer: %w", role, err)
 		}
 		log := d.Log.With().Str("role", role).Logger()
-		h = events.Chain(h, events.Recover(), handlers.Logging(log), events.Timeout(d.Config.HandleTimeout))
+		mw := []events.Middleware{events.Recover(), handlers.Logging(log), events.Timeout(d.Config.HandleTimeout)}
+		if tracing.Enabled() {
+			mw = append([]events.Middleware{tracing.Middleware(role)}, mw...)
+		}
+		h = events.Chain(h, mw...)
 		metrics.WatchConsumer(role, cons)
 		w, err := retryValue(ctx, func() (*events.Worker, error) {
 			return events.NewWorker(ctx, d.JS, cons, h, events.WorkerConfig{
