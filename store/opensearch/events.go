@@ -163,10 +163,7 @@ func (s *Store) Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, e
 		"query": obj{"bool": obj{"filter": filter}},
 		"sort":  []obj{{"ts": "asc"}, {"_index": "asc"}, {"_seq_no": "asc"}},
 	}
-	var params opensearchapi.SearchParams
-	if !strings.Contains(q.TenantID, ",") { // the routing parameter is a comma-separated list
-		params.Routing = []string{q.TenantID}
-	}
+	params := tenantRouting(q.TenantID)
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var out []store.Event
@@ -243,10 +240,7 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]store.Event, 
 		// _index and _seq_no make the order total, for search_after.
 		"sort": []obj{{"ts": "desc"}, {"event_id": "asc"}, {"_index": "asc"}, {"_seq_no": "asc"}},
 	}
-	var params opensearchapi.SearchParams
-	if !strings.Contains(q.TenantID, ",") { // the routing parameter is a comma-separated list
-		params.Routing = []string{q.TenantID}
-	}
+	params := tenantRouting(q.TenantID)
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var out []store.Event
@@ -311,4 +305,14 @@ func tsRange(since, until time.Time) obj {
 	}
 	rng["format"] = "epoch_millis"
 	return rng
+}
+
+// tenantRouting is the search parameters of a query of one tenant's
+// events: routed to the tenant's shard, as AppendEvents stores them.
+func tenantRouting(tenant string) opensearchapi.SearchParams {
+	var params opensearchapi.SearchParams
+	if !strings.Contains(tenant, ",") { // the routing parameter is a comma-separated list
+		params.Routing = []string{tenant}
+	}
+	return params
 }
