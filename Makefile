@@ -43,6 +43,7 @@ opensearch-stop:
 test: opensearch build
 	deploy/sandbox/setup.sh
 	deploy/mcp/setup.sh
+	deploy/mcp/conformance/setup.sh
 	deploy/browser/setup.sh
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/schema"
+	"github.com/agentbus/agentbus/skills"
 )
 
 // BucketGates holds the runs parked at a gate, keyed
@@ -288,7 +289,7 @@ func elicitAnswers(g orch.Gate, given map[int]json.RawMessage) (map[int]json.Raw
 		if !ok {
 			return nil, fmt.Errorf("%w: step %d asks %q; answer it (content)", ErrInvalidAnswer, act.Step, q.Message)
 		}
-		filled, err := withDefaults(q.Schema, content)
+		filled, err := skills.WithDefaults(q.Schema, content)
 		if err != nil {
 			return nil, fmt.Errorf("%w: step %d: %v", ErrInvalidAnswer, act.Step, err)
 		}
@@ -310,27 +311,3 @@ func elicitAnswers(g orch.Gate, given map[int]json.RawMessage) (map[int]json.Raw
 	return out, nil
 }
 
-// withDefaults returns content, a JSON object, with the default of every
-// property of the object schema s that it leaves out.
-func withDefaults(s, content json.RawMessage) (json.RawMessage, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(content, &obj); err != nil || obj == nil {
-		return nil, errors.New("the answer must be a JSON object")
-	}
-	var shape struct {
-		Properties map[string]struct {
-			Default json.RawMessage `json:"default"`
-		} `json:"properties"`
-	}
-	if len(s) > 0 {
-		if err := json.Unmarshal(s, &shape); err != nil {
-			return nil, fmt.Errorf("the question's schema does not parse: %v", err)
-		}
-	}
-	for name, p := range shape.Properties {
-		if _, set := obj[name]; !set && len(p.Default) > 0 {
-			obj[name] = p.Default
-		}
-	}
-	return json.Marshal(obj)
-}

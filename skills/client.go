@@ -101,6 +101,11 @@ type Config struct {
 	// plain modes). It is a cache, not state: an expired or failed list is
 	// fetched again. Default 30s.
 	ToolsTTL time.Duration
+
+	// ProtocolVersion, when set, is the MCP revision the client asks for
+	// (for example "2025-11-25"); by default the newest the client knows,
+	// falling back to what the server supports.
+	ProtocolVersion string
 }
 
 // Client calls skills on an MCP server: a Skill Service or, in plain mode,

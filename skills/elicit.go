@@ -60,6 +60,9 @@ func (e *ElicitationError) Unwrap() error { return ErrElicitation }
 // question beyond them is cancelled and recorded (Asked).
 type Elicitor struct {
 	answers []Answer
+	// Fallback, when set, answers a question none of the answers does:
+	// the content to accept with, or false to cancel as usual.
+	Fallback func(Elicitation) (json.RawMessage, bool)
 
 	mu    sync.Mutex
 	next  int
@@ -118,6 +121,14 @@ func (e *Elicitor) answer(p mcp.ElicitationParams) *mcp.ElicitationResult {
 		var content map[string]any
 		if json.Unmarshal(a.Content, &content) == nil {
 			return elicitResult(mcp.ElicitationResponseActionAccept, content)
+		}
+	}
+	if e.asked == nil && e.Fallback != nil {
+		if answer, ok := e.Fallback(q); ok {
+			var content map[string]any
+			if json.Unmarshal(answer, &content) == nil {
+				return elicitResult(mcp.ElicitationResponseActionAccept, content)
+			}
 		}
 	}
 	if e.asked == nil {
@@ -185,4 +196,31 @@ func (cn *conn) soleElicitor() *Elicitor {
 		return e
 	}
 	return nil
+}
+
+// WithDefaults returns content, a JSON object, with the default of every
+// property of the object schema s that it leaves out (SEP-1034: a client
+// accepting an elicitation fills in the defaults of what the user did not
+// answer).
+func WithDefaults(s, content json.RawMessage) (json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(content, &obj); err != nil || obj == nil {
+		return nil, errors.New("the answer must be a JSON object")
+	}
+	var shape struct {
+		Properties map[string]struct {
+			Default json.RawMessage `json:"default"`
+		} `json:"properties"`
+	}
+	if len(s) > 0 {
+		if err := json.Unmarshal(s, &shape); err != nil {
+			return nil, fmt.Errorf("the question's schema does not parse: %v", err)
+		}
+	}
+	for name, p := range shape.Properties {
+		if _, set := obj[name]; !set && len(p.Default) > 0 {
+			obj[name] = p.Default
+		}
+	}
+	return json.Marshal(obj)
 }

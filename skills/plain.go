@@ -40,6 +40,22 @@ func (c *Client) mode(ctx context.Context, tenant string) (string, []mcp.Tool, e
 	return ModePlain, tools, nil
 }
 
+// Tools returns the names of the tools the tenant's server lists
+// (tools/list, cached for Config.ToolsTTL).
+func (c *Client) Tools(ctx context.Context, tenant string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	tools, _, err := c.listTools(ctx, tenant, false)
+	if err != nil {
+		return nil, c.redact(ctx, fmt.Errorf("skills: tools/list for tenant %q: %w", tenant, err))
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names, nil
+}
+
 // isSkillService reports whether tools hold both discovery tools.
 func isSkillService(tools []mcp.Tool) bool {
 	var find, load bool

@@ -233,6 +233,7 @@ func (c *Client) connect(ctx context.Context, t target) (*conn, error) {
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: clientName, Version: clientVersion}
+	init.Params.ProtocolVersion = c.cfg.ProtocolVersion
 	if _, err := cn.mc.Initialize(ctx, init); err != nil {
 		_ = cn.mc.Close()
 		return nil, fmt.Errorf("skills: initialize session: %w", err)

@@ -40,6 +40,11 @@ func (c *Client) newTransport(t target) (transport.Interface, error) {
 			transport.WithHTTPBasicClient(c.httpClient),
 			transport.WithHTTPLogger(quiet),
 			transport.WithHTTPHeaderFunc(c.headers),
+			// The session's standalone GET stream: a server may send its
+			// requests there (an elicitation from a tool that does not tie
+			// it to the call's stream). A server without one answers 405
+			// and the client stops asking.
+			transport.WithContinuousListening(),
 		)
 	}
 }

