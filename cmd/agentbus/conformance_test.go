@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/agentbus/agentbus/skills/demo"
 )
 
 // conformanceSetup installs the MCP conformance suite and its Node.
@@ -41,51 +44,72 @@ func conformanceSuite(t *testing.T) (node, suite string) {
 // delay with Last-Event-ID (SEP-1699). Every check must pass: no failure,
 // no warning.
 func TestMCPConformance_ClientScenarios(t *testing.T) {
-	node, suite := conformanceSuite(t)
 	client := filepath.Join(binaries(t), "agentbus") + " mcp-conformance-client"
 	for _, scenario := range []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"} {
 		t.Run(scenario, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, node, suite, "client", "--command", client, "--scenario", scenario,
-				"--output-dir", filepath.Join(dir, "results"))
-			cmd.Dir = dir
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("the suite failed (%v):\n%s", err, out)
-			}
-			results, _ := filepath.Glob(filepath.Join(dir, "results", "*", "checks.json"))
-			if len(results) == 0 {
-				results, _ = filepath.Glob(filepath.Join(dir, "results", "checks.json"))
-			}
-			if len(results) != 1 {
-				t.Fatalf("want one checks.json, found %v:\n%s", results, out)
-			}
-			b, err := os.ReadFile(results[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			var checks []struct {
-				ID, Status, ErrorMessage string
-			}
-			if err := json.Unmarshal(b, &checks); err != nil {
-				t.Fatal(err)
-			}
-			passed := 0
-			for _, c := range checks {
-				switch c.Status {
-				case "SUCCESS":
-					passed++
-				case "INFO":
-				default:
-					t.Errorf("check %s: %s %s", c.ID, c.Status, c.ErrorMessage)
-				}
-			}
-			if passed == 0 {
-				t.Errorf("no check passed:\n%s", out)
-			}
+			runConformanceSuite(t, "client", "--command", client, "--scenario", scenario)
 		})
+	}
+}
+
+// TestMCPConformance_DemoSkillServiceServerScenarios runs the suite's
+// server scenarios that apply to a Skill Service against the demo one:
+// the initialize handshake, ping, tools/list and the DNS-rebinding
+// protection of a server on localhost.
+func TestMCPConformance_DemoSkillServiceServerScenarios(t *testing.T) {
+	srv := httptest.NewServer(demo.NewService(demo.Config{}).Handler())
+	t.Cleanup(srv.Close)
+	for _, scenario := range []string{"server-initialize", "ping", "tools-list", "dns-rebinding-protection"} {
+		t.Run(scenario, func(t *testing.T) {
+			t.Parallel()
+			runConformanceSuite(t, "server", "--url", srv.URL+"/tenants/demo/mcp", "--scenario", scenario)
+		})
+	}
+}
+
+// runConformanceSuite runs the suite with args and requires every check
+// it records to pass: no failure, no warning.
+func runConformanceSuite(t *testing.T, args ...string) {
+	t.Helper()
+	node, suite := conformanceSuite(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append(append([]string{suite}, args...), "--output-dir", filepath.Join(dir, "results"))...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the suite failed (%v):\n%s", err, out)
+	}
+	results, _ := filepath.Glob(filepath.Join(dir, "results", "*", "checks.json"))
+	if len(results) == 0 {
+		results, _ = filepath.Glob(filepath.Join(dir, "results", "checks.json"))
+	}
+	if len(results) != 1 {
+		t.Fatalf("want one checks.json, found %v:\n%s", results, out)
+	}
+	b, err := os.ReadFile(results[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checks []struct {
+		ID, Status, ErrorMessage string
+	}
+	if err := json.Unmarshal(b, &checks); err != nil {
+		t.Fatal(err)
+	}
+	passed := 0
+	for _, c := range checks {
+		switch c.Status {
+		case "SUCCESS":
+			passed++
+		case "INFO":
+		default:
+			t.Errorf("check %s: %s %s", c.ID, c.Status, c.ErrorMessage)
+		}
+	}
+	if passed == 0 {
+		t.Errorf("no check passed:\n%s", out)
 	}
 }
