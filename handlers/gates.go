@@ -310,4 +310,3 @@ func elicitAnswers(g orch.Gate, given map[int]json.RawMessage) (map[int]json.Raw
 	}
 	return out, nil
 }
-

@@ -102,6 +102,12 @@ type Config struct {
 	// fetched again. Default 30s.
 	ToolsTTL time.Duration
 
+	// OAuth, when set, authenticates the client to an HTTP server that
+	// asks for a bearer token (401): the client_credentials grant, with
+	// the authorization server the server's metadata names (see
+	// oauth.go). Its secrets never appear in an error.
+	OAuth *ClientCredentials
+
 	// ProtocolVersion, when set, is the MCP revision the client asks for
 	// (for example "2025-11-25"); by default the newest the client knows,
 	// falling back to what the server supports.
@@ -223,9 +229,19 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	cfg.Command = append([]string(nil), cfg.Command...)
 	cfg.Env = append([]string(nil), cfg.Env...)
+	var base http.RoundTripper = http.DefaultTransport
+	if o := cfg.OAuth; o != nil {
+		if cfg.Transport == TransportStdio {
+			return nil, fmt.Errorf("%w: OAuth is for the HTTP transports", ErrInvalidConfig)
+		}
+		if o.ClientID == "" || (o.ClientSecret == "") == (len(o.PrivateKeyPEM) == 0) {
+			return nil, fmt.Errorf("%w: OAuth needs a client id and either a client secret or a private key", ErrInvalidConfig)
+		}
+		base = newOAuthTransport(base, o)
+	}
 	return &Client{
 		cfg:        cfg,
-		httpClient: &http.Client{Transport: refusalTransport{base: http.DefaultTransport}},
+		httpClient: &http.Client{Transport: refusalTransport{base: base}},
 		sessions:   make(map[string]*session),
 	}, nil
 }

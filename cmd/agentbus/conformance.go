@@ -35,8 +35,9 @@ func conformanceClient(args []string) int {
 
 The client the MCP conformance suite runs: the scenario comes from
 MCP_CONFORMANCE_SCENARIO (initialize, tools_call,
-elicitation-sep1034-client-defaults, sse-retry), the server URL is the last
-argument. deploy/mcp/conformance/setup.sh installs the suite.
+elicitation-sep1034-client-defaults, sse-retry, auth/client-credentials-basic,
+auth/client-credentials-jwt; credentials in MCP_CONFORMANCE_CONTEXT), the
+server URL is the last argument. deploy/mcp/conformance/setup.sh installs the suite.
 
 Flags:
 `)
@@ -58,8 +59,25 @@ Flags:
 }
 
 func runConformance(ctx context.Context, scenario, url string) error {
-	c, err := skills.NewClient(skills.Config{URL: url, Mode: skills.ModePlain, ProtocolVersion: conformanceProtocol,
-		Timeout: 15 * time.Second})
+	cfg := skills.Config{URL: url, Mode: skills.ModePlain, ProtocolVersion: conformanceProtocol, Timeout: 15 * time.Second}
+	if raw := os.Getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
+		// The scenario's credentials: a client secret, or a private key
+		// that signs a private_key_jwt assertion.
+		var sc struct {
+			ClientID      string `json:"client_id"`
+			ClientSecret  string `json:"client_secret"`
+			PrivateKeyPEM string `json:"private_key_pem"`
+			Algorithm     string `json:"signing_algorithm"`
+		}
+		if err := json.Unmarshal([]byte(raw), &sc); err != nil {
+			return fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
+		}
+		if sc.ClientID != "" {
+			cfg.OAuth = &skills.ClientCredentials{ClientID: sc.ClientID, ClientSecret: sc.ClientSecret,
+				PrivateKeyPEM: []byte(sc.PrivateKeyPEM), Algorithm: sc.Algorithm}
+		}
+	}
+	c, err := skills.NewClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -92,6 +110,8 @@ func runConformance(ctx context.Context, scenario, url string) error {
 		return call("test_client_elicitation_defaults", map[string]any{})
 	case "sse-retry":
 		return call("test_reconnection", map[string]any{})
+	case "auth/client-credentials-basic", "auth/client-credentials-jwt":
+		return call("test-tool", map[string]any{})
 	case "":
 		return errors.New("MCP_CONFORMANCE_SCENARIO is not set")
 	default:

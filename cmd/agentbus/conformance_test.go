@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -41,11 +42,13 @@ func conformanceSuite(t *testing.T) (node, suite string) {
 // the planner and the executor use): the initialize handshake, a tool
 // call, an elicitation accepted with its schema's defaults (SEP-1034), and
 // a tool call whose stream the server drops, resumed after the SSE retry
-// delay with Last-Event-ID (SEP-1699). Every check must pass: no failure,
-// no warning.
+// delay with Last-Event-ID (SEP-1699), and OAuth client credentials
+// (SEP-1046) with client_secret_basic and with a private_key_jwt
+// assertion. Every check must pass: no failure, no warning.
 func TestMCPConformance_ClientScenarios(t *testing.T) {
 	client := filepath.Join(binaries(t), "agentbus") + " mcp-conformance-client"
-	for _, scenario := range []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"} {
+	for _, scenario := range []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry",
+		"auth/client-credentials-basic", "auth/client-credentials-jwt"} {
 		t.Run(scenario, func(t *testing.T) {
 			t.Parallel()
 			runConformanceSuite(t, "client", "--command", client, "--scenario", scenario)
@@ -82,10 +85,13 @@ func runConformanceSuite(t *testing.T, args ...string) {
 	if err != nil {
 		t.Fatalf("the suite failed (%v):\n%s", err, out)
 	}
-	results, _ := filepath.Glob(filepath.Join(dir, "results", "*", "checks.json"))
-	if len(results) == 0 {
-		results, _ = filepath.Glob(filepath.Join(dir, "results", "checks.json"))
-	}
+	var results []string // results/<scenario>-<time>/checks.json; a scenario's "/" nests it deeper
+	_ = filepath.WalkDir(filepath.Join(dir, "results"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == "checks.json" {
+			results = append(results, path)
+		}
+		return nil
+	})
 	if len(results) != 1 {
 		t.Fatalf("want one checks.json, found %v:\n%s", results, out)
 	}

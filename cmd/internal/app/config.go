@@ -31,8 +31,15 @@ type Config struct {
 	SkillTransport  string // streamable-http (default), sse or stdio
 	SkillMode       string // auto (default), skill-service or plain
 	SkillCommand    string // stdio server command line: words split on spaces, or a JSON array
-	SandboxUnsafe   bool   // run extraction scripts without isolation (development only)
-	SkillTimeout    time.Duration
+	// SkillOAuthClientID, with the secret (environment only) or a private
+	// key file, authenticates to a Skill Service that requires OAuth
+	// client credentials.
+	SkillOAuthClientID string
+	skillOAuthSecret   string
+	SkillOAuthKeyFile  string
+	SkillOAuthScopes   string
+	SandboxUnsafe      bool // run extraction scripts without isolation (development only)
+	SkillTimeout       time.Duration
 	// BreakerFailures and BreakerCooldown configure each skill's circuit
 	// breaker; RepeatCallLimit bounds identical calls in a step;
 	// ContextTokens is a step's context budget.
@@ -81,6 +88,13 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 		"MCP transport to the skills: streamable-http, sse or stdio (env SKILL_TRANSPORT)")
 	fs.StringVar(&c.SkillMode, "skill-mode", env("SKILL_MODE", skills.ModeAuto),
 		"auto, skill-service (find_relevant_skills/load_skill) or plain (any MCP server's tools) (env SKILL_MODE)")
+	fs.StringVar(&c.SkillOAuthClientID, "skill-oauth-client-id", env("SKILL_OAUTH_CLIENT_ID", ""),
+		"OAuth client id for a Skill Service that requires client credentials; the secret is read from env SKILL_OAUTH_CLIENT_SECRET only (env SKILL_OAUTH_CLIENT_ID)")
+	c.skillOAuthSecret = os.Getenv("SKILL_OAUTH_CLIENT_SECRET") // secrets come from the environment only
+	fs.StringVar(&c.SkillOAuthKeyFile, "skill-oauth-key-file", env("SKILL_OAUTH_KEY_FILE", ""),
+		"PEM private key that signs a private_key_jwt assertion instead of a client secret (env SKILL_OAUTH_KEY_FILE)")
+	fs.StringVar(&c.SkillOAuthScopes, "skill-oauth-scopes", env("SKILL_OAUTH_SCOPES", ""),
+		"scopes to ask for when the Skill Service's challenge and metadata name none, space-separated (env SKILL_OAUTH_SCOPES)")
 	fs.StringVar(&c.SkillCommand, "skill-command", env("SKILL_COMMAND", ""),
 		"stdio MCP server command line, split on spaces or a JSON array; one server serves every tenant (env SKILL_COMMAND)")
 	fs.DurationVar(&c.SkillTimeout, "skill-timeout", envDuration("SKILL_TIMEOUT", handlers.DefaultSkillTimeout),
@@ -170,6 +184,18 @@ func (c *Config) SkillsConfig() (skills.Config, error) {
 	case "", skills.ModeAuto, skills.ModeSkillService, skills.ModePlain:
 	default:
 		return sc, fmt.Errorf("SKILL_MODE %q is not supported (use auto, skill-service or plain)", c.SkillMode)
+	}
+	if c.SkillOAuthClientID != "" {
+		cc := &skills.ClientCredentials{ClientID: c.SkillOAuthClientID, ClientSecret: c.skillOAuthSecret,
+			Scopes: strings.Fields(c.SkillOAuthScopes)}
+		if c.SkillOAuthKeyFile != "" {
+			key, err := os.ReadFile(c.SkillOAuthKeyFile)
+			if err != nil {
+				return sc, fmt.Errorf("SKILL_OAUTH_KEY_FILE: %w", err)
+			}
+			cc.PrivateKeyPEM = key
+		}
+		sc.OAuth = cc
 	}
 	if _, err := skills.NewClient(sc); err != nil { // validation only: a Client holds nothing until used
 		return sc, err
