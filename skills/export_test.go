@@ -2,6 +2,7 @@ package skills
 
 import (
 	"context"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -19,4 +20,9 @@ func StopStdioServer(c *Client) {
 	cn := c.sessions[TransportStdio].conn
 	c.mu.Unlock()
 	_ = cn.mc.Close()
+}
+
+// SetOAuthClock sets the clock of c's OAuth tokens.
+func SetOAuthClock(c *Client, now func() time.Time) {
+	c.httpClient.Transport.(refusalTransport).base.(*oauthTransport).now = now
 }
