@@ -107,6 +107,9 @@ type Config struct {
 	// the authorization server the server's metadata names (see
 	// oauth.go). Its secrets never appear in an error.
 	OAuth *ClientCredentials
+	// OAuthByTenant are credentials of tenants of their own (with "*" the
+	// default of the others), in place of OAuth.
+	OAuthByTenant map[string]*ClientCredentials
 
 	// ProtocolVersion, when set, is the MCP revision the client asks for
 	// (for example "2025-11-25"); by default the newest the client knows,
@@ -230,14 +233,20 @@ func NewClient(cfg Config) (*Client, error) {
 	cfg.Command = append([]string(nil), cfg.Command...)
 	cfg.Env = append([]string(nil), cfg.Env...)
 	var base http.RoundTripper = http.DefaultTransport
-	if o := cfg.OAuth; o != nil {
+	if cfg.OAuth != nil || len(cfg.OAuthByTenant) > 0 {
 		if cfg.Transport == TransportStdio {
 			return nil, fmt.Errorf("%w: OAuth is for the HTTP transports", ErrInvalidConfig)
 		}
-		if o.ClientID == "" || (o.ClientSecret == "") == (len(o.PrivateKeyPEM) == 0) {
-			return nil, fmt.Errorf("%w: OAuth needs a client id and either a client secret or a private key", ErrInvalidConfig)
+		all := []*ClientCredentials{cfg.OAuth}
+		for _, c := range cfg.OAuthByTenant {
+			all = append(all, c)
 		}
-		base = newOAuthTransport(base, o)
+		for _, o := range all {
+			if o != nil && (o.ClientID == "" || (o.ClientSecret == "") == (len(o.PrivateKeyPEM) == 0)) {
+				return nil, fmt.Errorf("%w: OAuth needs a client id and either a client secret or a private key", ErrInvalidConfig)
+			}
+		}
+		base = newOAuthTransport(base, credentialsFor(cfg.OAuth, cfg.OAuthByTenant))
 	}
 	return &Client{
 		cfg:        cfg,

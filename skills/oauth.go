@@ -60,15 +60,42 @@ var ErrOAuth = errors.New("skills: oauth")
 // quarter of its lifetime for a shorter-lived one).
 const tokenMargin = 30 * time.Second
 
-// oauthTransport adds the bearer token of ClientCredentials to every
-// request, fetching it when the server asks (401).
+// oauthTransport adds the bearer token of the request's tenant's
+// ClientCredentials to every request, fetching it when the server asks
+// (401). A tenant without credentials is sent as is.
 type oauthTransport struct {
 	base  http.RoundTripper
-	creds *ClientCredentials
+	creds func(tenant string) *ClientCredentials
 	now   func() time.Time
 
 	mu     sync.Mutex
-	tokens map[string]*bearer // by resource key (scheme, host, path)
+	tokens map[string]*bearer // by tenant and resource (scheme, host, path)
+}
+
+type tenantKey struct{}
+
+// withTenant returns ctx naming the tenant its HTTP requests are made for.
+func withTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+func tenantFrom(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
+}
+
+// credentialsFor returns the credentials of tenant in byTenant, else the
+// "*" entry, else def.
+func credentialsFor(def *ClientCredentials, byTenant map[string]*ClientCredentials) func(string) *ClientCredentials {
+	return func(tenant string) *ClientCredentials {
+		if c := byTenant[tenant]; c != nil {
+			return c
+		}
+		if c := byTenant["*"]; c != nil {
+			return c
+		}
+		return def
+	}
 }
 
 type bearer struct {
@@ -77,11 +104,14 @@ type bearer struct {
 	margin  time.Duration // fetched again this long before it expires
 }
 
-func newOAuthTransport(base http.RoundTripper, creds *ClientCredentials) *oauthTransport {
+func newOAuthTransport(base http.RoundTripper, creds func(string) *ClientCredentials) *oauthTransport {
 	return &oauthTransport{base: base, creds: creds, now: time.Now, tokens: map[string]*bearer{}}
 }
 
 func resourceKey(u *url.URL) string { return u.Scheme + "://" + u.Host + u.Path }
+
+// tokenKey keys a token by its tenant and resource.
+func tokenKey(tenant string, u *url.URL) string { return tenant + "\x00" + resourceKey(u) }
 
 func (t *oauthTransport) token(key string) string {
 	t.mu.Lock()
@@ -94,7 +124,12 @@ func (t *oauthTransport) token(key string) string {
 }
 
 func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	key := resourceKey(req.URL)
+	tenant := tenantFrom(req.Context())
+	creds := t.creds(tenant)
+	if creds == nil {
+		return t.base.RoundTrip(req)
+	}
+	key := tokenKey(tenant, req.URL)
 	tok := t.token(key)
 	if tok == "" && req.Header.Get("Authorization") == "" {
 		// A token that expired is fetched before the request, not after
@@ -103,7 +138,7 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		known := t.tokens[key] != nil
 		t.mu.Unlock()
 		if known {
-			if err := t.fetch(req.Context(), req.URL, ""); err != nil {
+			if err := t.fetch(req.Context(), creds, key, req.URL, ""); err != nil {
 				return nil, err
 			}
 			tok = t.token(key)
@@ -119,7 +154,7 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	challenge := resp.Header.Get("WWW-Authenticate")
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
-	if err := t.fetch(req.Context(), req.URL, challenge); err != nil {
+	if err := t.fetch(req.Context(), creds, key, req.URL, challenge); err != nil {
 		return nil, err
 	}
 	retry := req.Clone(req.Context())
@@ -141,8 +176,9 @@ func withBearer(req *http.Request, token string) *http.Request {
 }
 
 // fetch discovers the authorization server of the resource at u (from the
-// challenge, else the well-known metadata) and stores a new token for it.
-func (t *oauthTransport) fetch(ctx context.Context, u *url.URL, challenge string) error {
+// challenge, else the well-known metadata) and stores a new token for it
+// under key, got with creds.
+func (t *oauthTransport) fetch(ctx context.Context, creds *ClientCredentials, key string, u *url.URL, challenge string) error {
 	params := challengeParams(challenge)
 	prmURLs := []string{}
 	if v := params["resource_metadata"]; v != "" {
@@ -199,7 +235,7 @@ func (t *oauthTransport) fetch(ctx context.Context, u *url.URL, challenge string
 	form.Set("resource", resource)
 	scope := params["scope"]
 	if scope == "" {
-		scope = strings.Join(cmpSlice(prm.ScopesSupported, t.creds.Scopes), " ")
+		scope = strings.Join(cmpSlice(prm.ScopesSupported, creds.Scopes), " ")
 	}
 	if scope != "" {
 		form.Set("scope", scope)
@@ -209,7 +245,7 @@ func (t *oauthTransport) fetch(ctx context.Context, u *url.URL, challenge string
 		return fmt.Errorf("%w: token endpoint: %v", ErrOAuth, err)
 	}
 	audience := cmp.Or(asm.Issuer, prm.AuthorizationServers[0])
-	if err := t.authenticate(req, form, asm.AuthMethods, asm.SigningAlgs, audience); err != nil {
+	if err := authenticate(creds, req, form, asm.AuthMethods, asm.SigningAlgs, audience, t.now()); err != nil {
 		return err
 	}
 	req.Body = io.NopCloser(strings.NewReader(form.Encode()))
@@ -240,7 +276,7 @@ func (t *oauthTransport) fetch(ctx context.Context, u *url.URL, challenge string
 		b.expires, b.margin = t.now().Add(life), min(tokenMargin, life/4)
 	}
 	t.mu.Lock()
-	t.tokens[resourceKey(u)] = b
+	t.tokens[key] = b
 	t.mu.Unlock()
 	return nil
 }
@@ -249,10 +285,9 @@ func (t *oauthTransport) fetch(ctx context.Context, u *url.URL, challenge string
 // private_key_jwt assertion when the credentials hold a key, else the
 // secret in the Authorization header (client_secret_basic) unless the
 // server takes it only in the form (client_secret_post).
-func (t *oauthTransport) authenticate(req *http.Request, form url.Values, methods, algs []string, audience string) error {
-	c := t.creds
+func authenticate(c *ClientCredentials, req *http.Request, form url.Values, methods, algs []string, audience string, now time.Time) error {
 	if len(c.PrivateKeyPEM) > 0 {
-		assertion, err := clientAssertion(c, algs, audience, t.now())
+		assertion, err := clientAssertion(c, algs, audience, now)
 		if err != nil {
 			return err
 		}

@@ -81,3 +81,33 @@ func TestOAuth_ClientCredentialsTokenFetchedReusedRefreshed(t *testing.T) {
 		t.Fatalf("wrong secret: %v", err)
 	}
 }
+
+// Each tenant authenticates with its own credentials ("*" for the
+// others); a tenant with none is refused as the server refuses it.
+func TestOAuth_CredentialsPerTenant(t *testing.T) {
+	s := server.NewMCPServer("protected", "1.0.0", server.WithToolCapabilities(false))
+	s.AddTool(mcp.NewTool("whoami", mcp.WithDescription("Say who called")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("ok"), nil
+	})
+	as := oauthtest.Start(t, &oauthtest.Server{Life: time.Hour, Clients: map[string]string{"acme-client": "acme-secret", "shared-client": "shared-secret"}},
+		server.NewStreamableHTTPServer(s, server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler))))
+	cfg := skills.Config{URL: as.ResourceURL + "/tenants/{tenant}/mcp", Mode: skills.ModePlain, OAuthByTenant: map[string]*skills.ClientCredentials{
+		"acme": {ClientID: "acme-client", ClientSecret: "acme-secret"},
+		"*":    {ClientID: "shared-client", ClientSecret: "shared-secret"},
+	}}
+	c := newClient(t, cfg)
+	ctx := context.Background()
+	for _, tenant := range []string{"acme", "beta", "gamma"} {
+		if _, err := c.Call(ctx, tenant, "whoami", nil, ""); err != nil {
+			t.Fatalf("%s: %v", tenant, err)
+		}
+	}
+	if a, sh := as.GrantsTo("acme-client"), as.GrantsTo("shared-client"); a != 1 || sh != 2 {
+		t.Fatalf("grants: acme-client %d, shared-client %d; want acme's own and one per other tenant's resource", a, sh)
+	}
+	delete(cfg.OAuthByTenant, "*")
+	only := newClient(t, cfg)
+	if _, err := only.Call(ctx, "beta", "whoami", nil, ""); !errors.Is(err, skills.ErrPermissionDenied) {
+		t.Fatalf("a tenant without credentials: %v, want the server's refusal", err)
+	}
+}

@@ -72,7 +72,7 @@ func isSkillService(tools []mcp.Tool) bool {
 // is per API key, as a server may scope its tools by key.
 func (c *Client) listTools(ctx context.Context, tenant string, refresh bool) (tools []mcp.Tool, fetched bool, err error) {
 	id := keyID(c.apiKey(ctx))
-	err = c.withConn(ctx, tenant, func(cn *conn) error {
+	err = c.withConn(ctx, tenant, func(ctx context.Context, cn *conn) error {
 		cn.mu.Lock()
 		cached, ok := cn.tools[id]
 		cn.mu.Unlock()

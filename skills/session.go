@@ -20,6 +20,7 @@ import (
 type target struct {
 	endpoint string
 	session  string
+	tenant   string
 }
 
 // resolve validates tenant and returns its target. Streamable HTTP shares
@@ -32,29 +33,31 @@ func (c *Client) resolve(ctx context.Context, tenant string) (target, error) {
 	}
 	switch c.cfg.Transport {
 	case TransportStdio:
-		return target{session: TransportStdio}, nil
+		return target{session: TransportStdio, tenant: tenant}, nil
 	case TransportSSE:
 		endpoint := strings.ReplaceAll(c.cfg.URL, TenantPlaceholder, url.PathEscape(tenant))
-		return target{endpoint: endpoint, session: endpoint + " " + keyID(c.apiKey(ctx))}, nil
+		return target{endpoint: endpoint, session: endpoint + " " + keyID(c.apiKey(ctx)), tenant: tenant}, nil
 	default:
 		endpoint := strings.ReplaceAll(c.cfg.URL, TenantPlaceholder, url.PathEscape(tenant))
-		return target{endpoint: endpoint, session: endpoint}, nil
+		return target{endpoint: endpoint, session: endpoint, tenant: tenant}, nil
 	}
 }
 
-// withConn runs fn on the tenant's connection. A transport failure
+// withConn runs fn on the tenant's connection, with ctx naming the tenant
+// (whose OAuth credentials its requests carry). A transport failure
 // discards the connection and runs fn once more on a fresh one.
-func (c *Client) withConn(ctx context.Context, tenant string, fn func(*conn) error) error {
+func (c *Client) withConn(ctx context.Context, tenant string, fn func(context.Context, *conn) error) error {
 	t, err := c.resolve(ctx, tenant)
 	if err != nil {
 		return err
 	}
+	ctx = withTenant(ctx, tenant) // the HTTP requests' OAuth credentials are the tenant's
 	for attempt := 0; ; attempt++ {
 		cn, err := c.conn(ctx, t)
 		if err != nil {
 			return err
 		}
-		err = fn(cn)
+		err = fn(ctx, cn)
 		if err == nil {
 			return nil
 		}
@@ -93,7 +96,7 @@ func (c *Client) callTool(ctx context.Context, tenant, name string, args any, id
 		req.Params.Meta = &mcp.Meta{AdditionalFields: meta}
 	}
 	var result *mcp.CallToolResult
-	err := c.withConn(ctx, tenant, func(cn *conn) error {
+	err := c.withConn(ctx, tenant, func(ctx context.Context, cn *conn) error {
 		defer cn.track(elicitorFrom(ctx))()
 		var err error
 		result, err = cn.mc.CallTool(ctx, req)
@@ -227,7 +230,7 @@ func (c *Client) connect(ctx context.Context, t target) (*conn, error) {
 	}
 	cn.mc = mcpclient.NewClient(trans, opts...)
 	cn.mc.OnConnectionLost(cn.markLost)
-	if err := c.start(ctx, cn.mc); err != nil {
+	if err := c.start(withTenant(ctx, t.tenant), cn.mc); err != nil {
 		_ = cn.mc.Close()
 		return nil, fmt.Errorf("skills: start session: %w", err)
 	}
@@ -246,7 +249,7 @@ func (c *Client) connect(ctx context.Context, t target) (*conn, error) {
 // not cancelled with the call (it carries only the call's API key, for the
 // SSE stream's request); the call's context bounds the wait.
 func (c *Client) start(ctx context.Context, mc *mcpclient.Client) error {
-	startCtx := WithAPIKey(context.Background(), c.apiKey(ctx))
+	startCtx := withTenant(WithAPIKey(context.Background(), c.apiKey(ctx)), tenantFrom(ctx))
 	done := make(chan error, 1)
 	go func() { done <- mc.Start(startCtx) }()
 	select {

@@ -18,8 +18,10 @@ import (
 // Server is the pair. Its tokens live Life; Now is its clock.
 type Server struct {
 	ClientID, ClientSecret string
-	Life                   time.Duration
-	Now                    func() time.Time
+	// Clients are more clients, by id: their secrets.
+	Clients map[string]string
+	Life    time.Duration
+	Now     func() time.Time
 	// Scopes, when set, are named in the resource's challenge.
 	Scopes []string
 
@@ -31,6 +33,7 @@ type Server struct {
 	issued  map[string]time.Time
 	revoked map[string]bool
 	grants  int
+	byID    map[string]int
 	expired int
 	asked   []string
 }
@@ -41,7 +44,7 @@ func Start(t testing.TB, s *Server, mcp http.Handler) *Server {
 	if s.Now == nil {
 		s.Now = time.Now
 	}
-	s.issued, s.revoked = map[string]time.Time{}, map[string]bool{}
+	s.issued, s.revoked, s.byID = map[string]time.Time{}, map[string]bool{}, map[string]int{}
 	as := httptest.NewServer(http.HandlerFunc(s.authorize))
 	t.Cleanup(as.Close)
 	s.AuthURL = as.URL
@@ -59,7 +62,8 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && r.URL.Path == "/token":
 		_ = r.ParseForm()
 		id, secret, ok := r.BasicAuth()
-		if !ok || id != s.ClientID || secret != s.ClientSecret || r.Form.Get("grant_type") != "client_credentials" ||
+		known := id == s.ClientID && secret == s.ClientSecret || s.Clients[id] != "" && s.Clients[id] == secret
+		if !ok || !known || r.Form.Get("grant_type") != "client_credentials" ||
 			!strings.HasPrefix(r.Form.Get("resource"), s.ResourceURL) {
 			w.WriteHeader(http.StatusUnauthorized)
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_client"})
@@ -67,6 +71,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Lock()
 		s.grants++
+		s.byID[id]++
 		tok := fmt.Sprintf("tok-%d", s.grants)
 		s.issued[tok] = s.Now().Add(s.Life)
 		s.asked = append(s.asked, r.Form.Get("scope"))
@@ -107,6 +112,13 @@ func (s *Server) Grants() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.grants
+}
+
+// GrantsTo counts the tokens granted to client id.
+func (s *Server) GrantsTo(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byID[id]
 }
 
 // ExpiredRefusals counts the requests refused for a token that had

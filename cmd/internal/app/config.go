@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -38,8 +39,10 @@ type Config struct {
 	skillOAuthSecret   string
 	SkillOAuthKeyFile  string
 	SkillOAuthScopes   string
-	SandboxUnsafe      bool // run extraction scripts without isolation (development only)
-	SkillTimeout       time.Duration
+	// SkillOAuthFile holds credentials per tenant (see oauthFile).
+	SkillOAuthFile string
+	SandboxUnsafe  bool // run extraction scripts without isolation (development only)
+	SkillTimeout   time.Duration
 	// BreakerFailures and BreakerCooldown configure each skill's circuit
 	// breaker; RepeatCallLimit bounds identical calls in a step;
 	// ContextTokens is a step's context budget.
@@ -93,6 +96,8 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 	c.skillOAuthSecret = os.Getenv("SKILL_OAUTH_CLIENT_SECRET") // secrets come from the environment only
 	fs.StringVar(&c.SkillOAuthKeyFile, "skill-oauth-key-file", env("SKILL_OAUTH_KEY_FILE", ""),
 		"PEM private key that signs a private_key_jwt assertion instead of a client secret (env SKILL_OAUTH_KEY_FILE)")
+	fs.StringVar(&c.SkillOAuthFile, "skill-oauth-credentials", env("SKILL_OAUTH_CREDENTIALS_FILE", ""),
+		`JSON file of OAuth client credentials per tenant ("*" for the others): {"acme": {"client_id": "...", "client_secret": "..." or "private_key_file": "...", "scopes": [...]}} (env SKILL_OAUTH_CREDENTIALS_FILE)`)
 	fs.StringVar(&c.SkillOAuthScopes, "skill-oauth-scopes", env("SKILL_OAUTH_SCOPES", ""),
 		"scopes to ask for when the Skill Service's challenge and metadata name none, space-separated (env SKILL_OAUTH_SCOPES)")
 	fs.StringVar(&c.SkillCommand, "skill-command", env("SKILL_COMMAND", ""),
@@ -197,6 +202,13 @@ func (c *Config) SkillsConfig() (skills.Config, error) {
 		}
 		sc.OAuth = cc
 	}
+	if c.SkillOAuthFile != "" {
+		byTenant, err := oauthFile(c.SkillOAuthFile)
+		if err != nil {
+			return sc, err
+		}
+		sc.OAuthByTenant = byTenant
+	}
 	if _, err := skills.NewClient(sc); err != nil { // validation only: a Client holds nothing until used
 		return sc, err
 	}
@@ -270,3 +282,41 @@ func envDuration(name string, def time.Duration) time.Duration {
 
 // Env returns the environment variable name, or def.
 func Env(name, def string) string { return env(name, def) }
+
+// oauthFile reads the OAuth client credentials per tenant of a
+// SKILL_OAUTH_CREDENTIALS_FILE: a JSON object from tenant ("*" for any
+// other) to {client_id, client_secret or private_key_file, scopes}. The
+// file holds secrets: keep it readable by the process only.
+func oauthFile(path string) (map[string]*skills.ClientCredentials, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("SKILL_OAUTH_CREDENTIALS_FILE: %w", err)
+	}
+	var entries map[string]struct {
+		ClientID       string   `json:"client_id"`
+		ClientSecret   string   `json:"client_secret"`
+		PrivateKeyFile string   `json:"private_key_file"`
+		Algorithm      string   `json:"signing_algorithm"`
+		Scopes         []string `json:"scopes"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&entries); err != nil {
+		// The decoder's message quotes no value of the file.
+		return nil, fmt.Errorf("SKILL_OAUTH_CREDENTIALS_FILE %s: %w", path, err)
+	}
+	out := make(map[string]*skills.ClientCredentials, len(entries))
+	for tenant, e := range entries {
+		if tenant != "*" && !skills.ValidTenant(tenant) {
+			return nil, fmt.Errorf("SKILL_OAUTH_CREDENTIALS_FILE: %q is not a tenant id", tenant)
+		}
+		cc := &skills.ClientCredentials{ClientID: e.ClientID, ClientSecret: e.ClientSecret, Algorithm: e.Algorithm, Scopes: e.Scopes}
+		if e.PrivateKeyFile != "" {
+			if cc.PrivateKeyPEM, err = os.ReadFile(e.PrivateKeyFile); err != nil {
+				return nil, fmt.Errorf("SKILL_OAUTH_CREDENTIALS_FILE: tenant %s: %w", tenant, err)
+			}
+		}
+		out[tenant] = cc
+	}
+	return out, nil
+}
