@@ -66,6 +66,11 @@ func (c *Client) withConn(ctx context.Context, tenant string, fn func(context.Co
 			// API keys may share): keep it and do not retry.
 			return err
 		}
+		if ctx.Err() != nil {
+			// The caller gave up (a cancelled run, a timeout): the
+			// connection is fine, and other calls share it.
+			return err
+		}
 		var terr *transport.Error
 		if errors.As(err, &terr) {
 			c.discard(t.session, cn)

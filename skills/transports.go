@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // stdioBaseEnv names the variables a stdio server inherits from this
@@ -23,20 +25,24 @@ func (c *Client) newTransport(t target) (transport.Interface, error) {
 	quiet := slog.New(slog.DiscardHandler)
 	switch c.cfg.Transport {
 	case TransportSSE:
-		return transport.NewSSE(t.endpoint,
+		sse, err := transport.NewSSE(t.endpoint,
 			transport.WithHTTPClient(c.httpClient),
 			transport.WithSSELogger(quiet),
 			transport.WithHeaderFunc(c.headers),
 			transport.WithEndpointTimeout(c.cfg.Timeout),
 			transport.WithResponseTimeout(c.cfg.Timeout),
 		)
+		if err != nil {
+			return nil, err
+		}
+		return cancellingSSE{sse}, nil
 	case TransportStdio:
 		return transport.NewStdioWithOptions(c.cfg.Command[0], c.cfg.Env, c.cfg.Command[1:],
 			transport.WithCommandFunc(stdioCommand),
 			transport.WithCommandLogger(quiet),
 		), nil
 	default:
-		return transport.NewStreamableHTTP(t.endpoint,
+		h, err := transport.NewStreamableHTTP(t.endpoint,
 			transport.WithHTTPBasicClient(c.httpClient),
 			transport.WithHTTPLogger(quiet),
 			transport.WithHTTPHeaderFunc(c.headers),
@@ -46,7 +52,54 @@ func (c *Client) newTransport(t target) (transport.Interface, error) {
 			// and the client stops asking.
 			transport.WithContinuousListening(),
 		)
+		if err != nil {
+			return nil, err
+		}
+		return cancellingHTTP{h}, nil
 	}
+}
+
+// The HTTP transports tell the server when the caller abandons a call: a
+// tools/call whose context ends (a cancelled run, a step's timeout) before
+// its answer is followed by notifications/cancelled naming its request,
+// so the server stops the work. (mcp-go sends it itself only over stdio;
+// stdio keeps that.) Embedding the transports keeps every interface they
+// implement.
+type cancellingHTTP struct{ *transport.StreamableHTTP }
+
+type cancellingSSE struct{ *transport.SSE }
+
+func (t cancellingHTTP) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	resp, err := t.StreamableHTTP.SendRequest(ctx, req)
+	notifyCancelled(ctx, err, req, t.StreamableHTTP)
+	return resp, err
+}
+
+func (t cancellingSSE) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	resp, err := t.SSE.SendRequest(ctx, req)
+	notifyCancelled(ctx, err, req, t.SSE)
+	return resp, err
+}
+
+// cancelNotifyTimeout bounds the sending of notifications/cancelled.
+const cancelNotifyTimeout = 5 * time.Second
+
+// notifyCancelled sends notifications/cancelled for req when its call
+// failed because ctx ended, off the caller's path (best effort).
+func notifyCancelled(ctx context.Context, err error, req transport.JSONRPCRequest, to transport.Interface) {
+	if err == nil || ctx.Err() == nil || req.Method != string(mcp.MethodToolsCall) {
+		return
+	}
+	n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
+		Method: string(mcp.MethodNotificationCancelled),
+		Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": req.ID, "reason": ctx.Err().Error()}},
+	}}
+	nctx := context.WithoutCancel(ctx)
+	go func() {
+		nctx, cancel := context.WithTimeout(nctx, cancelNotifyTimeout)
+		defer cancel()
+		_ = to.SendNotification(nctx, n)
+	}()
 }
 
 // stdioCommand builds the stdio server's process with a minimal inherited

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,12 @@ import (
 // skill, not of a discovery tool) the Skill Service receives, by name, as
 // the request arrives.
 func toolCalls(next http.Handler, calls chan<- string) http.Handler {
+	return watchCalls(next, calls, nil)
+}
+
+// watchCalls is toolCalls that also counts the notifications/cancelled
+// the service receives in cancelled.
+func watchCalls(next http.Handler, calls chan<- string, cancelled *atomic.Int32) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -37,6 +44,9 @@ func toolCalls(next http.Handler, calls chan<- string) http.Handler {
 			} `json:"params"`
 		}
 		discovery := []string{skills.ToolFindRelevantSkills, skills.ToolLoadSkill}
+		if json.Unmarshal(body, &rpc) == nil && rpc.Method == "notifications/cancelled" && cancelled != nil {
+			cancelled.Add(1)
+		}
 		if json.Unmarshal(body, &rpc) == nil && rpc.Method == "tools/call" && !slices.Contains(discovery, rpc.Params.Name) {
 			select {
 			case calls <- rpc.Params.Name:
@@ -51,16 +61,18 @@ func toolCalls(next http.Handler, calls chan<- string) http.Handler {
 // in a slow skill is cancelled over HTTP. Another tenant's cancel of it
 // answers 404 not_found and changes nothing; the tenant's own answers 202,
 // and the run ends USER_CANCEL well before the skill would have answered,
-// its skill call stopped (no effect), its second step never started, and
-// one run.finished stored.
+// its skill call stopped (no effect, and the Skill Service told with
+// notifications/cancelled), its second step never started, and one
+// run.finished stored.
 func TestCancelStopsRunBlockedInSlowSkill(t *testing.T) {
 	const latency = 60 * time.Second
 	svc := demo.NewService(demo.Config{Latency: latency})
 	calls := make(chan string, 16)
+	var cancelled atomic.Int32
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}, Skills: toolCalls(svc.Handler(), calls)})
+		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}, Skills: watchCalls(svc.Handler(), calls, &cancelled)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +151,8 @@ func TestCancelStopsRunBlockedInSlowSkill(t *testing.T) {
 	if n := svc.Calls(demo.SkillOutletList) + svc.Calls(demo.SkillEngagementAnalytics); n != 0 {
 		t.Errorf("%d skill calls took effect; the one in flight must have been stopped", n)
 	}
+	// The Skill Service was told: the abandoned call's notifications/cancelled.
+	eventually(t, 10*time.Second, "notifications/cancelled at the Skill Service", func() bool { return cancelled.Load() >= 1 })
 
 	plan, _ := finalPlan(t, s, "demo", planID)
 	if len(plan.Steps) != 2 || plan.Steps[0].Status != store.StepStatusFailed ||
