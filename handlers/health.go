@@ -315,31 +315,24 @@ func timeRange(r *http.Request, now time.Time, def time.Duration) (since, until 
 	if until, err = at("until"); err != nil {
 		return
 	}
+	end := cmp.Or(until, now) // the range's end, bounded or not
 	if v := params.Get("window"); v != "" {
 		d, perr := time.ParseDuration(v)
 		if perr != nil || d <= 0 || !since.IsZero() {
 			return since, until, fmt.Errorf("window must be a positive duration such as 1h, and not sent with since")
 		}
-		since = cmpTime(until, now).Add(-d)
+		since = end.Add(-d)
 	}
 	if since.IsZero() && def > 0 {
-		since = cmpTime(until, now).Add(-def)
+		since = end.Add(-def)
 	}
 	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
 		return since, until, fmt.Errorf("since must be before until")
 	}
-	if !since.IsZero() && cmpTime(until, now).Sub(since) > maxWindow {
+	if !since.IsZero() && end.Sub(since) > maxWindow {
 		return since, until, fmt.Errorf("the range is longer than %d days", int(maxWindow.Hours()/24))
 	}
 	return since, until, nil
-}
-
-// cmpTime is t, or def when t is zero.
-func cmpTime(t, def time.Time) time.Time {
-	if t.IsZero() {
-		return def
-	}
-	return t
 }
 
 // RunSummary is one finished run as GET /agent/runs lists it.

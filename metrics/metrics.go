@@ -190,10 +190,13 @@ func Observe(role string, ev event.Event) {
 	}
 }
 
-// payload decodes the payload of an audit event into v.
+// payload decodes the payload of an audit event (events.Audit) into v, a
+// pointer, in one pass over the event's data.
 func payload(ev event.Event, v any) bool {
-	var a events.Audit
-	return json.Unmarshal(ev.Data(), &a) == nil && len(a.Payload) > 0 && json.Unmarshal(a.Payload, v) == nil
+	a := struct {
+		Payload any `json:"payload"`
+	}{Payload: v} // a non-nil pointer in an interface is decoded into
+	return json.Unmarshal(ev.Data(), &a) == nil
 }
 
 // GateWait records how long a gate of kind waited for decision.

@@ -102,6 +102,14 @@ type bearer struct {
 	token   string
 	expires time.Time     // zero: no expiry given
 	margin  time.Duration // fetched again this long before it expires
+	from    grantTarget   // where it came from: its renewal is asked there
+}
+
+// grantTarget is what discovery found for a resource: where and how to
+// ask for its tokens.
+type grantTarget struct {
+	tokenEndpoint, audience, resource, scope string
+	authMethods, signingAlgs                 []string
 }
 
 func newOAuthTransport(base http.RoundTripper, creds func(string) *ClientCredentials) *oauthTransport {
@@ -132,13 +140,14 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	key := tokenKey(tenant, req.URL)
 	tok := t.token(key)
 	if tok == "" && req.Header.Get("Authorization") == "" {
-		// A token that expired is fetched before the request, not after
-		// a 401: only when the server has asked before is one known.
+		// A token that expired is renewed before the request, not after
+		// a 401, where the last one came from: only when the server has
+		// asked before is one known.
 		t.mu.Lock()
-		known := t.tokens[key] != nil
+		last := t.tokens[key]
 		t.mu.Unlock()
-		if known {
-			if err := t.fetch(req.Context(), creds, key, req.URL, ""); err != nil {
+		if last != nil {
+			if err := t.grant(req.Context(), creds, key, last.from); err != nil {
 				return nil, err
 			}
 			tok = t.token(key)
@@ -154,7 +163,11 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	challenge := resp.Header.Get("WWW-Authenticate")
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
-	if err := t.fetch(req.Context(), creds, key, req.URL, challenge); err != nil {
+	from, err := t.discover(req.Context(), creds, req.URL, challenge)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.grant(req.Context(), creds, key, from); err != nil {
 		return nil, err
 	}
 	retry := req.Clone(req.Context())
@@ -175,10 +188,10 @@ func withBearer(req *http.Request, token string) *http.Request {
 	return r
 }
 
-// fetch discovers the authorization server of the resource at u (from the
-// challenge, else the well-known metadata) and stores a new token for it
-// under key, got with creds.
-func (t *oauthTransport) fetch(ctx context.Context, creds *ClientCredentials, key string, u *url.URL, challenge string) error {
+// discover finds the authorization server of the resource at u (from the
+// challenge, else the well-known metadata), its token endpoint and how
+// creds ask it for a token.
+func (t *oauthTransport) discover(ctx context.Context, creds *ClientCredentials, u *url.URL, challenge string) (grantTarget, error) {
 	params := challengeParams(challenge)
 	prmURLs := []string{}
 	if v := params["resource_metadata"]; v != "" {
@@ -195,14 +208,14 @@ func (t *oauthTransport) fetch(ctx context.Context, creds *ClientCredentials, ke
 		ScopesSupported      []string `json:"scopes_supported"`
 	}
 	if err := t.firstJSON(ctx, prmURLs, &prm); err != nil {
-		return fmt.Errorf("%w: protected resource metadata of %s: %v", ErrOAuth, resourceKey(u), err)
+		return grantTarget{}, fmt.Errorf("%w: protected resource metadata of %s: %v", ErrOAuth, resourceKey(u), err)
 	}
 	if len(prm.AuthorizationServers) == 0 {
-		return fmt.Errorf("%w: the protected resource metadata of %s names no authorization server", ErrOAuth, resourceKey(u))
+		return grantTarget{}, fmt.Errorf("%w: the protected resource metadata of %s names no authorization server", ErrOAuth, resourceKey(u))
 	}
 	issuer, err := url.Parse(prm.AuthorizationServers[0])
 	if err != nil || issuer.Host == "" {
-		return fmt.Errorf("%w: authorization server %q is not a URL", ErrOAuth, prm.AuthorizationServers[0])
+		return grantTarget{}, fmt.Errorf("%w: authorization server %q is not a URL", ErrOAuth, prm.AuthorizationServers[0])
 	}
 	ipath := strings.TrimSuffix(issuer.Path, "/")
 	iorigin := issuer.Scheme + "://" + issuer.Host
@@ -219,33 +232,35 @@ func (t *oauthTransport) fetch(ctx context.Context, creds *ClientCredentials, ke
 		metaURLs = append(metaURLs, iorigin+ipath+"/.well-known/openid-configuration")
 	}
 	if err := t.firstJSON(ctx, metaURLs, &asm); err != nil {
-		return fmt.Errorf("%w: authorization server metadata of %s: %v", ErrOAuth, prm.AuthorizationServers[0], err)
+		return grantTarget{}, fmt.Errorf("%w: authorization server metadata of %s: %v", ErrOAuth, prm.AuthorizationServers[0], err)
 	}
 	if asm.TokenEndpoint == "" {
-		return fmt.Errorf("%w: the authorization server %s names no token endpoint", ErrOAuth, prm.AuthorizationServers[0])
+		return grantTarget{}, fmt.Errorf("%w: the authorization server %s names no token endpoint", ErrOAuth, prm.AuthorizationServers[0])
 	}
 	if len(asm.GrantTypes) > 0 && !slices.Contains(asm.GrantTypes, "client_credentials") {
-		return fmt.Errorf("%w: the authorization server %s does not grant client_credentials", ErrOAuth, prm.AuthorizationServers[0])
+		return grantTarget{}, fmt.Errorf("%w: the authorization server %s does not grant client_credentials", ErrOAuth, prm.AuthorizationServers[0])
 	}
-	form := url.Values{"grant_type": {"client_credentials"}}
-	resource := prm.Resource
-	if resource == "" {
-		resource = resourceKey(u)
+	scopes := prm.ScopesSupported
+	if len(scopes) == 0 {
+		scopes = creds.Scopes
 	}
-	form.Set("resource", resource)
-	scope := params["scope"]
-	if scope == "" {
-		scope = strings.Join(cmpSlice(prm.ScopesSupported, creds.Scopes), " ")
+	return grantTarget{tokenEndpoint: asm.TokenEndpoint, audience: cmp.Or(asm.Issuer, prm.AuthorizationServers[0]),
+		resource: cmp.Or(prm.Resource, resourceKey(u)), scope: cmp.Or(params["scope"], strings.Join(scopes, " ")),
+		authMethods: asm.AuthMethods, signingAlgs: asm.SigningAlgs}, nil
+}
+
+// grant asks from's token endpoint for a client_credentials token with
+// creds, and keeps it under key.
+func (t *oauthTransport) grant(ctx context.Context, creds *ClientCredentials, key string, from grantTarget) error {
+	form := url.Values{"grant_type": {"client_credentials"}, "resource": {from.resource}}
+	if from.scope != "" {
+		form.Set("scope", from.scope)
 	}
-	if scope != "" {
-		form.Set("scope", scope)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, asm.TokenEndpoint, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, from.tokenEndpoint, nil)
 	if err != nil {
 		return fmt.Errorf("%w: token endpoint: %v", ErrOAuth, err)
 	}
-	audience := cmp.Or(asm.Issuer, prm.AuthorizationServers[0])
-	if err := authenticate(creds, req, form, asm.AuthMethods, asm.SigningAlgs, audience, t.now()); err != nil {
+	if err := authenticate(creds, req, form, from.authMethods, from.signingAlgs, from.audience, t.now()); err != nil {
 		return err
 	}
 	req.Body = io.NopCloser(strings.NewReader(form.Encode()))
@@ -270,7 +285,7 @@ func (t *oauthTransport) fetch(ctx context.Context, creds *ClientCredentials, ke
 	if tr.TokenType != "" && !strings.EqualFold(tr.TokenType, "bearer") {
 		return fmt.Errorf("%w: token type %q is not bearer", ErrOAuth, tr.TokenType)
 	}
-	b := &bearer{token: tr.AccessToken}
+	b := &bearer{token: tr.AccessToken, from: from}
 	if tr.ExpiresIn > 0 {
 		life := time.Duration(tr.ExpiresIn) * time.Second
 		b.expires, b.margin = t.now().Add(life), min(tokenMargin, life/4)
@@ -408,11 +423,4 @@ func challengeParams(h string) map[string]string {
 		rest = strings.TrimLeft(strings.TrimSpace(rest), ",")
 	}
 	return out
-}
-
-func cmpSlice(a, b []string) []string {
-	if len(a) > 0 {
-		return a
-	}
-	return b
 }
