@@ -103,13 +103,19 @@ type Config struct {
 	ToolsTTL time.Duration
 
 	// OAuth, when set, authenticates the client to an HTTP server that
-	// asks for a bearer token (401): the client_credentials grant, with
-	// the authorization server the server's metadata names (see
-	// oauth.go). Its secrets never appear in an error.
+	// asks for a bearer token (401): the client_credentials grant, or the
+	// authorization_code grant with OAuthAuthorizer, with the
+	// authorization server the server's metadata names (see oauth.go).
+	// Its secrets never appear in an error.
 	OAuth *ClientCredentials
 	// OAuthByTenant are credentials of tenants of their own (with "*" the
 	// default of the others), in place of OAuth.
 	OAuthByTenant map[string]*ClientCredentials
+	// OAuthAuthorizer, when set, takes the user to an authorization
+	// server for the authorization_code grant, which OAuthRedirectURI
+	// (required with it) receives.
+	OAuthAuthorizer  Authorizer
+	OAuthRedirectURI string
 
 	// ProtocolVersion, when set, is the MCP revision the client asks for
 	// (for example "2025-11-25"); by default the newest the client knows,
@@ -242,11 +248,18 @@ func NewClient(cfg Config) (*Client, error) {
 			all = append(all, c)
 		}
 		for _, o := range all {
-			if o != nil && (o.ClientID == "" || (o.ClientSecret == "") == (len(o.PrivateKeyPEM) == 0)) {
+			switch {
+			case o == nil:
+			case o.ClientSecret != "" && len(o.PrivateKeyPEM) > 0:
+				return nil, fmt.Errorf("%w: OAuth takes a client secret or a private key, not both", ErrInvalidConfig)
+			case cfg.OAuthAuthorizer == nil && (o.ClientID == "" || !o.confidential()):
 				return nil, fmt.Errorf("%w: OAuth needs a client id and either a client secret or a private key", ErrInvalidConfig)
 			}
 		}
-		base = newOAuthTransport(base, credentialsFor(cfg.OAuth, cfg.OAuthByTenant))
+		if cfg.OAuthAuthorizer != nil && cfg.OAuthRedirectURI == "" {
+			return nil, fmt.Errorf("%w: an OAuth authorizer needs a redirect URI", ErrInvalidConfig)
+		}
+		base = newOAuthTransport(base, credentialsFor(cfg.OAuth, cfg.OAuthByTenant), cfg.OAuthAuthorizer, cfg.OAuthRedirectURI)
 	}
 	return &Client{
 		cfg:        cfg,

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -109,5 +111,72 @@ func TestOAuth_CredentialsPerTenant(t *testing.T) {
 	only := newClient(t, cfg)
 	if _, err := only.Call(ctx, "beta", "whoami", nil, ""); !errors.Is(err, skills.ErrPermissionDenied) {
 		t.Fatalf("a tenant without credentials: %v, want the server's refusal", err)
+	}
+}
+
+// A Skill Service behind an authorization server that grants only
+// authorization codes: the client with no id registers itself once, the
+// user's agent (the Authorizer) is sent to the authorization URL with a
+// PKCE S256 challenge and the resource, and the code is exchanged with
+// its verifier. A token about to expire is renewed with its refresh
+// token, without the user. A redirect whose state is not the request's
+// is refused, and the error shows neither the code nor the state.
+func TestOAuth_AuthorizationCodeRegistersAuthorizesAndRefreshes(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Now()
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); clock = clock.Add(d) }
+	s := server.NewMCPServer("protected", "1.0.0", server.WithToolCapabilities(false))
+	s.AddTool(mcp.NewTool("whoami", mcp.WithDescription("Say who called")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("ok"), nil
+	})
+	as := oauthtest.Start(t, &oauthtest.Server{AuthorizationCode: true, Life: time.Hour, Now: now},
+		server.NewStreamableHTTPServer(s, server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler))))
+	var visited []string
+	consent := func(ctx context.Context, authURL string) (string, error) {
+		visited = append(visited, authURL)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			return "", err
+		}
+		resp.Body.Close()
+		return resp.Header.Get("Location"), nil
+	}
+	c := newClient(t, skills.Config{URL: as.ResourceURL + "/mcp", Mode: skills.ModePlain, OAuth: &skills.ClientCredentials{},
+		OAuthAuthorizer: consent, OAuthRedirectURI: "http://127.0.0.1:1/callback"})
+	skills.SetOAuthClock(c, now)
+	ctx := context.Background()
+	for range 2 {
+		if out, err := c.Call(ctx, "t1", "whoami", nil, ""); err != nil || !strings.Contains(string(out), "ok") {
+			t.Fatalf("call: %s, %v", out, err)
+		}
+	}
+	if r, a, g := as.Registrations(), as.Authorizations(), as.Grants(); r != 1 || a != 1 || g != 1 {
+		t.Fatalf("registrations %d, authorizations %d, grants %d; want one each", r, a, g)
+	}
+	u, err := url.Parse(visited[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := u.Query(); q.Get("resource") != as.ResourceURL+"/mcp" || q.Get("code_challenge_method") != "S256" || q.Get("client_id") != "public-1" {
+		t.Fatalf("authorization request %s", u.RawQuery)
+	}
+	advance(59*time.Minute + 45*time.Second) // inside the renewal margin
+	if _, err := c.Call(ctx, "t1", "whoami", nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if a, rf := as.Authorizations(), as.Refreshes(); a != 1 || rf != 1 || as.ExpiredRefusals() != 0 {
+		t.Fatalf("authorizations %d, refreshes %d, refusals %d; want the token refreshed without the user", a, rf, as.ExpiredRefusals())
+	}
+
+	forged := newClient(t, skills.Config{URL: as.ResourceURL + "/mcp", Mode: skills.ModePlain, OAuth: &skills.ClientCredentials{},
+		OAuthRedirectURI: "http://127.0.0.1:1/callback", OAuthAuthorizer: func(ctx context.Context, authURL string) (string, error) {
+			back, err := consent(ctx, authURL)
+			return strings.Replace(back, "state=", "state=forged", 1), err
+		}})
+	_, err = forged.Call(ctx, "t1", "whoami", nil, "")
+	if !errors.Is(err, skills.ErrOAuth) || !strings.Contains(err.Error(), "state") || strings.Contains(err.Error(), "code-") {
+		t.Fatalf("forged state: %v", err)
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/agentbus/agentbus/skills"
@@ -35,9 +37,11 @@ func conformanceClient(args []string) int {
 
 The client the MCP conformance suite runs: the scenario comes from
 MCP_CONFORMANCE_SCENARIO (initialize, tools_call,
-elicitation-sep1034-client-defaults, sse-retry, auth/client-credentials-basic,
-auth/client-credentials-jwt; credentials in MCP_CONFORMANCE_CONTEXT), the
-server URL is the last argument. deploy/mcp/conformance/setup.sh installs the suite.
+elicitation-sep1034-client-defaults, sse-retry and the auth/ scenarios:
+metadata discovery, registration, client id metadata documents, scopes and
+step-up, token endpoint authentication, pre-registration, client credentials;
+credentials in MCP_CONFORMANCE_CONTEXT), the server URL is the last argument.
+In the authorization-code scenarios the user consents at once. deploy/mcp/conformance/setup.sh installs the suite.
 
 Flags:
 `)
@@ -60,22 +64,25 @@ Flags:
 
 func runConformance(ctx context.Context, scenario, url string) error {
 	cfg := skills.Config{URL: url, Mode: skills.ModePlain, ProtocolVersion: conformanceProtocol, Timeout: 15 * time.Second}
-	if raw := os.Getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
-		// The scenario's credentials: a client secret, or a private key
-		// that signs a private_key_jwt assertion.
+	if strings.HasPrefix(scenario, "auth/") {
+		// The client's OAuth identity: the scenario's credentials (a
+		// client secret, or a private key that signs a private_key_jwt
+		// assertion) when it has some, else its metadata document's URL,
+		// else it registers itself.
 		var sc struct {
 			ClientID      string `json:"client_id"`
 			ClientSecret  string `json:"client_secret"`
 			PrivateKeyPEM string `json:"private_key_pem"`
 			Algorithm     string `json:"signing_algorithm"`
 		}
-		if err := json.Unmarshal([]byte(raw), &sc); err != nil {
-			return fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
+		if raw := os.Getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
+			if err := json.Unmarshal([]byte(raw), &sc); err != nil {
+				return fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
+			}
 		}
-		if sc.ClientID != "" {
-			cfg.OAuth = &skills.ClientCredentials{ClientID: sc.ClientID, ClientSecret: sc.ClientSecret,
-				PrivateKeyPEM: []byte(sc.PrivateKeyPEM), Algorithm: sc.Algorithm}
-		}
+		cfg.OAuth = &skills.ClientCredentials{ClientID: sc.ClientID, ClientSecret: sc.ClientSecret,
+			PrivateKeyPEM: []byte(sc.PrivateKeyPEM), Algorithm: sc.Algorithm, ClientMetadataURL: conformanceClientMetadata}
+		cfg.OAuthAuthorizer, cfg.OAuthRedirectURI = consentingUser, conformanceRedirect
 	}
 	c, err := skills.NewClient(cfg)
 	if err != nil {
@@ -110,13 +117,44 @@ func runConformance(ctx context.Context, scenario, url string) error {
 		return call("test_client_elicitation_defaults", map[string]any{})
 	case "sse-retry":
 		return call("test_reconnection", map[string]any{})
-	case "auth/client-credentials-basic", "auth/client-credentials-jwt":
-		return call("test-tool", map[string]any{})
 	case "":
 		return errors.New("MCP_CONFORMANCE_SCENARIO is not set")
 	default:
+		if strings.HasPrefix(scenario, "auth/") {
+			return call("test-tool", map[string]any{})
+		}
 		return fmt.Errorf("scenario %q is not supported by this client", scenario)
 	}
+}
+
+// conformanceClientMetadata is the client id metadata document the
+// suite's authorization servers know the client by, and
+// conformanceRedirect its redirect URI.
+const (
+	conformanceClientMetadata = "https://conformance-test.local/client-metadata.json"
+	conformanceRedirect       = "http://localhost:3000/callback"
+)
+
+// consentingUser is the user of the suite's authorization-code
+// scenarios: they open the authorization URL and consent, and the
+// authorization server redirects them at once to the redirect URI, whose
+// URL (with the code and the state) it returns.
+func consentingUser(ctx context.Context, authURL string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
+	if err != nil {
+		return "", err
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil {
+		return "", fmt.Errorf("the authorization endpoint answered %s with no redirect", resp.Status)
+	}
+	return loc.String(), nil
 }
 
 // acceptDefaults answers a question as a user who accepts every default

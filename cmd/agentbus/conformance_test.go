@@ -40,14 +40,25 @@ func conformanceSuite(t *testing.T) (node, suite string) {
 // TestMCPConformance_ClientScenarios runs the MCP conformance suite's
 // client scenarios against agentbus's conformance client (the skill client
 // the planner and the executor use): the initialize handshake, a tool
-// call, an elicitation accepted with its schema's defaults (SEP-1034), and
-// a tool call whose stream the server drops, resumed after the SSE retry
-// delay with Last-Event-ID (SEP-1699), and OAuth client credentials
-// (SEP-1046) with client_secret_basic and with a private_key_jwt
-// assertion. Every check must pass: no failure, no warning.
+// call, an elicitation accepted with its schema's defaults (SEP-1034), a
+// tool call whose stream the server drops, resumed after the SSE retry
+// delay with Last-Event-ID (SEP-1699), and every authorization scenario of
+// the 2025-11-25 revision (with the two of 2025-03-26 and the draft's
+// resource check): metadata discovery at each location, dynamic
+// registration, client id metadata documents, pre-registration, scope
+// selection and step-up with its retry limit, each token endpoint
+// authentication method, the resource parameter, and OAuth client
+// credentials (SEP-1046) with client_secret_basic and with a
+// private_key_jwt assertion. Every check must pass: no failure, no
+// warning.
 func TestMCPConformance_ClientScenarios(t *testing.T) {
 	client := filepath.Join(binaries(t), "agentbus") + " mcp-conformance-client"
 	for _, scenario := range []string{"initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry",
+		"auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3", "auth/basic-cimd",
+		"auth/scope-from-www-authenticate", "auth/scope-from-scopes-supported", "auth/scope-omitted-when-undefined",
+		"auth/scope-step-up", "auth/scope-retry-limit", "auth/token-endpoint-auth-basic", "auth/token-endpoint-auth-post",
+		"auth/token-endpoint-auth-none", "auth/pre-registration",
+		"auth/2025-03-26-oauth-metadata-backcompat", "auth/2025-03-26-oauth-endpoint-fallback", "auth/resource-mismatch",
 		"auth/client-credentials-basic", "auth/client-credentials-jwt"} {
 		t.Run(scenario, func(t *testing.T) {
 			t.Parallel()
