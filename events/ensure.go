@@ -52,3 +52,18 @@ func kvStorage(st jetstream.KeyValueStatus) jetstream.StorageType {
 	}
 	return -1
 }
+
+// EnsureObjectStore opens the object store of cfg, creating it, or
+// updating it when its TTL, storage or replicas differ.
+func EnsureObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	obs, err := js.ObjectStore(ctx, cfg.Bucket)
+	if err == nil {
+		st, serr := obs.Status(ctx)
+		if serr == nil && st.TTL() == cfg.TTL && st.Storage() == cfg.Storage && st.Replicas() == max(cfg.Replicas, 1) {
+			return obs, nil
+		}
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, err
+	}
+	return js.CreateOrUpdateObjectStore(ctx, cfg)
+}

@@ -48,8 +48,8 @@ const (
 	roleProjector = "projector"
 )
 
-// testTopology is eventstest's with the consumers and buckets these
-// tests use.
+// testTopology is eventstest's with the consumers, buckets and object
+// store these tests use.
 func testTopology() events.Topology {
 	t := eventstest.TestTopology()
 	t.Consumers = []events.Consumer{
@@ -59,6 +59,7 @@ func testTopology() events.Topology {
 		{Name: roleProjector, Stream: events.StreamAudit, Filters: []string{"audit.>"}, Unlimited: true},
 	}
 	t.Buckets = []events.Bucket{{Name: "fanin", TTL: events.KeepWithRuns}, {Name: "locks", TTL: time.Minute}, {Name: "config", History: 5}}
+	t.ObjectStores = []events.ObjectStore{{Name: "artifacts", TTL: events.KeepWithRuns}}
 	return t
 }
 

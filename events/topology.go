@@ -16,6 +16,7 @@ import (
 type Topology struct {
 	Consumers       []Consumer    // one durable pull consumer each
 	Buckets         []Bucket      // KV buckets
+	ObjectStores    []ObjectStore // object store buckets
 	Replicas        int           // stream and bucket replicas; default 1
 	MemoryStorage   bool          // memory instead of file storage (benchmarks only)
 	AgentMaxAge     time.Duration // default 7 days
@@ -84,12 +85,20 @@ type Bucket struct {
 	History int // default 1
 }
 
+// ObjectStore declares an object store bucket.
+type ObjectStore struct {
+	Name string
+	// TTL of the objects, as Bucket.TTL.
+	TTL time.Duration
+}
+
 // KeepWithRuns is the Bucket.TTL of entries kept as long as the events of
 // their run.
 const KeepWithRuns time.Duration = -1
 
 // Bootstrap idempotently creates or updates the streams, the durable
-// consumer of every role and the KV buckets. Every process calls it at start.
+// consumer of every role, the KV buckets and the object stores. Every
+// process calls it at start.
 func Bootstrap(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if err := t.Validate(); err != nil {
 		return err
@@ -126,6 +135,15 @@ func Bootstrap(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		}
 		if _, err := EnsureKeyValue(ctx, js, kc); err != nil {
 			return fmt.Errorf("events: bucket %s: %w", kc.Bucket, err)
+		}
+	}
+	for _, o := range t.ObjectStores {
+		oc := jetstream.ObjectStoreConfig{Bucket: o.Name, TTL: o.TTL, Storage: storage, Replicas: t.Replicas}
+		if o.TTL == KeepWithRuns {
+			oc.TTL = t.AgentMaxAge
+		}
+		if _, err := EnsureObjectStore(ctx, js, oc); err != nil {
+			return fmt.Errorf("events: object store %s: %w", oc.Bucket, err)
 		}
 	}
 	return nil

@@ -118,6 +118,16 @@ func TestBootstrapIsIdempotentAndCreatesTopology(t *testing.T) {
 			t.Errorf("bucket %s ttl %v history %d, want %v and %d", b.Name, st.TTL(), st.History(), wantTTL, max(b.History, 1))
 		}
 	}
+	obs, err := js.ObjectStore(ctx, "artifacts")
+	if err != nil {
+		t.Fatalf("object store: %v", err)
+	}
+	if _, err := obs.PutString(ctx, "t/o", "v"); err != nil {
+		t.Errorf("object store put: %v", err)
+	}
+	if st, err := obs.Status(ctx); err != nil || st.TTL() != 7*24*time.Hour || st.Storage() != jetstream.FileStorage {
+		t.Errorf("object store status %+v, %v; want the runs' TTL on file storage", st, err)
+	}
 }
 
 func TestBootstrapUpdatesConsumers(t *testing.T) {

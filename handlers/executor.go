@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentbus/agentbus/tracing"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -17,8 +17,10 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/tracing"
 )
 
 // Executor is SubAgent-B: each message is one model turn of one step. It
@@ -74,6 +76,9 @@ type Executor struct {
 	// Gates are the approval records: a resumed step makes its held call
 	// only if its gate's record approves it. Nil approves nothing.
 	Gates *Gates
+	// Replies streams a skill's progress reports to a run that streams
+	// (tool_progress chunks); nil asks for none.
+	Replies *Replies
 }
 
 // NewExecutor returns an executor.
@@ -523,7 +528,9 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	elicitor := skills.NewElicitor(answers)
 	cctx, endSpan := tracing.Tool(cctx, c.Name, c.ID)
+	cctx, endProgress := t.progress(cctx, c, key)
 	result, err := t.x.Skills.Call(skills.WithElicitor(cctx, elicitor), t.req.Run.Request.TenantID, c.Name, c.Arguments, key)
+	endProgress(ctx)
 	endSpan(err)
 	cancel()
 	t.circuitDone(circuit, c.Name, err)
@@ -565,6 +572,40 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	}
 	return result, isErr, nil
 }
+
+// progress returns ctx asking the skill call key for progress when the
+// run streams: each report becomes a tool_progress chunk on REPLY, the
+// call's reports one message, its chunk ids derived from the input (a
+// redelivered hop that calls again stores none twice). The returned func
+// ends the message once the call is over.
+func (t *turn) progress(ctx context.Context, c llm.ToolCall, key string) (context.Context, func(context.Context)) {
+	if !t.req.Run.Request.Stream || t.x.Replies == nil {
+		return ctx, func(context.Context) {}
+	}
+	var mu sync.Mutex
+	var stream *replyStream
+	report := func(p skills.Progress) {
+		body, _ := json.Marshal(runclient.ToolProgress{RunID: t.req.Run.Request.RunID, StepIndex: t.step.Index, SkillID: c.Name,
+			CallID: c.ID, Progress: p.Progress, Total: p.Total, Message: p.Message})
+		mu.Lock()
+		defer mu.Unlock()
+		if stream == nil {
+			stream = t.x.Replies.openNamed(t.in, runclient.ChunkToolProgress, runclient.ChunkToolProgress+"/"+key)
+		}
+		stream.write(string(body), false)
+	}
+	return skills.WithProgress(ctx, report), func(ctx context.Context) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err := stream.close(ctx); err != nil {
+			t.x.Log.Warn().Err(err).Str("skill_id", c.Name).Msg("tool progress not streamed")
+		}
+		stream = &replyStream{err: errProgressOver} // a report after the call is dropped
+	}
+}
+
+// errProgressOver stops the reports of a call that is over.
+var errProgressOver = errors.New("handlers: the call is over")
 
 // circuitDone records a call's result in its skill's circuit: a failure
 // of the skill (not of the model's arguments, a refusal, nor a question

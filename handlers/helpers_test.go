@@ -59,10 +59,11 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// testTopology is eventstest's with the buckets the roles use.
+// testTopology is eventstest's with the buckets and object stores the
+// roles use.
 func testTopology() events.Topology {
 	topo := eventstest.TestTopology()
-	topo.Buckets = Buckets
+	topo.Buckets, topo.ObjectStores = Buckets, ObjectStores
 	return topo
 }
 

@@ -73,6 +73,7 @@ type Replies struct {
 type replyStream struct {
 	js      jetstream.JetStream
 	in      event.Event
+	name    string // distinguishes the hop's messages of one type
 	chunk   runclient.Chunk
 	n       int
 	futures []jetstream.PubAckFuture
@@ -82,12 +83,19 @@ type replyStream struct {
 // open starts a streamed message of type msgType for the input event in.
 // A nil Replies streams nothing.
 func (r *Replies) open(in event.Event, msgType string) *replyStream {
+	return r.openNamed(in, msgType, msgType)
+}
+
+// openNamed starts a streamed message of type msgType named name among
+// the input's messages: a hop that streams several of one type names
+// each.
+func (r *Replies) openNamed(in event.Event, msgType, name string) *replyStream {
 	if r == nil || r.JS == nil {
 		return nil
 	}
 	m := events.MetaOf(in)
-	return &replyStream{js: r.JS, in: in, chunk: runclient.Chunk{
-		MessageID: events.DeriveID(in.ID(), "reply/"+msgType), SessionID: m.Session, MessageType: msgType}}
+	return &replyStream{js: r.JS, in: in, name: name, chunk: runclient.Chunk{
+		MessageID: events.DeriveID(in.ID(), "reply/"+name), SessionID: m.Session, MessageType: msgType}}
 }
 
 // write publishes one chunk without waiting for its PubAck.
@@ -98,7 +106,7 @@ func (s *replyStream) write(content string, end bool) {
 	c := s.chunk
 	c.Content, c.EndOfMessage = content, end
 	s.n++
-	ev, err := events.Child(s.in, fmt.Sprintf("reply/%s/%d", c.MessageType, s.n), events.TypeReplyChunk, c)
+	ev, err := events.Child(s.in, fmt.Sprintf("reply/%s/%d", s.name, s.n), events.TypeReplyChunk, c)
 	if err != nil {
 		s.err = err
 		return

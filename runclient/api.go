@@ -122,13 +122,30 @@ type SessionProgress struct {
 // waits at a gate; its content is the gate's approval packet.
 const ChunkAwaitingGate = "awaiting_gate"
 
+// ChunkToolProgress is the message type of a skill's progress during a
+// step of a run that streams (the Skill Service's notifications/progress):
+// its content is a ToolProgress, and each call's reports are one message.
+const ChunkToolProgress = "tool_progress"
+
+// ToolProgress is one progress report of a skill call. Total is 0 when
+// the skill does not know it.
+type ToolProgress struct {
+	RunID     string  `json:"run_id"`
+	StepIndex int     `json:"step_index"`
+	SkillID   string  `json:"skill_id"`
+	CallID    string  `json:"call_id,omitempty"`
+	Progress  float64 `json:"progress"`
+	Total     float64 `json:"total,omitempty"`
+	Message   string  `json:"message,omitempty"`
+}
+
 // Chunk is one piece of a streamed run (seed 001 streaming protocol), as
 // the REPLY stream carries it and the ingress forwards it as a server-sent
 // event: chunks of one message share MessageID.
 type Chunk struct {
 	MessageID    string `json:"message_id"`
 	SessionID    string `json:"session_id"`
-	MessageType  string `json:"message_type"` // progress | answer | awaiting_gate | result | error
+	MessageType  string `json:"message_type"` // progress | session_progress | tool_progress | answer | awaiting_gate | result | error
 	Content      string `json:"content"`
 	EndOfMessage bool   `json:"end_of_message"`
 	EndOfDialog  bool   `json:"end_of_dialog"`

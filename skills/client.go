@@ -121,6 +121,15 @@ type Config struct {
 	// (for example "2025-11-25"); by default the newest the client knows,
 	// falling back to what the server supports.
 	ProtocolVersion string
+
+	// Attachments stores the data of a result's images, audio and
+	// embedded resources, which the result then names by reference; nil
+	// keeps only their description, never their data.
+	Attachments AttachmentStore
+	// MaxResultBytes caps a result's text and each of its attachments'
+	// data: a larger one fails the call with ErrResultTooLarge. Default
+	// DefaultMaxResultBytes.
+	MaxResultBytes int
 }
 
 // Client calls skills on an MCP server: a Skill Service or, in plain mode,
@@ -157,9 +166,10 @@ type conn struct {
 	once sync.Once
 
 	mu        sync.Mutex
-	tools     map[string]toolList // by keyID of the listing's API key
-	inflight  int                 // calls in flight
-	elicitors map[*Elicitor]int   // of the calls in flight that have one
+	tools     map[string]toolList       // by keyID of the listing's API key
+	inflight  int                       // calls in flight
+	elicitors map[*Elicitor]int         // of the calls in flight that have one
+	progress  map[string]func(Progress) // progress reports by token, of the calls in flight that asked
 }
 
 // toolList is a cached tools/list answer.
@@ -196,6 +206,12 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	if cfg.ToolsTTL < 0 {
 		return nil, fmt.Errorf("%w: negative tools TTL", ErrInvalidConfig)
+	}
+	if cfg.MaxResultBytes == 0 {
+		cfg.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if cfg.MaxResultBytes < 0 {
+		return nil, fmt.Errorf("%w: negative result cap", ErrInvalidConfig)
 	}
 	if cfg.Mode == "" {
 		cfg.Mode = ModeAuto
@@ -298,7 +314,7 @@ func (c *Client) find(ctx context.Context, tenant, query string, limit int) ([]S
 	if err != nil {
 		return nil, err
 	}
-	text, err := serviceResult(res)
+	text, err := c.serviceResult(ctx, tenant, res)
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +364,7 @@ func (c *Client) load(ctx context.Context, tenant, name string) (Manifest, error
 	if err != nil {
 		return Manifest{}, err
 	}
-	text, err := serviceResult(res)
+	text, err := c.serviceResult(ctx, tenant, res)
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -364,9 +380,13 @@ func (c *Client) load(ctx context.Context, tenant, name string) (Manifest, error
 
 // Call invokes skill name for tenant with args (a JSON object; empty means
 // {}) and returns its result: for a Skill Service, the text content of the
-// result; in plain mode, a JSON object matching the Manifest's
-// OutputSchema (the structured content of a tool that declares an output
-// schema, else {"text": ...}). A server that asks the user something
+// result (or, when it has none, {"attachments": [...]}); in plain mode, a
+// JSON object matching the Manifest's OutputSchema (the structured content
+// of a tool that declares an output schema, else {"text": ...,
+// "attachments": [...]}). Attachments describe the result's images, audio
+// and resources, whose data is stored by reference (Config.Attachments),
+// never returned. A result over Config.MaxResultBytes yields an error
+// wrapping ErrResultTooLarge. A server that asks the user something
 // during the call gets the answers of the context's Elicitor
 // (WithElicitor); a question it has no answer for fails the call with an
 // ElicitationError. idempotencyKey, when not empty, is sent in
@@ -416,13 +436,13 @@ func (c *Client) call(ctx context.Context, tenant, name string, args json.RawMes
 		if err != nil {
 			return nil, err
 		}
-		return plainResult(tool, res)
+		return c.plainResult(ctx, tenant, tool, res)
 	}
 	res, err := c.callTool(ctx, tenant, name, args, idempotencyKey)
 	if err != nil {
 		return nil, err
 	}
-	return serviceResult(res)
+	return c.serviceResult(ctx, tenant, res)
 }
 
 // Close closes every session (stopping a stdio server). Calls made after

@@ -13,6 +13,7 @@ func TestNewClientValidatesConfig(t *testing.T) {
 		{URL: "ftp://host/tenants/{tenant}/mcp"},
 		{URL: "http://host/tenants/{tenant}/mcp", Timeout: -time.Second},
 		{URL: "http://host/tenants/{tenant}/mcp", ToolsTTL: -time.Second},
+		{URL: "http://host/tenants/{tenant}/mcp", MaxResultBytes: -1},
 		{URL: "http://host/mcp", Transport: "websocket"},
 		{URL: "http://host/mcp", Mode: "magic"},
 		{URL: "http://host/mcp", Command: []string{"node"}},
@@ -32,7 +33,7 @@ func TestNewClientValidatesConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.cfg.Timeout != DefaultTimeout || c.cfg.ToolsTTL != DefaultToolsTTL ||
+	if c.cfg.Timeout != DefaultTimeout || c.cfg.ToolsTTL != DefaultToolsTTL || c.cfg.MaxResultBytes != DefaultMaxResultBytes ||
 		c.cfg.Transport != TransportStreamableHTTP || c.cfg.Mode != ModeAuto {
 		t.Fatalf("defaults = %+v", c.cfg)
 	}

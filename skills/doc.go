@@ -44,6 +44,11 @@
 // has none for fails the call with an ElicitationError, so that the caller
 // can ask the user and make the call again (see elicit.go).
 //
+// A result's images, audio and embedded resources are never returned
+// inline: Call describes them as Attachments, their data put in the
+// Config.Attachments store and named by reference. Config.MaxResultBytes
+// caps a result's text and each attachment (ErrResultTooLarge).
+//
 // The package never logs; failures are reported as errors wrapping the
 // sentinels declared in types.go.
 package skills

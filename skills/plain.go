@@ -14,12 +14,27 @@ import (
 // a tool that declares no output schema: Call yields {"text": "..."}.
 const TextOutputField = "text"
 
+// AttachmentsOutputField is the field under which Call describes a
+// result's non-text items (see Attachment).
+const AttachmentsOutputField = "attachments"
+
 // TextOutputSchema is the OutputSchema plain mode gives a tool that
 // declares none: an object holding the tool's text content under
-// TextOutputField. (A bare {"type":"object"} would describe no field, so a
-// plan could neither chain nor project anything from the tool.)
+// TextOutputField and its attachments under AttachmentsOutputField. (A
+// bare {"type":"object"} would describe no field, so a plan could neither
+// chain nor project anything from the tool.)
 var TextOutputSchema = json.RawMessage(`{"type":"object","properties":{"text":{"type":"string",` +
-	`"description":"The text content of the tool result"}},"required":["text"]}`)
+	`"description":"The text content of the tool result"},"attachments":{"type":"array",` +
+	`"description":"The images, audio and resources of the tool result, stored by reference",` +
+	`"items":{"type":"object","properties":{"kind":{"type":"string"},"mime_type":{"type":"string"},` +
+	`"uri":{"type":"string"},"size":{"type":"integer"},"sha256":{"type":"string"},"ref":{"type":"string"}}}}},` +
+	`"required":["text"]}`)
+
+// textOutput is a plain result of a tool that declares no output schema.
+type textOutput struct {
+	Text        string       `json:"text"`
+	Attachments []Attachment `json:"attachments,omitempty"`
+}
 
 // mode returns how the tenant's server is used and, unless that is the
 // configured ModeSkillService, the server's tools.
@@ -238,33 +253,56 @@ func outputSchema(t mcp.Tool) (json.RawMessage, error) {
 
 // plainResult turns a plain tool's result into a JSON object matching its
 // Manifest's OutputSchema: the structured content (or a JSON object text)
-// of a tool that declares an output schema, else {"text": <text content>}.
-func plainResult(t mcp.Tool, r *mcp.CallToolResult) ([]byte, error) {
+// of a tool that declares an output schema, else a textOutput of its text
+// content (or structured content) and its attachments.
+func (c *Client) plainResult(ctx context.Context, tenant string, t mcp.Tool, r *mcp.CallToolResult) ([]byte, error) {
 	if declaresOutput(t) {
-		if r.StructuredContent != nil {
-			b, err := json.Marshal(r.StructuredContent)
-			if err == nil && len(b) > 0 && b[0] == '{' {
-				return b, nil
-			}
+		out, err := declaredResult(t, r)
+		if err != nil {
+			return nil, err
 		}
-		text := strings.TrimSpace(strings.Join(textItems(r), ""))
-		if strings.HasPrefix(text, "{") && json.Valid([]byte(text)) {
-			return []byte(text), nil
+		if err := c.checkSize("result", len(out)); err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("%w: %q declares an output schema but returned no JSON object", ErrInvalidResponse, t.Name)
+		return out, nil
 	}
 	texts := textItems(r)
-	if len(texts) == 0 {
-		if r.StructuredContent == nil {
-			return nil, fmt.Errorf("%w: result has no text content", ErrInvalidResponse)
-		}
+	if len(texts) == 0 && r.StructuredContent != nil {
 		b, err := json.Marshal(r.StructuredContent)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidResponse, err)
 		}
 		texts = []string{string(b)}
 	}
-	return json.Marshal(map[string]string{TextOutputField: strings.Join(texts, "\n")})
+	out := textOutput{Text: strings.Join(texts, "\n")}
+	if err := c.checkSize("text", len(out.Text)); err != nil {
+		return nil, err
+	}
+	atts, err := c.attachments(ctx, tenant, r)
+	if err != nil {
+		return nil, err
+	}
+	if len(texts) == 0 && len(atts) == 0 {
+		return nil, fmt.Errorf("%w: result has no content", ErrInvalidResponse)
+	}
+	out.Attachments = atts
+	return json.Marshal(out)
+}
+
+// declaredResult is the result of a tool that declares an output schema:
+// its structured content, or its text content when that is a JSON object.
+func declaredResult(t mcp.Tool, r *mcp.CallToolResult) ([]byte, error) {
+	if r.StructuredContent != nil {
+		b, err := json.Marshal(r.StructuredContent)
+		if err == nil && len(b) > 0 && b[0] == '{' {
+			return b, nil
+		}
+	}
+	text := strings.TrimSpace(strings.Join(textItems(r), ""))
+	if strings.HasPrefix(text, "{") && json.Valid([]byte(text)) {
+		return []byte(text), nil
+	}
+	return nil, fmt.Errorf("%w: %q declares an output schema but returned no JSON object", ErrInvalidResponse, t.Name)
 }
 
 // textItems returns the text content items of r.

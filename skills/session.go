@@ -97,12 +97,15 @@ func (c *Client) callTool(ctx context.Context, tenant, name string, args any, id
 	if tp := tracing.TraceParent(ctx); tp != "" {
 		meta[MetaTraceParent] = tp // the W3C trace context, so the server's spans join the run's trace
 	}
-	if len(meta) > 0 {
-		req.Params.Meta = &mcp.Meta{AdditionalFields: meta}
-	}
 	var result *mcp.CallToolResult
 	err := c.withConn(ctx, tenant, func(ctx context.Context, cn *conn) error {
 		defer cn.track(elicitorFrom(ctx))()
+		token, unwatch := cn.watchProgress(progressFrom(ctx))
+		defer unwatch()
+		req := req
+		if len(meta) > 0 || token != nil {
+			req.Params.Meta = &mcp.Meta{ProgressToken: token, AdditionalFields: meta}
+		}
 		var err error
 		result, err = cn.mc.CallTool(ctx, req)
 		return err
@@ -148,13 +151,23 @@ func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
-// serviceResult is a Skill Service answer: the result's text content.
-func serviceResult(r *mcp.CallToolResult) ([]byte, error) {
-	text := resultText(r)
-	if text == nil {
-		return nil, fmt.Errorf("%w: result has no text content", ErrInvalidResponse)
+// serviceResult is a Skill Service answer: the result's text content or,
+// when it has none, {"attachments": [...]} describing its other items.
+func (c *Client) serviceResult(ctx context.Context, tenant string, r *mcp.CallToolResult) ([]byte, error) {
+	if text := resultText(r); text != nil {
+		if err := c.checkSize("text", len(text)); err != nil {
+			return nil, err
+		}
+		return text, nil
 	}
-	return text, nil
+	atts, err := c.attachments(ctx, tenant, r)
+	if err != nil {
+		return nil, err
+	}
+	if len(atts) == 0 {
+		return nil, fmt.Errorf("%w: result has no content", ErrInvalidResponse)
+	}
+	return json.Marshal(map[string][]Attachment{AttachmentsOutputField: atts})
 }
 
 // resultText concatenates the text content items of r. When there are none
@@ -235,6 +248,7 @@ func (c *Client) connect(ctx context.Context, t target) (*conn, error) {
 	}
 	cn.mc = mcpclient.NewClient(trans, opts...)
 	cn.mc.OnConnectionLost(cn.markLost)
+	cn.mc.OnNotification(cn.onNotification)
 	if err := c.start(withTenant(ctx, t.tenant), cn.mc); err != nil {
 		_ = cn.mc.Close()
 		return nil, fmt.Errorf("skills: start session: %w", err)

@@ -3,6 +3,7 @@ package skills
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 )
 
@@ -89,6 +90,9 @@ var (
 	ErrSkillNotFound = errors.New("skills: skill not found")
 	// ErrSkillFailed reports a tool call that returned a tool error (IsError).
 	ErrSkillFailed = errors.New("skills: skill failed")
+	// ErrResultTooLarge reports a result whose text, or one of whose
+	// attachments, exceeds Config.MaxResultBytes. It is an ErrSkillFailed.
+	ErrResultTooLarge = fmt.Errorf("%w: result too large", ErrSkillFailed)
 	// ErrPermissionDenied reports a Skill Service that refused the caller:
 	// an HTTP 401 or 403 answer, or a tool error starting with
 	// "permission denied" or "forbidden". It is not an ErrSkillFailed.

@@ -18,7 +18,9 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
 )
 
@@ -146,6 +148,34 @@ func TestPerRolePermissions(t *testing.T) {
 	// aggregator dead-letters it, with its own credentials.
 	if _, err := ejs.Publish(ctx, "agent.step.finished.demo", []byte(`{}`)); err != nil {
 		t.Fatalf("the executor may not publish step.finished: %v", err)
+	}
+	// It keeps skill results' attachments in the artifacts object store:
+	// it may store, replace (purging the old chunks) and read objects.
+	octx, ocancel := context.WithTimeout(ctx, 5*time.Second)
+	defer ocancel()
+	arts, err := handlers.NewAttachments(octx, ejs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := arts.Put(octx, "demo", skills.Attachment{Kind: "image", MimeType: "image/png"}, []byte("png")); err != nil {
+		t.Fatalf("the executor may not store an attachment: %v", err)
+	}
+	eobs, err := ejs.ObjectStore(octx, handlers.BucketArtifacts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"first", "second"} {
+		if _, err := eobs.PutString(octx, "demo/replaced", v); err != nil {
+			t.Fatalf("the executor may not replace an object: %v", err)
+		}
+	}
+	if got, err := eobs.GetString(octx, "demo/replaced"); err != nil || got != "second" {
+		t.Fatalf("the executor reads %q, %v", got, err)
+	}
+	select {
+	case v := <-violations:
+		t.Fatalf("the executor on the artifacts object store: %v", v)
+	default:
 	}
 	agent, err := ajs.Stream(ctx, events.StreamAgent)
 	if err != nil {

@@ -66,12 +66,19 @@ func (g *grant) kv(bucket string) {
 	g.publish("$KV." + bucket + ".>")
 }
 
+// objectStore lets the user read and write the objects of bucket; a
+// replaced object's chunks are purged.
+func (g *grant) objectStore(bucket string) {
+	g.readStream("OBJ_" + bucket)
+	g.publish("$O."+bucket+".>", "$JS.API.STREAM.PURGE.OBJ_"+bucket)
+}
+
 // Permissions are the NATS permissions of user, derived from the role
-// declarations (what a role consumes, emits and keeps in KV), so they
-// cannot drift from what the code does. Every user may read the
-// topology's metadata (stream and consumer info: a process checks the
-// topology at start), publish its events and audit trail, and use its
-// buckets and the store's (storePrefix as in embedded.Config). Nobody but
+// declarations (what a role consumes, emits and keeps in KV and object
+// stores), so they cannot drift from what the code does. Every user may
+// read the topology's metadata (stream and consumer info: a process checks
+// the topology at start), publish its events and audit trail, and use its
+// buckets and object stores and the store's (storePrefix as in embedded.Config). Nobody but
 // the administrator may create or change a stream or a consumer: the
 // administrator sets the topology up first (Setup). The administrator's
 // permissions are nil: everything.
@@ -100,6 +107,9 @@ func Permissions(user, storePrefix string) (*server.Permissions, error) {
 			r, _ := RoleNamed(name)
 			roleGrant(&g, r)
 			buckets = append(buckets, r.Buckets...)
+			for _, o := range r.ObjectStores {
+				g.objectStore(o)
+			}
 		}
 	}
 	for _, b := range buckets {

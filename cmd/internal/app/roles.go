@@ -31,6 +31,8 @@ type Role struct {
 	// Buckets are the KV buckets its handler reads and writes (besides
 	// the store's): with per-role NATS permissions it may touch no other.
 	Buckets []string
+	// ObjectStores are the object stores it reads and writes, as Buckets.
+	ObjectStores []string
 	// Build wires the handler from d and returns its routes.
 	Build func(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error)
 }
@@ -46,10 +48,11 @@ var Roles = []Role{
 	{Name: handlers.RolePlanner, Routes: (&handlers.Planner{}).Routes(), Emits: []string{events.TypePlanProposed},
 		Buckets: []string{handlers.BucketCredentials, handlers.BucketBudgets}, Build: buildPlanner},
 	{Name: handlers.RoleExecutor, Routes: (&handlers.Executor{}).Routes(),
-		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined},
+		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined, events.TypeReplyChunk},
 		Buckets: []string{handlers.BucketLocks, handlers.BucketToolcalls, handlers.BucketCredentials, handlers.BucketCancels,
 			handlers.BucketBudgets, handlers.BucketConfig, handlers.BucketGates},
-		Build: buildExecutor},
+		ObjectStores: []string{handlers.BucketArtifacts}, // the skill results' attachments (Deps.Skills)
+		Build:        buildExecutor},
 	{Name: handlers.RoleAggregator, Routes: (&handlers.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
 		Buckets: []string{handlers.BucketFanin}, Build: buildAggregator},
 	{Name: handlers.RoleProjector, Routes: (&handlers.Projector{}).Routes(), Unlimited: true,
@@ -61,14 +64,14 @@ var Roles = []Role{
 // IngressConsumes are the types the ingress reads for its callers.
 var IngressConsumes = []string{events.TypeRunFinished, events.TypeReplyChunk, events.TypeRunParked}
 
-// Topology is base with the consumers of every role and the buckets the
-// roles use.
+// Topology is base with the consumers of every role and the buckets and
+// object stores the roles use.
 func Topology(base events.Topology) events.Topology {
 	base.Consumers = nil
 	for _, r := range Roles {
 		base.Consumers = append(base.Consumers, r.Consumer())
 	}
-	base.Buckets = handlers.Buckets
+	base.Buckets, base.ObjectStores = handlers.Buckets, handlers.ObjectStores
 	return base
 }
 
@@ -227,7 +230,7 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 		return nil, err
 	}
 	x := handlers.NewExecutor(d.Models.Executor, d.Skills, d.Store, locks, calls, log)
-	x.Credentials, x.Writer.Embedder, x.Cancels = creds, d.Embedder, cancels
+	x.Credentials, x.Writer.Embedder, x.Cancels, x.Replies = creds, d.Embedder, cancels, &handlers.Replies{JS: d.JS}
 	if d.Config.MaxTurns > 0 {
 		x.MaxTurns = d.Config.MaxTurns
 	}

@@ -155,6 +155,13 @@ func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger)
 		nc.Close()
 		return nil, fmt.Errorf("skills: %w", err)
 	}
+	// The executor's skill calls store their results' attachments by
+	// reference; no other role calls a skill.
+	skCfg.Attachments, err = retryValue(ctx, func() (*handlers.Attachments, error) { return handlers.NewAttachments(ctx, js) })
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("attachments: %w", err)
+	}
 	sk, err := skills.NewClient(skCfg)
 	if err != nil {
 		nc.Close()

@@ -1,0 +1,135 @@
+package handlers
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/events/eventstest"
+	"github.com/agentbus/agentbus/skills"
+)
+
+// TestAttachmentsStoreOncePerTenant: the same content put twice for a
+// tenant is one object, named by the tenant and the content's hash, read
+// back whole with its MIME type; another tenant's copy is an object of its
+// own.
+func TestAttachmentsStoreOncePerTenant(t *testing.T) {
+	_, _, js := eventstest.Bootstrap(t, testTopology())
+	ctx := testCtx(t)
+	store, err := NewAttachments(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("%PDF-1.7 quarterly report\n"), 20000) // several chunks
+	sum := sha256.Sum256(data)
+	digest := hex.EncodeToString(sum[:])
+	att := skills.Attachment{Kind: "resource", MimeType: "application/pdf", URI: "file:///reports/q3.pdf"}
+
+	obs, err := js.ObjectStore(ctx, BucketArtifacts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nuid string
+	for i := range 2 {
+		ref, err := store.Put(ctx, testTenant, att, data)
+		if err != nil {
+			t.Fatalf("Put #%d: %v", i+1, err)
+		}
+		if want := "artifact://" + testTenant + "/" + digest; ref != want {
+			t.Fatalf("Put #%d ref = %q, want %q", i+1, ref, want)
+		}
+		info, err := obs.GetInfo(ctx, testTenant+"/"+digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 && info.NUID != nuid {
+			t.Fatal("the second Put of the same content stored it again")
+		}
+		nuid = info.NUID
+	}
+	if names := objectNames(t, obs); !slices.Equal(names, []string{testTenant + "/" + digest}) {
+		t.Fatalf("objects = %v, want one", names)
+	}
+	res, err := obs.Get(ctx, testTenant+"/"+digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	var got bytes.Buffer
+	if _, err := got.ReadFrom(res); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := res.Info()
+	if !bytes.Equal(got.Bytes(), data) || info.Headers.Get("Content-Type") != "application/pdf" ||
+		info.Metadata["kind"] != "resource" || info.Metadata["uri"] != att.URI {
+		t.Fatalf("object: %d bytes (want %d), headers %v, metadata %v", got.Len(), len(data), info.Headers, info.Metadata)
+	}
+
+	ref, err := store.Put(ctx, "gamma", att, data)
+	if err != nil || ref != "artifact://gamma/"+digest {
+		t.Fatalf("gamma's Put = %q, %v", ref, err)
+	}
+	if names := objectNames(t, obs); !slices.Equal(names, []string{testTenant + "/" + digest, "gamma/" + digest}) {
+		t.Fatalf("objects = %v, want one per tenant", names)
+	}
+	if _, err := store.Put(ctx, "../beta", att, data); !errors.Is(err, skills.ErrInvalidTenant) {
+		t.Fatalf("Put for tenant ../beta err = %v, want ErrInvalidTenant", err)
+	}
+}
+
+// TestAttachmentsRefreshAgeingObject: content stored more than half the
+// bucket's TTL ago is stored again, so that its new reference does not
+// expire with the first.
+func TestAttachmentsRefreshAgeingObject(t *testing.T) {
+	topo := testTopology()
+	topo.ObjectStores = []events.ObjectStore{{Name: BucketArtifacts, TTL: 2 * time.Second}}
+	_, _, js := eventstest.Bootstrap(t, topo)
+	ctx := testCtx(t)
+	store, err := NewAttachments(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := js.ObjectStore(ctx, BucketArtifacts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, data := skills.Attachment{Kind: "image", MimeType: "image/png"}, []byte("\x89PNG\r\n\x1a\nchart")
+	nuids := map[string]bool{}
+	for _, wait := range []time.Duration{0, 1200 * time.Millisecond} {
+		time.Sleep(wait)
+		ref, err := store.Put(ctx, testTenant, att, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := obs.GetInfo(ctx, ref[len(ArtifactScheme):])
+		if err != nil {
+			t.Fatal(err)
+		}
+		nuids[info.NUID] = true
+	}
+	if len(nuids) != 2 || len(objectNames(t, obs)) != 1 {
+		t.Fatalf("%d stores of the ageing object, %d objects; want 2 and 1", len(nuids), len(objectNames(t, obs)))
+	}
+}
+
+// objectNames are the names of the objects of obs, sorted.
+func objectNames(t *testing.T, obs jetstream.ObjectStore) []string {
+	t.Helper()
+	infos, err := obs.List(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, info := range infos {
+		names = append(names, info.Name)
+	}
+	slices.Sort(names)
+	return names
+}
