@@ -77,3 +77,36 @@ func (s *Attachments) Put(ctx context.Context, tenant string, a skills.Attachmen
 	}
 	return ArtifactScheme + name, nil
 }
+
+// Open returns tenant's artifact whose data hashes to digest (lowercase
+// hex SHA-256), to read and close, and its Content-Type. An artifact the
+// tenant does not have wraps jetstream.ErrObjectNotFound, whoever else
+// has the same content.
+func (s *Attachments) Open(ctx context.Context, tenant, digest string) (jetstream.ObjectResult, string, error) {
+	if !skills.ValidTenant(tenant) || !isDigest(digest) {
+		return nil, "", fmt.Errorf("handlers: artifact %s/%s: %w", tenant, digest, jetstream.ErrObjectNotFound)
+	}
+	res, err := s.obs.Get(ctx, tenant+"/"+digest)
+	if err != nil {
+		return nil, "", fmt.Errorf("handlers: artifact %s/%s: %w", tenant, digest, err)
+	}
+	info, err := res.Info()
+	if err != nil {
+		_ = res.Close()
+		return nil, "", fmt.Errorf("handlers: artifact %s/%s: %w", tenant, digest, err)
+	}
+	return res, cmp.Or(info.Headers.Get("Content-Type"), "application/octet-stream"), nil
+}
+
+// isDigest reports whether s is a lowercase hex SHA-256.
+func isDigest(s string) bool {
+	if len(s) != sha256.Size*2 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentbus/agentbus/tracing"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -19,6 +19,7 @@ import (
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/store"
+	"github.com/agentbus/agentbus/tracing"
 )
 
 // IngressStore is what the HTTP API reads and writes.
@@ -60,6 +61,9 @@ type IngressConfig struct {
 	// Gates are the runs' gates, decided by POST
 	// /agent/runs/{run_id}/approvals/{gate_id}; nil answers 503.
 	Gates *Gates
+	// Artifacts serves GET /agent/artifacts/{sha256}, the data of the
+	// tenant's skill results' attachments; nil answers 503.
+	Artifacts *Attachments
 }
 
 // Ingress is the chat API bridge (seed 000 §11): it validates requests and
@@ -136,6 +140,7 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("GET /agent/health", g.health)
 	mux.HandleFunc("GET /agent/audit/events", g.auditEvents)
 	mux.HandleFunc("GET /agent/runs", g.recentRuns)
+	mux.HandleFunc("GET /agent/artifacts/{sha256}", g.artifact)
 	mux.HandleFunc("GET /dashboard", g.dashboard)
 	mux.HandleFunc("GET /dashboard/{$}", g.dashboard)
 	mux.HandleFunc("GET /dashboard/{file}", g.dashboard)
@@ -278,6 +283,37 @@ func readScope(w http.ResponseWriter, r *http.Request) (string, bool) {
 		return "", false
 	}
 	return tenant, true
+}
+
+// artifact serves GET /agent/artifacts/{sha256}: the data an attachment
+// reference (artifact://<tenant>/<sha256>) names, with its Content-Type,
+// to the tenant that holds it; any other tenant gets 404.
+func (g *Ingress) artifact(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := readScope(w, r)
+	if !ok {
+		return
+	}
+	if g.cfg.Artifacts == nil {
+		writeError(w, http.StatusServiceUnavailable, "artifacts_unavailable", "this ingress serves no artifacts")
+		return
+	}
+	res, typ, err := g.cfg.Artifacts.Open(r.Context(), tenant, r.PathValue("sha256"))
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "artifact not found")
+		return
+	}
+	if err != nil {
+		g.log.Error().Err(err).Msg("artifact")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the artifact cannot be read now")
+		return
+	}
+	defer res.Close()
+	w.Header().Set("Content-Type", typ)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Disposition", "attachment")
+	if _, err := io.Copy(w, res); err != nil {
+		g.log.Warn().Err(err).Msg("artifact: response cut short")
+	}
 }
 
 func (g *Ingress) plan(w http.ResponseWriter, r *http.Request) {

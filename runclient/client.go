@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentbus/agentbus/tracing"
 	"sync"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/tracing"
 )
 
 // Errors of the NATS client.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentbus/agentbus/tracing"
 	"net/url"
 	"strings"
 
@@ -13,6 +12,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/agentbus/agentbus/tracing"
 )
 
 // target is where the calls of one tenant go: the resolved endpoint (empty

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
@@ -198,6 +200,32 @@ func TestPerRolePermissions(t *testing.T) {
 	}
 	defer ing.Close()
 	ijs, _ := jetstream.New(ing)
+	// It serves the artifacts' data, and cannot store any.
+	iarts, err := handlers.NewAttachments(octx, ijs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, typ, err := iarts.Open(octx, "demo", "29ae6fb3c1d9f7f5c1b8a7c5d2a5b0e1f3b4d5c6e7f8091a2b3c4d5e6f708192")
+	if !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Fatalf("an unknown artifact: %v", err)
+	}
+	sum := sha256.Sum256([]byte("png"))
+	if obj, typ, err = iarts.Open(octx, "demo", hex.EncodeToString(sum[:])); err != nil || typ != "image/png" {
+		t.Fatalf("the ingress may not read an artifact: %s, %v", typ, err)
+	}
+	_ = obj.Close()
+	select {
+	case v := <-violations:
+		t.Fatalf("the ingress on the artifacts object store: %v", v)
+	default:
+	}
+	if _, err := iarts.Put(octx, "demo", skills.Attachment{Kind: "image"}, []byte("forged")); err == nil {
+		t.Fatal("the ingress stored an artifact")
+	}
+	select { // the refused publish's violation, so that none is left for later checks
+	case <-violations:
+	case <-time.After(5 * time.Second):
+	}
 	cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 	defer ccancel()
 	if _, err := ijs.OrderedConsumer(cctx, events.StreamAudit, jetstream.OrderedConsumerConfig{}); err == nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/agentbus/agentbus/tracing"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/provider"
 	"github.com/agentbus/agentbus/store"
+	"github.com/agentbus/agentbus/tracing"
 )
 
 // DefaultEmbeddingDimension is the embedding length of seed 000's

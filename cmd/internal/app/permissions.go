@@ -97,6 +97,8 @@ func Permissions(user, storePrefix string) (*server.Permissions, error) {
 		// Streamed runs' chunks, served (and resumed) from the stream; the
 		// AUDIT stream is never readable by the ingress.
 		g.readStream(events.StreamReply)
+		// Attachments' data, served to the tenant that holds them.
+		g.readStream("OBJ_" + handlers.BucketArtifacts)
 		buckets = IngressBuckets
 	} else {
 		i := slices.IndexFunc(Processes, func(p Process) bool { return p.Name == user })

@@ -161,10 +161,14 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	if err != nil {
 		return fmt.Errorf("gates bucket: %w", err)
 	}
+	artifacts, err := handlers.NewAttachments(ctx, d.JS)
+	if err != nil {
+		return fmt.Errorf("artifacts: %w", err)
+	}
 	g := handlers.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
 		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds,
 			Sessions: &handlers.Sessions{KV: sessions}, Embedder: d.Embedder, Cancels: handlers.NewCancels(cancels),
-			Gates: &handlers.Gates{KV: gates}})
+			Gates: &handlers.Gates{KV: gates}, Artifacts: artifacts})
 	if err := retry(ctx, g.Start); err != nil {
 		return err
 	}

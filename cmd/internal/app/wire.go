@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"github.com/agentbus/agentbus/tracing"
 	"os"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/store/embedded"
 	"github.com/agentbus/agentbus/store/opensearch"
+	"github.com/agentbus/agentbus/tracing"
 )
 
 // Logger returns a JSON logger on stderr carrying the process name.
