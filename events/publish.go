@@ -51,11 +51,28 @@ func (p *Publisher) PublishAll(ctx context.Context, outs []event.Event) error {
 	var streams []string
 	byStream := map[string][]*nats.Msg{}
 	ids := make(map[string]bool, len(outs))
+	var audits []event.Event
 	for _, out := range outs {
 		if ids[out.ID()] {
 			return Permanent(fmt.Errorf("%w: two outputs of one hop share the id %s", ErrPublish, out.ID()))
 		}
 		ids[out.ID()] = true
+		if IsAuditType(out.Type()) {
+			audits = append(audits, out)
+		}
+	}
+	if len(audits) > 1 {
+		// The hop's audit trail is one message.
+		m, err := packAudit(audits)
+		if err != nil {
+			return Permanent(err)
+		}
+		streams, byStream[StreamAudit] = append(streams, StreamAudit), []*nats.Msg{m}
+	}
+	for _, out := range outs {
+		if len(audits) > 1 && IsAuditType(out.Type()) {
+			continue
+		}
 		m, err := ToMsg(out)
 		if err != nil {
 			return Permanent(err)

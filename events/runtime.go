@@ -179,21 +179,27 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	ev, err = FromMsg(msg.Headers(), msg.Data())
+	batch, err := FromMsgs(msg.Headers(), msg.Data())
 	if err != nil {
 		outcome = w.deadLetter(ctx, msg, md, nil, err)
 		return
 	}
-	decoded = true
-	if subj, ext := TenantOfSubject(msg.Subject()), MetaOf(ev).Tenant; subj != ext {
-		// Isolation never rests on a header alone: the subject a
-		// publisher was allowed to use must name the same tenant.
-		outcome = w.deadLetter(ctx, msg, md, &ev, Permanent(fmt.Errorf("%w: subject %s names tenant %q, the event's tenantid is %q",
-			ErrInvalidData, msg.Subject(), subj, ext)))
-		return
+	ev, decoded = batch[0], true
+	for _, e := range batch {
+		if subj, ext := TenantOfSubject(msg.Subject()), MetaOf(e).Tenant; subj != ext {
+			// Isolation never rests on a header alone: the subject a
+			// publisher was allowed to use must name the same tenant.
+			outcome = w.deadLetter(ctx, msg, md, &ev, Permanent(fmt.Errorf("%w: subject %s names tenant %q, the event's tenantid is %q",
+				ErrInvalidData, msg.Subject(), subj, ext)))
+			return
+		}
 	}
 	stop := w.heartbeat(msg)
-	outs, err = w.handler(ctx, ev)
+	if len(batch) == 1 {
+		outs, err = w.handler(ctx, ev)
+	} else {
+		outs, err = w.handleBatch(ctx, batch)
+	}
 	stop()
 	if err == nil {
 		err = w.pub.PublishAll(ctx, outs)
@@ -214,6 +220,35 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 		w.report(&ev, msg.Subject(), err)
 		_ = msg.NakWithDelay(w.backoff(md.NumDelivered))
 	}
+}
+
+// handleBatch handles the events of a batch in order, then runs the
+// waits their handlers deferred (see Defer), every one even after a
+// failure (a wait may owe other messages a write). The first error
+// fails the batch: it is retried, or dead-lettered whole, as one event
+// would be.
+func (w *Worker) handleBatch(ctx context.Context, batch []event.Event) ([]event.Event, error) {
+	d := &deferred{}
+	hctx := context.WithValue(ctx, deferredKey{}, d)
+	var outs []event.Event
+	var first error
+	for _, e := range batch {
+		o, err := w.handler(hctx, e)
+		if err != nil {
+			first = fmt.Errorf("%s %s: %w", e.Type(), e.ID(), err)
+			break
+		}
+		outs = append(outs, o...)
+	}
+	d.mu.Lock()
+	waits := d.waits
+	d.mu.Unlock()
+	for _, wait := range waits {
+		if err := wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return outs, first
 }
 
 func (w *Worker) backoff(delivered uint64) time.Duration {

@@ -115,6 +115,9 @@ func AuditType(name string) string { return TypeAuditPrefix + name }
 // AuditName returns the short name of an audit event type ("skill.called").
 func AuditName(typ string) string { return strings.TrimPrefix(typ, TypeAuditPrefix) }
 
+// IsAuditType reports whether typ is an audit event type.
+func IsAuditType(typ string) bool { return strings.HasPrefix(typ, TypeAuditPrefix) }
+
 // TenantOfSubject returns the tenant token of an agent or audit subject, or
 // "unknown" when the subject does not carry one.
 func TenantOfSubject(subject string) string {

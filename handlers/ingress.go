@@ -215,12 +215,12 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 // parseRun decodes and validates the request body and identity headers.
 func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequest, string, error) {
 	var body runclient.Request
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes))
+	in := &bodyReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)}
+	dec := json.NewDecoder(in)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		var tooBig *http.MaxBytesError
 		switch {
-		case errors.As(err, &tooBig):
+		case in.tooLarge():
 			return orch.RunRequest{}, "body_too_large", fmt.Errorf("the body is larger than %d bytes", g.cfg.MaxBodyBytes)
 		case strings.Contains(err.Error(), "unknown field"):
 			return orch.RunRequest{}, "unknown_field", err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -94,17 +95,38 @@ func userScope(w http.ResponseWriter, r *http.Request, named string) (string, bo
 	return named, true
 }
 
+// bodyReader reads a request body and keeps the read error, which a JSON
+// decoder may not wrap.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
+
+// tooLarge reports whether the body was cut at its size limit.
+func (b *bodyReader) tooLarge() bool {
+	var tooBig *http.MaxBytesError
+	return errors.As(b.err, &tooBig)
+}
+
 // decodeBody decodes a JSON body strictly into v, answering the request
 // itself when it cannot.
 func (g *Ingress) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes))
+	body := &bodyReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)}
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
-	var tooBig *http.MaxBytesError
 	switch {
 	case err == nil:
 		return true
-	case errors.As(err, &tooBig):
+	case body.tooLarge():
 		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", g.cfg.MaxBodyBytes))
 	case strings.Contains(err.Error(), "unknown field"):
 		writeError(w, http.StatusBadRequest, "unknown_field", err.Error())

@@ -114,8 +114,12 @@ func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, e
 		}
 		it.doc = &doc
 	}
-	if err := p.commit(ctx, it); err != nil {
-		return nil, err
+	lead := p.enqueue(it)
+	wait := func(ctx context.Context) error { return p.await(ctx, it, lead) }
+	if !events.Defer(ctx, wait) { // in a batch, the hop's events are written together
+		if err := wait(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if name == "run.finished" && p.Alerts {
 		// The tenant's alert rules are evaluated a minute ahead, once
@@ -136,15 +140,22 @@ func (p *Projector) now() time.Time {
 	return time.Now().UTC()
 }
 
-// commit queues it and returns its outcome. The first caller to find no
-// write under way writes the queue; the others wait for their outcome or
-// for their turn to write what queued up meanwhile.
-func (p *Projector) commit(ctx context.Context, it *projection) error {
+// enqueue queues it for the next write. The first caller to find no
+// write under way leads: it must await it, which writes the queue; the
+// others wait for their outcome or for their turn to write what queued up
+// meanwhile.
+func (p *Projector) enqueue(it *projection) (lead bool) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.pending = append(p.pending, it)
-	lead := !p.flushing
+	lead = !p.flushing
 	p.flushing = true
-	p.mu.Unlock()
+	return lead
+}
+
+// await returns the outcome of it, writing the queue when it leads or is
+// picked to write next.
+func (p *Projector) await(ctx context.Context, it *projection, lead bool) error {
 	if !lead {
 		// No deadline here: the write under way is bounded by its
 		// writer's context, and a waiter picked to write next must write.

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -144,10 +146,10 @@ func (c *cluster) startAll(executors int) map[string]*proc {
 	c.t.Helper()
 	procs := map[string]*proc{}
 	c.metrics = map[string]string{}
+	// Every listener takes a port of the kernel's choosing and logs it: a
+	// port picked free beforehand may be taken by a parallel test.
 	start := func(name, role string) {
-		addr := freeAddr(c.t)
-		procs[name] = c.start(role, "METRICS_ADDR="+addr)
-		c.metrics[name] = "http://" + addr + "/metrics"
+		procs[name] = c.start(role, "METRICS_ADDR=127.0.0.1:0")
 	}
 	for _, r := range []string{"router", "planner", "aggregator"} {
 		start(r, r)
@@ -155,9 +157,13 @@ func (c *cluster) startAll(executors int) map[string]*proc {
 	for i := range executors {
 		start(fmt.Sprintf("executor%d", i+1), "executor")
 	}
-	addr := freeAddr(c.t)
-	procs["ingress"] = c.start("ingress", "INGRESS_ADDR="+addr)
-	c.ingURL = "http://" + addr
+	procs["ingress"] = c.start("ingress", "INGRESS_ADDR=127.0.0.1:0")
+	for name, p := range procs {
+		if name != "ingress" {
+			c.metrics[name] = "http://" + listenAddr(c.t, p, "metrics listening") + "/metrics"
+		}
+	}
+	c.ingURL = "http://" + listenAddr(c.t, procs["ingress"], "ingress listening")
 	c.metrics["ingress"] = c.ingURL + "/metrics"
 	eventually(c.t, 30*time.Second, "the ingress to listen", func() bool {
 		resp, err := http.Get(c.ingURL + "/healthz")
@@ -185,6 +191,23 @@ func (c *cluster) ackPending(role string) int {
 		return 0
 	}
 	return info.NumAckPending
+}
+
+// listenAddr waits for p to log msg and returns the addr it names.
+func listenAddr(t *testing.T, p *proc, msg string) string {
+	t.Helper()
+	var addr string
+	eventually(t, 30*time.Second, msg, func() bool {
+		for line := range strings.Lines(p.logs.String()) {
+			var l struct{ Message, Addr string }
+			if json.Unmarshal([]byte(line), &l) == nil && l.Message == msg && l.Addr != "" {
+				addr = l.Addr
+				return true
+			}
+		}
+		return false
+	})
+	return addr
 }
 
 func freeAddr(t *testing.T) string {

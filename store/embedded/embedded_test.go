@@ -2,7 +2,10 @@ package embedded_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,5 +150,64 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := embedded.New(t.Context(), nil, embedded.Config{}); !errors.Is(err, store.ErrInvalidArgument) {
 		t.Fatalf("nil js: %v", err)
+	}
+}
+
+// TestAppendEventsStoresOneMessagePerSession: the events of one append
+// are stored as one message per session (a lone event as its own), a
+// large append is split, a re-append of the same events stores nothing,
+// and Trace and Events read every event once, in append order.
+func TestAppendEventsStoresOneMessagePerSession(t *testing.T) {
+	js := connect(t, startServer(t, t.TempDir()))
+	s := newStore(t, js, embedded.Config{})
+	ctx := t.Context()
+	ts := time.Now().UTC().Truncate(time.Millisecond)
+	ev := func(id, session string, payload int) store.Event {
+		p, _ := json.Marshal(map[string]string{"pad": strings.Repeat("x", payload)})
+		return store.Event{EventID: id, TenantID: "acme", SessionID: session, PlanID: "plan-" + session, EventType: "step.done",
+			Payload: p, TS: ts}
+	}
+	batch := []store.Event{ev("a1", "s1", 10), ev("b1", "s2", 10), ev("a2", "s1", 10), ev("a3", "s1", 10), ev("c1", "s3", 10)}
+	stored := func() uint64 {
+		st, err := js.Stream(ctx, embedded.StreamEvents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	for range 2 {
+		if err := s.AppendEvents(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		if n := stored(); n != 3 {
+			t.Fatalf("%d messages stored, want one per session (3), once", n)
+		}
+	}
+	got, err := s.Trace(ctx, store.TraceQuery{TenantID: "acme", SessionID: "s1"})
+	if err != nil || len(got) != 3 || got[0].EventID != "a1" || got[1].EventID != "a2" || got[2].EventID != "a3" {
+		t.Fatalf("trace of s1: %+v, %v", got, err)
+	}
+	all, err := s.Events(ctx, store.EventQuery{TenantID: "acme", Limit: 100})
+	if err != nil || len(all) != 5 {
+		t.Fatalf("events: %d, %v; want 5", len(all), err)
+	}
+
+	var big []store.Event
+	for i := range 200 {
+		big = append(big, ev(fmt.Sprintf("big-%03d", i), "s4", 2000)) // ~400 KB in all
+	}
+	if err := s.AppendEvents(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	if n := stored(); n != 5 {
+		t.Fatalf("%d messages stored, want the large append split in two", n)
+	}
+	got, err = s.Trace(ctx, store.TraceQuery{TenantID: "acme", SessionID: "s4"})
+	if err != nil || len(got) != 200 || got[0].EventID != "big-000" || got[199].EventID != "big-199" {
+		t.Fatalf("trace of s4: %d events, %v", len(got), err)
 	}
 }

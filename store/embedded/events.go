@@ -2,9 +2,12 @@ package embedded
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,13 +24,20 @@ func (s *Store) eventSubject(ev store.Event) string {
 	return s.subjectRoot + "." + escape(ev.TenantID) + "." + optionalToken(ev.SessionID)
 }
 
+// maxEventBatch bounds the data of one stored message of events.
+const maxEventBatch = 256 << 10
+
 // AppendEvents validates every event first and rejects the whole batch
 // with the first *store.SchemaError, writing nothing. Otherwise it
-// publishes the events in order to store.events.<tenant>.<session> with
-// Nats-Msg-Id set to the event id, so the event id is the document id:
-// JetStream drops a re-append within DuplicateWindow and Trace drops any
-// later one. Publishing is not atomic: on a broker error some events of
-// the batch may be stored, and retrying the batch is safe.
+// publishes the events in order to store.events.<tenant>.<session>: one
+// message per subject holding that subject's events as a JSON array (up
+// to maxEventBatch bytes a message; a lone event as its object), with
+// Nats-Msg-Id derived from the event ids it holds, so JetStream drops a
+// re-append of the same events within DuplicateWindow, and Trace drops any
+// later copy of an event id. Storing a hop's events as one message rather
+// than one each halves the messages a run costs the server. Publishing is
+// not atomic: on a broker error some messages may be stored, and retrying
+// the batch is safe.
 func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 	payloads := make([][]byte, len(evs))
 	for i, ev := range evs {
@@ -38,33 +48,78 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 		payloads[i] = data
 	}
 	stream := s.events.CachedInfo().Config.Name
-	if len(evs) == 1 {
-		msg := &nats.Msg{Subject: s.eventSubject(evs[0]), Data: payloads[0]}
-		if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(evs[0].EventID), jetstream.WithExpectStream(stream)); err != nil {
-			return fmt.Errorf("embedded: append event %q: %w", evs[0].EventID, err)
-		}
-		return nil
-	}
-	// Pipelined: every event is sent, then every PubAck awaited.
-	futures := make([]jetstream.PubAckFuture, len(evs))
+	var msgs []*nats.Msg
+	var ids []string
+	bySubject := map[string]int{} // the message being filled for each subject
 	for i, ev := range evs {
-		msg := &nats.Msg{Subject: s.eventSubject(ev), Data: payloads[i]}
-		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.EventID), jetstream.WithExpectStream(stream))
+		subject := s.eventSubject(ev)
+		at, open := bySubject[subject]
+		if open && len(msgs[at].Data)+len(payloads[i])+1 > maxEventBatch {
+			open = false
+		}
+		if !open {
+			bySubject[subject] = len(msgs)
+			msgs = append(msgs, &nats.Msg{Subject: subject, Data: payloads[i]})
+			ids = append(ids, ev.EventID)
+			continue
+		}
+		m := msgs[at]
+		if m.Data[0] != '[' {
+			m.Data = append(append([]byte{'['}, m.Data...), ']')
+		}
+		m.Data = append(append(append(m.Data[:len(m.Data)-1], ','), payloads[i]...), ']')
+		ids[at] += "\x00" + ev.EventID
+	}
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	for i, m := range msgs {
+		f, err := s.js.PublishMsgAsync(m, jetstream.WithMsgID(batchID(ids[i])), jetstream.WithExpectStream(stream))
 		if err != nil {
-			return fmt.Errorf("embedded: append event %q: %w", ev.EventID, err)
+			return fmt.Errorf("embedded: append events: %w", err)
 		}
 		futures[i] = f
 	}
-	for i, f := range futures {
+	for _, f := range futures {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			return fmt.Errorf("embedded: append event %q: %w", evs[i].EventID, err)
+			return fmt.Errorf("embedded: append events: %w", err)
 		case <-ctx.Done():
 			return fmt.Errorf("embedded: append events: %w", ctx.Err())
 		}
 	}
 	return nil
+}
+
+// batchID is the message id of the events ids (NUL-separated): a lone
+// event's own id, else a hash of them all.
+func batchID(ids string) string {
+	if !strings.Contains(ids, "\x00") {
+		return ids
+	}
+	sum := sha256.Sum256([]byte(ids))
+	return "events-" + hex.EncodeToString(sum[:16])
+}
+
+// decodeEvents calls fn with each event stored in data: an array of them,
+// or one.
+func decodeEvents(data []byte, fn func(store.Event) error) error {
+	if len(data) > 0 && data[0] == '[' {
+		var evs []store.Event
+		if err := json.Unmarshal(data, &evs); err != nil {
+			return fmt.Errorf("embedded: decode events: %w", err)
+		}
+		for _, ev := range evs {
+			if err := fn(ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var ev store.Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return fmt.Errorf("embedded: decode event: %w", err)
+	}
+	return fn(ev)
 }
 
 // Trace returns the events of q.SessionID and/or q.PlanID within
@@ -85,16 +140,14 @@ func (s *Store) Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, e
 	var out []store.Event
 	seen := map[string]bool{}
 	err := s.readSubject(ctx, filter, func(data []byte) error {
-		var ev store.Event
-		if err := json.Unmarshal(data, &ev); err != nil {
-			return fmt.Errorf("embedded: decode event: %w", err)
-		}
-		if seen[ev.EventID] || q.PlanID != "" && ev.PlanID != q.PlanID {
+		return decodeEvents(data, func(ev store.Event) error {
+			if seen[ev.EventID] || q.PlanID != "" && ev.PlanID != q.PlanID {
+				return nil
+			}
+			seen[ev.EventID] = true
+			out = append(out, ev)
 			return nil
-		}
-		seen[ev.EventID] = true
-		out = append(out, ev)
-		return nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded: trace: %w", err)
@@ -190,16 +243,14 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]store.Event, 
 		from = q.Since.Add(-storeClockSlack)
 	}
 	err := s.readSubjectFrom(ctx, filter, from, func(data []byte) error {
-		var ev store.Event
-		if err := json.Unmarshal(data, &ev); err != nil {
-			return fmt.Errorf("embedded: decode event: %w", err)
-		}
-		if seen[ev.EventID] || !q.Match(ev) {
+		return decodeEvents(data, func(ev store.Event) error {
+			if seen[ev.EventID] || !q.Match(ev) {
+				return nil
+			}
+			seen[ev.EventID] = true
+			out = append(out, ev)
 			return nil
-		}
-		seen[ev.EventID] = true
-		out = append(out, ev)
-		return nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded: events: %w", err)

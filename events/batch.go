@@ -1,0 +1,136 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+)
+
+// ContentTypeBatch is the content type of a message that holds several
+// events: the CloudEvents JSON batch format (an array of events in
+// structured mode).
+const ContentTypeBatch = "application/cloudevents-batch+json"
+
+// batchToken ends the subject of an audit batch: audit.<tenant>.batch.
+const batchToken = "batch"
+
+// packAudit returns one message holding the audit events evs, all of one
+// tenant, in the CloudEvents JSON batch format: a hop's audit trail costs
+// the server one message, not one per event. Its id derives from the
+// events' ids, so a redelivered hop that emits them again is dropped as a
+// duplicate.
+func packAudit(evs []event.Event) (*nats.Msg, error) {
+	tenant := Ext(evs[0], ExtTenant)
+	var buf bytes.Buffer
+	ids := sha256.New()
+	buf.WriteByte('[')
+	for i, ev := range evs {
+		if err := ev.Validate(); err != nil {
+			return nil, fmt.Errorf("events: invalid event: %w", err)
+		}
+		if Ext(ev, ExtTenant) != tenant {
+			return nil, fmt.Errorf("%w: one hop's audit events name tenants %q and %q", ErrInvalidData, tenant, Ext(ev, ExtTenant))
+		}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return nil, fmt.Errorf("events: encode %s: %w", ev.ID(), err)
+		}
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(b)
+		ids.Write([]byte(ev.ID()))
+		ids.Write([]byte{0})
+	}
+	buf.WriteByte(']')
+	if !ValidToken(tenant) {
+		return nil, fmt.Errorf("%w: audit batch of tenant %q", ErrInvalidToken, tenant)
+	}
+	m := nats.NewMsg(auditSubjectRoot + "." + tenant + "." + batchToken)
+	m.Header.Set(headerContentType, ContentTypeBatch)
+	m.Header.Set(nats.MsgIdHdr, "batch-"+hex.EncodeToString(ids.Sum(nil)[:16]))
+	m.Data = buf.Bytes()
+	return m, nil
+}
+
+// FromMsgs decodes the events a message holds: a batch's (see
+// ContentTypeBatch), or the one of a binary-mode message (FromMsg). Any
+// failure wraps ErrDecode and is permanent.
+func FromMsgs(header nats.Header, data []byte) ([]event.Event, error) {
+	if isBatch(header) {
+		return unpackBatch(data)
+	}
+	ev, err := FromMsg(header, data)
+	if err != nil {
+		return nil, err
+	}
+	return []event.Event{ev}, nil
+}
+
+// isBatch reports whether a message holds a batch of events.
+func isBatch(header nats.Header) bool {
+	return strings.EqualFold(header.Get(headerContentType), ContentTypeBatch)
+}
+
+// unpackBatch decodes the events of a batch message, each checked as
+// FromMsg checks one. Any failure wraps ErrDecode and is permanent.
+func unpackBatch(data []byte) ([]event.Event, error) {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, Permanent(fmt.Errorf("%w: batch: %v", ErrDecode, err))
+	}
+	if len(raw) == 0 {
+		return nil, Permanent(fmt.Errorf("%w: empty batch", ErrDecode))
+	}
+	out := make([]event.Event, len(raw))
+	for i, r := range raw {
+		ev := event.New()
+		if err := json.Unmarshal(r, &ev); err != nil {
+			return nil, Permanent(fmt.Errorf("%w: batch event %d: %v", ErrDecode, i, err))
+		}
+		if ev.SpecVersion() != event.CloudEventsVersionV1 {
+			return nil, Permanent(fmt.Errorf("%w: batch event %d: specversion %q", ErrDecode, i, ev.SpecVersion()))
+		}
+		if err := ev.Validate(); err != nil {
+			return nil, Permanent(fmt.Errorf("%w: batch event %d: %v", ErrDecode, i, err))
+		}
+		if ct := ev.DataContentType(); (ct == "" || ct == event.ApplicationJSON) && !json.Valid(ev.Data()) {
+			return nil, Permanent(fmt.Errorf("%w: batch event %d: data is not JSON", ErrDecode, i))
+		}
+		out[i] = ev
+	}
+	return out, nil
+}
+
+type deferredKey struct{}
+
+// deferred are the waits of a batch's handlers (see Defer).
+type deferred struct {
+	mu    sync.Mutex
+	waits []func(context.Context) error
+}
+
+// Defer registers wait to finish the handling of an event of a batch,
+// whose handler runs with ctx: the worker runs every wait, in order,
+// after the handlers of all the batch's events, and acknowledges the
+// batch only if all succeed. A handler that writes can so queue the
+// writes of a whole batch before any is awaited. Defer reports false
+// outside a batch, where the handler waits itself.
+func Defer(ctx context.Context, wait func(context.Context) error) bool {
+	d, _ := ctx.Value(deferredKey{}).(*deferred)
+	if d == nil {
+		return false
+	}
+	d.mu.Lock()
+	d.waits = append(d.waits, wait)
+	d.mu.Unlock()
+	return true
+}
