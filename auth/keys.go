@@ -99,18 +99,20 @@ type Keys struct {
 
 var _ Verifier = (*Keys)(nil)
 
+// KeyBucketConfig is the configuration of KeyBucket with replicas (0: as
+// it is, or 1 when it is created).
+func KeyBucketConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{Bucket: KeyBucket, Description: "agentbus tenant API keys (argon2id hashes)",
+		History: 1, Storage: jetstream.FileStorage, Replicas: replicas}
+}
+
 // NewKeys opens KeyBucket on js, creating it (file storage, history 1) if
 // needed. It is idempotent and safe to call from several processes.
 func NewKeys(ctx context.Context, js jetstream.JetStream) (*Keys, error) {
 	if js == nil {
 		return nil, errors.New("auth: nil JetStream")
 	}
-	kv, err := events.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
-		Bucket:      KeyBucket,
-		Description: "agentbus tenant API keys (argon2id hashes)",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-	})
+	kv, err := events.EnsureKeyValue(ctx, js, KeyBucketConfig(0))
 	if err != nil {
 		return nil, unavailable("bucket "+KeyBucket, err)
 	}

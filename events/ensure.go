@@ -31,19 +31,27 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 }
 
 // EnsureKeyValue opens the bucket of cfg, creating it, or updating it when
-// its TTL, history or storage differ.
+// its TTL, history, storage or (when cfg names them) replicas differ.
 func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if err == nil {
 		st, serr := kv.Status(ctx)
 		if serr == nil && st.TTL() == cfg.TTL && st.History() == int64(max(cfg.History, 1)) &&
-			st.BackingStore() == "JetStream" && kvStorage(st) == cfg.Storage {
+			st.BackingStore() == "JetStream" && kvStorage(st) == cfg.Storage && (cfg.Replicas == 0 || kvReplicas(st) == cfg.Replicas) {
 			return kv, nil
 		}
 	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, err
 	}
 	return js.CreateOrUpdateKeyValue(ctx, cfg)
+}
+
+// kvReplicas is the replica count of a bucket's stream.
+func kvReplicas(st jetstream.KeyValueStatus) int {
+	if js, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		return js.StreamInfo().Config.Replicas
+	}
+	return -1
 }
 
 func kvStorage(st jetstream.KeyValueStatus) jetstream.StorageType {

@@ -247,19 +247,27 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // renew replaces the expiring token under key from where it came from,
 // unless another request already has (sent was its token then).
 func (t *oauthTransport) renew(ctx context.Context, creds *ClientCredentials, tenant, key, sent string) error {
-	m := t.flow(key)
-	m.Lock()
-	defer m.Unlock()
-	cur, last := t.token(key)
-	if cur != "" && cur != sent {
-		return nil
-	}
-	return t.obtain(ctx, creds, tenant, key, last.from, last)
+	return t.replace(key, sent, func(last *bearer) error { return t.obtain(ctx, creds, tenant, key, last.from, last) })
 }
 
 // authorizeFor gets a new token for req's resource after the server
 // refused sent (with challenge), unless another request already has.
 func (t *oauthTransport) authorizeFor(req *http.Request, creds *ClientCredentials, tenant, key, sent, challenge string, stepUp bool) error {
+	return t.replace(key, sent, func(last *bearer) error {
+		from, err := t.discover(req.Context(), creds, req.URL, challenge)
+		if err != nil {
+			return err
+		}
+		if stepUp && last != nil {
+			from.scope = unionScopes(last.scope, from.scope)
+		}
+		return t.obtain(req.Context(), creds, tenant, key, from, nil)
+	})
+}
+
+// replace runs fetch, with the last token kept under key, one request at
+// a time per key, unless another request has already replaced sent.
+func (t *oauthTransport) replace(key, sent string, fetch func(last *bearer) error) error {
 	m := t.flow(key)
 	m.Lock()
 	defer m.Unlock()
@@ -267,14 +275,7 @@ func (t *oauthTransport) authorizeFor(req *http.Request, creds *ClientCredential
 	if cur != "" && cur != sent {
 		return nil
 	}
-	from, err := t.discover(req.Context(), creds, req.URL, challenge)
-	if err != nil {
-		return err
-	}
-	if stepUp && last != nil {
-		from.scope = unionScopes(last.scope, from.scope)
-	}
-	return t.obtain(req.Context(), creds, tenant, key, from, nil)
+	return fetch(last)
 }
 
 // coversResource reports whether the resource identifier resource

@@ -22,6 +22,7 @@ Usage:
   agentbus chaos [--runs 500] [--seed N] [--concurrency 8]  fault-injection run against the multi-process deployment
   agentbus bench [--quick] [--skip-peer]                  measure agentbus beside the JetStream floor and LangGraph
   agentbus tenants create|list|rotate|revoke [--nats URL]  manage tenant API keys (abk_…)
+  agentbus setup [--nats URL] [--replicas 3]               set the topology up as admin on a server agentbus does not run
   agentbus mcp-conformance-client <server-url>            the client the MCP conformance suite runs (deploy/mcp/conformance)
 
 Run "agentbus <command> --help" for the flags of a command.
@@ -35,7 +36,7 @@ func main() {
 	cmds := map[string]func([]string) int{"up": up, "demo": runDemo, "run": run, "cancel": cancelRun,
 		"approve": control("approve"), "interrupt": control("interrupt"), "resume": control("resume"), "steer": control("steer"),
 		"replay": replay, "skills": serveSkills, "nats": serveNATS, "chaos": runChaos, "bench": runBench, "tenants": tenants,
-		"mcp-conformance-client": conformanceClient}
+		"setup": setup, "mcp-conformance-client": conformanceClient}
 	switch cmd := os.Args[1]; cmd {
 	case "-h", "--help", "help":
 		fmt.Print(usage)

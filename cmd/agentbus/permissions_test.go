@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -32,20 +33,7 @@ import (
 // logged, and the server refuses an executor's forged group.joined or
 // run.finished and an ingress's consumer on the AUDIT stream.
 func TestPerRolePermissions(t *testing.T) {
-	dir := t.TempDir()
-	passwords, err := app.LoadPasswords(filepath.Join(dir, "users.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	users, err := app.ServerUsers(passwords, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := events.RunServer(events.ServerConfig{Port: -1, StoreDir: filepath.Join(dir, "nats"), Users: users})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	ns, passwords := permissionedServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -234,6 +222,28 @@ func TestPerRolePermissions(t *testing.T) {
 		!strings.Contains(err.Error(), "ermission") {
 		t.Errorf("consumer on AUDIT refused with %v", err)
 	}
+}
+
+// permissionedServer runs a nats-server with one user per role process,
+// the ingress and admin (agentbus nats --permissions) until the test ends,
+// and returns it with the users' passwords.
+func permissionedServer(t *testing.T) (*server.Server, map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	passwords, err := app.LoadPasswords(filepath.Join(dir, "users.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := app.ServerUsers(passwords, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := events.RunServer(events.ServerConfig{Port: -1, StoreDir: filepath.Join(dir, "nats"), Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns, passwords
 }
 
 // connectAs connects as user, sending asynchronous errors (permissions

@@ -54,8 +54,12 @@ type Config struct {
 	Concurrency     int
 	MaxTurns        int // model turns of one step
 	HandleTimeout   time.Duration
-	AckWait         time.Duration
-	MaxDeliver      int
+	// Replicas is the replica count of every stream and bucket (REPLICAS;
+	// 3 on a 3-node cluster). Every process of a deployment must name the
+	// same: a process that finds another count tries to change it back.
+	Replicas   int
+	AckWait    time.Duration
+	MaxDeliver int
 	// MetricsAddr, when set, is where a role process serves /metrics
 	// (the ingress serves it on its own listener).
 	MetricsAddr string
@@ -123,6 +127,8 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HandleTimeout, "handle-timeout", envDuration("HANDLE_TIMEOUT", 5*time.Minute), "deadline of one message's work (env HANDLE_TIMEOUT)")
 	fs.DurationVar(&c.AckWait, "ack-wait", envDuration("ACK_WAIT", 30*time.Second), "JetStream ack wait of the role consumers (env ACK_WAIT)")
 	fs.IntVar(&c.MaxDeliver, "max-deliver", envInt("MAX_DELIVER", 10), "deliveries before a message is dead-lettered (env MAX_DELIVER)")
+	fs.IntVar(&c.Replicas, "replicas", envInt("REPLICAS", 1),
+		"replicas of every stream and bucket: 1 on one server, 3 on a 3-node cluster; the same in every process (env REPLICAS)")
 }
 
 // Validate checks the values the process cannot run with.

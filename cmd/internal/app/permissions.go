@@ -235,13 +235,16 @@ func LoadPasswords(path string) (map[string]string, error) {
 // buckets and stream, and the tenants' key store. With per-role
 // permissions only the administrator may; the processes then only check.
 func Setup(ctx context.Context, js jetstream.JetStream, c *Config) error {
-	if err := events.Bootstrap(ctx, js, Topology(events.Topology{AckWait: c.AckWait, MaxDeliver: c.MaxDeliver})); err != nil {
+	if err := events.Bootstrap(ctx, js, Topology(events.Topology{AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, Replicas: c.Replicas})); err != nil {
 		return err
 	}
 	if c.Store != "opensearch" {
-		if _, err := embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix}); err != nil {
+		if _, err := embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix, Replicas: c.Replicas}); err != nil {
 			return err
 		}
+	}
+	if _, err := events.EnsureKeyValue(ctx, js, auth.KeyBucketConfig(c.Replicas)); err != nil {
+		return err
 	}
 	_, err := auth.NewKeys(ctx, js)
 	return err

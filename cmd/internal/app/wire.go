@@ -51,7 +51,7 @@ var (
 func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, error) {
 	if c.Store != "opensearch" {
 		return retryValue(ctx, func() (*embedded.Store, error) {
-			return embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix})
+			return embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix, Replicas: c.Replicas})
 		})
 	}
 	cfg, err := opensearch.ConfigFromEnv()
@@ -140,7 +140,7 @@ func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger)
 		nc.Close()
 		return nil, err
 	}
-	topo := Topology(events.Topology{AckWait: c.AckWait, MaxDeliver: c.MaxDeliver})
+	topo := Topology(events.Topology{AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, Replicas: c.Replicas})
 	if err := retry(ctx, func() error { return events.Bootstrap(ctx, js, topo) }); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("bootstrap: %w", err)

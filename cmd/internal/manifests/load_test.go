@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,6 +68,7 @@ var decoders = map[string]func() any{
 	"apps/v1/StatefulSet":           func() any { return &appsv1.StatefulSet{} },
 	"policy/v1/PodDisruptionBudget": func() any { return &policyv1.PodDisruptionBudget{} },
 	"keda.sh/v1alpha1/ScaledObject": func() any { return &scaledObject{} },
+	"batch/v1/Job":                  func() any { return &batchv1.Job{} },
 }
 
 // manifests are the objects of the kustomize base, by kind and name.
@@ -80,6 +82,7 @@ type manifests struct {
 	statefulSets  map[string]*appsv1.StatefulSet
 	pdbs          map[string]*policyv1.PodDisruptionBudget
 	scaledObjects map[string]*scaledObject
+	jobs          map[string]*batchv1.Job
 	// generated are the ConfigMaps of configMapGenerator, whose files
 	// (by key) are on disk.
 	generated map[string]configMapGeneration
@@ -133,7 +136,7 @@ func loadManifests() (*manifests, []string) {
 		fail("kustomization.yaml: apiVersion/kind %s/%s, want kustomize.config.k8s.io/v1beta1/Kustomization", k.APIVersion, k.Kind)
 	}
 	m := &manifests{namespace: k.Namespace, namespaces: map[string]*corev1.Namespace{}, configMaps: map[string]*corev1.ConfigMap{},
-		secrets: map[string]*corev1.Secret{}, services: map[string]*corev1.Service{}, deployments: map[string]*appsv1.Deployment{},
+		secrets: map[string]*corev1.Secret{}, services: map[string]*corev1.Service{}, deployments: map[string]*appsv1.Deployment{}, jobs: map[string]*batchv1.Job{},
 		statefulSets: map[string]*appsv1.StatefulSet{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
 		scaledObjects: map[string]*scaledObject{}, generated: map[string]configMapGeneration{}}
 	files, err := filepath.Glob("*.yaml")
@@ -219,6 +222,8 @@ func (m *manifests) add(doc string) error {
 		name, dup = put(m.pdbs, o.Name, o)
 	case *scaledObject:
 		name, dup = put(m.scaledObjects, o.Metadata.Name, o)
+	case *batchv1.Job:
+		name, dup = put(m.jobs, o.Name, o)
 	}
 	switch {
 	case name == "":

@@ -323,6 +323,9 @@ func TestReferencesExist(t *testing.T) {
 	for name, s := range m.statefulSets {
 		specs["StatefulSet "+name] = s.Spec.Template.Spec
 	}
+	for name, j := range m.jobs {
+		specs["Job "+name] = j.Spec.Template.Spec
+	}
 	for what, spec := range specs {
 		missing := map[string]bool{} // objects reported, by kind and name
 		for _, ref := range podRefs(spec) {
@@ -448,4 +451,49 @@ func deref(p *int64) any {
 		return "unset"
 	}
 	return *p
+}
+
+// TestSetupJobSetsTheTopologyUp: the set-up Job runs agentbus setup as
+// admin, with admin's password and the deployment's configuration, whose
+// REPLICAS is one per NATS node.
+func TestSetupJobSetsTheTopologyUp(t *testing.T) {
+	m := load(t)
+	j, ok := m.jobs["agentbus-setup"]
+	if !ok {
+		t.Fatal("no Job agentbus-setup")
+	}
+	spec := j.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("Job agentbus-setup has %d containers, want 1", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	if c.Image != "agentbus/agentbus:latest" || len(c.Args) == 0 || c.Args[0] != "setup" {
+		t.Errorf("Job agentbus-setup runs %s %v, want agentbus/agentbus:latest setup", c.Image, c.Args)
+	}
+	var user string
+	var password *corev1.SecretKeySelector
+	for _, e := range c.Env {
+		switch e.Name {
+		case "NATS_USER":
+			user = e.Value
+		case "NATS_PASSWORD":
+			if e.ValueFrom != nil {
+				password = e.ValueFrom.SecretKeyRef
+			}
+		}
+	}
+	if user != app.UserAdmin || password == nil || password.Name != "agentbus-nats-"+app.UserAdmin {
+		t.Errorf("Job agentbus-setup connects as %q with password %+v, want admin's", user, password)
+	}
+	if len(c.EnvFrom) != 1 || c.EnvFrom[0].ConfigMapRef == nil || c.EnvFrom[0].ConfigMapRef.Name != "agentbus-config" {
+		t.Errorf("Job agentbus-setup does not read agentbus-config: %+v", c.EnvFrom)
+	}
+	cfg, ok := m.configMaps["agentbus-config"]
+	nats, nok := m.statefulSets["nats"]
+	if !ok || !nok || nats.Spec.Replicas == nil {
+		t.Fatal("no agentbus-config, or no nats StatefulSet with replicas")
+	}
+	if got, want := cfg.Data["REPLICAS"], fmt.Sprint(*nats.Spec.Replicas); got != want {
+		t.Errorf("REPLICAS = %q, want one per NATS node (%s)", got, want)
+	}
 }
