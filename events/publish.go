@@ -51,6 +51,13 @@ func (p *Publisher) PublishAll(ctx context.Context, outs []event.Event) error {
 	var streams []string
 	byStream := map[string][]*nats.Msg{}
 	ids := make(map[string]bool, len(outs))
+	add := func(m *nats.Msg) {
+		s := StreamOfSubject(m.Subject)
+		if _, ok := byStream[s]; !ok {
+			streams = append(streams, s)
+		}
+		byStream[s] = append(byStream[s], m)
+	}
 	var audits []event.Event
 	for _, out := range outs {
 		if ids[out.ID()] {
@@ -59,29 +66,28 @@ func (p *Publisher) PublishAll(ctx context.Context, outs []event.Event) error {
 		ids[out.ID()] = true
 		if IsAuditType(out.Type()) {
 			audits = append(audits, out)
-		}
-	}
-	if len(audits) > 1 {
-		// The hop's audit trail is one message.
-		m, err := packAudit(audits)
-		if err != nil {
-			return Permanent(err)
-		}
-		streams, byStream[StreamAudit] = append(streams, StreamAudit), []*nats.Msg{m}
-	}
-	for _, out := range outs {
-		if len(audits) > 1 && IsAuditType(out.Type()) {
 			continue
 		}
 		m, err := ToMsg(out)
 		if err != nil {
 			return Permanent(err)
 		}
-		s := StreamOfSubject(m.Subject)
-		if _, ok := byStream[s]; !ok {
-			streams = append(streams, s)
+		add(m)
+	}
+	switch len(audits) {
+	case 0:
+	case 1:
+		m, err := ToMsg(audits[0])
+		if err != nil {
+			return Permanent(err)
 		}
-		byStream[s] = append(byStream[s], m)
+		add(m)
+	default:
+		m, err := packAudit(audits) // the hop's audit trail is one message
+		if err != nil {
+			return Permanent(err)
+		}
+		add(m)
 	}
 	// The audit trail goes last: the next role can start on the hop's
 	// orchestration message while the server still stores the trail.

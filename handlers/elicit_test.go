@@ -66,6 +66,13 @@ func (b *bookings) client(t *testing.T) *skills.Client {
 			b.mu.Unlock()
 			return mcp.NewToolResultText("booked"), nil
 		})
+	return plainClient(t, s)
+}
+
+// plainClient serves s over streamable HTTP until the test ends and
+// returns a plain-mode skill client of it.
+func plainClient(t *testing.T, s *server.MCPServer) *skills.Client {
+	t.Helper()
 	srv := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler))))
 	t.Cleanup(srv.Close)
 	sk, err := skills.NewClient(skills.Config{URL: srv.URL + "/mcp", Mode: skills.ModePlain})

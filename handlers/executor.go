@@ -584,11 +584,15 @@ func (t *turn) progress(ctx context.Context, c llm.ToolCall, key string) (contex
 	}
 	var mu sync.Mutex
 	var stream *replyStream
+	over := false // a report after the call is dropped
 	report := func(p skills.Progress) {
 		body, _ := json.Marshal(runclient.ToolProgress{RunID: t.req.Run.Request.RunID, StepIndex: t.step.Index, SkillID: c.Name,
 			CallID: c.ID, Progress: p.Progress, Total: p.Total, Message: p.Message})
 		mu.Lock()
 		defer mu.Unlock()
+		if over {
+			return
+		}
 		if stream == nil {
 			stream = t.x.Replies.openNamed(t.in, runclient.ChunkToolProgress, runclient.ChunkToolProgress+"/"+key)
 		}
@@ -600,12 +604,9 @@ func (t *turn) progress(ctx context.Context, c llm.ToolCall, key string) (contex
 		if err := stream.close(ctx); err != nil {
 			t.x.Log.Warn().Err(err).Str("skill_id", c.Name).Msg("tool progress not streamed")
 		}
-		stream = &replyStream{err: errProgressOver} // a report after the call is dropped
+		over = true
 	}
 }
-
-// errProgressOver stops the reports of a call that is over.
-var errProgressOver = errors.New("handlers: the call is over")
 
 // circuitDone records a call's result in its skill's circuit: a failure
 // of the skill (not of the model's arguments, a refusal, nor a question

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -42,14 +40,7 @@ func longJob(t *testing.T) *skills.Client {
 			}
 			return mcp.NewToolResultText("exported"), nil
 		})
-	srv := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler))))
-	t.Cleanup(srv.Close)
-	sk, err := skills.NewClient(skills.Config{URL: srv.URL + "/mcp", Mode: skills.ModePlain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sk.Close() })
-	return sk
+	return plainClient(t, s)
 }
 
 // TestStreaming_ToolProgressChunksOnTheReplyStream: in a run that asked to

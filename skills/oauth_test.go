@@ -32,16 +32,9 @@ const (
 // 401. A wrong secret fails with ErrOAuth, and the error shows neither
 // the secret nor the Basic credentials.
 func TestOAuth_ClientCredentialsTokenFetchedReusedRefreshed(t *testing.T) {
-	var mu sync.Mutex
-	clock := time.Now()
-	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); clock = clock.Add(d) }
-	s := server.NewMCPServer("protected", "1.0.0", server.WithToolCapabilities(false))
-	s.AddTool(mcp.NewTool("whoami", mcp.WithDescription("Say who called")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return mcp.NewToolResultText("ok"), nil
-	})
+	now, advance := testClock()
 	as := oauthtest.Start(t, &oauthtest.Server{ClientID: testClientID, ClientSecret: testClientSecret, Life: time.Hour, Now: now,
-		Scopes: []string{"skills:call"}}, server.NewStreamableHTTPServer(s, server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler))))
+		Scopes: []string{"skills:call"}}, whoami())
 	url := as.ResourceURL + "/mcp"
 	c := newClient(t, skills.Config{URL: url, Mode: skills.ModePlain,
 		OAuth: &skills.ClientCredentials{ClientID: testClientID, ClientSecret: testClientSecret}})
@@ -87,12 +80,8 @@ func TestOAuth_ClientCredentialsTokenFetchedReusedRefreshed(t *testing.T) {
 // Each tenant authenticates with its own credentials ("*" for the
 // others); a tenant with none is refused as the server refuses it.
 func TestOAuth_CredentialsPerTenant(t *testing.T) {
-	s := server.NewMCPServer("protected", "1.0.0", server.WithToolCapabilities(false))
-	s.AddTool(mcp.NewTool("whoami", mcp.WithDescription("Say who called")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return mcp.NewToolResultText("ok"), nil
-	})
 	as := oauthtest.Start(t, &oauthtest.Server{Life: time.Hour, Clients: map[string]string{"acme-client": "acme-secret", "shared-client": "shared-secret"}},
-		server.NewStreamableHTTPServer(s, server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler))))
+		whoami())
 	cfg := skills.Config{URL: as.ResourceURL + "/tenants/{tenant}/mcp", Mode: skills.ModePlain, OAuthByTenant: map[string]*skills.ClientCredentials{
 		"acme": {ClientID: "acme-client", ClientSecret: "acme-secret"},
 		"*":    {ClientID: "shared-client", ClientSecret: "shared-secret"},
@@ -122,16 +111,9 @@ func TestOAuth_CredentialsPerTenant(t *testing.T) {
 // token, without the user. A redirect whose state is not the request's
 // is refused, and the error shows neither the code nor the state.
 func TestOAuth_AuthorizationCodeRegistersAuthorizesAndRefreshes(t *testing.T) {
-	var mu sync.Mutex
-	clock := time.Now()
-	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); clock = clock.Add(d) }
-	s := server.NewMCPServer("protected", "1.0.0", server.WithToolCapabilities(false))
-	s.AddTool(mcp.NewTool("whoami", mcp.WithDescription("Say who called")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return mcp.NewToolResultText("ok"), nil
-	})
+	now, advance := testClock()
 	as := oauthtest.Start(t, &oauthtest.Server{AuthorizationCode: true, Life: time.Hour, Now: now},
-		server.NewStreamableHTTPServer(s, server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler))))
+		whoami())
 	var visited []string
 	consent := func(ctx context.Context, authURL string) (string, error) {
 		visited = append(visited, authURL)
@@ -179,4 +161,22 @@ func TestOAuth_AuthorizationCodeRegistersAuthorizesAndRefreshes(t *testing.T) {
 	if !errors.Is(err, skills.ErrOAuth) || !strings.Contains(err.Error(), "state") || strings.Contains(err.Error(), "code-") {
 		t.Fatalf("forged state: %v", err)
 	}
+}
+
+// whoami is an MCP server over streamable HTTP whose whoami tool answers
+// "ok": the resource the tests' authorization server protects.
+func whoami() http.Handler {
+	s := server.NewMCPServer("protected", "1.0.0", server.WithToolCapabilities(false))
+	s.AddTool(mcp.NewTool("whoami", mcp.WithDescription("Say who called")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("ok"), nil
+	})
+	return server.NewStreamableHTTPServer(s, server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler)))
+}
+
+// testClock is a clock that moves only when advanced.
+func testClock() (now func() time.Time, advance func(time.Duration)) {
+	var mu sync.Mutex
+	clock := time.Now()
+	return func() time.Time { mu.Lock(); defer mu.Unlock(); return clock },
+		func(d time.Duration) { mu.Lock(); defer mu.Unlock(); clock = clock.Add(d) }
 }
