@@ -11,11 +11,14 @@ import (
 )
 
 // outbox collects the events one input produces. Every id derives from the
-// input's id and a key (a per-input counter for audit events), so a
-// redelivered input emits the same ids and the streams keep one copy.
+// input's id and a key (for an audit event, its name and how many of that
+// name the input has emitted), so a redelivered input emits the same ids
+// and the streams keep one copy. Counting per name keeps the ids of a
+// redelivery whose trail gained or lost an event of another name (a
+// context.loaded once the session has history) those of the first.
 type outbox struct {
 	in     event.Event
-	n      int
+	named  map[string]int // audit events emitted, by name
 	outs   []event.Event
 	audits []auditRecord // every audit call, in order
 	err    error
@@ -49,8 +52,11 @@ func (a *outbox) audit(name string, lineage events.Audit, payload any) {
 		lineage.Payload = b
 	}
 	a.audits = append(a.audits, auditRecord{Name: name, Lineage: lineage})
-	a.n++
-	ev, err := events.Child(a.in, "audit/"+name+"/"+strconv.Itoa(a.n), events.AuditType(name), lineage)
+	if a.named == nil {
+		a.named = map[string]int{}
+	}
+	a.named[name]++
+	ev, err := events.Child(a.in, "audit/"+name+"/"+strconv.Itoa(a.named[name]), events.AuditType(name), lineage)
 	if err != nil {
 		a.err = err
 		return
