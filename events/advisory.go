@@ -2,9 +2,9 @@ package events
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go"
 )
 

@@ -5,12 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go"
 )
 
@@ -39,14 +39,14 @@ func packAudit(evs []event.Event) (*nats.Msg, error) {
 		if Ext(ev, ExtTenant) != tenant {
 			return nil, fmt.Errorf("%w: one hop's audit events name tenants %q and %q", ErrInvalidData, tenant, Ext(ev, ExtTenant))
 		}
-		b, err := json.Marshal(ev)
-		if err != nil {
-			return nil, fmt.Errorf("events: encode %s: %w", ev.ID(), err)
-		}
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		buf.Write(b)
+		// WriteJson writes the structured form directly; json.Marshal
+		// would then validate and compact it a second time.
+		if err := event.WriteJson(&ev, &buf); err != nil {
+			return nil, fmt.Errorf("events: encode %s: %w", ev.ID(), err)
+		}
 		ids.Write([]byte(ev.ID()))
 		ids.Write([]byte{0})
 	}
@@ -93,7 +93,8 @@ func unpackBatch(data []byte) ([]event.Event, error) {
 	out := make([]event.Event, len(raw))
 	for i, r := range raw {
 		ev := event.New()
-		if err := json.Unmarshal(r, &ev); err != nil {
+		// The batch is valid JSON already: decode each event directly.
+		if err := ev.UnmarshalJSON(r); err != nil {
 			return nil, Permanent(fmt.Errorf("%w: batch event %d: %v", ErrDecode, i, err))
 		}
 		if ev.SpecVersion() != event.CloudEventsVersionV1 {

@@ -1,7 +1,6 @@
 package events_test
 
 import (
-	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 

@@ -1,8 +1,9 @@
 package events
 
 import (
-	"encoding/json"
 	"errors"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // DeadLetter is the data of a dead-lettered message: why it was removed and

@@ -2,7 +2,8 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"

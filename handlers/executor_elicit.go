@@ -1,7 +1,7 @@
 package handlers
 
 import (
-	"encoding/json"
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"

@@ -1,10 +1,11 @@
 package handlers
 
 import (
-	"encoding/json"
 	"os"
 	"strings"
 	"testing"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm/offline"

@@ -1,11 +1,11 @@
 package handlers
 
 import (
-	"encoding/json"
 	"strconv"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/events"
 )

@@ -3,13 +3,13 @@ package handlers
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"

@@ -1,9 +1,10 @@
 package handlers
 
 import (
-	"encoding/json"
 	"regexp"
 	"strconv"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/store"
 )

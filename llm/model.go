@@ -2,10 +2,11 @@ package llm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // Role is the author of a chat message.

@@ -2,10 +2,11 @@ package llm
 
 import (
 	_ "embed"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // Price is a model's price in USD per million tokens. Cached input tokens

@@ -1,9 +1,10 @@
 package llm
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // Conversation is what a chat provider sends for req after the system

@@ -1,6 +1,6 @@
 package llm
 
-import "encoding/json"
+import json "github.com/go-json-experiment/json/v1"
 
 // Output schemas of the structured model tasks.
 var (

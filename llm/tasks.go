@@ -1,6 +1,6 @@
 package llm
 
-import "encoding/json"
+import json "github.com/go-json-experiment/json/v1"
 
 // TaskType is a configured class of task the router chooses from (seed 001).
 type TaskType struct {

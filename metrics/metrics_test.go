@@ -1,10 +1,10 @@
 package metrics
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/agentbus/agentbus/events"

@@ -1,10 +1,11 @@
 package orch
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // Gates (seed 004). A gate parks a run until someone decides: an approval

@@ -1,11 +1,12 @@
 package orch
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // parkedResult is step 1's result when its model chose a call that waits

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // budget resolves the run's limits from the policy (recorded in the state

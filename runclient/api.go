@@ -1,8 +1,9 @@
 package runclient
 
 import (
-	"encoding/json"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"

@@ -3,7 +3,7 @@ package sandbox
 import (
 	"bufio"
 	"context"
-	"encoding/json"
+	"encoding/json" // gojq takes encoding/json's Number, not v1's
 	"errors"
 	"fmt"
 	"io"

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"strconv"
 	"syscall"
 	"unsafe"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // nsSpec tells the namespaces helper what to build and run.

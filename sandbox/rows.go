@@ -2,9 +2,10 @@ package sandbox
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // countRows counts the rows of data: the number of elements when data is one

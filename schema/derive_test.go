@@ -1,11 +1,12 @@
 package schema_test
 
 import (
-	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/schema"
 )

@@ -1,9 +1,10 @@
 package schema
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // JQ renders derivations as one jq program, the cheap extraction script

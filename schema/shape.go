@@ -1,10 +1,11 @@
 package schema
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // Shape is the subset of JSON Schema agentbus reasons about when it chains

@@ -1,9 +1,10 @@
 package skills
 
 import (
-	"encoding/json"
 	"strings"
 	"unicode"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // destructiveWords are the words of a tool name that mark it destructive

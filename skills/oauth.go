@@ -11,7 +11,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // OAuth to Skill Services (MCP authorization, 2025-11-25, with the

@@ -2,11 +2,11 @@ package skills
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -219,7 +219,7 @@ func copyBool(b *bool) *bool {
 
 func inputSchema(t mcp.Tool) (json.RawMessage, error) {
 	if len(t.RawInputSchema) > 0 {
-		return t.RawInputSchema, nil
+		return json.RawMessage(t.RawInputSchema), nil
 	}
 	s := t.InputSchema
 	if s.Type == "" {
@@ -239,7 +239,7 @@ func declaresOutput(t mcp.Tool) bool {
 
 func outputSchema(t mcp.Tool) (json.RawMessage, error) {
 	if len(t.RawOutputSchema) > 0 {
-		return t.RawOutputSchema, nil
+		return json.RawMessage(t.RawOutputSchema), nil
 	}
 	if t.OutputSchema.Type == "" {
 		return TextOutputSchema, nil

@@ -2,12 +2,12 @@ package skills_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/events"

@@ -1,10 +1,11 @@
 package skills_test
 
 import (
-	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/skills"
 )

@@ -2,12 +2,12 @@ package skills
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 
+	json "github.com/go-json-experiment/json/v1"
 	mcpclient "github.com/mark3labs/mcp-go/client"
 
 	"github.com/mark3labs/mcp-go/client/transport"

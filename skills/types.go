@@ -1,10 +1,11 @@
 package skills
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // Summary is one candidate returned by find_relevant_skills.

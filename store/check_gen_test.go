@@ -1,10 +1,11 @@
 package store
 
 import (
-	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/llm"
 )

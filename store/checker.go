@@ -2,12 +2,12 @@ package store
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	json "github.com/go-json-experiment/json/v1"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 

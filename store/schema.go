@@ -2,10 +2,11 @@ package store
 
 import (
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/schema"
 )

@@ -1,11 +1,12 @@
 package store
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 var t0 = time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC)

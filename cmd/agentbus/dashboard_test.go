@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"image/png"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/agentbus/agentbus/orch"

@@ -3,7 +3,6 @@ package anthropic
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
 	"github.com/aws/aws-sdk-go-v2/config"
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/llm"
 )
@@ -253,7 +253,7 @@ func (m *Model) response(msg *sdk.Message, wrapped bool) (llm.Response, error) {
 		case "text":
 			text = append(text, b.Text)
 		case "tool_use":
-			args := compact(b.Input)
+			args := compact(json.RawMessage(b.Input))
 			if b.Name != respondTool {
 				out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
 				continue

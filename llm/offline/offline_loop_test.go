@@ -1,9 +1,10 @@
 package offline_test
 
 import (
-	"encoding/json"
 	"slices"
 	"testing"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/schema"

@@ -1,10 +1,11 @@
 package offline
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/llm"
 )

@@ -1,10 +1,10 @@
 package demo
 
 import (
-	"encoding/json"
 	"reflect"
 	"testing"
 
+	json "github.com/go-json-experiment/json/v1"
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 

@@ -2,7 +2,7 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
+	stdjson "encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -149,7 +150,7 @@ func NewService(cfg Config) *Service {
 		mcpServer.AddTool(mcp.Tool{
 			Name:           sk.name,
 			Description:    sk.description,
-			RawInputSchema: sk.input,
+			RawInputSchema: stdjson.RawMessage(sk.input),
 			Annotations:    toolAnnotation(sk.hints),
 		}, s.skillHandler(sk))
 	}
@@ -433,7 +434,7 @@ func discoveryTool(name, description string, input json.RawMessage) mcp.Tool {
 	return mcp.Tool{
 		Name:           name,
 		Description:    description,
-		RawInputSchema: input,
+		RawInputSchema: stdjson.RawMessage(input),
 		Annotations:    toolAnnotation(toolHints()),
 	}
 }

@@ -2,8 +2,9 @@ package embedded
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/store"
 )

@@ -3,10 +3,10 @@ package embedded
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/store"

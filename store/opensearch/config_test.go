@@ -1,7 +1,6 @@
 package opensearch
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 
 	"github.com/agentbus/agentbus/store"

@@ -2,10 +2,11 @@ package opensearch
 
 import (
 	"bufio"
-	"encoding/json"
 	"os"
 	"regexp"
 	"testing"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/store"
 )

@@ -3,11 +3,11 @@ package opensearch
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 
 	"github.com/agentbus/agentbus/store"

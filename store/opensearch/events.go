@@ -3,13 +3,13 @@ package opensearch
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 
 	"github.com/agentbus/agentbus/store"

@@ -2,9 +2,10 @@ package opensearch
 
 import (
 	"embed"
-	"encoding/json"
 	"fmt"
 	"strconv"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/store"
 )

@@ -3,12 +3,12 @@ package opensearch
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
 
+	json "github.com/go-json-experiment/json/v1"
 	osgo "github.com/opensearch-project/opensearch-go/v4"
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 	"github.com/opensearch-project/opensearch-go/v4/plugins/ism"

@@ -2,11 +2,11 @@ package storetest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 
 	"github.com/agentbus/agentbus/store"

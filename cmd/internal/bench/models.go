@@ -2,10 +2,11 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"regexp"
 	"sync"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/offline"

@@ -3,12 +3,13 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // PeerResult is one LangGraph measurement, as bench/langgraph/peer.py prints it.

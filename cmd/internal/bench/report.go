@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // Machine describes where the figures came from.
