@@ -45,7 +45,11 @@ func TestPermissionDeniedHTTPStatus(t *testing.T) {
 				srv := newDemoServer(t, func(next http.Handler) http.Handler {
 					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 						if key := r.Header.Get("X-Api-Key"); key != good || revoked.Load() {
-							refusals.Add(1)
+							if r.Method == http.MethodPost {
+								// Requests only: the session's standalone
+								// GET stream may reconnect meanwhile.
+								refusals.Add(1)
+							}
 							// The body echoes the key, which must not reach the error.
 							http.Error(w, "key "+key+" may not use this service", status)
 							return
