@@ -140,7 +140,8 @@ func (s ScalingReport) print(w io.Writer) {
 
 // printRestate writes the Restate table.
 func (r *Report) printRestate(w io.Writer) {
-	fmt.Fprintf(w, "\n== Restate peer %s, same 5-step plan as durable steps (%d journaled per run), zero latency ==\n", r.Restate.Version, restateSteps)
+	fmt.Fprintf(w, "\n== Restate peer %s, same 5-step plan as durable steps (%d journaled per run), zero latency ==\n",
+		strings.TrimSpace("restate-server "+r.Restate.Version), restateSteps)
 	if !r.Restate.Available {
 		fmt.Fprintf(w, "not measured: %s\n", r.Restate.Reason)
 		return
