@@ -52,7 +52,8 @@ mkdir -p "$prefix" || fail "cannot create $prefix"
 rm -f "$stamp"
 export DO_NOT_TRACK=1 SCARF_ANALYTICS=false npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
 if ! npm install --prefix "$prefix" --ignore-scripts --no-save "@restatedev/restate-server@$version" >"$log" 2>&1; then
-	fail "npm install @restatedev/restate-server@$version failed: $(grep -E 'ERR' "$log" | tail -n 1 | cut -c1-300) (full log: $log)"
+	reason="$(grep -iE '^npm (error|ERR!)' "$log" | grep -v -iE 'complete log|^npm (error|ERR!) *$|code E' | head -n 1 | cut -c1-300)"
+	fail "npm install @restatedev/restate-server@$version failed: ${reason:-see the log} (full log: $log)"
 fi
 [ -x "$bin" ] || fail "npm installed @restatedev/restate-server@$version but not its $platform binary ($bin)"
 got="$("$bin" --version 2>>"$log" | awk '{print $2}')"

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/handlers"
@@ -178,24 +180,40 @@ func scalingPoint(ctx context.Context, d *deployment, bin string, env []string, 
 		CPUPerRunMS: float64(cpu.Microseconds()) / 1000 / float64(total)}, nil
 }
 
-// waitPulling waits until the executor consumer has at least n waiting
-// pull requests: every process has connected and consumes.
+// waitPulling waits until n executor processes are connected and the
+// executor consumer has at least n waiting pull requests.
 func waitPulling(ctx context.Context, d *deployment, n int) error {
 	role, _ := app.RoleNamed(handlers.RoleExecutor)
 	c := role.Consumer()
-	cons, err := d.js.Consumer(ctx, c.Stream, c.Name)
 	deadline := time.Now().Add(30 * time.Second)
-	for ; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if err != nil {
-			cons, err = d.js.Consumer(ctx, c.Stream, c.Name)
+	for ; time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
+		if connected(d.srv, "agentbus-executor") < n {
 			continue
 		}
-		info, ierr := cons.Info(ctx)
-		if ierr == nil && info.NumWaiting >= n {
+		cons, err := d.js.Consumer(ctx, c.Stream, c.Name)
+		if err != nil {
+			continue
+		}
+		if info, err := cons.Info(ctx); err == nil && info.NumWaiting >= n {
 			return nil
 		}
 	}
-	return fmt.Errorf("executor processes not pulling after 30 s (want %d waiting pull requests)", n)
+	return fmt.Errorf("%d executor processes not connected and pulling after 30 s", n)
+}
+
+// connected counts the server's client connections named name.
+func connected(srv *benchServer, name string) int {
+	cz, err := srv.srv.Connz(&server.ConnzOptions{Limit: 1024})
+	if err != nil {
+		return 0
+	}
+	count := 0
+	for _, ci := range cz.Conns {
+		if ci.Name == name {
+			count++
+		}
+	}
+	return count
 }
 
 // binary finds the binary name in dir (default: beside this executable,
