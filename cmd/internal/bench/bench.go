@@ -25,7 +25,7 @@ type Config struct {
 	Quick         bool   // small samples, for tests
 	SkipPeer      bool   // measure neither LangGraph nor Restate
 	SkipScaling   bool   // do not measure executor processes
-	BinDir        string // where the executor binary is; default beside this executable
+	BinDir        string // where the executor and restatepeer binaries are; default beside this executable
 	FloorTrips    int
 	HopRuns       int
 	Concurrency   []int
