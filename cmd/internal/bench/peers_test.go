@@ -18,13 +18,25 @@ func TestScalingRatios(t *testing.T) {
 	if got := sr.summary(); got != "executor_scaling_4p=3.6x" {
 		t.Errorf("summary %q", got)
 	}
-	if got := (ScalingReport{Reason: "no executor"}).summary(); got != "executor_scaling=unavailable" {
+	if got := (ScalingReport{Reason: "no executor"}).summary(); got != `executor_scaling="unavailable: no executor"` {
 		t.Errorf("summary without points %q", got)
 	}
 	none := []ScalingPoint{{Processes: 2, RunsPerS: 3}}
 	scalingRatios(none)
 	if none[0].Ratio != 0 {
 		t.Errorf("ratio without a one-process point: %v", none[0].Ratio)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	for _, c := range []struct{ key, reason, prefix, want string }{
+		{"vs_langgraph", "", "langgraph-unavailable:", "vs_langgraph=unavailable"},
+		{"vs_langgraph", "skipped (--skip-peer)", "langgraph-unavailable:", `vs_langgraph="unavailable: skipped (--skip-peer)"`},
+		{"vs_restate", `restate-unavailable: npm said "no"`, "restate-unavailable:", `vs_restate="unavailable: npm said \"no\""`},
+	} {
+		if got := unavailable(c.key, c.reason, c.prefix); got != c.want {
+			t.Errorf("unavailable(%q, %q) = %s, want %s", c.key, c.reason, got, c.want)
+		}
 	}
 }
 
@@ -84,7 +96,7 @@ func TestCompareRestate(t *testing.T) {
 	if s := restateSummary(rr, got); s != "vs_restate_c1=2.00x vs_restate_c64=2.00x vs_restate_p50_c1=0.50x vs_restate_sync_always_c64=0.73x" {
 		t.Errorf("summary %q", s)
 	}
-	if s := restateSummary(RestateReport{Reason: "restate-unavailable: no npm"}, nil); s != "vs_restate=unavailable" {
+	if s := restateSummary(RestateReport{Reason: "restate-unavailable: no npm"}, nil); s != `vs_restate="unavailable: no npm"` {
 		t.Errorf("summary when unavailable %q", s)
 	}
 }

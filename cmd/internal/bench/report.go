@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -107,7 +108,7 @@ func (r *Report) compare() {
 		vs = append(vs, fmt.Sprintf("vs_langgraph_%s_c%d=%.2fx", pr.Checkpointer, pr.Concurrency, c.RunsPerS))
 	}
 	if len(vs) == 0 {
-		vs = []string{"vs_langgraph=unavailable"}
+		vs = []string{unavailable("vs_langgraph", r.Peer.Reason, "langgraph-unavailable:")}
 	}
 	r.VsRestate = compareRestate(r.Modes, r.Restate)
 	vs = append(vs, restateSummary(r.Restate, r.VsRestate))
@@ -115,12 +116,22 @@ func (r *Report) compare() {
 		m.OverheadP50, maxC, ours[maxC].RunsPerS, r.Scaling.summary(), m.Supervisor.Lanes, m.Supervisor.Speedup, m.BudgetDraw.RatioToHop, strings.Join(vs, " "))
 }
 
+// unavailable is a summary field saying a measurement is missing and why,
+// the reason quoted (logfmt style) without its redundant prefix.
+func unavailable(key, reason, prefix string) string {
+	reason = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(reason), prefix))
+	if reason == "" {
+		return key + "=unavailable"
+	}
+	return key + "=" + strconv.Quote("unavailable: "+reason)
+}
+
 // summary is the scaling's field of the summary line.
 func (s ScalingReport) summary() string {
 	if p, ok := s.Max(); ok {
 		return fmt.Sprintf("executor_scaling_%dp=%.1fx", p.Processes, p.Ratio)
 	}
-	return "executor_scaling=unavailable"
+	return unavailable("executor_scaling", s.Reason, "")
 }
 
 // print writes the scaling table.

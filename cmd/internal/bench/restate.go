@@ -73,7 +73,7 @@ func compareRestate(modes []ModeReport, rr RestateReport) []RestateComparison {
 // lowest, and the sync_always runs/s ratio at the highest.
 func restateSummary(rr RestateReport, cmp []RestateComparison) string {
 	if !rr.Available {
-		return "vs_restate=unavailable"
+		return unavailable("vs_restate", rr.Reason, "restate-unavailable:")
 	}
 	var f []string
 	var first, lastSync *RestateComparison
@@ -95,7 +95,7 @@ func restateSummary(rr RestateReport, cmp []RestateComparison) string {
 		f = append(f, fmt.Sprintf("vs_restate_sync_always_c%d=%.2fx", lastSync.Concurrency, lastSync.RunsPerS))
 	}
 	if len(f) == 0 {
-		return "vs_restate=unavailable"
+		return unavailable("vs_restate", "no agentbus throughput point at Restate's concurrencies", "")
 	}
 	return strings.Join(f, " ")
 }
