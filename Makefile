@@ -6,7 +6,7 @@
 #               # (started by `make opensearch`), real MCP servers
 #
 # Other targets: make build (binaries in bin/), make up (all-in-one on 127.0.0.1:8080),
-# make bench (ratios against the JetStream floor and LangGraph; writes bench/out/),
+# make bench (ratios against the JetStream floor, LangGraph and Restate, executor processes 1/2/4; writes bench/out/),
 # make opensearch / opensearch-stop (the dev OpenSearch node on 127.0.0.1:9200, cached under .cache/),
 # make lint, make stream-view (the AGENT stream of a running `make up`).
 
@@ -29,6 +29,7 @@ up: build
 	$(BIN)/agentbus up --http 127.0.0.1:8080 --data ./data
 
 bench: build
+	$(GO) build -o $(BIN)/ ./bench/restate/restatepeer
 	$(BIN)/agentbus bench
 
 chaos: build

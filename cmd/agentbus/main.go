@@ -8,7 +8,7 @@ import (
 const usage = `agentbus: event-driven agent orchestration on NATS JetStream
 
 Usage:
-  agentbus up   [--http 127.0.0.1:8080] [--data ./data]   run everything in one process
+  agentbus up   [--http 127.0.0.1:8080] [--data ./data] [--sync-always]  run everything in one process
   agentbus demo [--task "..."]                            run the demo task end to end and exit
   agentbus run  [--url http://127.0.0.1:8080] "<task>"    submit a task to a running agentbus up
   agentbus cancel [--tenant demo] <run_id>                cancel a run: it ends USER_CANCEL before its next hop
@@ -20,7 +20,8 @@ Usage:
   agentbus skills [--addr 127.0.0.1:7070]                 serve the demo Skill Service alone
   agentbus nats [--port 4222] [--store DIR] [--sync-always]  run nats-server with JetStream alone
   agentbus chaos [--runs 500] [--seed N] [--concurrency 8]  fault-injection run against the multi-process deployment
-  agentbus bench [--quick] [--skip-peer]                  measure agentbus beside the JetStream floor and LangGraph
+  agentbus bench [--quick] [--skip-peer] [--skip-scaling]  measure agentbus beside the JetStream floor, LangGraph, Restate
+                                                           and with 1, 2, 4 executor processes
   agentbus tenants create|list|rotate|revoke [--nats URL]  manage tenant API keys (abk_…)
   agentbus setup [--nats URL] [--replicas 3]               set the topology up as admin on a server agentbus does not run
   agentbus mcp-conformance-client <server-url>            the client the MCP conformance suite runs (deploy/mcp/conformance)

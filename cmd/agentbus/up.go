@@ -15,6 +15,8 @@ func up(args []string) int {
 	httpAddr := fs.String("http", app.Env("INGRESS_ADDR", "127.0.0.1:8080"), "ingress listen address (env INGRESS_ADDR)")
 	data := fs.String("data", app.Env("AGENTBUS_DATA", "./data"), "data directory: NATS file store and embedded store (env AGENTBUS_DATA)")
 	natsPort := fs.Int("nats-port", 4222, "port of the embedded NATS server (-1 picks a free one)")
+	syncAlways := fs.Bool("sync-always", app.Env("NATS_SYNC_ALWAYS", "") == "1",
+		"fsync every JetStream write (sync_interval: always): acknowledged writes survive a power loss, at a cost (docs/PERFORMANCE.md) (env NATS_SYNC_ALWAYS=1)")
 	demoAddr := fs.String("demo-skills", "127.0.0.1:7070",
 		"listen address of the demo Skill Service, served unless SKILL_SERVICE_URL, --skills or SKILL_TRANSPORT=stdio names other skills")
 	var ingress app.IngressOptions
@@ -36,7 +38,7 @@ func up(args []string) int {
 	defer stop()
 	abs, _ := filepath.Abs(*data)
 	s, err := app.StartStack(ctx, app.StackConfig{
-		DataDir: abs, NATSPort: *natsPort, HTTPAddr: *httpAddr, SkillsAddr: *demoAddr, Ingress: ingress, Log: log,
+		DataDir: abs, NATSPort: *natsPort, SyncAlways: *syncAlways, HTTPAddr: *httpAddr, SkillsAddr: *demoAddr, Ingress: ingress, Log: log,
 		Process: pc, ExternalSkills: externalSkills(fs), Skills: demo.NewService(demo.Config{}).Handler(),
 	})
 	if err != nil {

@@ -23,7 +23,9 @@ type Config struct {
 	Root          string // repository root (for bench/langgraph); default "."
 	OutDir        string // JSON and chart; default bench/out
 	Quick         bool   // small samples, for tests
-	SkipPeer      bool
+	SkipPeer      bool   // measure neither LangGraph nor Restate
+	SkipScaling   bool   // do not measure executor processes
+	BinDir        string // where the executor and restatepeer binaries are; default beside this executable
 	FloorTrips    int
 	HopRuns       int
 	Concurrency   []int
@@ -94,8 +96,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		r.Modes = append(r.Modes, *mr)
 	}
+	if cfg.SkipScaling {
+		r.Scaling = ScalingReport{Reason: "skipped (--skip-scaling)"}
+	} else {
+		r.Scaling = runScaling(ctx, cfg)
+	}
 	r.Sandbox = runSandbox(ctx, cfg)
 	r.Peer = runPeer(ctx, cfg)
+	r.Restate = runRestate(ctx, cfg)
 	r.compare()
 	return r, r.write(cfg.OutDir)
 }

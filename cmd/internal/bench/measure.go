@@ -137,6 +137,20 @@ func throughput(ctx context.Context, srv *benchServer, executors, conc, total in
 			return Throughput{}, err
 		}
 	}
+	cpu0 := processCPU()
+	lat, elapsed, err := closedLoop(ctx, d, conc, total)
+	cpu := processCPU() - cpu0
+	if err != nil {
+		return Throughput{}, err
+	}
+	rps := float64(total) / elapsed.Seconds()
+	return Throughput{Executors: executors, Concurrency: conc, Runs: total, RunsPerS: rps, HopsPerS: rps * hopsPerRun, Latency: distOf(lat),
+		CPUPerRunMS: float64(cpu.Microseconds()) / 1000 / float64(total)}, nil
+}
+
+// closedLoop keeps conc runs of PipelineTask in flight until total have
+// finished, and returns their latencies and the wall time.
+func closedLoop(ctx context.Context, d *deployment, conc, total int) ([]time.Duration, time.Duration, error) {
 	var (
 		mu   sync.Mutex
 		lat  []time.Duration
@@ -148,7 +162,6 @@ func throughput(ctx context.Context, srv *benchServer, executors, conc, total in
 		next <- struct{}{}
 	}
 	close(next)
-	cpu0 := processCPU()
 	start := time.Now()
 	for range conc {
 		wg.Add(1)
@@ -168,13 +181,10 @@ func throughput(ctx context.Context, srv *benchServer, executors, conc, total in
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
 	if len(errs) > 0 {
-		return Throughput{}, fmt.Errorf("%d of %d runs failed: %w", len(errs), total, errs[0])
+		return nil, 0, fmt.Errorf("%d of %d runs failed: %w", len(errs), total, errs[0])
 	}
-	rps := float64(total) / elapsed.Seconds()
-	return Throughput{Executors: executors, Concurrency: conc, Runs: total, RunsPerS: rps, HopsPerS: rps * hopsPerRun, Latency: distOf(lat),
-		CPUPerRunMS: float64(cpu.Microseconds()) / 1000 / float64(total)}, nil
+	return lat, elapsed, nil
 }
 
 // processCPU is the user plus system CPU time the process has used.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -68,14 +69,17 @@ type Comparison struct {
 
 // Report is the whole benchmark result.
 type Report struct {
-	Time        time.Time     `json:"time"`
-	Machine     Machine       `json:"machine"`
-	Quick       bool          `json:"quick"`
-	Modes       []ModeReport  `json:"modes"`
-	Sandbox     SandboxReport `json:"sandbox"`
-	Peer        PeerReport    `json:"langgraph"`
-	Comparisons []Comparison  `json:"vs_langgraph"`
-	Summary     string        `json:"summary"`
+	Time        time.Time           `json:"time"`
+	Machine     Machine             `json:"machine"`
+	Quick       bool                `json:"quick"`
+	Modes       []ModeReport        `json:"modes"`
+	Scaling     ScalingReport       `json:"executor_scaling"`
+	Sandbox     SandboxReport       `json:"sandbox"`
+	Peer        PeerReport          `json:"langgraph"`
+	Comparisons []Comparison        `json:"vs_langgraph"`
+	Restate     RestateReport       `json:"restate"`
+	VsRestate   []RestateComparison `json:"vs_restate"`
+	Summary     string              `json:"summary"`
 }
 
 // compare computes the LangGraph ratios (default mode, one executor) and
@@ -105,10 +109,67 @@ func (r *Report) compare() {
 		vs = append(vs, fmt.Sprintf("vs_langgraph_%s_c%d=%.2fx", pr.Checkpointer, pr.Concurrency, c.RunsPerS))
 	}
 	if len(vs) == 0 {
-		vs = []string{"vs_langgraph=unavailable"}
+		vs = []string{unavailable("vs_langgraph", r.Peer.Reason, "langgraph-unavailable:")}
 	}
-	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f runs_per_s_c%d=%.1f supervisor_%d_lanes_speedup=%.1fx budget_draw_per_call_vs_hop=%.2f %s",
-		m.OverheadP50, maxC, ours[maxC].RunsPerS, m.Supervisor.Lanes, m.Supervisor.Speedup, m.BudgetDraw.RatioToHop, strings.Join(vs, " "))
+	r.VsRestate = compareRestate(r.Modes, r.Restate)
+	vs = append(vs, restateSummary(r.Restate, r.VsRestate))
+	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f runs_per_s_c%d=%.1f %s supervisor_%d_lanes_speedup=%.1fx budget_draw_per_call_vs_hop=%.2f %s",
+		m.OverheadP50, maxC, ours[maxC].RunsPerS, r.Scaling.summary(), m.Supervisor.Lanes, m.Supervisor.Speedup, m.BudgetDraw.RatioToHop, strings.Join(vs, " "))
+}
+
+// unavailable is a summary field saying a measurement is missing and why,
+// the reason quoted (logfmt style) without its redundant prefix.
+func unavailable(key, reason, prefix string) string {
+	reason = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(reason), prefix))
+	if reason == "" {
+		return key + "=unavailable"
+	}
+	return key + "=" + strconv.Quote("unavailable: "+reason)
+}
+
+// summary is the scaling's field of the summary line.
+func (s ScalingReport) summary() string {
+	if p, ok := s.Max(); ok {
+		return fmt.Sprintf("executor_scaling_%dp=%.1fx", p.Processes, p.Ratio)
+	}
+	return unavailable("executor_scaling", s.Reason, "")
+}
+
+// print writes the scaling table.
+func (s ScalingReport) print(w io.Writer) {
+	if s.Reason != "" {
+		fmt.Fprintf(w, "\n== executor processes ==\nnot measured: %s\n", s.Reason)
+		return
+	}
+	fmt.Fprintf(w, "\n== executor processes: %d ms skills over MCP, %d messages at once per process ==\n", s.SkillLatencyMS, s.PerProcess)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "processes\truns in flight\truns/s\trun p50 ms\trun p99 ms\tCPU ms/run\truns/s / one process")
+	for _, p := range s.Points {
+		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f\t%.0f\t%.1f\t%.2fx\n", p.Processes, p.Concurrency, p.RunsPerS, p.Latency.P50, p.Latency.P99, p.CPUPerRunMS, p.Ratio)
+	}
+	tw.Flush()
+}
+
+// printRestate writes the Restate table.
+func (r *Report) printRestate(w io.Writer) {
+	fmt.Fprintf(w, "\n== Restate peer %s, same 5-step plan as durable steps (%d journaled per run), zero latency ==\n",
+		strings.TrimSpace("restate-server "+r.Restate.Version), restateSteps)
+	if !r.Restate.Available {
+		fmt.Fprintf(w, "not measured: %s\n", r.Restate.Reason)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "concurrency\truns/s\trun p50 ms\trun p99 ms")
+	for _, res := range r.Restate.Results {
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\n", res.Concurrency, res.RunsPerS, res.Latency.P50, res.Latency.P99)
+	}
+	tw.Flush()
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "agentbus mode\tconcurrency\tagentbus/Restate runs/s\tagentbus/Restate p50")
+	for _, c := range r.VsRestate {
+		fmt.Fprintf(tw, "%s\t%d\t%.2fx\t%.2fx\n", c.Mode, c.Concurrency, c.RunsPerS, c.P50)
+	}
+	tw.Flush()
 }
 
 // write saves the JSON report and the chart under dir.
@@ -159,6 +220,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "run length: hop p50 %.3f ms over iterations 1-%d, %.3f ms over the last %d of %d (ratio %.2f)\n",
 			m.RunLength.Early.P50, m.RunLength.Window, m.RunLength.Late.P50, m.RunLength.Window, m.RunLength.Iterations, m.RunLength.Ratio)
 	}
+	r.Scaling.print(w)
 	if r.Sandbox.Reason != "" {
 		fmt.Fprintf(w, "\nsandbox: not measured: %s\n", r.Sandbox.Reason)
 	} else {
@@ -183,5 +245,6 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "LangGraph sqlite with %d ms model latency: run p50 %.0f ms (%d model calls/run)\n", wl.LatencyMS, wl.P50, wl.ModelCalls)
 		}
 	}
+	r.printRestate(w)
 	fmt.Fprintf(w, "\nwritten: bench/out/bench.json, bench/out/latency.svg\n%s\n", r.Summary)
 }

@@ -95,6 +95,9 @@ type deployConfig struct {
 	maxTurns  int
 	// skillLatency is slept in every skill call.
 	skillLatency time.Duration
+	// externalExecutors leaves the executor role to other processes: the
+	// deployment runs no executor of its own.
+	externalExecutors bool
 }
 
 // deploy runs every role with the production wiring (app.Deps.RunRoles,
@@ -133,7 +136,7 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 	runCtx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	d.start(runCtx, deps, handlers.RoleRouter, handlers.RolePlanner, handlers.RoleAggregator, handlers.RoleProjector)
-	for range max(cfg.executors, 1) {
+	for range executorCount(cfg) {
 		enc, ejs, err := srv.connect(cfg.tcp)
 		if err != nil {
 			d.close()
@@ -149,6 +152,15 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 		return nil, err
 	}
 	return d, nil
+}
+
+// executorCount is the number of in-process executors cfg asks for: at
+// least one, unless the executors run elsewhere.
+func executorCount(cfg deployConfig) int {
+	if cfg.externalExecutors {
+		return 0
+	}
+	return max(cfg.executors, 1)
 }
 
 // start runs roles on deps until the deployment closes.

@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestScalingRatios(t *testing.T) {
+	points := []ScalingPoint{{Processes: 1, RunsPerS: 5}, {Processes: 2, RunsPerS: 9.5}, {Processes: 4, RunsPerS: 18}}
+	scalingRatios(points)
+	for i, want := range []float64{1, 1.9, 3.6} {
+		if math.Abs(points[i].Ratio-want) > 1e-9 {
+			t.Errorf("%d processes: ratio %v, want %v", points[i].Processes, points[i].Ratio, want)
+		}
+	}
+	sr := ScalingReport{Points: points}
+	if got := sr.summary(); got != "executor_scaling_4p=3.6x" {
+		t.Errorf("summary %q", got)
+	}
+	if got := (ScalingReport{Reason: "no executor"}).summary(); got != `executor_scaling="unavailable: no executor"` {
+		t.Errorf("summary without points %q", got)
+	}
+	none := []ScalingPoint{{Processes: 2, RunsPerS: 3}}
+	scalingRatios(none)
+	if none[0].Ratio != 0 {
+		t.Errorf("ratio without a one-process point: %v", none[0].Ratio)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	for _, c := range []struct{ key, reason, prefix, want string }{
+		{"vs_langgraph", "", "langgraph-unavailable:", "vs_langgraph=unavailable"},
+		{"vs_langgraph", "skipped (--skip-peer)", "langgraph-unavailable:", `vs_langgraph="unavailable: skipped (--skip-peer)"`},
+		{"vs_restate", `restate-unavailable: npm said "no"`, "restate-unavailable:", `vs_restate="unavailable: npm said \"no\""`},
+	} {
+		if got := unavailable(c.key, c.reason, c.prefix); got != c.want {
+			t.Errorf("unavailable(%q, %q) = %s, want %s", c.key, c.reason, got, c.want)
+		}
+	}
+}
+
+func TestStatCPU(t *testing.T) {
+	// pid (comm with spaces) state ppid ... utime=250 stime=50 (fields 14, 15)
+	stat := "4242 (exe (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 12 0 100 0 0"
+	if got := statCPU(stat); got != 3*time.Second {
+		t.Errorf("statCPU = %v, want 3s", got)
+	}
+	for _, bad := range []string{"", "4242 (exe", "4242 (exe) S 1 2"} {
+		if got := statCPU(bad); got != 0 {
+			t.Errorf("statCPU(%q) = %v, want 0", bad, got)
+		}
+	}
+}
+
+func TestParseReady(t *testing.T) {
+	bin, ver, err := parseReady("npm noise\nrestate-ready: /x/bin/restate-server 1.7.12\n")
+	if err != nil || bin != "/x/bin/restate-server" || ver != "1.7.12" {
+		t.Errorf("parseReady = %q, %q, %v", bin, ver, err)
+	}
+	for _, bad := range []string{"", "restate-ready: /x/bin/restate-server", "ready /x 1.7.12"} {
+		if _, _, err := parseReady(bad); err == nil {
+			t.Errorf("parseReady(%q) accepted", bad)
+		}
+	}
+}
+
+func TestCompareRestate(t *testing.T) {
+	modes := []ModeReport{
+		{Mode: "default", Throughput: []Throughput{
+			{Executors: 1, Concurrency: 1, RunsPerS: 40, Latency: Dist{P50: 25}},
+			{Executors: 1, Concurrency: 64, RunsPerS: 110, Latency: Dist{P50: 500}},
+			{Executors: 2, Concurrency: 64, RunsPerS: 120, Latency: Dist{P50: 450}},
+		}},
+		{Mode: "sync_always", Throughput: []Throughput{{Executors: 1, Concurrency: 64, RunsPerS: 40, Latency: Dist{P50: 1500}}}},
+	}
+	rr := RestateReport{Available: true, Results: []RestateResult{
+		{Concurrency: 1, RunsPerS: 20, Latency: Dist{P50: 50}},
+		{Concurrency: 64, RunsPerS: 55, Latency: Dist{P50: 1000}},
+	}}
+	got := compareRestate(modes, rr)
+	want := []RestateComparison{
+		{Mode: "default", Concurrency: 1, RunsPerS: 2, P50: 0.5},
+		{Mode: "default", Concurrency: 64, RunsPerS: 2, P50: 0.5},
+		{Mode: "sync_always", Concurrency: 64, RunsPerS: 40.0 / 55, P50: 1.5},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v", got)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Mode != w.Mode || g.Concurrency != w.Concurrency || math.Abs(g.RunsPerS-w.RunsPerS) > 1e-9 || math.Abs(g.P50-w.P50) > 1e-9 {
+			t.Errorf("comparison %d = %+v, want %+v", i, g, w)
+		}
+	}
+	if s := restateSummary(rr, got); s != "vs_restate_c1=2.00x vs_restate_c64=2.00x vs_restate_p50_c1=0.50x vs_restate_sync_always_c64=0.73x" {
+		t.Errorf("summary %q", s)
+	}
+	if s := restateSummary(RestateReport{Reason: "restate-unavailable: no npm"}, nil); s != `vs_restate="unavailable: no npm"` {
+		t.Errorf("summary when unavailable %q", s)
+	}
+}

@@ -1,0 +1,373 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentbus/agentbus/cmd/internal/procs"
+)
+
+// restateSteps is the journaled steps of one Restate run: 12 model calls
+// and 5 skill calls (bench/restate/restatepeer).
+const restateSteps = 17
+
+// RestateResult is one closed-loop load point of the Restate peer.
+type RestateResult struct {
+	Concurrency int     `json:"concurrency"`
+	Runs        int     `json:"runs"`
+	RunsPerS    float64 `json:"runs_per_s"`
+	Latency     Dist    `json:"run_latency"`
+}
+
+// RestateReport holds the Restate figures, or why there are none.
+type RestateReport struct {
+	Available   bool            `json:"available"`
+	Reason      string          `json:"reason,omitempty"`
+	Version     string          `json:"version,omitempty"`
+	StepsPerRun int             `json:"durable_steps_per_run,omitempty"`
+	Results     []RestateResult `json:"results,omitempty"`
+}
+
+// RestateComparison is agentbus against Restate at one concurrency.
+type RestateComparison struct {
+	Mode        string  `json:"mode"` // agentbus's durability mode
+	Concurrency int     `json:"concurrency"`
+	RunsPerS    float64 `json:"runs_per_s_ratio"`  // agentbus / Restate
+	P50         float64 `json:"p50_latency_ratio"` // agentbus p50 / Restate p50: below 1 is faster
+}
+
+// compareRestate pairs each mode's throughput points (one executor) with
+// the Restate points of the same concurrency.
+func compareRestate(modes []ModeReport, rr RestateReport) []RestateComparison {
+	var out []RestateComparison
+	for _, m := range modes {
+		for _, tp := range m.Throughput {
+			if tp.Executors != 1 {
+				continue
+			}
+			for _, res := range rr.Results {
+				if res.Concurrency == tp.Concurrency {
+					out = append(out, RestateComparison{Mode: m.Mode, Concurrency: res.Concurrency,
+						RunsPerS: ratio(tp.RunsPerS, res.RunsPerS), P50: ratio(tp.Latency.P50, res.Latency.P50)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// restateSummary is the Restate fields of the summary line: the runs/s
+// ratios of the default mode at every concurrency, its p50 ratio at the
+// lowest, and the sync_always runs/s ratio at the highest.
+func restateSummary(rr RestateReport, cmp []RestateComparison) string {
+	if !rr.Available {
+		return unavailable("vs_restate", rr.Reason, "restate-unavailable:")
+	}
+	var f []string
+	var first, lastSync *RestateComparison
+	for i, c := range cmp {
+		switch c.Mode {
+		case modes[0].Name:
+			f = append(f, fmt.Sprintf("vs_restate_c%d=%.2fx", c.Concurrency, c.RunsPerS))
+			if first == nil {
+				first = &cmp[i]
+			}
+		case modes[1].Name:
+			lastSync = &cmp[i]
+		}
+	}
+	if first != nil {
+		f = append(f, fmt.Sprintf("vs_restate_p50_c%d=%.2fx", first.Concurrency, first.P50))
+	}
+	if lastSync != nil {
+		f = append(f, fmt.Sprintf("vs_restate_sync_always_c%d=%.2fx", lastSync.Concurrency, lastSync.RunsPerS))
+	}
+	if len(f) == 0 {
+		return unavailable("vs_restate", "no agentbus throughput point at Restate's concurrencies", "")
+	}
+	return strings.Join(f, " ")
+}
+
+// parseReady reads setup.sh's last stdout line, "restate-ready: <binary>
+// <version>".
+func parseReady(out string) (bin, version string, err error) {
+	line := lastLine(out)
+	rest, ok := strings.CutPrefix(line, "restate-ready: ")
+	f := strings.Fields(rest)
+	if !ok || len(f) != 2 {
+		return "", "", fmt.Errorf("restate-unavailable: setup printed %q", line)
+	}
+	return f[0], f[1], nil
+}
+
+// runRestate installs the Restate server (bench/restate/setup.sh), starts
+// it and the peer service on loopback, registers the service and measures
+// runs/s at every concurrency of cfg.
+func runRestate(ctx context.Context, cfg Config) RestateReport {
+	if cfg.SkipPeer {
+		return RestateReport{Reason: "skipped (--skip-peer)"}
+	}
+	fmt.Fprintln(cfg.Log, "bench: Restate peer (installing into bench/.restate if needed)")
+	rr, err := measureRestate(ctx, cfg)
+	if err != nil {
+		return RestateReport{Reason: err.Error(), Version: rr.Version}
+	}
+	return rr
+}
+
+func measureRestate(ctx context.Context, cfg Config) (RestateReport, error) {
+	var rr RestateReport
+	setup := exec.CommandContext(ctx, "bash", filepath.Join(cfg.Root, "bench", "restate", "setup.sh"))
+	var stdout, stderr bytes.Buffer
+	setup.Stdout, setup.Stderr = &stdout, &stderr
+	if err := setup.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.Index(msg, "restate-unavailable:"); i >= 0 {
+			return rr, fmt.Errorf("%s", lastLine(msg[i:]))
+		}
+		return rr, fmt.Errorf("restate-unavailable: setup failed: %v: %s", err, lastLine(msg))
+	}
+	serverBin, version, err := parseReady(stdout.String())
+	if err != nil {
+		return rr, err
+	}
+	rr.Version = version
+	peerBin, cleanup, err := binary(ctx, cfg.BinDir, "restatepeer", procs.Module+"/bench/restate/restatepeer")
+	if err != nil {
+		return rr, fmt.Errorf("restate-unavailable: %w", err)
+	}
+	defer cleanup()
+	rs, err := startRestate(ctx, serverBin, peerBin)
+	if err != nil {
+		return rr, fmt.Errorf("restate-unavailable: %w", err)
+	}
+	defer rs.close()
+	for _, c := range cfg.Concurrency {
+		fmt.Fprintf(cfg.Log, "bench:   Restate, concurrency %d\n", c)
+		if _, _, err := rs.closedLoop(ctx, c, min(c, 4)); err != nil { // warm-up
+			return rr, fmt.Errorf("restate c%d: %w", c, err)
+		}
+		total := max(cfg.ThroughputMin, 3*c)
+		lat, elapsed, err := rs.closedLoop(ctx, c, total)
+		if err != nil {
+			return rr, fmt.Errorf("restate c%d: %w", c, err)
+		}
+		rr.Results = append(rr.Results, RestateResult{Concurrency: c, Runs: total, RunsPerS: float64(total) / elapsed.Seconds(), Latency: distOf(lat)})
+	}
+	rr.Available, rr.StepsPerRun = true, restateSteps
+	return rr, nil
+}
+
+// restateStack is a running Restate server and the peer service.
+type restateStack struct {
+	dir     string
+	server  *procs.Proc
+	peer    *procs.Proc
+	ingress string // base URL
+	client  *http.Client
+}
+
+// startRestate starts the server with its data in a temporary directory
+// and every listener on 127.0.0.1, then the peer, and registers the peer
+// with the admin API.
+func startRestate(ctx context.Context, serverBin, peerBin string) (*restateStack, error) {
+	dir, err := os.MkdirTemp("", "agentbus-bench-restate-")
+	if err != nil {
+		return nil, err
+	}
+	rs := &restateStack{dir: dir, client: &http.Client{Timeout: time.Minute,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}}
+	ports, err := freePorts(3)
+	if err != nil {
+		rs.close()
+		return nil, err
+	}
+	admin := fmt.Sprintf("127.0.0.1:%d", ports[1])
+	rs.ingress = fmt.Sprintf("http://127.0.0.1:%d", ports[2])
+	conf := fmt.Sprintf(`base-dir = %q
+disable-telemetry = true
+listen-mode = "tcp"
+bind-address = "127.0.0.1:%d"
+advertised-address = "http://127.0.0.1:%d/"
+log-format = "compact"
+[admin]
+bind-address = %q
+[ingress]
+bind-address = "127.0.0.1:%d"
+`, filepath.Join(dir, "data"), ports[0], ports[0], admin, ports[2])
+	confPath := filepath.Join(dir, "restate.toml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		rs.close()
+		return nil, err
+	}
+	serverLog := &procs.Buffer{}
+	if rs.server, err = procs.Start(procs.Spec{Name: "restate-server", Path: serverBin,
+		Args: []string{"--config-file", confPath, "--no-logo"}, Env: []string{"DO_NOT_TRACK=1"}, Output: serverLog}); err != nil {
+		rs.close()
+		return nil, err
+	}
+	peerLog := &procs.Buffer{}
+	if rs.peer, err = procs.Start(procs.Spec{Name: "restatepeer", Path: peerBin, Output: peerLog}); err != nil {
+		rs.close()
+		return nil, err
+	}
+	ready := func(url string) bool {
+		resp, err := rs.client.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	var peerAddr string
+	deadline := time.Now().Add(90 * time.Second)
+	for !ready("http://"+admin+"/health") || !ready(rs.ingress+"/restate/health") || peerAddr == "" {
+		if _, a, ok := strings.Cut(peerLog.String(), "restatepeer listening on "); ok {
+			peerAddr = strings.TrimSpace(strings.SplitN(a, "\n", 2)[0])
+		}
+		switch {
+		case rs.server.Exited():
+			rs.close()
+			return nil, fmt.Errorf("restate-server exited: %s", lastLine(serverLog.String()))
+		case rs.peer.Exited():
+			rs.close()
+			return nil, fmt.Errorf("restatepeer exited: %s", lastLine(peerLog.String()))
+		case time.Now().After(deadline) || ctx.Err() != nil:
+			rs.close()
+			return nil, fmt.Errorf("restate-server not ready after 90 s: %s", lastLine(serverLog.String()))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := rs.register("http://"+admin, "http://"+peerAddr); err != nil {
+		rs.close()
+		return nil, err
+	}
+	return rs, nil
+}
+
+// register adds the peer's deployment with the admin API.
+func (rs *restateStack) register(admin, peer string) error {
+	body, _ := json.Marshal(map[string]any{"uri": peer, "force": true})
+	resp, err := rs.client.Post(admin+"/deployments", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("register the deployment: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("register the deployment: %s: %s", resp.Status, firstLine(string(b)))
+	}
+	return nil
+}
+
+// run invokes Pipeline/Run on the ingress and waits for its result.
+func (rs *restateStack) run(ctx context.Context, task string) (time.Duration, error) {
+	body, _ := json.Marshal(map[string]string{"task": task})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rs.ingress+"/Pipeline/Run", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := rs.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	took := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("Pipeline/Run: %s: %s", resp.Status, firstLine(string(b)))
+	}
+	var out struct {
+		Steps      int `json:"steps"`
+		ModelCalls int `json:"model_calls"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || out.Steps != stages || out.ModelCalls != 12 {
+		return 0, fmt.Errorf("Pipeline/Run: unexpected result %s", firstLine(string(b)))
+	}
+	return took, nil
+}
+
+// closedLoop keeps conc runs in flight until total have finished.
+func (rs *restateStack) closedLoop(ctx context.Context, conc, total int) ([]time.Duration, time.Duration, error) {
+	var (
+		mu   sync.Mutex
+		lat  []time.Duration
+		errs []error
+		wg   sync.WaitGroup
+	)
+	next := make(chan int, total)
+	for i := range total {
+		next <- i
+	}
+	close(next)
+	start := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				took, err := rs.run(ctx, fmt.Sprintf("find outlets for pitch #%d", i))
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					lat = append(lat, took)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if len(errs) > 0 {
+		return nil, 0, fmt.Errorf("%d of %d runs failed: %w", len(errs), total, errs[0])
+	}
+	return lat, elapsed, nil
+}
+
+func (rs *restateStack) close() {
+	for _, p := range []*procs.Proc{rs.peer, rs.server} {
+		if p != nil {
+			p.Stop(syscall.SIGTERM, 15*time.Second)
+		}
+	}
+	os.RemoveAll(rs.dir)
+}
+
+// freePorts returns n loopback ports that were free a moment ago (the
+// Restate server takes its ports from its configuration).
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
