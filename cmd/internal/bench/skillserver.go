@@ -2,13 +2,14 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
+	stdjson "encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -29,13 +30,13 @@ func startSkillServer(latency time.Duration) (*skillServer, error) {
 	p := newPipelineSkills(latency)
 	m := server.NewMCPServer("agentbus-bench-pipeline", "1.0.0", server.WithToolCapabilities(false), server.WithRecovery())
 	m.AddTool(mcp.Tool{Name: skills.ToolFindRelevantSkills, Description: "Find the skills most relevant to a query, best first",
-		RawInputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"},"limit":{"type":"integer"}},"required":["query"]}`)},
+		RawInputSchema: stdjson.RawMessage(`{"type":"object","properties":{"query":{"type":"string"},"limit":{"type":"integer"}},"required":["query"]}`)},
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			found, _ := p.Find(ctx, "", req.GetString("query", ""), req.GetInt("limit", skills.DefaultFindLimit))
 			return textResult(map[string][]skills.Summary{"skills": found})
 		})
 	m.AddTool(mcp.Tool{Name: skills.ToolLoadSkill, Description: "Load a skill's manifest",
-		RawInputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`)},
+		RawInputSchema: stdjson.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`)},
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			man, err := p.Load(ctx, "", req.GetString("name", ""))
 			if err != nil {
@@ -45,7 +46,7 @@ func startSkillServer(latency time.Duration) (*skillServer, error) {
 		})
 	for _, name := range p.names {
 		man := p.manifests[name]
-		m.AddTool(mcp.Tool{Name: name, Description: man.Description, RawInputSchema: man.InputSchema},
+		m.AddTool(mcp.Tool{Name: name, Description: man.Description, RawInputSchema: stdjson.RawMessage(man.InputSchema)},
 			func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				args, err := json.Marshal(req.GetArguments())
 				if err != nil {
