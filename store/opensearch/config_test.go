@@ -30,6 +30,7 @@ func TestMappingsCoverDocuments(t *testing.T) {
 		store.IndexEvents:   reflect.TypeFor[store.Event](),
 		store.IndexSouls:    reflect.TypeFor[store.Soul](),
 		store.IndexSessions: reflect.TypeFor[store.Session](),
+		store.IndexDefinitions: reflect.TypeFor[store.Definition](),
 	}
 	for _, index := range store.Indexes() {
 		m, err := Mapping(index, Config{})
