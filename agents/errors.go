@@ -72,3 +72,6 @@ func (e *Error) Error() string { return "agents: " + e.Field + ": " + e.Message 
 func invalid(code, field, format string, args ...any) *Error {
 	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }
+
+// CodeAgentInactive: a run names an agent that is not active.
+const CodeAgentInactive = "agent_inactive"
