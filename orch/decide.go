@@ -49,7 +49,7 @@ type Requested struct {
 	Patterns []llm.Pattern
 	// Policy is the configured budget policy: the run's limits are
 	// resolved from it and recorded in its state.
-	Policy  BudgetPolicy
+	Policy BudgetPolicy
 	// Agent is the definition of the agent the request names, loaded by
 	// the router; AgentError says why it could not be (not defined for
 	// the tenant, inactive). A run that names an agent it does not have
