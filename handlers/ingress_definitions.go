@@ -17,7 +17,8 @@ import (
 // triggers at /agent/triggers, each created with POST, listed and read
 // with GET, replaced with PUT and deleted with DELETE. Every route is
 // scoped to the caller's tenant; another tenant's definition is not found,
-// exactly like a missing one.
+// exactly like a missing one. POST /agent/events (ingress_events.go) runs
+// the tenant's triggers on an inbound event.
 //
 // Definitions are versioned: each write bumps version, answered in the
 // body and as the ETag. A PUT names the version it replaces, in If-Match
@@ -39,6 +40,7 @@ func (g *Ingress) definitionRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /agent/triggers/{trigger_id}", g.deleteTrigger)
 	mux.HandleFunc("POST /agent/triggers/{trigger_id}/enable", g.enableTrigger)
 	mux.HandleFunc("POST /agent/triggers/{trigger_id}/disable", g.disableTrigger)
+	mux.HandleFunc("POST /agent/events", g.inboundEvent)
 }
 
 // DefinitionError is the error body of the definitions API: the stable

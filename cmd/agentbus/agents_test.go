@@ -14,10 +14,11 @@ import (
 	"github.com/agentbus/agentbus/store"
 )
 
-// createAgent posts an agent definition to the ingress and returns its id.
-func createAgent(t *testing.T, base, tenant, body string) string {
+// post sends body to the ingress as tenant, wants status and returns the
+// answer's string fields.
+func post(t *testing.T, url, tenant, body string, status int) map[string]any {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/agent/agents", bytes.NewReader([]byte(body)))
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader([]byte(body)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,13 +28,18 @@ func createAgent(t *testing.T, base, tenant, body string) string {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out struct {
-		AgentID string `json:"agent_id"`
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != status {
+		t.Fatalf("POST %s: %d %v %v, want %d", url, resp.StatusCode, out, err, status)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST /agent/agents: %d %v", resp.StatusCode, err)
-	}
-	return out.AgentID
+	return out
+}
+
+// createAgent posts an agent definition to the ingress and returns its id.
+func createAgent(t *testing.T, base, tenant, body string) string {
+	t.Helper()
+	id, _ := post(t, base+"/agent/agents", tenant, body, http.StatusCreated)["agent_id"].(string)
+	return id
 }
 
 // TestRunActsAsItsAgent: through the whole stack, a run that names an
@@ -83,4 +89,35 @@ func TestRunActsAsItsAgent(t *testing.T) {
 	if len(called) == 0 || slices.ContainsFunc(called, func(s string) bool { return s != "outlet_list" }) {
 		t.Fatalf("skills called %v, want outlet_list only", called)
 	}
+}
+
+// TestTriggeredRunEndToEnd: an inbound event that matches a trigger
+// starts a run as the trigger's agent, which answers the demo task.
+func TestTriggeredRunEndToEnd(t *testing.T) {
+	s := startStack(t)
+	base := "http://" + s.IngressAddr
+	agent := createAgent(t, base, "demo", `{"name":"Analyst","system_prompt":"Rank outlets.","tools":["outlet_list","engagement_analytics"]}`)
+	post(t, base+"/agent/triggers", "demo", `{"name":"Ranking requests","agent_id":"`+agent+`","event_type":"message.new",
+		"conditions":{"any":[{"field":"message.text","operator":"contains","value":"rank"}]}}`, http.StatusCreated)
+	res := post(t, base+"/agent/events", "demo", `{"event_id":"evt-42","event_type":"message.new","user_id":"u1","session_id":"sess-trig",
+		"data":{"message":{"text":"List the active outlets and rank them by engagement"}}}`, http.StatusAccepted)
+	if res["agent_id"] != agent {
+		t.Fatalf("event answer %v", res)
+	}
+	planID, _ := res["plan_id"].(string)
+	plan, _ := finalPlan(t, s, "demo", planID)
+	if plan.Status != store.PlanStatusComplete {
+		t.Fatalf("triggered run's plan ended %s", plan.Status)
+	}
+	var agentSelected bool
+	eventually(t, 10*time.Second, "the triggered run's trace", func() bool {
+		evs, err := s.Deps.Store.Trace(context.Background(), store.TraceQuery{TenantID: "demo", PlanID: planID})
+		if err != nil {
+			return false
+		}
+		for _, e := range evs {
+			agentSelected = agentSelected || e.EventType == "agent.selected"
+		}
+		return agentSelected
+	})
 }
