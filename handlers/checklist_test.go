@@ -174,6 +174,7 @@ type mapStore struct {
 	seen   map[string]bool
 	souls  map[[2]string]store.Soul
 	sess   map[[2]string]store.Session
+	defs   map[[3]string]store.Definition
 }
 
 type mapPlan struct {

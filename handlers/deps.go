@@ -40,11 +40,28 @@ type EventStore interface {
 }
 
 // RouterStore is what the router needs: the step outputs it synthesises
-// from and the tenants' souls. It writes nothing.
+// from, the tenants' souls and the agent definitions runs act as. It
+// writes nothing.
 type RouterStore interface {
 	GetMemory(ctx context.Context, key string) (store.Memory, error)
 	GetSoul(ctx context.Context, tenantID, userID string) (store.Soul, error)
 	GetPlan(ctx context.Context, tenantID, planID string) (store.Plan, int64, error)
+	DefinitionReader
+}
+
+// DefinitionReader reads one of a tenant's agent, trigger or tool
+// definitions.
+type DefinitionReader interface {
+	GetDefinition(ctx context.Context, tenantID, kind, id string) (store.Definition, error)
+}
+
+// DefinitionStore keeps the tenants' versioned definitions: a write or a
+// delete names the version it expects (store.ErrConflict otherwise).
+type DefinitionStore interface {
+	DefinitionReader
+	PutDefinition(ctx context.Context, d store.Definition, expected int64) error
+	ListDefinitions(ctx context.Context, tenantID, kind string) ([]store.Definition, error)
+	DeleteDefinition(ctx context.Context, tenantID, kind, id string, expected int64) error
 }
 
 // ProjectionStore is what the projector writes: audit events, plan and

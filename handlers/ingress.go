@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
@@ -31,6 +32,7 @@ type IngressStore interface {
 	PutMemory(ctx context.Context, m store.Memory) (store.Memory, error)
 	QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.MemoryHit, error)
 	EventQuerier
+	DefinitionStore
 }
 
 // IngressConfig configures the HTTP API.
@@ -141,6 +143,7 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("GET /agent/audit/events", g.auditEvents)
 	mux.HandleFunc("GET /agent/runs", g.recentRuns)
 	mux.HandleFunc("GET /agent/artifacts/{sha256}", g.artifact)
+	g.definitionRoutes(mux)
 	mux.HandleFunc("GET /dashboard", g.dashboard)
 	mux.HandleFunc("GET /dashboard/{$}", g.dashboard)
 	mux.HandleFunc("GET /dashboard/{file}", g.dashboard)
@@ -259,9 +262,22 @@ func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequ
 		}
 	}
 	req := orch.RunRequest{RunID: uuid.NewString(), TenantID: body.TenantID, UserID: body.UserID,
-		SessionID: body.SessionID, Message: body.Message, Stream: body.Stream, Budget: body.Budget}
+		SessionID: body.SessionID, Message: body.Message, Stream: body.Stream, Budget: body.Budget, AgentID: body.AgentID}
 	if err := orch.ValidateRequest(req); err != nil {
 		return req, "invalid_request", err
+	}
+	if req.AgentID != "" {
+		// The router loads the agent again (a request may bypass HTTP);
+		// checking here answers the caller at once.
+		_, err := LoadAgent(r.Context(), g.store, req.TenantID, req.AgentID)
+		var refused *agents.Error
+		switch {
+		case errors.As(err, &refused):
+			return req, refused.Code, errors.New(refused.Message)
+		case err != nil:
+			g.log.Error().Err(err).Msg("load agent")
+			return req, "store_unavailable", errors.New("the agent could not be read")
+		}
 	}
 	return req, "", nil
 }
@@ -367,6 +383,10 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case "identity_mismatch":
 		return http.StatusForbidden
+	case "agent_inactive":
+		return http.StatusConflict
+	case "store_unavailable":
+		return http.StatusServiceUnavailable
 	default:
 		return http.StatusBadRequest
 	}

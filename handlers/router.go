@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/metrics"
@@ -318,6 +319,20 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 	in := orch.Requested{Request: req, At: at}
 	if orch.ValidateRequest(req) != nil {
 		return in, nil // the decider ends the run VALIDATION_FAIL
+	}
+	if req.AgentID != "" {
+		// The run acts as its agent as defined now: the decider records
+		// the definition, so later edits do not reach a running run.
+		a, err := LoadAgent(ctx, r.Store, req.TenantID, req.AgentID)
+		var refused *agents.Error
+		switch {
+		case errors.As(err, &refused):
+			in.AgentError = refused.Message
+			return in, nil // the decider ends the run VALIDATION_FAIL
+		case err != nil:
+			return nil, err
+		}
+		in.Agent = a.RunDef()
 	}
 	tts, err := loadTaskTypes(ctx, r.Config)
 	if err != nil {

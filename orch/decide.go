@@ -49,10 +49,16 @@ type Requested struct {
 	Patterns []llm.Pattern
 	// Policy is the configured budget policy: the run's limits are
 	// resolved from it and recorded in its state.
-	Policy  BudgetPolicy
-	Calls   []llm.Call
-	Failure *Failure
-	At      time.Time
+	Policy BudgetPolicy
+	// Agent is the definition of the agent the request names, loaded by
+	// the router; AgentError says why it could not be (not defined for
+	// the tenant, inactive). A run that names an agent it does not have
+	// ends VALIDATION_FAIL before any model call.
+	Agent      *AgentDef
+	AgentError string
+	Calls      []llm.Call
+	Failure    *Failure
+	At         time.Time
 }
 
 // Planned: the planner proposed steps, a revision or an infeasibility.
@@ -229,12 +235,17 @@ func (d *decision) requested(in Requested) {
 		d.finish(CodeValidationFail, err.Error(), nil)
 		return
 	}
+	if reason := agentMismatch(req, in); reason != "" {
+		d.finish(CodeValidationFail, reason, map[string]any{"agent_id": req.AgentID})
+		return
+	}
 	d.State.Context = in.Context
 	if c := in.Context; c.Persona != nil || len(c.History) > 0 {
 		// The trace records the context the run saw: a replay re-derives
 		// its decisions from it, not from today's soul and session.
 		d.audit("context.loaded", "", c)
 	}
+	d.actAs(in.Agent)
 	d.modelCalls(in.Calls)
 	if in.Failure != nil {
 		d.budgetRefused(in.Failure)
@@ -263,6 +274,7 @@ func (d *decision) requested(in Requested) {
 	if i := slices.IndexFunc(in.Patterns, func(p llm.Pattern) bool { return p.Name == route.Pattern }); i >= 0 {
 		d.State.PatternDef = in.Patterns[i]
 	}
+	d.agentTurns()
 	d.budget(in.Policy)
 	d.deadline()
 	d.audit("routing.decided", "", map[string]any{"task_type": route.TaskType, "pattern": route.Pattern,
@@ -380,7 +392,7 @@ func (d *decision) planned(p PlanProposal) {
 		return
 	}
 	d.audit("critic.plan_verified", "", map[string]any{"steps": len(p.Steps), "verdict": VerdictAccept})
-	d.State.Plan.Steps = mergeSteps(d.State.Plan.Steps, p.Steps)
+	d.State.Plan.Steps = mergeSteps(d.State.Plan.Steps, d.restrictTools(p.Steps))
 	d.State.Plan.Status = PlanExecuting
 	d.State.Seq++
 	d.auditProposal(p.Steps, replan)

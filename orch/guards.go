@@ -17,8 +17,12 @@ func (d *decision) budget(p BudgetPolicy) {
 	req := d.State.Request
 	limits, clamped := p.Limits(req.TenantID, d.State.TaskType, d.State.PatternDef.RunTimeoutS, req.Budget)
 	d.State.Budget.Limits, d.State.Budget.Escalation = limits, p.Escalation
-	d.audit("budget.resolved", "", map[string]any{"limits": limits, "requested": req.Budget, "clamped_by_tenant_caps": clamped,
-		"escalation": p.Escalation})
+	payload := map[string]any{"limits": limits, "requested": req.Budget, "clamped_by_tenant_caps": clamped,
+		"escalation": p.Escalation}
+	if d.State.Agent != nil {
+		payload["clamped_by_agent"] = d.agentLimits()
+	}
+	d.audit("budget.resolved", "", payload)
 }
 
 // budgetRefused traces a model call the run's budget refused.

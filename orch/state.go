@@ -104,6 +104,9 @@ type RunRequest struct {
 	// Budget overrides the run's limits per dimension, within its
 	// tenant's caps (orch.BudgetPolicy.Limits).
 	Budget Vector `json:"budget,omitempty"`
+	// AgentID names the tenant's agent definition the run acts as (seed
+	// 002); empty runs as no agent.
+	AgentID string `json:"agent_id,omitempty"`
 }
 
 // RunState is the whole state of a run. It travels in every orchestration
@@ -114,6 +117,10 @@ type RunState struct {
 	TaskType string     `json:"task_type,omitempty"`
 	Pattern  string     `json:"pattern,omitempty"`
 	Routing  string     `json:"routing_reason,omitempty"`
+	// Agent is the definition of the agent the request named, as the run
+	// loaded it: its instructions, model settings, tool allow-list and
+	// limits.
+	Agent *AgentDef `json:"agent,omitempty"`
 	// Framing is the task type's domain framing, given to every model of
 	// the run; PatternDef is the chosen pattern's definition. Both are
 	// recorded as the run saw them, so a replay does not read today's
@@ -392,6 +399,8 @@ func ValidateRequest(req RunRequest) error {
 		return fmt.Errorf("%w: message is empty", ErrInvalidRequest)
 	case len(req.Message) > 32<<10:
 		return fmt.Errorf("%w: message is longer than 32 KiB", ErrInvalidRequest)
+	case req.AgentID != "" && !validToken(req.AgentID):
+		return fmt.Errorf("%w: agent_id must match [A-Za-z0-9_-]{1,64}", ErrInvalidRequest)
 	}
 	if err := req.Budget.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)

@@ -19,6 +19,9 @@ type Request struct {
 	// Budget lowers (or, within the tenant's caps, raises) the run's
 	// limits per dimension: {"tool_calls": 10, "cost_usd": 0.5}.
 	Budget orch.Vector `json:"budget,omitempty"`
+	// AgentID names the tenant's agent the run acts as (seed 002): its
+	// instructions, model settings, tool allow-list and limits.
+	AgentID string `json:"agent_id,omitempty"`
 }
 
 // Response is the answer of POST /agent/run: the result of the run, as the

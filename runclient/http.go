@@ -286,7 +286,7 @@ func lastChunk(req orch.RunRequest, ch Chunk) (orch.RunResult, error) {
 // post sends the request; any status but 200 OK is a *StatusError.
 func (c *HTTP) post(ctx context.Context, req orch.RunRequest, stream bool) (*http.Response, error) {
 	body, err := json.Marshal(Request{TenantID: req.TenantID, UserID: req.UserID, SessionID: req.SessionID,
-		Message: req.Message, Stream: stream, Budget: req.Budget})
+		Message: req.Message, Stream: stream, Budget: req.Budget, AgentID: req.AgentID})
 	if err != nil {
 		return nil, fmt.Errorf("runclient: encode the request: %w", err)
 	}

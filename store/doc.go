@@ -1,10 +1,11 @@
 // Package store defines the persistent document model of agentbus and the
 // backend-neutral pieces every storage backend shares.
 //
-// The document types (Memory, Plan, Event, Soul, Session) mirror the
-// OpenSearch index mappings agent_memory, agent_plans, agent_events,
-// agent_souls and agent_sessions field for field, because those indexes are
-// created with "dynamic": "strict" and reject unknown fields. Optional
+// The document types (Memory, Plan, Event, Soul, Session, Definition)
+// mirror the OpenSearch index mappings agent_memory, agent_plans,
+// agent_events, agent_souls, agent_sessions and agent_definitions field
+// for field, because those indexes are created with "dynamic": "strict"
+// and reject unknown fields. Optional
 // fields are omitted from JSON when empty; required timestamps use omitzero
 // so that a zero time is reported as a missing field rather than stored as
 // year 1.
@@ -13,9 +14,14 @@
 // before any backend is touched; violations are reported as *SchemaError,
 // which also matches ErrSchema under errors.Is. The schemas are the
 // specification, and untyped documents (json.RawMessage, maps) are
-// validated against them; the document types above, which agentbus builds
-// itself, are checked by equivalent Go code (check.go) with the same
+// validated against them, and so is a Definition; the other document
+// types above, which agentbus builds on every hop, are checked by equivalent Go code (check.go) with the same
 // verdicts and errors, a test comparing the two on generated documents.
+//
+// Definition is the versioned envelope of the tenants' agent, trigger and
+// tool definitions: the package agents owns each kind's fields (Spec) and
+// validates them; the store checks the envelope, and its version is the
+// optimistic-concurrency token of every write.
 //
 // The package also provides the sentinel errors shared by all backends
 // (ErrNotFound, ErrConflict, ErrStale, ErrInvalidArgument), the query and

@@ -128,3 +128,33 @@ func TestJSONFieldNames(t *testing.T) {
 		t.Fatalf("unexpected fields in %s", raw)
 	}
 }
+
+// TestValidateDefinitions: a Definition is validated against its JSON
+// Schema (it is not one of the types checked in Go).
+func TestValidateDefinitions(t *testing.T) {
+	valid := Definition{TenantID: "t", Kind: KindAgent, ID: "a", Version: 1, Spec: json.RawMessage(`{"x":1}`),
+		CreatedAt: t0, UpdatedAt: t0}
+	if err := Validate(IndexDefinitions, valid); err != nil {
+		t.Fatalf("valid definition: %v", err)
+	}
+	for _, c := range []struct {
+		name  string
+		edit  func(*Definition)
+		field string
+	}{
+		{"no tenant", func(d *Definition) { d.TenantID = "" }, "/tenant_id"},
+		{"unknown kind", func(d *Definition) { d.Kind = "robot" }, "/kind"},
+		{"no id", func(d *Definition) { d.ID = "" }, "/id"},
+		{"version 0", func(d *Definition) { d.Version = 0 }, "/version"},
+		{"no spec", func(d *Definition) { d.Spec = nil }, "/spec"},
+		{"array spec", func(d *Definition) { d.Spec = json.RawMessage(`[1]`) }, "/spec"},
+		{"no update time", func(d *Definition) { d.UpdatedAt = time.Time{} }, "/updated_at"},
+	} {
+		d := valid
+		c.edit(&d)
+		var se *SchemaError
+		if err := Validate(IndexDefinitions, d); !errors.As(err, &se) || se.Field != c.field {
+			t.Errorf("%s: got %v, want a schema error on %q", c.name, err, c.field)
+		}
+	}
+}

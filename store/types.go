@@ -25,7 +25,7 @@ const (
 
 // Indexes returns the names of all indexes in a stable order.
 func Indexes() []string {
-	return []string{IndexMemory, IndexPlans, IndexEvents, IndexSouls, IndexSessions}
+	return []string{IndexMemory, IndexPlans, IndexEvents, IndexSouls, IndexSessions, IndexDefinitions}
 }
 
 // Plan statuses accepted by the agent_plans schema.

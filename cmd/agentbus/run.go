@@ -25,6 +25,7 @@ func run(args []string) int {
 	session := fs.String("session", "", "session id (default: a new one)")
 	stream := fs.Bool("stream", true, "render progress and the answer live as the run streams them (resuming after a dropped connection); --stream=false waits for the whole answer")
 	budget := fs.String("budget", "", "the run's own limits, within the tenant's caps: dimension=value pairs, comma-separated, e.g. tool_calls=10,cost_usd=0.5")
+	agent := fs.String("agent", "", "the id of the tenant's agent the run acts as (POST /agent/agents): its instructions, tools and limits")
 	credential := os.Getenv("AGENTBUS_KEY") // a tenant API key or JWT; from the environment only, never a flag
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentbus run [flags] \"<task>\"\n\nAGENTBUS_KEY, when set, is sent as the bearer credential (a tenant API key or JWT).\n\nFlags:\n")
@@ -44,7 +45,7 @@ func run(args []string) int {
 	p := &printer{progress: func(c runclient.Chunk) { fmt.Println("  ·", c.Content) }}
 	started := func(runID string) { fmt.Printf("run %s (agentbus cancel --tenant %s %s)\n", runID, *tenant, runID) }
 	client := runclient.NewHTTP(*url, nil).WithCredential(credential).OnStart(started)
-	req := orch.RunRequest{TenantID: *tenant, UserID: *user, SessionID: *session, Message: task}
+	req := orch.RunRequest{TenantID: *tenant, UserID: *user, SessionID: *session, Message: task, AgentID: *agent}
 	if req.Budget, err = parseBudget(*budget); err != nil {
 		fmt.Fprintln(os.Stderr, "agentbus run: --budget:", err)
 		return 2

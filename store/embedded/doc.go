@@ -2,8 +2,8 @@
 // NATS JetStream so that it needs nothing but the broker agentbus already
 // uses.
 //
-// New creates (idempotently) four key-value buckets, store_memory,
-// store_plans, store_souls and store_sessions, and one stream,
+// New creates (idempotently) five key-value buckets, store_memory,
+// store_plans, store_souls, store_sessions and store_definitions, and one stream,
 // STORE_EVENTS (subjects store.events.>), all with file storage. Data is
 // therefore durable across process restarts, and every process connected
 // to the same NATS system shares it.
@@ -16,6 +16,9 @@
 //     caller-supplied external version next to the document.
 //   - Souls are stored under "<tenant>.<user>" ("_" for no user), sessions
 //     under the escaped session id.
+//   - Definitions (agents, triggers, tools) are stored under
+//     "<tenant>.<kind>.<id>"; their version check and write are one
+//     conditional update on the KV revision read.
 //   - Events are messages on store.events.<tenant>.<session> ("_" for no
 //     session) with Nats-Msg-Id set to the event id.
 //

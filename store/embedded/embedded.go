@@ -23,6 +23,8 @@ const (
 	BucketSouls = "store_souls"
 	// BucketSessions is the KV bucket holding Session documents.
 	BucketSessions = "store_sessions"
+	// BucketDefinitions is the KV bucket holding Definition documents.
+	BucketDefinitions = "store_definitions"
 	// StreamEvents is the stream holding Event documents.
 	StreamEvents = "STORE_EVENTS"
 	// EventsSubject is the subject root of StreamEvents.
@@ -53,7 +55,9 @@ type Store struct {
 	plans    jetstream.KeyValue
 	souls    jetstream.KeyValue
 	sessions jetstream.KeyValue
-	events   jetstream.Stream
+	// definitions holds the agent, trigger and tool definitions.
+	definitions jetstream.KeyValue
+	events      jetstream.Stream
 	// subjectRoot is EventsSubject, possibly prefixed.
 	subjectRoot string
 }
@@ -89,6 +93,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 		{&s.plans, BucketPlans, "agentbus agent_plans documents"},
 		{&s.souls, BucketSouls, "agentbus agent_souls documents"},
 		{&s.sessions, BucketSessions, "agentbus agent_sessions documents"},
+		{&s.definitions, BucketDefinitions, "agentbus agent_definitions documents"},
 	}
 	for _, b := range buckets {
 		kv, err := events.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{

@@ -25,11 +25,12 @@ import (
 // and a property of the index's JSON Schema.
 func TestMappingsCoverDocuments(t *testing.T) {
 	docs := map[string]reflect.Type{
-		store.IndexMemory:   reflect.TypeFor[store.Memory](),
-		store.IndexPlans:    reflect.TypeFor[store.Plan](),
-		store.IndexEvents:   reflect.TypeFor[store.Event](),
-		store.IndexSouls:    reflect.TypeFor[store.Soul](),
-		store.IndexSessions: reflect.TypeFor[store.Session](),
+		store.IndexMemory:      reflect.TypeFor[store.Memory](),
+		store.IndexPlans:       reflect.TypeFor[store.Plan](),
+		store.IndexEvents:      reflect.TypeFor[store.Event](),
+		store.IndexSouls:       reflect.TypeFor[store.Soul](),
+		store.IndexSessions:    reflect.TypeFor[store.Session](),
+		store.IndexDefinitions: reflect.TypeFor[store.Definition](),
 	}
 	for _, index := range store.Indexes() {
 		m, err := Mapping(index, Config{})

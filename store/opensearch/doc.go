@@ -6,8 +6,8 @@
 // (idempotently, from any number of processes) the layout below, every
 // name carrying Config.IndexPrefix:
 //
-//   - agent_memory, agent_plans, agent_souls, agent_sessions: one index
-//     each, with the seed's mappings and "dynamic": "strict" (see Mapping).
+//   - agent_memory, agent_plans, agent_souls, agent_sessions,
+//     agent_definitions: one index each, with the seed's mappings and "dynamic": "strict" (see Mapping).
 //     agent_memory has index.knn and an HNSW knn_vector "embedding" of
 //     Config.Dimension dimensions, engine lucene (or faiss), cosine space.
 //   - agent_events: a write alias over rolling backing indices
@@ -23,6 +23,11 @@
 //
 // Documents and their semantics:
 //
+//   - Definitions (agents, triggers, tools): _id from tenant, kind and id.
+//     A write reads the stored document and sends its seq_no and primary
+//     term back (if_seq_no/if_primary_term), so the version check and the
+//     write are one atomic step; a 409 is store.ErrConflict. Lists are a
+//     search (the writes wait for the refresh).
 //   - Memory: _id is the memory key. A non-zero Version is sent as
 //     if_seq_no/if_primary_term; a 409 is store.ErrConflict. CreateMemory
 //     uses op_type=create. QueryMemory is a knn query whose filter holds the

@@ -17,8 +17,8 @@ import (
 const ismPluginName = "opensearch-index-management"
 
 // EnsureIndices makes the cluster match the store's layout, creating what
-// is missing: the indices agent_memory, agent_plans, agent_souls and
-// agent_sessions; the index template of the agent_events backing indices
+// is missing: the indices agent_memory, agent_plans, agent_souls,
+// agent_sessions and agent_definitions; the index template of the agent_events backing indices
 // and the first of them behind the agent_events write alias; and, when ISM
 // is in use, the retention policy. Existing indices get the current
 // mapping (PUT _mapping), so new fields are added and an incompatible
@@ -40,6 +40,7 @@ func (s *Store) EnsureIndices(ctx context.Context) error {
 		{store.IndexPlans, s.names.plans},
 		{store.IndexSouls, s.names.souls},
 		{store.IndexSessions, s.names.sessions},
+		{store.IndexDefinitions, s.names.definitions},
 	} {
 		if err := s.ensureIndex(ctx, idx.index, idx.name); err != nil {
 			return err

@@ -41,7 +41,7 @@ type Store struct {
 
 // names are the resource names of one Store, all carrying the prefix.
 type names struct {
-	memory, plans, souls, sessions string
+	memory, plans, souls, sessions, definitions string
 	// events is the alias every event is written and read through; its
 	// backing indices are events-000001, events-000002, ...
 	events string
@@ -57,6 +57,7 @@ func newNames(prefix string) names {
 		plans:          prefix + store.IndexPlans,
 		souls:          prefix + store.IndexSouls,
 		sessions:       prefix + store.IndexSessions,
+		definitions:    prefix + store.IndexDefinitions,
 		events:         prefix + store.IndexEvents,
 		eventsTemplate: prefix + store.IndexEvents,
 		eventsPolicy:   prefix + store.IndexEvents + "-retention",
@@ -115,11 +116,11 @@ func (s *Store) Close() error {
 // installed (see Config.ISM).
 func (s *Store) ISMEnabled() bool { return s.hasISM.Load() }
 
-// IndexNames returns the names of the five indices (agent_events is the
+// IndexNames returns the names of the six indices (agent_events is the
 // alias of its rolling backing indices), in store.Indexes() order.
 func (s *Store) IndexNames() []string {
 	n := s.names
-	return []string{n.memory, n.plans, n.events, n.souls, n.sessions}
+	return []string{n.memory, n.plans, n.events, n.souls, n.sessions, n.definitions}
 }
 
 // withTimeout bounds one Store call by cfg.Timeout.

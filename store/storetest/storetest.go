@@ -57,6 +57,18 @@ type Backend interface {
 	// GetSession returns the session of the tenant; session ids are
 	// unique within a tenant only.
 	GetSession(ctx context.Context, tenantID, sessionID string) (store.Session, error)
+	// PutDefinition creates d (expected 0; d.Version 1; store.ErrConflict
+	// if it exists) or replaces it if its stored version is expected
+	// (d.Version expected+1; store.ErrNotFound if missing,
+	// store.ErrConflict if the version differs).
+	PutDefinition(ctx context.Context, d store.Definition, expected int64) error
+	// GetDefinition returns the tenant's definition of kind and id.
+	GetDefinition(ctx context.Context, tenantID, kind, id string) (store.Definition, error)
+	// ListDefinitions returns the tenant's definitions of kind by id.
+	ListDefinitions(ctx context.Context, tenantID, kind string) ([]store.Definition, error)
+	// DeleteDefinition deletes a definition, if its version is expected
+	// (0: any version).
+	DeleteDefinition(ctx context.Context, tenantID, kind, id string, expected int64) error
 	// Health aggregates the tenant's plans as store.ComputePlanHealth does.
 	Health(ctx context.Context, tenantID string) (store.PlanHealth, error)
 	// Close releases the backend.
@@ -87,6 +99,9 @@ func Run(t *testing.T, newStore func(t *testing.T) Backend) {
 		{"EventsFiltered", testEventsFiltered},
 		{"EventsLimit", testEventsLimit},
 		{"TenantIsolation", testTenantIsolation},
+		{"Definitions", testDefinitions},
+		{"DefinitionVersions", testDefinitionVersions},
+		{"DefinitionsIsolated", testDefinitionsIsolated},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -152,7 +152,8 @@ func storeGrant(g *grant, prefix string) {
 		}
 		return prefix + "_" + base
 	}
-	for _, b := range []string{embedded.BucketMemory, embedded.BucketPlans, embedded.BucketSouls, embedded.BucketSessions} {
+	for _, b := range []string{embedded.BucketMemory, embedded.BucketPlans, embedded.BucketSouls, embedded.BucketSessions,
+		embedded.BucketDefinitions} {
 		g.kv(name(b))
 	}
 	g.readStream(name(embedded.StreamEvents))

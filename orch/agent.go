@@ -1,0 +1,154 @@
+package orch
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentbus/agentbus/llm"
+)
+
+// AgentDef is the agent definition a run acts as (seed 002), recorded in
+// the run's state as the run saw it when it was requested, so every later
+// decision (and a replay) uses that version whatever was edited since.
+// The agents package owns the definitions and their validation; this is
+// what a run needs of one.
+type AgentDef struct {
+	ID      string `json:"agent_id"`
+	Version int64  `json:"version"`
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	// Instructions are the agent's system prompt: the decider adds them
+	// to the persona every model of the run is given.
+	Instructions string `json:"instructions,omitempty"`
+	// Model and ModelSettings are the agent's model choice, for the
+	// adapters that pick a model per run.
+	Model         string        `json:"model,omitempty"`
+	ModelSettings ModelSettings `json:"model_config,omitzero"`
+	// Tools is the allow-list of skills the run may call: the decider
+	// removes every other skill from the steps it dispatches, and the
+	// planner discovers only these. Empty allows none.
+	Tools []string `json:"tools"`
+	// SubAgents are the agents it may hand off to (supervisor, router).
+	SubAgents []string `json:"sub_agents,omitempty"`
+	// MaxTurns bounds the model turns of each of the run's loops.
+	MaxTurns        int    `json:"max_turns,omitempty"`
+	HandoffBehavior string `json:"handoff_behavior,omitempty"`
+	// Limits cap the run's budget per dimension, whatever the other
+	// layers (configuration, request) ask for.
+	Limits Vector `json:"limits,omitempty"`
+}
+
+// ModelSettings are an agent's sampling settings (seed 002 ModelConfig).
+type ModelSettings struct {
+	Temperature   *float64 `json:"temperature,omitempty"`
+	MaxTokens     int      `json:"max_tokens,omitempty"`
+	TopP          *float64 `json:"top_p,omitempty"`
+	StopSequences []string `json:"stop_sequences,omitempty"`
+}
+
+// AllowsSkill reports whether a run acting as a may call the skill name:
+// any skill without an agent, only the agent's tools with one.
+func (a *AgentDef) AllowsSkill(name string) bool {
+	return a == nil || slices.Contains(a.Tools, name)
+}
+
+// agentMismatch reports a requested agent the router did not load: the
+// run cannot act as an agent it does not have.
+func agentMismatch(req RunRequest, in Requested) string {
+	switch {
+	case in.AgentError != "":
+		return in.AgentError
+	case req.AgentID == "" && in.Agent != nil:
+		return fmt.Sprintf("agent %q was loaded for a run that names none", in.Agent.ID)
+	case req.AgentID != "" && (in.Agent == nil || in.Agent.ID != req.AgentID):
+		return fmt.Sprintf("agent %q is not defined for tenant %q", req.AgentID, req.TenantID)
+	}
+	return ""
+}
+
+// actAs records the run's agent: its definition, its instructions in the
+// persona the models see, and its turn limit on the run's pattern.
+func (d *decision) actAs(a *AgentDef) {
+	if a == nil {
+		return
+	}
+	def := *a
+	def.Tools = slices.Clone(a.Tools)
+	d.State.Agent = &def
+	if a.Instructions != "" {
+		var p llm.Persona
+		if cur := d.State.Context.Persona; cur != nil {
+			p = *cur
+		}
+		p.Instructions = strings.TrimSpace(p.Instructions + "\n\n" + a.Instructions)
+		if p.Name == "" {
+			p.Name = a.Name
+		}
+		d.State.Context.Persona = &p
+	}
+	d.audit("agent.selected", "", map[string]any{"agent_id": a.ID, "version": a.Version, "type": a.Type,
+		"tools": a.Tools, "max_turns": a.MaxTurns, "limits": a.Limits})
+}
+
+// agentTurns applies the agent's turn limit to the chosen pattern: the
+// lower of the two bounds every loop of the run.
+func (d *decision) agentTurns() {
+	a := d.State.Agent
+	if a == nil || a.MaxTurns <= 0 {
+		return
+	}
+	if cur := d.State.PatternDef.MaxIterations; cur == 0 || a.MaxTurns < cur {
+		d.State.PatternDef.MaxIterations = a.MaxTurns
+	}
+}
+
+// agentLimits caps the resolved limits with the agent's, returning the
+// dimensions it lowered.
+func (d *decision) agentLimits() []Dim {
+	a := d.State.Agent
+	if a == nil {
+		return nil
+	}
+	var clamped []Dim
+	for _, dim := range Dims {
+		if c, ok := a.Limits[dim]; ok {
+			if cur, set := d.State.Budget.Limits[dim]; !set || cur > c {
+				d.State.Budget.Limits[dim] = c
+				clamped = append(clamped, dim)
+			}
+		}
+	}
+	return clamped
+}
+
+// restrictTools removes from each proposed step the skills the run's
+// agent does not allow, tracing what it removed. It is the allow-list's
+// enforcement: the executor then calls only the step's skills.
+func (d *decision) restrictTools(steps []Step) []Step {
+	a := d.State.Agent
+	if a == nil {
+		return steps
+	}
+	out := make([]Step, len(steps))
+	for i, s := range steps {
+		var kept, removed []string
+		for _, name := range s.Skills {
+			if a.AllowsSkill(name) {
+				kept = append(kept, name)
+			} else {
+				removed = append(removed, name)
+			}
+		}
+		if len(removed) > 0 {
+			d.audit("agent.tools_restricted", s.TaskID, map[string]any{"step": s.Index, "agent_id": a.ID,
+				"removed": removed, "allowed": a.Tools})
+			s.Skills = kept
+			if s.Skills == nil {
+				s.Skills = []string{}
+			}
+		}
+		out[i] = s
+	}
+	return out
+}
