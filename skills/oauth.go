@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -132,6 +133,7 @@ func tenantFrom(ctx context.Context) string {
 // credentialsFor returns the credentials of tenant in byTenant, else the
 // "*" entry, else def.
 func credentialsFor(def *ClientCredentials, byTenant map[string]*ClientCredentials) func(string) *ClientCredentials {
+	byTenant = maps.Clone(byTenant) // the caller may change its map later
 	return func(tenant string) *ClientCredentials {
 		if c := byTenant[tenant]; c != nil {
 			return c
