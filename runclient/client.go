@@ -74,7 +74,10 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Client, erro
 	if err != nil {
 		return nil, fmt.Errorf("runclient: follow run.finished: %w", err)
 	}
-	c.results, err = cons.Consume(c.finished, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	// A short pull expiry (heartbeats every half of it): when the node
+	// serving the consumer dies, the missed heartbeats recreate it within
+	// seconds rather than the default 30.
+	c.results, err = cons.Consume(c.finished, jetstream.PullExpiry(events.PullExpiry), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if cfg.OnError != nil {
 			cfg.OnError(err)
 		}
