@@ -33,6 +33,7 @@ func runChaos(args []string) int {
 		"the scheduled faults then default to none (--faults adds role kills and SIGSTOPs)")
 	fs.StringVar(&c.BinDir, "bin", "", "directory with agentbus and the role binaries (default: build them)")
 	fs.StringVar(&c.WorkDir, "dir", "", "directory for process logs and the NATS store (default: a temporary one, removed if the run passes)")
+	fs.IntVar(&c.ProjectionChecks, "projection-checks", 0, "finished runs whose plan projection and trace are read back, spread over the run (default all up to 1000 runs, else 100)")
 	fs.BoolVar(&c.Quiet, "quiet", false, "print only the summary (and log tails on failure)")
 	_ = fs.Parse(args)
 	ctx, stop := app.SignalContext()

@@ -92,6 +92,11 @@ type Config struct {
 	Out io.Writer
 	// Quiet leaves out the per-fault progress lines.
 	Quiet bool
+	// ProjectionChecks is how many finished runs have their plan
+	// projection and trace read back, spread evenly over the run; default
+	// every run up to 1,000 runs, 100 beyond (each trace read scans the
+	// tenant's stored events, so a long run cannot read all of them back).
+	ProjectionChecks int
 }
 
 func (c *Config) defaults() {
@@ -101,6 +106,9 @@ func (c *Config) defaults() {
 		}
 	}
 	def(&c.Runs, 500)
+	if c.Runs > 1000 {
+		def(&c.ProjectionChecks, 100)
+	}
 	def(&c.Concurrency, 8)
 	if c.BrokerOutages != OutagesContinuous {
 		def(&c.Faults, max(6, c.Runs/5))
@@ -148,6 +156,9 @@ type Summary struct {
 	// StaleProjections counts successful runs whose plan projection (GET
 	// /agent/plans/{id}) is not complete.
 	StaleProjections int
+	// ProjectionsChecked counts the runs whose plan projection and
+	// trace were read back (Config.ProjectionChecks).
+	ProjectionsChecked int
 	// TraceGaps counts successful runs whose audit trace (GET
 	// /agent/plans/{id}/trace) differs from the reference run's in the
 	// number of events of some type.
@@ -197,8 +208,8 @@ func (s Summary) OK() bool {
 // mismatched=0 and more fields.
 func (s Summary) Line() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "runs=%d lost=%d duplicate_effects=%d mismatched=%d multi_finished=%d stale_projections=%d trace_gaps=%d faults=%d",
-		s.Runs, s.Lost, s.DuplicateEffects, s.Mismatched, s.MultiFinished, s.StaleProjections, s.TraceGaps, s.TotalFaults())
+	fmt.Fprintf(&b, "runs=%d lost=%d duplicate_effects=%d mismatched=%d multi_finished=%d stale_projections=%d trace_gaps=%d projections_checked=%d faults=%d",
+		s.Runs, s.Lost, s.DuplicateEffects, s.Mismatched, s.MultiFinished, s.StaleProjections, s.TraceGaps, s.ProjectionsChecked, s.TotalFaults())
 	for _, k := range append(FaultKinds, FaultOutage) {
 		fmt.Fprintf(&b, " %s=%d", k, s.Faults[k])
 	}
