@@ -46,6 +46,14 @@ type WorkerConfig struct {
 	OnDone func(ev *event.Event, outs []event.Event, outcome string, took time.Duration)
 }
 
+// PullExpiry bounds each pull request of a worker (and of a run client's
+// ordered consumer); the server sends heartbeats every half of it. On a
+// cluster, when the node serving a consumer dies, the pull it held is lost
+// without a word, and the missed heartbeats are how the client notices:
+// with this bound it pulls again from the new leader within seconds,
+// instead of after the default 30.
+const PullExpiry = 5 * time.Second
+
 // Outcomes of a handled message (WorkerConfig.OnDone).
 const (
 	// Acked: handled, its outputs stored, acknowledged.
@@ -118,7 +126,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			defer func() { <-sem; wg.Done() }()
 			w.process(work, msg)
 		}()
-	}, jetstream.PullMaxMessages(w.cfg.Concurrency), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, jetstream.PullMaxMessages(w.cfg.Concurrency), jetstream.PullExpiry(PullExpiry), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		w.report(nil, "", err)
 	}))
 	if err != nil {

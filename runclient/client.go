@@ -38,7 +38,7 @@ type Config struct {
 type Client struct {
 	js      jetstream.JetStream
 	cfg     Config
-	results jetstream.ConsumeContext
+	results *follower
 
 	mu      sync.Mutex
 	waiters map[string]chan orch.RunResult
@@ -49,10 +49,11 @@ type Client struct {
 // New follows finished runs and returns the client; Close stops it.
 //
 // Every client sees every run.finished and hands it to the run it awaits,
-// if any. It reads them from the AGENT stream with an ordered consumer,
-// not a core subscription: after a NATS restart or a dropped connection
-// the consumer resumes after the last result it saw, so a run that
-// finished while the client was disconnected still answers its waiter.
+// if any. It reads them from the AGENT stream with a consumer, not a core
+// subscription: after a NATS restart, a dropped connection or the death of
+// the cluster node that held the consumer, a new one resumes after the
+// last result it saw, so a run that finished meanwhile still answers its
+// waiter.
 func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Client, error) {
 	c := &Client{js: js, cfg: cfg, waiters: map[string]chan orch.RunResult{}, closed: make(chan struct{})}
 	stream, err := js.Stream(ctx, events.StreamAgent)
@@ -66,20 +67,8 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Client, erro
 	// Start after everything stored now, by sequence: a start policy of
 	// "new" would be applied again if the consumer is recreated before it
 	// delivered anything, and skip the results stored meanwhile.
-	cons, err := js.OrderedConsumer(ctx, events.StreamAgent, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"agent.run.finished.*", "agent.run.parked.*"},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    info.State.LastSeq + 1,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("runclient: follow run.finished: %w", err)
-	}
-	c.results, err = cons.Consume(c.finished, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if cfg.OnError != nil {
-			cfg.OnError(err)
-		}
-	}))
-	if err != nil {
+	c.results = newFollower(js, []string{"agent.run.finished.*", "agent.run.parked.*"}, info.State.LastSeq+1, c.finished, cfg.OnError)
+	if err := c.results.start(ctx); err != nil {
 		return nil, fmt.Errorf("runclient: follow run.finished: %w", err)
 	}
 	return c, nil

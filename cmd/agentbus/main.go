@@ -19,7 +19,9 @@ Usage:
   agentbus replay <run_id> | --all [--since 24h]          re-derive recorded runs' decisions (no model, no tool); exit 1 on divergence
   agentbus skills [--addr 127.0.0.1:7070]                 serve the demo Skill Service alone
   agentbus nats [--port 4222] [--store DIR] [--sync-always]  run nats-server with JetStream alone
+         [--name n1 --cluster HOST:PORT --routes HOST:PORT,...]  ... or as one node of a JetStream cluster
   agentbus chaos [--runs 500] [--seed N] [--concurrency 8]  fault-injection run against the multi-process deployment
+         [--cluster 3] [--broker-outages continuous]      ... on a 3-node cluster; with a broker down every 5–40 s
   agentbus bench [--quick] [--skip-peer] [--skip-scaling]  measure agentbus beside the JetStream floor, LangGraph, Restate
                                                            and with 1, 2, 4 executor processes
   agentbus tenants create|list|rotate|revoke [--nats URL]  manage tenant API keys (abk_…)

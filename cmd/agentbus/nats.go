@@ -2,35 +2,107 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
+
+// natsFlags are the flags of agentbus nats.
+type natsFlags struct {
+	host, store, logLevel, usersFile string
+	port                             int
+	syncAlways, perms                bool
+	name, cluster, clusterName       string
+	routes, monitor                  string
+}
+
+func (f *natsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.host, "host", "127.0.0.1", "listen host")
+	fs.IntVar(&f.port, "port", 4222, "client port (-1 picks a free one)")
+	fs.StringVar(&f.store, "store", app.Env("AGENTBUS_DATA", "./data")+"/nats", "JetStream file store directory (one per node)")
+	fs.BoolVar(&f.syncAlways, "sync-always", false, "fsync every write (survives a machine crash, not only a process crash)")
+	fs.StringVar(&f.logLevel, "log-level", app.Env("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
+	fs.BoolVar(&f.perms, "permissions", app.Env("NATS_PERMISSIONS", "") == "1",
+		"one NATS user per role process (router, planner, executor, aggregator with the projector), the ingress and admin, each allowed only its own subjects; "+
+			"passwords in --users-file, the topology set up by admin (env NATS_PERMISSIONS=1)")
+	fs.StringVar(&f.usersFile, "users-file", "", "the users' passwords, created (mode 0600) when missing; default <store>/users.json (every node of a cluster needs the same file)")
+	fs.StringVar(&f.name, "name", app.Env("NATS_SERVER_NAME", ""),
+		`server name, unique within a cluster; default "agentbus", required with --cluster (env NATS_SERVER_NAME)`)
+	fs.StringVar(&f.cluster, "cluster", app.Env("NATS_CLUSTER", ""),
+		"host:port of this node's cluster listener: run as one node of a JetStream cluster (with --routes and --name) (env NATS_CLUSTER)")
+	fs.StringVar(&f.clusterName, "cluster-name", app.Env("NATS_CLUSTER_NAME", "agentbus"), "name of the cluster, the same on every node (env NATS_CLUSTER_NAME)")
+	fs.StringVar(&f.routes, "routes", app.Env("NATS_ROUTES", ""),
+		"comma-separated cluster addresses of the other nodes, host:port or nats-route://host:port (env NATS_ROUTES)")
+	fs.StringVar(&f.monitor, "monitor", app.Env("NATS_MONITOR", ""),
+		"host:port of the HTTP monitoring endpoint; /healthz answers 200 once this node's JetStream is current (env NATS_MONITOR)")
+}
+
+// serverConfig is the embedded server's configuration from the flags.
+func (f *natsFlags) serverConfig(dir string) (events.ServerConfig, error) {
+	sc := events.ServerConfig{Host: f.host, Port: f.port, StoreDir: dir, SyncAlways: f.syncAlways,
+		ServerName: f.name, MonitorAddr: f.monitor}
+	if f.cluster == "" {
+		if f.routes != "" {
+			return sc, errors.New("--routes needs --cluster")
+		}
+		return sc, nil
+	}
+	if f.name == "" {
+		return sc, errors.New("--cluster needs --name, unique within the cluster")
+	}
+	var routes []string
+	for r := range strings.SplitSeq(f.routes, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			routes = append(routes, r)
+		}
+	}
+	if len(routes) == 0 {
+		return sc, errors.New("--cluster needs --routes to the other nodes")
+	}
+	sc.Cluster = &events.ClusterConfig{Name: f.clusterName, Listen: f.cluster, Routes: routes}
+	return sc, nil
+}
 
 // serveNATS runs a standalone nats-server with JetStream, for deployments
 // (and the chaos harness) where NATS is its own OS process that can be
-// stopped and restarted on the same port and store.
+// stopped and restarted on the same port and store; with --cluster, as
+// one node of a JetStream cluster.
 func serveNATS(args []string) int {
+	var f natsFlags
 	fs := flag.NewFlagSet("agentbus nats", flag.ExitOnError)
-	host := fs.String("host", "127.0.0.1", "listen host")
-	port := fs.Int("port", 4222, "client port (-1 picks a free one)")
-	store := fs.String("store", app.Env("AGENTBUS_DATA", "./data")+"/nats", "JetStream file store directory")
-	syncAlways := fs.Bool("sync-always", false, "fsync every write (survives a machine crash, not only a process crash)")
-	logLevel := fs.String("log-level", app.Env("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
-	perms := fs.Bool("permissions", app.Env("NATS_PERMISSIONS", "") == "1",
-		"one NATS user per role process (router, planner, executor, aggregator with the projector), the ingress and admin, each allowed only its own subjects; "+
-			"passwords in --users-file, the topology set up by admin (env NATS_PERMISSIONS=1)")
-	usersFile := fs.String("users-file", "", "the users' passwords, created (mode 0600) when missing; default <store>/users.json")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `agentbus nats: run nats-server with JetStream alone, or as one node of a cluster
+
+Usage: agentbus nats [flags]
+
+A 3-node cluster on one machine (each node its own store; clients take every node's URL,
+NATS_URL=nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224, and replicate
+every stream and bucket 3 times unless REPLICAS says otherwise):
+
+  agentbus nats --name n1 --port 4222 --store data/n1 --cluster 127.0.0.1:6222 --routes 127.0.0.1:6223,127.0.0.1:6224
+  agentbus nats --name n2 --port 4223 --store data/n2 --cluster 127.0.0.1:6223 --routes 127.0.0.1:6222,127.0.0.1:6224
+  agentbus nats --name n3 --port 4224 --store data/n3 --cluster 127.0.0.1:6224 --routes 127.0.0.1:6222,127.0.0.1:6223
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	f.register(fs)
 	_ = fs.Parse(args)
-	log := app.Logger("nats", *logLevel)
-	dir, err := filepath.Abs(*store)
+	log := app.Logger("nats", f.logLevel)
+	dir, err := filepath.Abs(f.store)
 	if err == nil {
 		err = os.MkdirAll(dir, 0o755)
 	}
@@ -39,13 +111,17 @@ func serveNATS(args []string) int {
 	}
 	ctx, stop := app.SignalContext()
 	defer stop()
-	sc := events.ServerConfig{Host: *host, Port: *port, StoreDir: dir, SyncAlways: *syncAlways}
+	sc, err := f.serverConfig(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentbus nats:", err)
+		return 2
+	}
 	var passwords map[string]string
-	if *perms {
-		if *usersFile == "" {
-			*usersFile = filepath.Join(dir, "users.json")
+	if f.perms {
+		if f.usersFile == "" {
+			f.usersFile = filepath.Join(dir, "users.json")
 		}
-		if passwords, err = app.LoadPasswords(*usersFile); err == nil {
+		if passwords, err = app.LoadPasswords(f.usersFile); err == nil {
 			sc.Users, err = app.ServerUsers(passwords, "")
 		}
 		if err != nil {
@@ -56,15 +132,14 @@ func serveNATS(args []string) int {
 	if err != nil {
 		return app.LogFatal(log, "start", err)
 	}
-	if *perms {
-		if err := setupTopology(ctx, ns.ClientURL(), passwords[app.UserAdmin]); err != nil {
+	logReady(log, ns, dir, f.syncAlways)
+	if f.perms {
+		if err := setupTopology(ctx, ns.ClientURL(), passwords[app.UserAdmin], log); err != nil {
 			ns.Shutdown()
 			return app.LogFatal(log, "set up the topology", err)
 		}
-		fmt.Printf("per-role permissions: run each process with NATS_USER=<role> and NATS_PASSWORD from %s\n", *usersFile)
+		fmt.Printf("per-role permissions: run each process with NATS_USER=<role> and NATS_PASSWORD from %s\n", f.usersFile)
 	}
-	log.Info().Str("url", ns.ClientURL()).Str("store", dir).Bool("sync_always", *syncAlways).Msg("nats-server ready")
-	fmt.Printf("nats-server with JetStream on %s (store %s)\n", ns.ClientURL(), dir)
 	<-ctx.Done()
 	log.Info().Msg("shutting down")
 	ns.Shutdown()
@@ -72,9 +147,28 @@ func serveNATS(args []string) int {
 	return 0
 }
 
+// logReady logs the listeners of a started server: its client URL and,
+// on a cluster node, its cluster address (the harnesses read both).
+func logReady(log zerolog.Logger, ns *server.Server, dir string, syncAlways bool) {
+	ev := log.Info().Str("url", ns.ClientURL()).Str("server_name", ns.Name()).Str("store", dir).Bool("sync_always", syncAlways)
+	if a := ns.ClusterAddr(); a != nil {
+		ev = ev.Str("cluster", a.String()).Str("cluster_name", ns.ClusterName())
+	}
+	if a := ns.MonitorAddr(); a != nil {
+		ev = ev.Str("monitor", a.String())
+	}
+	ev.Msg("nats-server ready")
+	if a := ns.ClusterAddr(); a != nil {
+		fmt.Printf("nats-server %s with JetStream on %s, cluster %s on %s (store %s)\n", ns.Name(), ns.ClientURL(), ns.ClusterName(), a, dir)
+		return
+	}
+	fmt.Printf("nats-server with JetStream on %s (store %s)\n", ns.ClientURL(), dir)
+}
+
 // setupTopology sets up the streams, consumers and buckets as the
-// administrator, so the role users, who may not, find them in place.
-func setupTopology(ctx context.Context, url, password string) error {
+// administrator, so the role users, who may not, find them in place. On a
+// cluster it waits for the nodes to meet and elect their leaders.
+func setupTopology(ctx context.Context, url, password string, log zerolog.Logger) error {
 	nc, err := nats.Connect(url, nats.Name("agentbus-setup"), nats.UserInfo(app.UserAdmin, password))
 	if err != nil {
 		return err
@@ -84,7 +178,20 @@ func setupTopology(ctx context.Context, url, password string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	return app.Setup(ctx, js, app.DefaultConfig())
+	for {
+		err = events.WaitJetStream(ctx, js)
+		if err == nil {
+			err = app.Setup(ctx, js, app.DefaultConfig())
+		}
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		log.Warn().Err(err).Msg("set up the topology: retrying")
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }

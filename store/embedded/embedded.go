@@ -106,7 +106,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 		if err != nil {
 			return nil, fmt.Errorf("embedded: bucket %s: %w", name(b.name), err)
 		}
-		*b.kv = kv
+		*b.kv = events.BoundKV(kv, 0) // a reply lost with a dying server fails the call, not the hop's deadline
 	}
 	stream, err := events.EnsureStream(ctx, js, jetstream.StreamConfig{
 		Name:        name(StreamEvents),

@@ -55,9 +55,10 @@ type Config struct {
 	Concurrency     int
 	MaxTurns        int // model turns of one step
 	HandleTimeout   time.Duration
-	// Replicas is the replica count of every stream and bucket (REPLICAS;
-	// 3 on a 3-node cluster). Every process of a deployment must name the
-	// same: a process that finds another count tries to change it back.
+	// Replicas is the replica count of every stream and bucket (REPLICAS).
+	// 0 leaves it to the server: 1 on a single server, ClusterReplicas on
+	// a cluster. Every process of a deployment must come to the same
+	// count: a process that finds another tries to change it back.
 	Replicas   int
 	AckWait    time.Duration
 	MaxDeliver int
@@ -72,7 +73,8 @@ type Config struct {
 
 // Register adds the shared flags to fs, with defaults from the environment.
 func (c *Config) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.NATSURL, "nats", env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (env NATS_URL)")
+	fs.StringVar(&c.NATSURL, "nats", env("NATS_URL", "nats://127.0.0.1:4222"),
+		"NATS server URL, or the comma-separated URLs of a cluster's nodes (env NATS_URL)")
 	fs.StringVar(&c.NATSUser, "nats-user", env("NATS_USER", ""),
 		"NATS user of this process on a server with per-role permissions (agentbus nats --permissions) (env NATS_USER)")
 	fs.StringVar(&c.natsPassFile, "nats-password-file", env("NATS_PASSWORD_FILE", ""),
@@ -128,8 +130,8 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HandleTimeout, "handle-timeout", envDuration("HANDLE_TIMEOUT", 5*time.Minute), "deadline of one message's work (env HANDLE_TIMEOUT)")
 	fs.DurationVar(&c.AckWait, "ack-wait", envDuration("ACK_WAIT", 30*time.Second), "JetStream ack wait of the role consumers (env ACK_WAIT)")
 	fs.IntVar(&c.MaxDeliver, "max-deliver", envInt("MAX_DELIVER", 10), "deliveries before a message is dead-lettered (env MAX_DELIVER)")
-	fs.IntVar(&c.Replicas, "replicas", envInt("REPLICAS", 1),
-		"replicas of every stream and bucket: 1 on one server, 3 on a 3-node cluster; the same in every process (env REPLICAS)")
+	fs.IntVar(&c.Replicas, "replicas", envInt("REPLICAS", 0),
+		"replicas of every stream and bucket; 0: 1 on a single server, 3 on a cluster; the same in every process (env REPLICAS)")
 }
 
 // Validate checks the values the process cannot run with.

@@ -235,7 +235,11 @@ func LoadPasswords(path string) (map[string]string, error) {
 // streams, consumers and buckets of the roles, the embedded store's
 // buckets and stream, and the tenants' key store. With per-role
 // permissions only the administrator may; the processes then only check.
+// A replica count left to the server (0) is set in c.
 func Setup(ctx context.Context, js jetstream.JetStream, c *Config) error {
+	if err := c.resolveReplicas(js.Conn()); err != nil {
+		return err
+	}
 	if err := events.Bootstrap(ctx, js, Topology(events.Topology{AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, Replicas: c.Replicas})); err != nil {
 		return err
 	}

@@ -140,8 +140,13 @@ func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger)
 		nc.Close()
 		return nil, err
 	}
-	topo := Topology(events.Topology{AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, Replicas: c.Replicas})
-	if err := retry(ctx, func() error { return events.Bootstrap(ctx, js, topo) }); err != nil {
+	bootstrap := func() error {
+		if err := c.resolveReplicas(nc); err != nil {
+			return err
+		}
+		return events.Bootstrap(ctx, js, Topology(events.Topology{AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, Replicas: c.Replicas}))
+	}
+	if err := retry(ctx, bootstrap); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
@@ -241,7 +246,8 @@ func (d *Deps) Handler(ctx context.Context, role string) (events.Handler, error)
 
 // bucket opens a KV bucket, waiting for NATS.
 func (d *Deps) bucket(ctx context.Context, name string) (jetstream.KeyValue, error) {
-	return retryValue(ctx, func() (jetstream.KeyValue, error) { return d.JS.KeyValue(ctx, name) })
+	kv, err := retryValue(ctx, func() (jetstream.KeyValue, error) { return d.JS.KeyValue(ctx, name) })
+	return events.BoundKV(kv, 0), err
 }
 
 // RunRoles runs the workers of roles until ctx ends, then drains them.

@@ -19,10 +19,17 @@ const (
 	FaultKill = "kill"    // kill -9 a role process, restart it after a short delay
 	FaultNATS = "nats"    // stop nats-server (SIGTERM or SIGKILL), restart it on the same port and store
 	FaultStop = "sigstop" // SIGSTOP an executor for longer than the ack wait, then SIGCONT
+	// FaultOutage is a broker outage of BrokerOutages "continuous": a
+	// nats-server (a cluster node) down for 0–2 s every 5–40 s.
+	FaultOutage = "outage"
 )
 
-// FaultKinds are the kinds of fault the harness injects, in report order.
+// FaultKinds are the kinds of fault the harness schedules, in report order.
 var FaultKinds = []string{FaultKill, FaultNATS, FaultStop}
+
+// OutagesContinuous is the BrokerOutages mode that takes a broker down
+// for 0–2 s every 5–40 s for the whole run.
+const OutagesContinuous = "continuous"
 
 // Config configures a chaos run. Zero values take defaults.
 type Config struct {
@@ -68,6 +75,15 @@ type Config struct {
 	NATSDown time.Duration
 	// SyncAlways runs nats-server with --sync-always.
 	SyncAlways bool
+	// Cluster is the number of nats-server processes: 0 or 1 runs one;
+	// 3 runs a JetStream cluster on loopback, every stream and bucket
+	// replicated three times, and a NATS fault takes one node down
+	// (SIGKILL, SIGTERM or SIGSTOP), never two at once.
+	Cluster int
+	// BrokerOutages "continuous" takes a broker down for 0–2 s every
+	// 5–40 s for as long as runs are submitted, besides the scheduled
+	// faults; these then default to none, and never include NATS faults.
+	BrokerOutages string
 	// WorkDir receives the process logs and the NATS store. Empty: a new
 	// temporary directory, removed after a passing run.
 	WorkDir string
@@ -76,6 +92,11 @@ type Config struct {
 	Out io.Writer
 	// Quiet leaves out the per-fault progress lines.
 	Quiet bool
+	// ProjectionChecks is how many finished runs have their plan
+	// projection and trace read back, spread evenly over the run; default
+	// every run up to 1,000 runs, 100 beyond (each trace read scans the
+	// tenant's stored events, so a long run cannot read all of them back).
+	ProjectionChecks int
 }
 
 func (c *Config) defaults() {
@@ -85,8 +106,13 @@ func (c *Config) defaults() {
 		}
 	}
 	def(&c.Runs, 500)
+	if c.Runs > 1000 {
+		def(&c.ProjectionChecks, 100)
+	}
 	def(&c.Concurrency, 8)
-	def(&c.Faults, max(6, c.Runs/5))
+	if c.BrokerOutages != OutagesContinuous {
+		def(&c.Faults, max(6, c.Runs/5))
+	}
 	def(&c.HTTPEvery, 3)
 	def(&c.Executors, 2)
 	def(&c.MaxDeliver, 20)
@@ -130,12 +156,18 @@ type Summary struct {
 	// StaleProjections counts successful runs whose plan projection (GET
 	// /agent/plans/{id}) is not complete.
 	StaleProjections int
+	// ProjectionsChecked counts the runs whose plan projection and
+	// trace were read back (Config.ProjectionChecks).
+	ProjectionsChecked int
 	// TraceGaps counts successful runs whose audit trace (GET
 	// /agent/plans/{id}/trace) differs from the reference run's in the
 	// number of events of some type.
 	TraceGaps int
 	// Faults counts the injected faults by kind.
 	Faults map[string]int
+	// LeaderChanges counts the JetStream leader elections of the streams
+	// and the roles' consumers seen during the faults (advisories).
+	LeaderChanges int
 	// Crashes counts role processes that exited without being killed
 	// (the harness restarts them, as a supervisor would).
 	Crashes int
@@ -172,14 +204,16 @@ func (s Summary) OK() bool {
 		s.StaleProjections == 0 && s.TraceGaps == 0 && s.Crashes == 0
 }
 
-// Line is the one-line summary: runs=N lost=0 duplicate_effects=0 mismatched=0 and more fields.
+// Line is the one-line summary: runs=N lost=0 duplicate_effects=0
+// mismatched=0 and more fields.
 func (s Summary) Line() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "runs=%d lost=%d duplicate_effects=%d mismatched=%d multi_finished=%d stale_projections=%d trace_gaps=%d faults=%d",
-		s.Runs, s.Lost, s.DuplicateEffects, s.Mismatched, s.MultiFinished, s.StaleProjections, s.TraceGaps, s.TotalFaults())
-	for _, k := range FaultKinds {
+	fmt.Fprintf(&b, "runs=%d lost=%d duplicate_effects=%d mismatched=%d multi_finished=%d stale_projections=%d trace_gaps=%d projections_checked=%d faults=%d",
+		s.Runs, s.Lost, s.DuplicateEffects, s.Mismatched, s.MultiFinished, s.StaleProjections, s.TraceGaps, s.ProjectionsChecked, s.TotalFaults())
+	for _, k := range append(FaultKinds, FaultOutage) {
 		fmt.Fprintf(&b, " %s=%d", k, s.Faults[k])
 	}
+	fmt.Fprintf(&b, " leader_changes=%d", s.LeaderChanges)
 	fmt.Fprintf(&b, " crashes=%d dead_letters=%d executions=%d replays=%d http_runs=%d http_retries=%d http_stalls=%d resubmitted=%d seed=%d duration=%s",
 		s.Crashes, s.DeadLetters, s.Executions, s.Replays, s.HTTPRuns, s.HTTPRetries, s.HTTPStalls, s.Resubmitted,
 		s.Seed, s.Duration.Round(100*time.Millisecond))

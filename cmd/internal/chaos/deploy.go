@@ -35,10 +35,10 @@ type deployment struct {
 	h        *harness
 	bin      string
 	dir      string
-	natsPort int
-	natsURL  string
-	skills   string // host:port of the demo Skill Service
-	ingress  string // host:port of the ingress
+	brokers  []*broker // one nats-server, or the nodes of a cluster
+	natsURL  string    // every node's client URL, comma-separated
+	skills   string    // host:port of the demo Skill Service
+	ingress  string    // host:port of the ingress
 	members  map[string]*member
 	order    []string // start order
 	closing  chan struct{}
@@ -50,7 +50,7 @@ type deployment struct {
 func (d *deployment) roleNames() []string {
 	var names []string
 	for _, n := range d.order {
-		if n != "nats" && n != "skills" {
+		if !strings.HasPrefix(n, "nats") && n != "skills" {
 			names = append(names, n)
 		}
 	}
@@ -69,32 +69,23 @@ func (d *deployment) executors() []string {
 
 // newDeployment lays out the processes; start starts them.
 func newDeployment(h *harness, bin, dir string) (*deployment, error) {
-	port, err := freePort()
+	cfg := h.cfg
+	// Every port at once, so that no two are the same: nodes are restarted
+	// on theirs, and a cluster's routes name each other's in advance.
+	ports, err := freePorts(2 + 3*max(cfg.Cluster, 1))
 	if err != nil {
 		return nil, err
 	}
-	skillsPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	ingressPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+	skillsPort, ingressPort := ports[0], ports[1]
 	d := &deployment{
-		h: h, bin: bin, dir: dir, natsPort: port, natsURL: fmt.Sprintf("nats://127.0.0.1:%d", port),
+		h: h, bin: bin, dir: dir,
 		skills: fmt.Sprintf("127.0.0.1:%d", skillsPort), ingress: fmt.Sprintf("127.0.0.1:%d", ingressPort),
 		members: map[string]*member{}, closing: make(chan struct{}),
 	}
-	cfg := h.cfg
-	natsArgs := []string{"nats", "--port", strconv.Itoa(port), "--store", filepath.Join(dir, "nats-store")}
-	if cfg.SyncAlways {
-		natsArgs = append(natsArgs, "--sync-always")
-	}
-	d.add("nats", filepath.Join(bin, "agentbus"), natsArgs, nil)
+	d.layoutBrokers(ports[2:])
 	d.add("skills", filepath.Join(bin, "agentbus"), []string{"skills", "--addr", d.skills, "--latency", cfg.SkillLatency.String()}, nil)
 	env := []string{
-		"NATS_URL=" + d.natsURL,
+		"NATS_URL=" + d.natsURL, // REPLICAS is left to the servers: 3 on a cluster
 		"SKILL_SERVICE_URL=http://" + d.skills + "/tenants/{tenant}/mcp",
 		"ACK_WAIT=" + cfg.AckWait.String(),
 		"MAX_DELIVER=" + strconv.Itoa(cfg.MaxDeliver),
@@ -119,11 +110,15 @@ func (d *deployment) add(name, path string, args, env []string) {
 // start starts every process and waits until NATS, the Skill Service and
 // the ingress answer.
 func (d *deployment) start(ctx context.Context) error {
-	if err := d.launch(d.members["nats"]); err != nil {
-		return err
+	for _, b := range d.brokers {
+		if err := d.launch(d.members[b.name]); err != nil {
+			return err
+		}
 	}
-	if err := d.waitNATS(ctx, 30*time.Second); err != nil {
-		return err
+	for _, b := range d.brokers {
+		if err := d.waitBroker(ctx, b, 60*time.Second); err != nil {
+			return err
+		}
 	}
 	if err := d.launch(d.members["skills"]); err != nil {
 		return err
@@ -206,24 +201,6 @@ func (m *member) halt(sig syscall.Signal, grace time.Duration) {
 	p.Stop(sig, grace)
 }
 
-// waitNATS waits until nats-server accepts TCP connections.
-func (d *deployment) waitNATS(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.natsPort), time.Second)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("nats-server did not listen within %s: %w", timeout, err)
-		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
-
 // close stops every process: roles first (SIGTERM lets them drain), then
 // the Skill Service and NATS.
 func (d *deployment) close() {
@@ -235,11 +212,16 @@ func (d *deployment) close() {
 		go func() { defer wg.Done(); m.halt(syscall.SIGTERM, 15*time.Second) }()
 	}
 	wg.Wait()
-	for _, name := range []string{"skills", "nats"} {
-		if m := d.members[name]; m.current() != nil {
-			m.halt(syscall.SIGTERM, 10*time.Second)
+	if m := d.members["skills"]; m.current() != nil {
+		m.halt(syscall.SIGTERM, 10*time.Second)
+	}
+	for _, b := range d.brokers {
+		if m := d.members[b.name]; m.current() != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); m.halt(syscall.SIGTERM, 10*time.Second) }()
 		}
 	}
+	wg.Wait()
 	d.wg.Wait()
 }
 
@@ -283,13 +265,19 @@ func grep(path, s string, n int) []string {
 	return out
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct ports free on loopback now: each is held
+// until all are picked.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // waitHTTP polls url until it answers 200.

@@ -40,6 +40,8 @@ type harness struct {
 
 	released atomic.Int64 // runs of segments up to this one may be submitted
 	inflight atomic.Int64
+	brokerMu sync.Mutex // held while a broker is down: one at a time
+	leaders  *leaderWatch
 
 	mu       sync.Mutex
 	faults   map[string]int
@@ -88,7 +90,14 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 			return sum, err
 		}
 	}
-	h.logf("chaos: seed %d, %d runs, %d faults, %d in flight; logs in %s", cfg.Seed, cfg.Runs, cfg.Faults, cfg.Concurrency, dir)
+	if cfg.BrokerOutages != "" && cfg.BrokerOutages != OutagesContinuous {
+		return sum, fmt.Errorf("broker outages %q: the only mode is %q", cfg.BrokerOutages, OutagesContinuous)
+	}
+	if cfg.Cluster == 2 || cfg.Cluster < 0 {
+		return sum, fmt.Errorf("a cluster of %d nodes cannot replicate three times (use 3 or more)", cfg.Cluster)
+	}
+	h.logf("chaos: seed %d, %d runs, %d faults, %d in flight, %d nats-server(s), broker outages %q; logs in %s",
+		cfg.Seed, cfg.Runs, cfg.Faults, cfg.Concurrency, max(cfg.Cluster, 1), cfg.BrokerOutages, dir)
 
 	d, err := newDeployment(h, bin, dir)
 	if err != nil {
@@ -130,6 +139,9 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		return sum, err
 	}
 	h.logf("reference answer (%d bytes) taken in a fault-free run", len(h.reference))
+	if h.leaders, err = watchLeaders(h.nc); err != nil {
+		return sum, err
+	}
 
 	recs := h.submitUnderFaults(ctx)
 	settleCtx, cancel := context.WithTimeout(ctx, cfg.Settle)
@@ -138,6 +150,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	if err := ctx.Err(); err != nil {
 		return sum, err
 	}
+	sum.LeaderChanges = h.leaders.count()
 	h.analyse(ctx, recs, &sum)
 	h.checkProjections(ctx, recs, &sum)
 	sum.Duration = time.Since(h.start)
@@ -248,8 +261,16 @@ func (h *harness) submitUnderFaults(ctx context.Context) []*runRec {
 	}
 	submitted := make(chan struct{})
 	go func() { wg.Wait(); close(submitted) }()
+	outages := make(chan struct{})
+	go func() {
+		defer close(outages)
+		if cfg.BrokerOutages == OutagesContinuous {
+			h.continuousOutages(ctx, submitted)
+		}
+	}()
 	h.injectFaults(ctx)
 	<-submitted
+	<-outages
 	return recs
 }
 
@@ -341,9 +362,13 @@ func (h *harness) injectFaults(ctx context.Context) {
 		return
 	}
 	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), 0x636861_6f73))
+	kinds := FaultKinds
+	if h.cfg.BrokerOutages == OutagesContinuous {
+		kinds = []string{FaultKill, FaultStop} // the outages are the broker's faults
+	}
 	schedule := make([]string, n)
 	for i := range schedule {
-		schedule[i] = FaultKinds[i%len(FaultKinds)]
+		schedule[i] = kinds[i%len(kinds)]
 	}
 	rng.Shuffle(n, func(i, j int) { schedule[i], schedule[j] = schedule[j], schedule[i] })
 	for i, kind := range schedule {
@@ -376,22 +401,9 @@ func (h *harness) inject(ctx context.Context, rng *rand.Rand, nth int, kind stri
 			h.problem("restart %s: %v", m.name, err)
 		}
 	case FaultNATS:
-		m := d.members["nats"]
-		sig, name := syscall.SIGTERM, "SIGTERM"
-		if rng.IntN(2) == 0 {
-			sig, name = syscall.SIGKILL, "SIGKILL"
-		}
-		down := between(rng, time.Second, h.cfg.NATSDown)
-		h.logf("fault %d/%d: %s nats-server (%d in flight), restart after %s", nth, h.cfg.Faults, name, h.inflight.Load(), down)
-		m.halt(sig, 10*time.Second)
-		_ = sleep(ctx, down)
-		if err := d.launch(m); err != nil {
-			h.problem("restart nats-server: %v", err)
-			return
-		}
-		if err := d.waitNATS(ctx, 30*time.Second); err != nil {
-			h.problem("nats-server after restart: %v", err)
-		}
+		h.brokerMu.Lock()
+		h.brokerFault(ctx, rng, fmt.Sprintf("fault %d/%d", nth, h.cfg.Faults), between(rng, time.Second, h.cfg.NATSDown))
+		h.brokerMu.Unlock()
 	case FaultStop:
 		names := d.executors()
 		m := d.members[names[rng.IntN(len(names))]]
