@@ -3,9 +3,10 @@
 // the benchmark and the chaos harness.
 //
 // Client is the NATS transport: it publishes a run.requested for an
-// orch.RunRequest and waits for the run's run.finished. One ordered
-// consumer of the AGENT stream serves every run the process has in flight;
-// each run waits on its own channel, bounded by its context.
+// orch.RunRequest and waits for the run's run.finished. One consumer of
+// the AGENT stream, recreated from the last result it handed over when it
+// fails, serves every run the process has in flight; each run waits on
+// its own channel, bounded by its context.
 //
 // HTTP is the same submit-and-await over the ingress's POST /agent/run,
 // synchronous (Run) or as a server-sent event stream (Stream), and cancels
