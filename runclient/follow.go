@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
@@ -58,6 +59,12 @@ func (f *follower) Stop() {
 
 func (f *follower) run(cc jetstream.ConsumeContext) {
 	defer close(f.done)
+	// A message the server delivered while the connection was down is
+	// lost to this consumer (it acknowledges nothing), and nothing may
+	// follow it to reveal the gap: every reconnection starts a new one.
+	nc := f.js.Conn()
+	reconnected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(reconnected)
 	wait := 250 * time.Millisecond
 	for {
 		select {
@@ -66,6 +73,7 @@ func (f *follower) run(cc jetstream.ConsumeContext) {
 				cc.Stop()
 			}
 			return
+		case <-reconnected:
 		case <-f.reset:
 		}
 		if cc != nil {
