@@ -151,24 +151,32 @@ func throughput(ctx context.Context, srv *benchServer, executors, conc, total in
 // closedLoop keeps conc runs of PipelineTask in flight until total have
 // finished, and returns their latencies and the wall time.
 func closedLoop(ctx context.Context, d *deployment, conc, total int) ([]time.Duration, time.Duration, error) {
+	return keepInFlight(conc, total, func(int) (time.Duration, error) {
+		_, took, err := d.run(ctx, PipelineTask)
+		return took, err
+	})
+}
+
+// keepInFlight calls run with the indices 0 to total-1, conc calls at a
+// time, and returns their latencies and the wall time; any failure fails
+// the whole load point.
+func keepInFlight(conc, total int, run func(i int) (time.Duration, error)) ([]time.Duration, time.Duration, error) {
 	var (
 		mu   sync.Mutex
 		lat  []time.Duration
 		errs []error
 		wg   sync.WaitGroup
 	)
-	next := make(chan struct{}, total)
-	for range total {
-		next <- struct{}{}
+	next := make(chan int, total)
+	for i := range total {
+		next <- i
 	}
 	close(next)
 	start := time.Now()
 	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range next {
-				_, took, err := d.run(ctx, PipelineTask)
+		wg.Go(func() {
+			for i := range next {
+				took, err := run(i)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
@@ -177,7 +185,7 @@ func closedLoop(ctx context.Context, d *deployment, conc, total int) ([]time.Dur
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -307,40 +306,9 @@ func (rs *restateStack) run(ctx context.Context, task string) (time.Duration, er
 
 // closedLoop keeps conc runs in flight until total have finished.
 func (rs *restateStack) closedLoop(ctx context.Context, conc, total int) ([]time.Duration, time.Duration, error) {
-	var (
-		mu   sync.Mutex
-		lat  []time.Duration
-		errs []error
-		wg   sync.WaitGroup
-	)
-	next := make(chan int, total)
-	for i := range total {
-		next <- i
-	}
-	close(next)
-	start := time.Now()
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				took, err := rs.run(ctx, fmt.Sprintf("find outlets for pitch #%d", i))
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, err)
-				} else {
-					lat = append(lat, took)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if len(errs) > 0 {
-		return nil, 0, fmt.Errorf("%d of %d runs failed: %w", len(errs), total, errs[0])
-	}
-	return lat, elapsed, nil
+	return keepInFlight(conc, total, func(i int) (time.Duration, error) {
+		return rs.run(ctx, fmt.Sprintf("find outlets for pitch #%d", i))
+	})
 }
 
 func (rs *restateStack) close() {
