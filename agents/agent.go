@@ -67,17 +67,9 @@ const (
 	MaxListLen = 64
 )
 
-// ModelConfig is an agent's sampling settings (seed 002 ModelConfig).
-type ModelConfig struct {
-	// Temperature is from 0 to 1; unset uses the model's default.
-	Temperature *float64 `json:"temperature,omitempty"`
-	// MaxTokens bounds each answer's output tokens, from 1 to 200000.
-	MaxTokens int `json:"max_tokens,omitempty"`
-	// TopP is nucleus sampling, above 0 and at most 1.
-	TopP *float64 `json:"top_p,omitempty"`
-	// StopSequences end generation; at most 4, none empty.
-	StopSequences []string `json:"stop_sequences,omitempty"`
-}
+// ModelConfig is an agent's sampling settings (seed 002 ModelConfig):
+// the run records the same type.
+type ModelConfig = orch.ModelSettings
 
 // Step is one step of a standard agent's handoff pattern (seed 002
 // AgentStep).
@@ -180,7 +172,7 @@ func (s AgentSpec) Validate(self string) *Error {
 			}
 			return nil
 		},
-		s.ModelConfig.validate,
+		func() *Error { return validateModelConfig(s.ModelConfig) },
 		func() *Error { return names(CodeInvalidTool, "tools", s.Tools, toolRE) },
 		func() *Error { return s.validateSubAgents(self) },
 		func() *Error { return names(CodeInvalidSkill, "skills", s.Skills, idRE) },
@@ -212,7 +204,7 @@ func (s AgentSpec) Validate(self string) *Error {
 	return nil
 }
 
-func (c ModelConfig) validate() *Error {
+func validateModelConfig(c ModelConfig) *Error {
 	const f = "model_config."
 	switch {
 	case c.Temperature != nil && !(*c.Temperature >= 0 && *c.Temperature <= 1):
@@ -417,9 +409,9 @@ func AgentOf(d store.Definition) (Agent, error) {
 // RunDef is what a run records of the agent it acts as.
 func (a Agent) RunDef() *orch.AgentDef {
 	mc := a.ModelConfig
+	mc.StopSequences = slices.Clone(mc.StopSequences)
 	return &orch.AgentDef{ID: a.AgentID, Version: a.Version, Name: a.Name, Type: a.Type, Instructions: a.SystemPrompt,
-		Model: a.Model, ModelSettings: orch.ModelSettings{Temperature: mc.Temperature, MaxTokens: mc.MaxTokens, TopP: mc.TopP,
-			StopSequences: slices.Clone(mc.StopSequences)},
+		Model: a.Model, ModelSettings: mc,
 		Tools: slices.Clone(a.Tools), SubAgents: slices.Clone(a.SubAgents), MaxTurns: a.MaxTurns,
 		HandoffBehavior: a.HandoffBehavior, Limits: a.Limits}
 }

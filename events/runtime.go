@@ -47,7 +47,7 @@ type WorkerConfig struct {
 }
 
 // PullExpiry bounds each pull request of a worker (and of a run client's
-// ordered consumer); the server sends heartbeats every half of it. On a
+// results consumer); the server sends heartbeats every half of it. On a
 // cluster, when the node serving a consumer dies, the pull it held is lost
 // without a word, and the missed heartbeats are how the client notices:
 // with this bound it pulls again from the new leader within seconds,

@@ -14,14 +14,14 @@ import (
 // *agents.Error with code unknown_agent, one that is not active
 // agent_inactive; any other error is the store's.
 func LoadAgent(ctx context.Context, st DefinitionReader, tenantID, id string) (agents.Agent, error) {
+	unknown := &agents.Error{Code: agents.CodeUnknownAgent, Field: "agent_id",
+		Message: fmt.Sprintf("agent %q is not defined for this tenant", id)}
 	if !agents.ValidID(id) {
-		return agents.Agent{}, &agents.Error{Code: agents.CodeUnknownAgent, Field: "agent_id",
-			Message: fmt.Sprintf("agent %q is not defined for this tenant", id)}
+		return agents.Agent{}, unknown
 	}
 	d, err := st.GetDefinition(ctx, tenantID, store.KindAgent, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return agents.Agent{}, &agents.Error{Code: agents.CodeUnknownAgent, Field: "agent_id",
-			Message: fmt.Sprintf("agent %q is not defined for this tenant", id)}
+		return agents.Agent{}, unknown
 	}
 	if err != nil {
 		return agents.Agent{}, fmt.Errorf("handlers: load agent %q: %w", id, err)

@@ -41,9 +41,13 @@ type AgentDef struct {
 
 // ModelSettings are an agent's sampling settings (seed 002 ModelConfig).
 type ModelSettings struct {
-	Temperature   *float64 `json:"temperature,omitempty"`
-	MaxTokens     int      `json:"max_tokens,omitempty"`
-	TopP          *float64 `json:"top_p,omitempty"`
+	// Temperature is from 0 to 1; unset uses the model's default.
+	Temperature *float64 `json:"temperature,omitempty"`
+	// MaxTokens bounds each answer's output tokens, from 1 to 200000.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// TopP is nucleus sampling, above 0 and at most 1.
+	TopP *float64 `json:"top_p,omitempty"`
+	// StopSequences end generation; at most 4, none empty.
 	StopSequences []string `json:"stop_sequences,omitempty"`
 }
 
