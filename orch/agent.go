@@ -31,7 +31,9 @@ type AgentDef struct {
 	Tools []string `json:"tools"`
 	// SubAgents are the agents it may hand off to (supervisor, router).
 	SubAgents []string `json:"sub_agents,omitempty"`
-	// MaxTurns bounds the model turns of each of the run's loops.
+	// MaxTurns bounds the agent turns of a session (seed 002): a run
+	// whose session has had them all takes HandoffBehavior instead
+	// (escalate: to a human; end: the session ends). 0 is unlimited.
 	MaxTurns        int    `json:"max_turns,omitempty"`
 	HandoffBehavior string `json:"handoff_behavior,omitempty"`
 	// Limits cap the run's budget per dimension, whatever the other
@@ -71,8 +73,8 @@ func agentMismatch(req RunRequest, in Requested) string {
 	return ""
 }
 
-// actAs records the run's agent: its definition, its instructions in the
-// persona the models see, and its turn limit on the run's pattern.
+// actAs records the run's agent: its definition and its instructions in
+// the persona the models see.
 func (d *decision) actAs(a *AgentDef) {
 	if a == nil {
 		return
@@ -93,18 +95,6 @@ func (d *decision) actAs(a *AgentDef) {
 	}
 	d.audit("agent.selected", "", map[string]any{"agent_id": a.ID, "version": a.Version, "type": a.Type,
 		"tools": a.Tools, "max_turns": a.MaxTurns, "limits": a.Limits})
-}
-
-// agentTurns applies the agent's turn limit to the chosen pattern: the
-// lower of the two bounds every loop of the run.
-func (d *decision) agentTurns() {
-	a := d.State.Agent
-	if a == nil || a.MaxTurns <= 0 {
-		return
-	}
-	if cur := d.State.PatternDef.MaxIterations; cur == 0 || a.MaxTurns < cur {
-		d.State.PatternDef.MaxIterations = a.MaxTurns
-	}
 }
 
 // agentLimits caps the resolved limits with the agent's, returning the

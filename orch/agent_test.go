@@ -21,7 +21,7 @@ func agentRequest(runID string) RunRequest {
 }
 
 // A run that names an agent records its definition, adds its
-// instructions to the persona, bounds its loops by the agent's turns and
+// instructions to the persona and
 // caps its budget with the agent's limits.
 func TestDecideRecordsTheAgent(t *testing.T) {
 	pats := []llm.Pattern{{Name: PatternReact, MaxIterations: 9}}
@@ -39,8 +39,10 @@ func TestDecideRecordsTheAgent(t *testing.T) {
 	if persona.Instructions != "Be kind." {
 		t.Fatalf("the input's persona was changed: %+v", persona)
 	}
-	if run.PatternDef.MaxIterations != 4 {
-		t.Fatalf("max iterations %d, want the agent's 4", run.PatternDef.MaxIterations)
+	if run.PatternDef.MaxIterations != 9 {
+		// max_turns bounds the session's agent turns (seed 002), not a
+		// loop's model turns: the pattern keeps its own bound.
+		t.Fatalf("max iterations %d, want the pattern's 9", run.PatternDef.MaxIterations)
 	}
 	if got := run.Budget.Limits; got[DimToolCalls] != 7 || got[DimInputTokens] != 8000 || got[DimModelCalls] != DefaultLimits[DimModelCalls] {
 		t.Fatalf("limits %v, want tool_calls 7 and input_tokens 8000 from the agent", got)
@@ -48,13 +50,11 @@ func TestDecideRecordsTheAgent(t *testing.T) {
 	if names := auditNames(d); !slices.Contains(names, "agent.selected") {
 		t.Fatalf("audits %v lack agent.selected", names)
 	}
-	// A pattern with a lower bound keeps it.
-	pats[0].MaxIterations = 2
-	d = Decide(State{}, Requested{Request: agentRequest("run-a2"), Agent: agentDef(), TaskTypes: taskTypes, Patterns: pats,
-		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact}, At: t0})
-	if got := only[PlanRequest](t, d).Run.PatternDef.MaxIterations; got != 2 {
-		t.Fatalf("max iterations %d, want the pattern's 2", got)
-	}
+	// A session with turns left runs; at the agent's max_turns it does
+	// not (TestDecideTurnLimit).
+	d = Decide(State{}, Requested{Request: agentRequest("run-a2"), Agent: agentDef(), SessionTurns: 3, TaskTypes: taskTypes,
+		Patterns: pats, Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact}, At: t0})
+	only[PlanRequest](t, d)
 	// Without instructions or a soul the persona stays unset.
 	a := agentDef()
 	a.Instructions = ""

@@ -56,9 +56,13 @@ type Requested struct {
 	// ends VALIDATION_FAIL before any model call.
 	Agent      *AgentDef
 	AgentError string
-	Calls      []llm.Call
-	Failure    *Failure
-	At         time.Time
+	// SessionTurns counts the agent turns the run's session has had: a
+	// run whose agent's max_turns they reach takes its handoff_behavior
+	// instead of a turn.
+	SessionTurns int
+	Calls        []llm.Call
+	Failure      *Failure
+	At           time.Time
 }
 
 // Planned: the planner proposed steps, a revision or an infeasibility.
@@ -74,7 +78,11 @@ type Joined struct {
 	Group   Group
 	Results []StepResult
 	Partial bool
-	At      time.Time
+	// Target is the agent a member's handoff names, loaded by the
+	// router; TargetError says why it could not be.
+	Target      *AgentDef
+	TargetError string
+	At          time.Time
 }
 
 // DefaultGroupTimeout is a fan-out group's deadline when the pattern sets
@@ -163,6 +171,9 @@ type Decision struct {
 	// Opened is the gate the run is parked at when this decision parks
 	// it: the adapter keeps the state with it until it is resolved.
 	Opened *Gate
+	// Session, when the decision ends the run or hands it to a human, is
+	// what the adapter writes to the run's session.
+	Session *SessionChange
 }
 
 // Decide folds one input into the state of a run. It is a pure function:
@@ -177,6 +188,9 @@ func Decide(s State, in Input) Decision {
 	s.Plan.ReplanHistory = slices.Clone(s.Plan.ReplanHistory)
 	d := &decision{Decision: Decision{State: s}, at: in.at().UTC()}
 	d.apply(in)
+	if d.Ended != nil || d.Opened != nil && d.Opened.Kind == GateHuman {
+		d.Session = d.sessionChange()
+	}
 	return d.Decision
 }
 
@@ -212,6 +226,10 @@ type decision struct {
 	// interrupt, when set, holds the input's next hop at an interrupt
 	// gate (hold).
 	interrupt *Interrupted
+	// sessionStatus is the session's status the decision sets (active
+	// when unset); humanAnswered says a human's reply is the answer.
+	sessionStatus string
+	humanAnswered bool
 }
 
 func (d *decision) audit(name, taskID string, payload any) {
@@ -246,6 +264,10 @@ func (d *decision) requested(in Requested) {
 		d.audit("context.loaded", "", c)
 	}
 	d.actAs(in.Agent)
+	if TurnLimitReached(in.Agent, in.SessionTurns) {
+		d.turnLimit(in.Agent, in.SessionTurns)
+		return
+	}
 	d.modelCalls(in.Calls)
 	if in.Failure != nil {
 		d.budgetRefused(in.Failure)
@@ -274,7 +296,6 @@ func (d *decision) requested(in Requested) {
 	if i := slices.IndexFunc(in.Patterns, func(p llm.Pattern) bool { return p.Name == route.Pattern }); i >= 0 {
 		d.State.PatternDef = in.Patterns[i]
 	}
-	d.agentTurns()
 	d.budget(in.Policy)
 	d.deadline()
 	d.audit("routing.decided", "", map[string]any{"task_type": route.TaskType, "pattern": route.Pattern,
@@ -582,6 +603,7 @@ func (d *decision) joined(in Joined) {
 		return
 	}
 	failed, end := d.record(in.Results)
+	handoff, handedOff := handoffOf(in.Results)
 	parked := slices.DeleteFunc(slices.Clone(failed), func(r StepResult) bool { return r.Outcome != OutcomeAwaitingGate })
 	failed = slices.DeleteFunc(failed, func(r StepResult) bool { return r.Outcome == OutcomeAwaitingGate })
 	if in.Group.Expected > 1 {
@@ -595,6 +617,8 @@ func (d *decision) joined(in Joined) {
 	switch {
 	case end.Code != "":
 		d.verdict(VerdictEscalate, end.Reason, in.Results)
+	case handedOff:
+		d.verdict(VerdictEscalate, "handoff to "+handoff.Handoff.To, in.Results)
 	case len(failed) > 0:
 		d.verdict(VerdictReplan, failed[0].Reason, in.Results)
 	case len(parked) > 0:
@@ -607,6 +631,8 @@ func (d *decision) joined(in Joined) {
 		d.cancel(end.Reason, nil)
 	case end.Code != "":
 		d.finish(end.Code, end.Reason, end.Evidence)
+	case handedOff:
+		d.handoff(handoff, in)
 	case len(failed) > 0:
 		d.replan(failed[0])
 	case len(parked) > 0:
@@ -704,8 +730,16 @@ func (d *decision) record(results []StepResult) ([]StepResult, Failure) {
 			failed = append(failed, res)
 			continue
 		}
-		if res.Outcome == OutcomeAwaitingGate {
-			res.Outcome, res.Reason = OutcomeFailed, "awaiting_gate without the call it holds"
+		if res.Outcome == OutcomeHandoff && res.Handoff != nil {
+			// The target (an agent's new plan, or a human) takes over
+			// the step's work.
+			s.Status, s.FailureReason = StepRevised, "handed off to "+res.Handoff.To+": "+res.Handoff.Reason
+			d.audit(fmt.Sprintf("step_%d.handed_off", s.Index), s.TaskID, map[string]any{"to": res.Handoff.To,
+				"target_agent_id": res.Handoff.TargetAgentID, "reason": res.Handoff.Reason})
+			continue
+		}
+		if res.Outcome == OutcomeAwaitingGate || res.Outcome == OutcomeHandoff {
+			res.Outcome, res.Reason = OutcomeFailed, res.Outcome+" without what it carries"
 		}
 		s.Status, s.FailureReason = StepFailed, res.Reason
 		d.audit(fmt.Sprintf("step_%d.failed", s.Index), s.TaskID, map[string]any{"outcome": res.Outcome, "reason": res.Reason})

@@ -25,6 +25,7 @@ const (
 	GateApproval    = "approval"
 	GateInterrupt   = "interrupt"
 	GateElicitation = "elicitation"
+	// GateHuman is declared with the handoffs (handoff.go).
 )
 
 // Gate resolutions. A gate is GateOpen until one of the others.
@@ -122,12 +123,14 @@ type Gate struct {
 	By string `json:"by,omitempty"`
 	// Replan is the failure whose replan an interrupt held.
 	Replan *StepResult `json:"replan,omitempty"`
+	// Handoff is the packet of a human gate: the run handed to a human.
+	Handoff *HumanHandoff `json:"handoff,omitempty"`
 }
 
 // Packet is the gate as a human sees it to decide: each action with its
 // parameters, risk and evidence, without the parked turns.
 func (g Gate) Packet() GatePacket {
-	p := GatePacket{Gate: g.ID, Kind: g.Kind, OpenedAt: g.OpenedAt, ExpiresAt: g.ExpiresAt, By: g.By}
+	p := GatePacket{Gate: g.ID, Kind: g.Kind, OpenedAt: g.OpenedAt, ExpiresAt: g.ExpiresAt, By: g.By, Handoff: g.Handoff}
 	for _, a := range g.Actions {
 		p.Actions = append(p.Actions, PacketAction{Step: a.Step, TaskID: a.TaskID, Task: a.Task, Action: a.Resume.Call.Skill,
 			Parameters: a.Resume.Call.Arguments, ArgsHash: a.Resume.Call.ArgsHash, Risk: a.Risk, Evidence: a.Evidence,
@@ -144,6 +147,7 @@ type GatePacket struct {
 	ExpiresAt time.Time      `json:"expires_at"`
 	Actions   []PacketAction `json:"actions,omitempty"`
 	By        string         `json:"interrupted_by,omitempty"`
+	Handoff   *HumanHandoff  `json:"handoff,omitempty"`
 }
 
 // PacketAction is one action of an approval packet.
@@ -205,6 +209,9 @@ type ApprovalDecided struct {
 	// Answers approve an elicitation gate: each asking step's answer, a
 	// JSON object its question's schema accepts.
 	Answers map[int]json.RawMessage `json:"answers,omitempty"`
+	// EndSession, with a human's reply to a human gate (Comment), ends
+	// the session too.
+	EndSession bool `json:"end_session,omitempty"`
 }
 
 // Validate checks what routing needs and the decision.
@@ -240,6 +247,9 @@ type GateResolved struct {
 	Comment  string
 	At       time.Time
 	Answers  map[int]json.RawMessage
+	// EndSession: the human who replied to a human gate ended the
+	// session.
+	EndSession bool
 }
 
 // Interrupted wraps the input of a run that was asked to pause (POST
@@ -355,6 +365,8 @@ func (d *decision) resolved(in GateResolved) {
 	case GateApproved:
 		d.State.Plan.Status = PlanExecuting
 		switch {
+		case g.Kind == GateHuman:
+			d.replied(in, detail)
 		case g.Kind == GateInterrupt && g.Replan != nil:
 			d.replan(*g.Replan)
 		case g.Kind == GateInterrupt:
@@ -383,8 +395,11 @@ func (d *decision) resolved(in GateResolved) {
 		reason := fmt.Sprintf("no decision on gate %s before it expired at %s", g.ID, g.ExpiresAt.UTC().Format(time.RFC3339))
 		d.failParked(g, reason)
 		code := CodeConfirmRequired
-		if g.Kind == GateInterrupt {
+		switch g.Kind {
+		case GateInterrupt:
 			code = CodeTimeout
+		case GateHuman:
+			code, reason = CodeReviewRequired, "no human replied to the handoff before it expired at "+g.ExpiresAt.UTC().Format(time.RFC3339)
 		}
 		d.finishAs(PlanExpired, code, reason, detail)
 	}

@@ -151,6 +151,9 @@ type RunState struct {
 	// LoopGuardTrips counts the calls the loop guard blocked.
 	Verdicts       []StepScore `json:"verdicts,omitempty"`
 	LoopGuardTrips int         `json:"loop_guard_trips,omitempty"`
+	// Handoffs is the run's agent handoff chain, in order: the run acts
+	// as the last one's target (Agent).
+	Handoffs []HandoffRecord `json:"handoffs,omitempty"`
 }
 
 // RunContext is the tenant's soul and the session's recent conversation,
@@ -324,6 +327,9 @@ type StepResult struct {
 	// Parked, with OutcomeAwaitingGate, is what the step resumes with
 	// once its call is approved.
 	Parked *Parked `json:"parked,omitempty"`
+	// Handoff, with OutcomeHandoff, is the handoff the step's model asked
+	// for.
+	Handoff *Handoff `json:"handoff,omitempty"`
 }
 
 // StepFinished is the data of step.finished.

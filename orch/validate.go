@@ -15,7 +15,7 @@ import (
 var (
 	outcomes = []string{OutcomeComplete, OutcomeFailed, OutcomeInsufficient, OutcomeContractViolation,
 		OutcomeInvalidOutput, OutcomeUnavailable, OutcomeCancelled, OutcomeBudgetExhausted, OutcomeTimedOut,
-		OutcomeRepeatedCall, OutcomePermissionDenied, OutcomeUnsafe, OutcomeAwaitingGate}
+		OutcomeRepeatedCall, OutcomePermissionDenied, OutcomeUnsafe, OutcomeAwaitingGate, OutcomeHandoff}
 	stepStates = []string{StepPending, StepRunning, StepComplete, StepFailed, StepRevised, StepAwaitingGate}
 	planStates = []string{PlanPending, PlanPlanning, PlanExecuting, PlanReplanning, PlanComplete, PlanFailed,
 		PlanAwaitingGate, PlanPaused, PlanRejected, PlanExpired}
