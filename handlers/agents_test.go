@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills/demo"
 )
@@ -47,7 +48,7 @@ func agentRunRequested(t *testing.T, runID, agentID string) event.Event {
 
 // TestRouterRunsAsItsAgent: the router loads the agent a run names and
 // the run's state carries its definition: instructions in the persona,
-// tools, max turns on the pattern, limits in the budget.
+// tools, limits in the budget.
 func TestRouterRunsAsItsAgent(t *testing.T) {
 	env := newEnv(t)
 	r := newTestRouter(t, env)
@@ -63,8 +64,15 @@ func TestRouterRunsAsItsAgent(t *testing.T) {
 	if p := run.Context.Persona; p == nil || !strings.Contains(p.Instructions, "Name every outlet you rank.") {
 		t.Fatalf("persona %+v lacks the agent's instructions", p)
 	}
-	if m := run.PatternDef.MaxIterations; m == 0 || m > 3 {
-		t.Fatalf("max iterations %d, want at most the agent's 3", m)
+	pats, err := loadPatterns(testCtx(t), env.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(pats, func(p llm.Pattern) bool { return p.Name == run.Pattern })
+	if i < 0 || run.PatternDef.MaxIterations != pats[i].MaxIterations {
+		// max_turns (3) bounds the session's agent turns, not the loop's
+		// model turns: the pattern keeps its own bound.
+		t.Fatalf("max iterations %d, want the configured pattern's (%+v)", run.PatternDef.MaxIterations, pats)
 	}
 	if run.Budget.Limits[orch.DimToolCalls] != 6 {
 		t.Fatalf("tool call limit %v, want the agent's 6", run.Budget.Limits[orch.DimToolCalls])

@@ -234,6 +234,7 @@ func (t *turn) run(ctx context.Context) error {
 		t.skills[m.Name], t.manifests[m.Name] = info, m
 		tools = append(tools, llm.Tool{Name: m.Name, Description: m.Description, Parameters: m.InputSchema})
 	}
+	tools = append(tools, t.handoffTools()...)
 	inputs, err := t.inputs(ctx)
 	if err != nil {
 		return err
@@ -245,7 +246,8 @@ func (t *turn) run(ctx context.Context) error {
 	in := llm.ActInput{Task: t.step.Task, Framing: t.req.Run.Framing, Skills: infos, Inputs: inputs,
 		ReturnSpec: llm.ReturnSpec{Shape: t.step.ReturnSpec.Shape, Reason: t.step.ReturnSpec.Reason}}
 	req := llm.NewRequest(llm.TaskAct, in)
-	req.Tools, req.Schema, req.Messages = tools, llm.ActSchema, append(toMessages(t.req.Turns), t.steers()...)
+	req.Tools, req.Schema = tools, llm.ActSchema
+	req.Messages = append(append(t.handoffNote(), toMessages(t.req.Turns)...), t.steers()...)
 	req.Repair = t.req.Repairs > 0 // a turn after a rejected one draws on the retry budget
 	resp, err := t.model.Complete(ctx, req)
 	if err != nil {
@@ -463,6 +465,9 @@ type summary struct {
 func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, bool, error) {
 	lin := t.lineage()
 	lin.SkillID = c.Name
+	if handled, err := t.handoffCall(c); handled {
+		return nil, false, err
+	}
 	if slices.Contains(spawnTools, c.Name) {
 		t.out.audit("subagent.spawn_denied", lin, map[string]any{"tool": c.Name})
 		return []byte(ErrSpawnDenied.Error()), true, nil

@@ -37,6 +37,9 @@ type GateRecord struct {
 	// Answers are an approved elicitation gate's answers, by step: each
 	// its question's content, with the schema's defaults filled in.
 	Answers map[int]json.RawMessage `json:"answers,omitempty"`
+	// EndSession: the human who replied to a human gate ended the
+	// session.
+	EndSession bool `json:"end_session,omitempty"`
 	// Applied is the id of the input whose router hop took the
 	// resolution to the run: no other input applies it again.
 	Applied string `json:"applied,omitempty"`
@@ -52,7 +55,7 @@ func (r GateRecord) View() GateView {
 // Resolved is the decider's input of the record's resolution.
 func (r GateRecord) Resolved() orch.GateResolved {
 	return orch.GateResolved{Gate: r.Gate.ID, Decision: r.Status, By: r.By, Comment: r.Comment, At: r.DecidedAt,
-		Answers: r.Answers}
+		Answers: r.Answers, EndSession: r.EndSession}
 }
 
 // GateView is a gate as GET /agent/runs/{run_id}/approvals lists it.
@@ -171,6 +174,7 @@ func (g *Gates) Resolve(ctx context.Context, tenant string, a orch.ApprovalDecid
 			}
 		}
 		rec.Status, rec.By, rec.Comment, rec.DecidedAt = a.Decision, a.By, a.Comment, a.At.UTC()
+		rec.EndSession = a.EndSession && rec.Gate.Kind == orch.GateHuman
 		if rec.DecidedAt.IsZero() {
 			rec.DecidedAt = time.Now().UTC()
 		}

@@ -130,6 +130,7 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("PUT /agent/souls/{tenant_id}", g.putSoul)
 	mux.HandleFunc("GET /agent/souls/{tenant_id}", g.getSoul)
 	mux.HandleFunc("GET /agent/sessions/{session_id}", g.session)
+	mux.HandleFunc("POST /agent/sessions/{session_id}/reply", g.reply)
 	mux.HandleFunc("POST /agent/memory", g.putMemory)
 	mux.HandleFunc("GET /agent/memory/query", g.queryMemory)
 	mux.HandleFunc("POST /agent/runs/{run_id}/cancel", g.cancel)

@@ -342,7 +342,7 @@ func (g *Ingress) cancelGate(ctx context.Context, t runTarget) {
 // Its id derives from the gate, so a retry stores it once.
 func (g *Ingress) sendDecision(ctx context.Context, t runTarget, rec GateRecord) error {
 	a := orch.ApprovalDecided{RunID: t.runID, TenantID: t.tenant, SessionID: t.plan.SessionID, Gate: rec.Gate.ID,
-		Decision: rec.Status, By: rec.By, Comment: rec.Comment, At: rec.DecidedAt, Answers: rec.Answers}
+		Decision: rec.Status, By: rec.By, Comment: rec.Comment, At: rec.DecidedAt, Answers: rec.Answers, EndSession: rec.EndSession}
 	ev, err := events.New(events.DeriveID(rec.Gate.ID, "decided/"+rec.Status), events.TypeApprovalDecided,
 		events.Meta{Tenant: t.tenant, Session: t.plan.SessionID, Run: t.runID, SourceProcess: "ingress"}, a)
 	if err != nil {

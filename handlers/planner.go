@@ -60,8 +60,9 @@ func (p *Planner) planRequested(ctx context.Context, ev event.Event, req orch.Pl
 	rb := BudgetOf(run)
 	var steps []orch.Step
 	var infeasible string
-	if req.Failure != nil {
-		// A replan is a reflection pass: it draws on its own budget.
+	if req.Failure != nil && req.Failure.Outcome != orch.OutcomeHandoff {
+		// A replan is a reflection pass: it draws on its own budget (a
+		// handoff's new plan is the target agent's first, not one).
 		err = p.Budgets.Reserve(ctx, rb, orch.Vector{orch.DimReflectionPasses: 1})
 	}
 	if err == nil {

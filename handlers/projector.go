@@ -289,6 +289,9 @@ func (p *Projector) session(ctx context.Context, ev event.Event) error {
 	if err := p.putSession(ctx, key, up.Revision, sess); err != nil {
 		return err
 	}
+	if up.HandedOff {
+		return nil // no exchange yet: the reply ends the run
+	}
 	text := "user: " + up.Message + "\nassistant: " + up.Answer
 	vec, err := Embed(ctx, p.Embedder, text)
 	if err != nil {

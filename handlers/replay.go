@@ -81,6 +81,7 @@ func ReplayRun(runID string, recorded []event.Event, c ReplayControls) ReplayRep
 		if !ok {
 			continue
 		}
+		in = replayHandoff(ev, state, in, byID)
 		rep.Decisions++
 		var best []Divergence
 		for i, cand := range controlled(state, in, ev, c) {
@@ -140,6 +141,32 @@ func replayInput(ev event.Event, c ReplayControls) (orch.State, orch.Input, bool
 		return rec.State, rec.Resolved(), true
 	}
 	return orch.State{}, nil, false
+}
+
+// replayHandoff gives a joined input whose member handed off to an agent
+// the target the router loaded: the definition the run took on, as the
+// recorded plan request of the handoff carries it. Without one, the
+// router could not have loaded it (the decision refused the handoff).
+func replayHandoff(ev event.Event, state orch.State, in orch.Input, byID map[string]event.Event) orch.Input {
+	j, ok := in.(orch.Joined)
+	if !ok {
+		return in
+	}
+	i := slices.IndexFunc(j.Results, func(r orch.StepResult) bool {
+		return r.Outcome == orch.OutcomeHandoff && r.Handoff != nil && r.Handoff.To == orch.HandoffToAgent
+	})
+	if i < 0 {
+		return in
+	}
+	target := j.Results[i].Handoff.TargetAgentID
+	j.TargetError = fmt.Sprintf("agent %q was not loaded", target)
+	if rec, ok := byID[events.DeriveID(ev.ID(), fmt.Sprintf("handoff/%d", len(state.Handoffs)+1))]; ok {
+		var pr orch.PlanRequest
+		if events.Decode(rec, &pr) == nil && pr.Run.Agent != nil && pr.Run.Agent.ID == target {
+			j.Target, j.TargetError = pr.Run.Agent, ""
+		}
+	}
+	return j
 }
 
 // controlled are the inputs the router may have made of in: as it came,

@@ -98,11 +98,37 @@ func (r *Router) Routes() []events.Route {
 // now that the plan has them.
 func (r *Router) joined(ctx context.Context, ev event.Event, run orch.RunState, j orch.Joined) ([]event.Event, error) {
 	j.At = r.at(ev)
+	if err := r.handoffTarget(ctx, run, &j); err != nil {
+		return nil, err
+	}
 	out, err := r.decide(ctx, ev, run, r.control(run, j, j.At))
 	if err == nil {
 		ReleaseMemoryLocks(ctx, r.Locks, j.Results)
 	}
 	return out, err
+}
+
+// handoffTarget loads the agent a member's handoff names, for the
+// decider to take the run on as it (or to refuse the handoff with why it
+// could not be loaded).
+func (r *Router) handoffTarget(ctx context.Context, run orch.RunState, j *orch.Joined) error {
+	i := slices.IndexFunc(j.Results, func(res orch.StepResult) bool {
+		return res.Outcome == orch.OutcomeHandoff && res.Handoff != nil && res.Handoff.To == orch.HandoffToAgent
+	})
+	if i < 0 {
+		return nil
+	}
+	a, err := LoadAgent(ctx, r.Store, run.Request.TenantID, j.Results[i].Handoff.TargetAgentID)
+	var refused *agents.Error
+	switch {
+	case errors.As(err, &refused):
+		j.TargetError = refused.Message
+	case err != nil:
+		return err
+	default:
+		j.Target = a.RunDef()
+	}
+	return nil
 }
 
 // Handle is the router's events.Handler.
@@ -209,6 +235,9 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 		if err := r.Gates.Open(ctx, d.State, *d.Opened); err != nil {
 			return nil, err
 		}
+		if err := r.handOff(ctx, &d); err != nil {
+			return nil, err
+		}
 	}
 	if d.Ended != nil {
 		r.Credentials.Forget(ctx, d.Ended.RunID)
@@ -226,7 +255,7 @@ func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
 	if r.Sessions == nil || orch.ValidateRequest(req) != nil {
 		return nil
 	}
-	up, err := r.Sessions.Append(ctx, req, d.Ended.Response, r.Now().UTC(), len(d.State.Context.History) == 0)
+	up, err := r.Sessions.AppendChange(ctx, req, d.Ended.Response, r.Now().UTC(), len(d.State.Context.History) == 0, d.Session)
 	if err != nil {
 		return err
 	}
@@ -236,6 +265,22 @@ func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
 		at = i
 	}
 	d.Audits = slices.Insert(d.Audits, at, orch.Audit{Name: AuditSessionUpdated, Payload: up})
+	return nil
+}
+
+// handOff marks the session of a run the decision handed to a human
+// (status handed_off, with the packet a reply answers) before the hop
+// publishes, and records it in the trace.
+func (r *Router) handOff(ctx context.Context, d *orch.Decision) error {
+	c := d.Session
+	if r.Sessions == nil || c == nil || c.Status != orch.SessionHandedOff || orch.ValidateRequest(d.State.Request) != nil {
+		return nil
+	}
+	up, err := r.Sessions.HandOff(ctx, d.State.Request, *c, r.Now().UTC())
+	if err != nil {
+		return err
+	}
+	d.Audits = append(d.Audits, orch.Audit{Name: AuditSessionUpdated, Payload: up})
 	return nil
 }
 
@@ -333,6 +378,15 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 			return nil, err
 		}
 		in.Agent = a.RunDef()
+		if in.SessionTurns, err = r.sessionTurns(ctx, req, in.Agent); err != nil {
+			return nil, err
+		}
+		if orch.TurnLimitReached(in.Agent, in.SessionTurns) {
+			// No turn left: the decider applies the agent's handoff
+			// behaviour, without a model call.
+			in.Context, err = r.runContext(ctx, req)
+			return in, err
+		}
 	}
 	tts, err := loadTaskTypes(ctx, r.Config)
 	if err != nil {
@@ -365,6 +419,19 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 		}
 	}
 	return in, nil
+}
+
+// sessionTurns counts the agent turns the run's session has had, when
+// the run's agent limits them.
+func (r *Router) sessionTurns(ctx context.Context, req orch.RunRequest, a *orch.AgentDef) (int, error) {
+	if r.Sessions == nil || a.MaxTurns <= 0 {
+		return 0, nil
+	}
+	sess, _, err := r.Sessions.Get(ctx, req.TenantID, req.SessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	return sess.TurnCount, err
 }
 
 // runContext loads what a new run knows of its caller: the soul of its
@@ -546,7 +613,8 @@ func ProgressEvent(name string) bool {
 		name == "routing.decided" || name == "replan.triggered" || name == "react.started" ||
 		strings.HasPrefix(name, "budget.") || strings.HasPrefix(name, "guard.") || name == "escalation.raised" ||
 		name == "clarification.requested" || strings.HasPrefix(name, "gate.") || name == "run.interrupted" ||
-		strings.HasPrefix(name, "supervisor.") || strings.HasPrefix(name, "fanout.") || strings.HasPrefix(name, "fanin.")
+		strings.HasPrefix(name, "supervisor.") || strings.HasPrefix(name, "fanout.") || strings.HasPrefix(name, "fanin.") ||
+		strings.HasPrefix(name, "handoff.") || name == "session.handoff.human" || name == "session.turn_limit"
 }
 
 // runDeadline stops a run still going at its wall-clock deadline: it

@@ -49,6 +49,9 @@ type SessionUpdated struct {
 	UserID  string `json:"user_id"`
 	Message string `json:"message"`
 	Answer  string `json:"answer"`
+	// HandedOff says the run was handed to a human: no exchange was
+	// appended (the reply will be).
+	HandedOff bool `json:"handed_off,omitempty"`
 }
 
 // Sessions keeps every session's bounded conversation in the sessions KV
@@ -107,6 +110,14 @@ func (s *Sessions) History(ctx context.Context, tenantID, sessionID string) ([]l
 // twice: the exchange is found by its run id. fresh says the run found
 // the session empty: the first attempt then creates it without reading.
 func (s *Sessions) Append(ctx context.Context, req orch.RunRequest, answer string, at time.Time, fresh bool) (SessionUpdated, error) {
+	return s.AppendChange(ctx, req, answer, at, fresh, nil)
+}
+
+// AppendChange is Append that also applies what the run's end does to
+// the session (its status, current agent, handoff depth and reason, one
+// more agent turn), once with the exchange.
+func (s *Sessions) AppendChange(ctx context.Context, req orch.RunRequest, answer string, at time.Time, fresh bool,
+	change *orch.SessionChange) (SessionUpdated, error) {
 	key := sessionKey(req.TenantID, req.SessionID)
 	for {
 		var (
@@ -130,6 +141,7 @@ func (s *Sessions) Append(ctx context.Context, req orch.RunRequest, answer strin
 			up.Revision, up.Session = rev, sess
 			return up, nil
 		}
+		applyChange(&sess, change, req.RunID, at)
 		data, err := json.Marshal(sess)
 		if err != nil {
 			return SessionUpdated{}, fmt.Errorf("handlers: encode session: %w", err)
@@ -147,6 +159,78 @@ func (s *Sessions) Append(ctx context.Context, req orch.RunRequest, answer strin
 		}
 		up.Revision, up.Session = rev, sess
 		return up, nil
+	}
+}
+
+// HandOff marks the session of a run handed to a human: handed_off with
+// the packet a reply answers (compare-and-swap; idempotent by gate). It
+// returns the event that records it.
+func (s *Sessions) HandOff(ctx context.Context, req orch.RunRequest, change orch.SessionChange, at time.Time) (SessionUpdated, error) {
+	key := sessionKey(req.TenantID, req.SessionID)
+	for {
+		sess, rev, err := s.Get(ctx, req.TenantID, req.SessionID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			sess = store.Session{SessionID: req.SessionID, TenantID: req.TenantID, UserID: req.UserID, StartedAt: at}
+		case err != nil:
+			return SessionUpdated{}, err
+		}
+		up := SessionUpdated{RunID: req.RunID, UserID: req.UserID, Message: req.Message, HandedOff: true}
+		if h := sess.Handoff; sess.State == orch.SessionHandedOff && h != nil && h.GateID == change.GateID {
+			up.Revision, up.Session = rev, sess
+			return up, nil // a redelivered hop
+		}
+		applyChange(&sess, &change, req.RunID, at)
+		data, err := json.Marshal(sess)
+		if err != nil {
+			return SessionUpdated{}, fmt.Errorf("handlers: encode session: %w", err)
+		}
+		if rev == 0 {
+			rev, err = s.KV.Create(ctx, key, data)
+		} else {
+			rev, err = s.KV.Update(ctx, key, data, rev)
+		}
+		if isConflict(err) {
+			continue
+		}
+		if err != nil {
+			return SessionUpdated{}, fmt.Errorf("handlers: write session: %w", err)
+		}
+		up.Revision, up.Session = rev, sess
+		return up, nil
+	}
+}
+
+// applyChange sets what run runID's end or handoff does to its session.
+// A session another run handed to a human stays handed off until that
+// run's reply.
+func applyChange(sess *store.Session, c *orch.SessionChange, runID string, at time.Time) {
+	if c == nil {
+		return
+	}
+	if h := sess.Handoff; sess.State == orch.SessionHandedOff && h != nil && h.RunID != runID {
+		if c.AgentTurn {
+			sess.TurnCount++
+		}
+		return
+	}
+	sess.State = c.Status
+	if c.AgentID != "" {
+		sess.AgentID, sess.ParentAgentID, sess.HandoffDepth = c.AgentID, c.ParentAgentID, c.Depth
+	}
+	if c.Reason != "" {
+		sess.HandoffReason = c.Reason
+	}
+	if c.AgentTurn {
+		sess.TurnCount++
+	}
+	sess.Handoff = nil
+	if h := c.Handoff; h != nil && c.Status == orch.SessionHandedOff {
+		sess.Handoff = &store.SessionHandoff{RunID: c.RunID, GateID: c.GateID, Reason: h.Reason, Priority: h.Priority,
+			Summary: h.Summary, Context: h.Context, Agents: h.Agents, Trigger: h.Trigger, At: at}
+	}
+	if c.Status == orch.SessionCompleted && sess.EndedAt.IsZero() {
+		sess.EndedAt = at
 	}
 }
 

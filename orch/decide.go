@@ -227,9 +227,8 @@ type decision struct {
 	// gate (hold).
 	interrupt *Interrupted
 	// sessionStatus is the session's status the decision sets (active
-	// when unset); humanAnswered says a human's reply is the answer.
+	// when unset, after an agent's answer).
 	sessionStatus string
-	humanAnswered bool
 }
 
 func (d *decision) audit(name, taskID string, payload any) {

@@ -105,6 +105,7 @@ type SessionChange struct {
 	Reason        string        `json:"handoff_reason,omitempty"`
 	AgentTurn     bool          `json:"agent_turn,omitempty"`
 	Handoff       *HumanHandoff `json:"handoff,omitempty"`
+	RunID         string        `json:"run_id,omitempty"`
 	GateID        string        `json:"gate_id,omitempty"`
 }
 
@@ -263,7 +264,6 @@ func (d *decision) turnLimit(a *AgentDef, turns int) {
 // answer; the session is active again, or completed if the human ended
 // it.
 func (d *decision) replied(in GateResolved, detail map[string]any) {
-	d.humanAnswered = true
 	d.sessionStatus = SessionActive
 	if in.EndSession {
 		d.sessionStatus = SessionCompleted
@@ -273,15 +273,17 @@ func (d *decision) replied(in GateResolved, detail map[string]any) {
 }
 
 // sessionChange is what the decision does to the run's session, when it
-// ends the run or hands it to a human.
+// ends the run or hands it to a human. Only a run its agent answered is
+// an agent turn: not one handed to a human, answered by one, or stopped
+// by the turn limit.
 func (d *decision) sessionChange() *SessionChange {
 	c := &SessionChange{Status: cmp.Or(d.sessionStatus, SessionActive), AgentID: d.agentID(),
-		Depth: len(d.State.Handoffs), AgentTurn: d.State.Agent != nil && !d.humanAnswered}
+		Depth: len(d.State.Handoffs), AgentTurn: d.State.Agent != nil && d.sessionStatus == ""}
 	if n := len(d.State.Handoffs); n > 0 {
 		c.Reason, c.ParentAgentID = d.State.Handoffs[n-1].Reason, d.State.Handoffs[n-1].From
 	}
 	if g := d.Opened; g != nil && g.Kind == GateHuman {
-		c.Handoff, c.GateID, c.Reason = g.Handoff, g.ID, g.Handoff.Reason
+		c.Handoff, c.RunID, c.GateID, c.Reason = g.Handoff, d.State.Request.RunID, g.ID, g.Handoff.Reason
 	}
 	return c
 }

@@ -227,6 +227,37 @@ type Session struct {
 	StartedAt  time.Time        `json:"started_at,omitzero"`
 	LastActive time.Time        `json:"last_active,omitzero"`
 	Messages   []SessionMessage `json:"messages,omitempty"`
+	// AgentID is the session's current agent, the one that answered
+	// last (seed 002 Agent Session); ParentAgentID the agent that handed
+	// the conversation to it, HandoffDepth the handoffs that took it
+	// there and HandoffReason the last one's reason.
+	AgentID       string `json:"agent_id,omitempty"`
+	ParentAgentID string `json:"parent_agent_id,omitempty"`
+	HandoffDepth  int    `json:"handoff_depth,omitempty"`
+	HandoffReason string `json:"handoff_reason,omitempty"`
+	// TurnCount counts the agent turns the session had: the runs an
+	// agent answered.
+	TurnCount int `json:"turn_count,omitempty"`
+	// Handoff, while State is handed_off, is the packet a human replies
+	// to.
+	Handoff *SessionHandoff `json:"handoff,omitempty"`
+	// EndedAt is when the session was completed.
+	EndedAt time.Time `json:"ended_at,omitzero"`
+}
+
+// SessionHandoff is the packet of a session handed to a human: the run
+// waiting for the reply and its gate, why, how urgent, the conversation's
+// summary, the relevant context and the agents involved.
+type SessionHandoff struct {
+	RunID    string          `json:"run_id"`
+	GateID   string          `json:"gate_id"`
+	Reason   string          `json:"reason"`
+	Priority string          `json:"priority,omitempty"`
+	Summary  string          `json:"summary,omitempty"`
+	Context  json.RawMessage `json:"context,omitempty"`
+	Agents   []string        `json:"agents,omitempty"`
+	Trigger  string          `json:"trigger,omitempty"`
+	At       time.Time       `json:"at,omitzero"`
 }
 
 // SessionMessage is one message of a Session transcript.
