@@ -83,6 +83,18 @@ func testRoundTrip(t *testing.T, b Backend) {
 	gotSess, err := b.GetSession(ctx, f.tenant, f.session)
 	must(t, "GetSession", err)
 	sameJSON(t, "session", gotSess, sess)
+
+	// A session handed to a human keeps its agents, depth and the packet
+	// a reply answers, its context an opaque object.
+	sess.State, sess.AgentID, sess.ParentAgentID, sess.HandoffDepth, sess.TurnCount = "handed_off", "agent-b", "agent-a", 1, 4
+	sess.HandoffReason = "billing question"
+	sess.Handoff = &store.SessionHandoff{RunID: "run-1", GateID: "gate-1", Reason: "asks for a person", Priority: "high",
+		Summary: "user: hi", Context: json.RawMessage(`{"order":"ORD-1","nested":{"n":2}}`), Agents: []string{"agent-a", "agent-b"},
+		Trigger: "handoff_to_human", At: f.at(9)}
+	must(t, "PutSession handed off", b.PutSession(ctx, sess))
+	gotSess, err = b.GetSession(ctx, f.tenant, f.session)
+	must(t, "GetSession handed off", err)
+	sameJSON(t, "handed-off session", gotSess, sess)
 }
 
 func testNotFound(t *testing.T, b Backend) {
