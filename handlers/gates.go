@@ -172,6 +172,11 @@ func (g *Gates) Resolve(ctx context.Context, tenant string, a orch.ApprovalDecid
 			if rec.Answers, err = elicitAnswers(rec.Gate, a.Answers); err != nil {
 				return rec, rev, err
 			}
+			if rec.Gate.Kind == orch.GateHuman && strings.TrimSpace(a.Comment) == "" {
+				// The reply is the run's answer: a human gate is approved
+				// only by one (POST /agent/sessions/{session_id}/reply).
+				return rec, rev, fmt.Errorf("%w: a human handoff is answered by a reply message", ErrInvalidAnswer)
+			}
 		}
 		rec.Status, rec.By, rec.Comment, rec.DecidedAt = a.Decision, a.By, a.Comment, a.At.UTC()
 		rec.EndSession = a.EndSession && rec.Gate.Kind == orch.GateHuman

@@ -169,13 +169,17 @@ func TestHandoff_HumanParksAndResumesOnReply(t *testing.T) {
 		t.Fatalf("session.handoff.human %v", ev)
 	}
 	sessions := &Sessions{KV: env.sessions}
-	srv := newIngressServer(t, env, IngressConfig{Sessions: sessions, Gates: env.gates})
+	srv := newIngressServer(t, env, IngressConfig{Sessions: sessions, Gates: env.gates, Cancels: NewCancels(env.cancels)})
 	body := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/sessions/" + testSession, headers: asTenant(testTenant), wantStatus: 200})
 	h, _ := body["handoff"].(map[string]any)
 	if body["state"] != orch.SessionHandedOff || h == nil || h["run_id"] != "run-human" || h["gate_id"] != parked.Gate.Gate ||
 		h["priority"] != "high" || body["agent_id"] != "agent-a" {
 		t.Fatalf("session %v", body)
 	}
+	// An approval without a reply cannot answer the run for the human.
+	checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/runs/run-human/approvals/" + parked.Gate.Gate,
+		body: `{"decision":"approve"}`, headers: map[string]string{"X-Tenant-Id": testTenant, "X-User-Id": "lead"},
+		wantStatus: 400, wantCode: "invalid_answer"})
 	reply := `{"message":"I have refunded your order.","by":"operator-jo"}`
 	path := "/agent/sessions/" + testSession + "/reply"
 	checkHTTP(t, srv, httpCase{method: "POST", path: path, body: reply, headers: asTenant("other-tenant"), wantStatus: 404, wantCode: "not_found"})

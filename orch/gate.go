@@ -348,6 +348,11 @@ func (d *decision) resolved(in GateResolved) {
 	}
 	d.State.Gate = nil
 	d.State.Seq++
+	if g.Kind == GateHuman {
+		// However it closes, the session is no longer waiting for a
+		// human, and the run is no agent turn.
+		d.sessionStatus = SessionActive
+	}
 	rec := Approval{Gate: g.ID, Kind: g.Kind, Decision: in.Decision, By: in.By, Comment: in.Comment, At: in.At.UTC(),
 		Answers: in.Answers}
 	for _, a := range g.Actions {

@@ -155,6 +155,13 @@ func TestDecideHumanHandoffParksAndResumesOnReply(t *testing.T) {
 			done.Session.Status != want || done.Session.AgentTurn {
 			t.Fatalf("after the reply (end %v): %s %q, session %+v", end, res.TerminalCode, res.Response, done.Session)
 		}
+		// Nobody replies before the gate expires: REVIEW_REQUIRED, and
+		// the session is active again.
+		exp := Decide(d.State, GateResolved{Gate: d.Opened.ID, Decision: GateExpired, At: d.Opened.ExpiresAt})
+		if res := only[RunResult](t, exp); res.TerminalCode != CodeReviewRequired || !strings.Contains(res.Reason, "no human replied") ||
+			exp.Session.Status != SessionActive || exp.Session.AgentTurn {
+			t.Fatalf("expired: %s %q, session %+v", res.TerminalCode, res.Reason, exp.Session)
+		}
 	}
 }
 
