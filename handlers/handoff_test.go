@@ -168,6 +168,11 @@ func TestHandoff_HumanParksAndResumesOnReply(t *testing.T) {
 		ev[0]["session_id"] != testSession || ev[0]["reason"] != "the customer asks for a person" {
 		t.Fatalf("session.handoff.human %v", ev)
 	}
+	// The projector indexed the handed-off session into agent_sessions.
+	if doc, err := env.st.GetSession(testCtx(t), testTenant, testSession); err != nil || doc.State != orch.SessionHandedOff ||
+		doc.Handoff == nil || doc.Handoff.GateID != parked.Gate.Gate {
+		t.Fatalf("agent_sessions document %+v, %v", doc, err)
+	}
 	sessions := &Sessions{KV: env.sessions}
 	srv := newIngressServer(t, env, IngressConfig{Sessions: sessions, Gates: env.gates, Cancels: NewCancels(env.cancels)})
 	body := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/sessions/" + testSession, headers: asTenant(testTenant), wantStatus: 200})
