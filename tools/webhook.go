@@ -24,9 +24,13 @@ const MaxResponseBytes = 1 << 20
 
 // WebhookRequest is the JSON body a webhook tool receives.
 type WebhookRequest struct {
-	Tool      string          `json:"tool"`
-	ToolID    string          `json:"tool_id"`
-	CallID    string          `json:"call_id"`
+	Tool   string `json:"tool"`
+	ToolID string `json:"tool_id"`
+	CallID string `json:"call_id"`
+	// Attempt counts the deliveries of the call from 1: a retry is a new
+	// signed request (a receiver's replay guard accepts it) with the same
+	// call_id and Idempotency-Key, by which the receiver dedupes.
+	Attempt   int             `json:"attempt"`
 	TenantID  string          `json:"tenant_id"`
 	RunID     string          `json:"run_id,omitempty"`
 	SessionID string          `json:"session_id,omitempty"`
@@ -75,17 +79,19 @@ func (w *Webhooks) Call(ctx context.Context, tenant string, t agents.Tool, args 
 		return nil, fmt.Errorf("%w: %s cannot be called: %v", skills.ErrSkillFailed, t.Name, err)
 	}
 	info := skills.CallInfoFrom(ctx)
-	body, err := json.Marshal(WebhookRequest{Tool: t.Name, ToolID: t.ToolID, CallID: key, TenantID: tenant,
-		RunID: info.RunID, SessionID: info.SessionID, Arguments: args})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", skills.ErrInvalidArguments, err)
-	}
+	req := WebhookRequest{Tool: t.Name, ToolID: t.ToolID, CallID: key, TenantID: tenant,
+		RunID: info.RunID, SessionID: info.SessionID, Arguments: args}
 	log := w.Log.With().Str("tool", t.Name).Str("tool_id", t.ToolID).Str("tenant_id", tenant).
 		Str("run_id", info.RunID).Str("call_id", key).Logger()
 	attempts := 1 + t.Handler.Retries()
 	backoff := t.Handler.Backoff()
 	var last *attemptError
 	for n := 1; n <= attempts; n++ {
+		req.Attempt = n
+		body, err := json.Marshal(req)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", skills.ErrInvalidArguments, err)
+		}
 		start := time.Now()
 		result, aerr := w.attempt(ctx, t, secret, body, key)
 		ev := log.Debug()
