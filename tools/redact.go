@@ -13,7 +13,7 @@ var redactions = []struct {
 	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+`), "[JWT]"},
 	{regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`), "[EMAIL]"},
 	{regexp.MustCompile(`\b(?:\d[ -]?){12,18}\d\b`), "[CARD]"},
-	{regexp.MustCompile(`(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?)?\d{2,4}[ .-]\d{3,4}[ .-]?\d{3,4}\b`), "[PHONE]"},
+	{regexp.MustCompile(`(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\b\d{2,4}(?:[ .-]\d{3,4}){1,2}\b`), "[PHONE]"},
 }
 
 // MaxLogExcerpt bounds what a log line carries of a tool's arguments or
