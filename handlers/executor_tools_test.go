@@ -48,13 +48,15 @@ func toolLayer(t *testing.T, env *testEnv, srv *httptest.Server) (*tools.Layer, 
 // executor's own skill timeout does; the model is not asked again.
 func TestExecutorWebhookTimeoutFailsStep(t *testing.T) {
 	env := newEnv(t)
+	release := make(chan struct{})
 	hung := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
-		case <-time.After(3 * time.Second):
+		case <-release:
 		}
 	}))
 	t.Cleanup(hung.Close)
+	t.Cleanup(func() { close(release) }) // runs first
 	layer, secrets := toolLayer(t, env, hung)
 	now := time.Now().UTC()
 	tool := agents.Tool{ToolID: "tool-slow", TenantID: testTenant, Type: agents.ToolTypeCustom, Version: 1, CreatedAt: now, UpdatedAt: now,
