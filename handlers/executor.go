@@ -406,9 +406,13 @@ const DefaultSkillTimeout = time.Minute
 type skillTimeout struct {
 	skill string
 	after time.Duration
+	err   error // the tool's own timeout, when it reported one
 }
 
 func (e *skillTimeout) Error() string {
+	if e.err != nil {
+		return "skill_timeout: " + e.err.Error()
+	}
 	return fmt.Sprintf("skill_timeout: %s did not answer within %s", e.skill, e.after)
 }
 
@@ -534,6 +538,8 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	elicitor := skills.NewElicitor(answers)
 	cctx, endSpan := tracing.Tool(cctx, c.Name, c.ID)
 	cctx, endProgress := t.progress(cctx, c, key)
+	run := t.req.Run.Request
+	cctx = skills.WithCallInfo(cctx, skills.CallInfo{RunID: run.RunID, SessionID: run.SessionID, UserID: run.UserID, CallID: c.ID})
 	result, err := t.x.Skills.Call(skills.WithElicitor(cctx, elicitor), t.req.Run.Request.TenantID, c.Name, c.Arguments, key)
 	endProgress(ctx)
 	endSpan(err)
@@ -546,6 +552,10 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
 		t.out.audit("skill.timeout", lin, map[string]any{"skill_id": c.Name, "timeout_ms": timeout.Milliseconds()})
 		return nil, false, &skillTimeout{skill: c.Name, after: timeout}
+	}
+	if errors.Is(err, skills.ErrTimeout) { // the tool's own bound (a webhook's timeout_ms)
+		t.out.audit("skill.timeout", lin, map[string]any{"skill_id": c.Name, "reason": err.Error()})
+		return nil, false, &skillTimeout{skill: c.Name, err: err}
 	}
 	if errors.Is(err, skills.ErrPermissionDenied) {
 		ev := map[string]any{"skill_id": c.Name, "args_hash": hash, "reason": err.Error()}

@@ -66,6 +66,9 @@ type IngressConfig struct {
 	// Artifacts serves GET /agent/artifacts/{sha256}, the data of the
 	// tenant's skill results' attachments; nil answers 503.
 	Artifacts *Attachments
+	// ToolSecrets keeps the webhook tools' secrets; nil (or one without
+	// a key) refuses to create webhook tools (503 secrets_unavailable).
+	ToolSecrets ToolSecrets
 }
 
 // Ingress is the chat API bridge (seed 000 §11): it validates requests and
@@ -145,6 +148,7 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("GET /agent/runs", g.recentRuns)
 	mux.HandleFunc("GET /agent/artifacts/{sha256}", g.artifact)
 	g.definitionRoutes(mux)
+	g.toolRoutes(mux)
 	mux.HandleFunc("GET /dashboard", g.dashboard)
 	mux.HandleFunc("GET /dashboard/{$}", g.dashboard)
 	mux.HandleFunc("GET /dashboard/{file}", g.dashboard)

@@ -32,6 +32,9 @@ const (
 	// BucketCancels holds the cancelled runs, keyed <tenant>.<run_id>
 	// (see Cancels), as long as the runs' events are kept.
 	BucketCancels = "cancels"
+	// BucketToolSecrets holds the webhook tools' secrets, sealed with
+	// AES-256-GCM (tools.Secrets), keyed <tenant>.<tool_id>.
+	BucketToolSecrets = "tool_secrets"
 )
 
 // Buckets are the KV buckets the roles use.
@@ -46,4 +49,5 @@ var Buckets = []events.Bucket{
 	{Name: BucketBudgets, TTL: events.KeepWithRuns},
 	{Name: BucketGates, TTL: events.KeepWithRuns},
 	{Name: BucketAlerts},
+	{Name: BucketToolSecrets},
 }

@@ -215,6 +215,11 @@ func applyChange(sess *store.Session, c *orch.SessionChange, runID string, at ti
 		return
 	}
 	sess.State = c.Status
+	if sess.EndedBy == runID && !sess.EndedAt.IsZero() && c.Status == orch.SessionActive {
+		// Its agent ended the conversation (end_conversation) during
+		// this run: the run's end does not reopen it.
+		sess.State = orch.SessionCompleted
+	}
 	if c.AgentID != "" {
 		sess.AgentID, sess.ParentAgentID, sess.HandoffDepth = c.AgentID, c.ParentAgentID, c.Depth
 	}
@@ -229,8 +234,8 @@ func applyChange(sess *store.Session, c *orch.SessionChange, runID string, at ti
 		sess.Handoff = &store.SessionHandoff{RunID: c.RunID, GateID: c.GateID, Reason: h.Reason, Priority: h.Priority,
 			Summary: h.Summary, Context: h.Context, Agents: h.Agents, Trigger: h.Trigger, At: at}
 	}
-	if c.Status == orch.SessionCompleted && sess.EndedAt.IsZero() {
-		sess.EndedAt = at
+	if sess.State == orch.SessionCompleted && sess.EndedAt.IsZero() {
+		sess.EndedAt, sess.EndedBy = at, runID
 	}
 }
 

@@ -241,8 +241,10 @@ type Session struct {
 	// Handoff, while State is handed_off, is the packet a human replies
 	// to.
 	Handoff *SessionHandoff `json:"handoff,omitempty"`
-	// EndedAt is when the session was completed.
+	// EndedAt is when the session was completed, EndedBy the run that
+	// completed it.
 	EndedAt time.Time `json:"ended_at,omitzero"`
+	EndedBy string    `json:"ended_by,omitempty"`
 }
 
 // SessionHandoff is the packet of a session handed to a human: the run

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/tools"
 )
 
 // Config is the configuration shared by every agentbus process. Each field
@@ -69,6 +70,12 @@ type Config struct {
 	// signed with the secret of ALERT_WEBHOOK_SECRET (environment only).
 	AlertWebhook string
 	alertSecret  string
+	// SecretsKeyFile holds the base64 AES-256 key that seals the webhook
+	// tools' secrets; the key may instead be in env SECRETS_KEY. Without
+	// either, webhook tools cannot be created or called (the all-in-one
+	// generates one in its data directory).
+	SecretsKeyFile string
+	secretsKey     string
 }
 
 // Register adds the shared flags to fs, with defaults from the environment.
@@ -124,6 +131,10 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 	fs.StringVar(&c.AlertWebhook, "alert-webhook", env("ALERT_WEBHOOK_URL", ""),
 		"POST every alert's change of state here, signed with ALERT_WEBHOOK_SECRET (env ALERT_WEBHOOK_URL)")
 	c.alertSecret = os.Getenv("ALERT_WEBHOOK_SECRET") // secrets come from the environment only
+	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", env("SECRETS_KEY_FILE", ""),
+		"file holding the base64 32-byte key that encrypts webhook tools' secrets; the key may instead be in env SECRETS_KEY; "+
+			"without one webhook tools cannot be created (env SECRETS_KEY_FILE)")
+	c.secretsKey = os.Getenv("SECRETS_KEY") // secrets come from the environment only
 	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
 	fs.IntVar(&c.Concurrency, "concurrency", envInt("CONCURRENCY", 16), "messages handled at once per process (env CONCURRENCY)")
 	fs.IntVar(&c.MaxTurns, "max-turns", envInt("MAX_TURNS", 6), "model turns one step may take before it fails (env MAX_TURNS)")
@@ -140,6 +151,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("store %q is not supported (use embedded or opensearch)", c.Store)
 	}
 	if err := c.Models.Validate(); err != nil {
+		return err
+	}
+	if _, err := c.SecretsKey(); err != nil {
 		return err
 	}
 	if _, err := c.SkillsConfig(); err != nil {
@@ -328,4 +342,20 @@ func oauthFile(path string) (map[string]*skills.ClientCredentials, error) {
 		out[tenant] = cc
 	}
 	return out, nil
+}
+
+// SecretsKey is the key that seals the webhook tools' secrets: env
+// SECRETS_KEY, else the contents of SecretsKeyFile, else none (nil).
+func (c *Config) SecretsKey() ([]byte, error) {
+	switch {
+	case c.secretsKey != "":
+		return tools.ParseKey(c.secretsKey)
+	case c.SecretsKeyFile != "":
+		b, err := os.ReadFile(c.SecretsKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("secrets key: %w", err)
+		}
+		return tools.ParseKey(string(b))
+	}
+	return nil, nil
 }

@@ -165,10 +165,14 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	if err != nil {
 		return fmt.Errorf("artifacts: %w", err)
 	}
+	secrets, err := d.ToolSecrets(ctx)
+	if err != nil {
+		return err
+	}
 	g := handlers.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
 		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds,
 			Sessions: &handlers.Sessions{KV: sessions}, Embedder: d.Embedder, Cancels: handlers.NewCancels(cancels),
-			Gates: &handlers.Gates{KV: gates}, Artifacts: artifacts})
+			Gates: &handlers.Gates{KV: gates}, Artifacts: artifacts, ToolSecrets: secrets})
 	if err := retry(ctx, g.Start); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/tools"
 )
 
 // Role declares one role in one value: its name, the routes of its handler
@@ -33,6 +34,9 @@ type Role struct {
 	Buckets []string
 	// ObjectStores are the object stores it reads and writes, as Buckets.
 	ObjectStores []string
+	// Publishes are the subjects it publishes on besides its events (the
+	// system tools' outbound messages and flow requests).
+	Publishes []string
 	// Build wires the handler from d and returns its routes.
 	Build func(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error)
 }
@@ -46,11 +50,14 @@ var Roles = []Role{
 			handlers.BucketLocks, handlers.BucketBudgets, handlers.BucketGates},
 		Build: buildRouter},
 	{Name: handlers.RolePlanner, Routes: (&handlers.Planner{}).Routes(), Emits: []string{events.TypePlanProposed},
-		Buckets: []string{handlers.BucketCredentials, handlers.BucketBudgets}, Build: buildPlanner},
+		Buckets: []string{handlers.BucketCredentials, handlers.BucketBudgets, handlers.BucketToolSecrets, handlers.BucketSessions},
+		Build:   buildPlanner},
 	{Name: handlers.RoleExecutor, Routes: (&handlers.Executor{}).Routes(),
 		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined, events.TypeReplyChunk},
 		Buckets: []string{handlers.BucketLocks, handlers.BucketToolcalls, handlers.BucketCredentials, handlers.BucketCancels,
-			handlers.BucketBudgets, handlers.BucketConfig, handlers.BucketGates},
+			handlers.BucketBudgets, handlers.BucketConfig, handlers.BucketGates,
+			handlers.BucketToolSecrets, handlers.BucketSessions}, // the webhook and system tools (tools.Layer)
+		Publishes:    tools.Subjects,                     // send_message, trigger_flow
 		ObjectStores: []string{handlers.BucketArtifacts}, // the skill results' attachments (Deps.Skills)
 		Build:        buildExecutor},
 	{Name: handlers.RoleAggregator, Routes: (&handlers.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
@@ -204,7 +211,11 @@ func buildPlanner(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Ro
 	if err != nil {
 		return nil, err
 	}
-	p := handlers.NewPlanner(d.Models.Planner, d.Skills, log)
+	layer, err := d.toolLayer(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	p := handlers.NewPlanner(d.Models.Planner, layer, log)
 	p.Credentials = creds
 	if p.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
@@ -229,7 +240,11 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	if err != nil {
 		return nil, err
 	}
-	x := handlers.NewExecutor(d.Models.Executor, d.Skills, d.Store, locks, calls, log)
+	layer, err := d.toolLayer(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	x := handlers.NewExecutor(d.Models.Executor, layer, d.Store, locks, calls, log)
 	x.Credentials, x.Writer.Embedder, x.Cancels, x.Replies = creds, d.Embedder, cancels, &handlers.Replies{JS: d.JS}
 	if d.Config.MaxTurns > 0 {
 		x.MaxTurns = d.Config.MaxTurns

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/tools"
 )
 
 // StackConfig configures the all-in-one deployment.
@@ -88,6 +89,16 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 		pc.SkillServiceURL, pc.SkillTransport, pc.SkillCommand = s.SkillsURL, "", ""
 	}
 	fillDefaults(&pc)
+	if pc.secretsKey == "" && pc.SecretsKeyFile == "" && cfg.DataDir != "" {
+		// The all-in-one keeps its own key of the webhook tools'
+		// secrets next to its data, readable by its user only.
+		path := filepath.Join(cfg.DataDir, "secrets.key")
+		if _, err := tools.LoadOrCreateKey(path); err != nil {
+			s.shutdownInfra()
+			return nil, err
+		}
+		pc.SecretsKeyFile = path
+	}
 	d, err := Connect(ctx, "agentbus", &pc, cfg.Log)
 	if err != nil {
 		s.shutdownInfra()

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/store/embedded"
 	"github.com/agentbus/agentbus/store/opensearch"
+	"github.com/agentbus/agentbus/tools"
 	"github.com/agentbus/agentbus/tracing"
 )
 
@@ -347,4 +348,34 @@ func (d *Deps) sandbox(ctx context.Context, log zerolog.Logger) *sandbox.Sandbox
 		_ = sb.RunSweeper(ctx, 10*time.Minute, time.Hour, func(err error) { log.Warn().Err(err).Msg("sandbox sweep") })
 	}()
 	return sb
+}
+
+// ToolSecrets returns the webhook tools' secret store, sealed with the
+// configured key (Config.SecretsKey); without a key it refuses writes.
+func (d *Deps) ToolSecrets(ctx context.Context) (*tools.Secrets, error) {
+	kv, err := d.bucket(ctx, handlers.BucketToolSecrets)
+	if err != nil {
+		return nil, fmt.Errorf("tool secrets bucket: %w", err)
+	}
+	key, err := d.Config.SecretsKey()
+	if err != nil {
+		return nil, err
+	}
+	return tools.NewSecrets(kv, key)
+}
+
+// toolLayer wraps the skills with the system tools and the tenants'
+// webhook tools (tools.Layer), for the planner and the executor.
+func (d *Deps) toolLayer(ctx context.Context, log zerolog.Logger) (*tools.Layer, error) {
+	secrets, err := d.ToolSecrets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sessions, err := d.bucket(ctx, handlers.BucketSessions)
+	if err != nil {
+		return nil, err
+	}
+	return &tools.Layer{Next: d.Skills, Defs: d.Store,
+		System:   &tools.System{JS: d.JS, Memory: d.Store, Sessions: &handlers.Sessions{KV: sessions}},
+		Webhooks: &tools.Webhooks{Secrets: secrets, Log: log.With().Str("component", "webhook_tools").Logger()}}, nil
 }
