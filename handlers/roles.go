@@ -46,4 +46,6 @@ var Buckets = []events.Bucket{
 	{Name: BucketBudgets, TTL: events.KeepWithRuns},
 	{Name: BucketGates, TTL: events.KeepWithRuns},
 	{Name: BucketAlerts},
+	{Name: BucketLimits, TTL: 24 * time.Hour},
+	{Name: BucketQuotas, TTL: QuotaEntryTTL},
 }
