@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/auth"
+	"github.com/agentbus/agentbus/metrics"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/store"
@@ -186,6 +187,7 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.KeyForwarded, err = g.cfg.Credentials.Put(r.Context(), req.RunID, r.Header.Get("X-Api-Key")); err != nil {
+		g.release(orch.RunResult{RunID: req.RunID, TenantID: req.TenantID})
 		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("store credentials")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
 		return
@@ -416,6 +418,7 @@ func (g *Ingress) admit(w http.ResponseWriter, r *http.Request, tenant, runID st
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the request limits cannot be read now")
 		return false
 	case !a.Allowed:
+		metrics.RequestLimited(a.Code)
 		w.Header().Set("Retry-After", strconv.Itoa(a.RetryAfterSeconds()))
 		writeError(w, http.StatusTooManyRequests, a.Code, a.Message)
 		return false

@@ -190,6 +190,9 @@ func (l *Limiter) Release(ctx context.Context, tenant, runID string) error {
 
 // InFlight is the number of the tenant's runs holding a live lease.
 func (l *Limiter) InFlight(ctx context.Context, tenant string) (int, error) {
+	if l == nil || l.KV == nil {
+		return 0, nil
+	}
 	var n int
 	err := casJSON(ctx, l.KV, "runs."+tenant, func(e *runsEntry) (bool, error) {
 		pruneLeases(e, l.now())
