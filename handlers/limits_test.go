@@ -71,6 +71,9 @@ func replica(t *testing.T, env *testEnv, clock *testClock, leaseTTL time.Duratio
 // release lets it (at once when release is nil), as the router would.
 func fakeRouter(t *testing.T, env *testEnv, release func(orch.RunRequest) <-chan struct{}) *atomic.Int64 {
 	t.Helper()
+	ctx := testCtx(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
 	var seen atomic.Int64
 	sub, err := env.js.Conn().Subscribe("agent.run.requested.*", func(m *nats.Msg) {
 		ev, err := events.FromMsg(m.Header, m.Data)
@@ -84,24 +87,36 @@ func fakeRouter(t *testing.T, env *testEnv, release func(orch.RunRequest) <-chan
 			return
 		}
 		seen.Add(1)
-		go func() {
+		wg.Go(func() {
 			if release != nil {
-				<-release(req)
+				select {
+				case <-release(req):
+				case <-stop:
+					return
+				}
 			}
 			fin, err := events.Child(ev, "run.finished", events.TypeRunFinished, orch.RunResult{RunID: req.RunID,
 				TenantID: req.TenantID, SessionID: req.SessionID, Status: orch.PlanComplete, TerminalCode: orch.CodeSuccess, Response: "ok"})
 			if err == nil {
-				err = events.Publish(testCtx(t), env.js, fin)
+				err = events.Publish(ctx, env.js, fin)
 			}
-			if err != nil {
-				t.Error(err)
+			select {
+			case <-stop: // the test is over: nobody awaits this run
+			default:
+				if err != nil {
+					t.Error(err)
+				}
 			}
-		}()
+		})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	t.Cleanup(func() {
+		_ = sub.Unsubscribe()
+		close(stop)
+		wg.Wait()
+	})
 	if err := env.js.Conn().Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -277,9 +292,17 @@ func TestConcurrencyLimitSharedAcrossTwoIngresses(t *testing.T) {
 	for i := range 3 {
 		go func() { answers <- postJSON(t, replicas[i%2], "acme", "/agent/run", runBody("acme", "s1")) }()
 	}
-	for seen.Load() < 3 {
-		time.Sleep(10 * time.Millisecond)
+	awaitSeen := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for seen.Load() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d runs requested, want %d", seen.Load(), n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
+	awaitSeen(3)
 	for i := range 2 {
 		a := postJSON(t, replicas[i], "acme", "/agent/run", runBody("acme", "s1"))
 		if a.status != http.StatusTooManyRequests || a.code != "concurrency_limited" || a.retryAfter != "5" {
@@ -297,9 +320,7 @@ func TestConcurrencyLimitSharedAcrossTwoIngresses(t *testing.T) {
 	}
 	waitInFlight(2)
 	go func() { answers <- postJSON(t, replicas[1], "acme", "/agent/run", runBody("acme", "s1")) }()
-	for seen.Load() < 5 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitSeen(5)
 	waitInFlight(3)
 
 	// The replicas "die" holding three leases: they expire by themselves.
