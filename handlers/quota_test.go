@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/orch"
 )
@@ -66,10 +68,8 @@ func TestQuota_TenantDailyBudgetStopsRunsAcrossSessions(t *testing.T) {
 	if calib.TerminalCode != orch.CodeSuccess || spent < 100 {
 		t.Fatalf("calibration run %s with %g tokens", calib.TerminalCode, spent)
 	}
-	// A run's peak draw passes what it spends by its reservations (output
-	// tokens reserved and not used, up to the model's maximum output): twice
-	// a run fits one run, not two.
-	daily := 2 * spent
+	// Half a run more than one run: the first fits, the second cannot.
+	daily := float64(int(spent * 1.5))
 	setPolicy(t, env, fmt.Sprintf(`{"defaults":{"wall_clock_s":200000},"quotas":{"tenants":{"*":{"daily_tokens":%g}}}}`, daily))
 	dayQuota := orch.Quota{Scope: orch.QuotaTenant, Subject: testTenant, Period: orch.PeriodDay, Tokens: daily}
 
@@ -189,5 +189,57 @@ func TestQuota_AgentSessionAndMonthlyQuotas(t *testing.T) {
 	r5 := run("run-q5", "agent-3", "s4")
 	if err := env.budgets.Reserve(ctx, r5, tokens(450)); err != nil {
 		t.Fatalf("a new month's draw: %v", err)
+	}
+}
+
+// maxed is a model with a maximum output that answers with 200 output
+// tokens and its input estimate, recording each call's max_tokens.
+type maxed struct{ maxTokens *[]int }
+
+func (m maxed) MaxOutputTokens() int { return 1000 }
+
+func (m maxed) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
+	*m.maxTokens = append(*m.maxTokens, req.MaxTokens)
+	return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: "ok"},
+		Usage: llm.Usage{InputTokens: llm.EstimateInputTokens(req), OutputTokens: 200}}, nil
+}
+
+// TestQuota_ModelCallCappedAtWhatTheQuotaLeaves: the model wrapper
+// reserves a call's input and maximum output from the quotas; when the
+// quota leaves less output than the maximum the call is made with
+// max_tokens capped at what is left, and when it leaves not even the
+// input the call is not made.
+func TestQuota_ModelCallCappedAtWhatTheQuotaLeaves(t *testing.T) {
+	env, _ := quotaEnv(t)
+	ctx := testCtx(t)
+	req := llm.NewRequest(llm.TaskSynthesize, llm.SynthInput{Task: strings.Repeat("rank the outlets by engagement ", 60)})
+	in := llm.EstimateInputTokens(req)
+	if in <= 300 {
+		t.Fatalf("input estimate %d: the test needs more than 300", in)
+	}
+	// First call: in+1000 reserved, in+200 used. Second: 500 left after
+	// its input. Third: less than its input left.
+	daily := float64(2*in + 700)
+	p := orch.BudgetPolicy{Quotas: &orch.Quotas{Tenants: map[string]orch.TokenQuota{testTenant: {DailyTokens: daily}}}}
+	rb := RunBudget{Tenant: testTenant, RunID: "run-capped", Limits: orch.DefaultLimits, Quotas: p.QuotasFor(testTenant, "", "s1"),
+		Deadline: env.budgets.Now().Add(time.Hour)}
+	var maxTokens []int
+	m := env.budgets.Model(maxed{&maxTokens}, rb)
+	for i := range 2 {
+		if _, err := m.Complete(ctx, req); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+	}
+	_, err := m.Complete(ctx, req)
+	var ex *Exhausted
+	if !errors.As(err, &ex) || ex.Quota == nil || ex.Quota.Period != orch.PeriodDay {
+		t.Fatalf("third call = %v, want refused by the daily quota", err)
+	}
+	if len(maxTokens) != 2 || maxTokens[0] < 1000 || maxTokens[1] != 500 {
+		t.Fatalf("max_tokens of the calls made %v, want the maximum, then 500", maxTokens)
+	}
+	used, err := env.budgets.QuotaUsed(ctx, testTenant, rb.Quotas[0], env.budgets.Now())
+	if err != nil || used != float64(2*(in+200)) {
+		t.Fatalf("quota ledger %g (%v), want the two calls' %d tokens", used, err, 2*(in+200))
 	}
 }
