@@ -335,3 +335,48 @@ func TestConcurrencyLimitSharedAcrossTwoIngresses(t *testing.T) {
 		}
 	}
 }
+
+// TestLimiterLeasesAndPolicy: a run id that holds a lease is admitted
+// again without a second slot (a retried event is the same run); Release
+// is idempotent; an invalid limits policy is an error, never "no limits",
+// and the ingress answers it 503.
+func TestLimiterLeasesAndPolicy(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	kv, err := env.js.KeyValue(ctx, BucketLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newTestClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+	l := &Limiter{KV: kv, Config: env.config, Now: clock.now, Defaults: TenantLimits{ConcurrentRuns: 2}}
+	for _, id := range []string{"run-1", "run-1", "run-2"} {
+		if a, err := l.Admit(ctx, "acme", id); err != nil || !a.Allowed {
+			t.Fatalf("Admit(%s) = %+v, %v", id, a, err)
+		}
+	}
+	if a, err := l.Admit(ctx, "acme", "run-3"); err != nil || a.Allowed || a.Code != "concurrency_limited" || a.Limit != 2 {
+		t.Fatalf("a third run = %+v, %v; want concurrency_limited at 2", a, err)
+	}
+	for range 2 {
+		if err := l.Release(ctx, "acme", "run-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := l.InFlight(ctx, "acme"); n != 1 {
+		t.Fatalf("%d in flight after releasing run-1 twice, want 1", n)
+	}
+	if a, err := l.Admit(ctx, "acme", "run-3"); err != nil || !a.Allowed {
+		t.Fatalf("run-3 after a release = %+v, %v", a, err)
+	}
+
+	for _, bad := range []string{`{"defaults":{"requests_per_minute":-1}}`, `{"tenant":{}}`, `not json`} {
+		setLimits(t, env, bad)
+		if _, err := l.Admit(ctx, "acme", ""); err == nil {
+			t.Errorf("policy %s admitted", bad)
+		}
+	}
+	srv := newIngressServer(t, env, IngressConfig{Limiter: l})
+	if a := postJSON(t, srv, "acme", "/agent/run", runBody("acme", "s1")); a.status != http.StatusServiceUnavailable || a.code != "unavailable" {
+		t.Fatalf("a run under an invalid limits policy = %+v, want 503 unavailable", a)
+	}
+}
