@@ -25,8 +25,11 @@ const BucketBudgets = "budgets"
 // its limit: a call that would is not made. A nil Budgets enforces
 // nothing.
 type Budgets struct {
-	KV  jetstream.KeyValue
-	Now func() time.Time
+	KV jetstream.KeyValue
+	// Quotas is the quotas bucket: the token quotas' ledgers (see
+	// DrawQuotas); nil enforces no quota.
+	Quotas jetstream.KeyValue
+	Now    func() time.Time
 
 	// last caches each run's entry as this process last wrote it, so a
 	// draw usually costs one round trip (an update at the known
@@ -53,11 +56,14 @@ type RunBudget struct {
 	Tenant, RunID string
 	Limits        orch.Vector
 	Deadline      time.Time
+	// Quotas are the token quotas the run's model calls draw from too.
+	Quotas []orch.Quota
 }
 
 // BudgetOf is the budget of a run state.
 func BudgetOf(s orch.RunState) RunBudget {
-	return RunBudget{Tenant: s.Request.TenantID, RunID: s.Request.RunID, Limits: s.Budget.Limits, Deadline: s.Deadline}
+	return RunBudget{Tenant: s.Request.TenantID, RunID: s.Request.RunID, Limits: s.Budget.Limits, Deadline: s.Deadline,
+		Quotas: s.Budget.Quotas}
 }
 
 // ErrBudgetExhausted is wrapped by every refused draw.
@@ -73,9 +79,22 @@ type Exhausted struct {
 	Want   float64     `json:"requested"`
 	Limits orch.Vector `json:"limits"`
 	Spent  orch.Vector `json:"used_vector"`
+	// Quota, when set, is the token quota the draw would pass (Dim is
+	// then quota_tokens, Limit and Used its tokens).
+	Quota *QuotaHit `json:"quota,omitempty"`
+}
+
+// QuotaHit names a spent quota: which one, its ledger key and period.
+type QuotaHit struct {
+	orch.Quota
+	Key string `json:"key"`
 }
 
 func (e *Exhausted) Error() string {
+	if q := e.Quota; q != nil {
+		return fmt.Sprintf("budget exhausted: the %s %s's %s token quota of %g is spent (%g used, %g more needed)",
+			q.Scope, q.Subject, periodName(q.Period), q.Tokens, e.Used, e.Want)
+	}
 	if e.Dim == orch.DimWallClockS {
 		return fmt.Sprintf("budget exhausted: the run's wall clock of %gs ran out", e.Limit)
 	}
@@ -115,13 +134,31 @@ func (b *Budgets) Draw(ctx context.Context, rb RunBudget, want orch.Vector) (Bud
 		lim := rb.Limits[orch.DimWallClockS]
 		return BudgetEntry{}, &Exhausted{Dim: orch.DimWallClockS, Limit: lim, Used: lim, Limits: rb.Limits}
 	}
-	return b.update(ctx, rb, func(e *BudgetEntry) error {
+	entry, err := b.update(ctx, rb, func(e *BudgetEntry) error {
 		if d := orch.Over(rb.Limits, e.Used, want); d != "" {
 			return &Exhausted{Dim: d, Limit: rb.Limits[d], Used: e.Used[d], Want: want[d], Limits: rb.Limits, Spent: e.Used}
 		}
 		e.Used = e.Used.Add(want)
 		return nil
 	})
+	if err != nil {
+		return entry, err
+	}
+	if err := b.DrawQuotas(ctx, rb, quotaTokens(want), true); err != nil {
+		// The run's draw is taken back: nothing is drawn on a refusal.
+		if _, uerr := b.update(context.WithoutCancel(ctx), rb, func(e *BudgetEntry) error {
+			e.Used = e.Used.Sub(want)
+			return nil
+		}); uerr != nil {
+			return BudgetEntry{}, errors.Join(err, uerr)
+		}
+		var ex *Exhausted
+		if errors.As(err, &ex) {
+			ex.Limits, ex.Spent = rb.Limits, entry.Used.Sub(want)
+		}
+		return BudgetEntry{}, err
+	}
+	return entry, nil
 }
 
 // Settle replaces a reservation by what the call actually used: the
@@ -147,7 +184,7 @@ func (b *Budgets) Settle(ctx context.Context, rb RunBudget, reserved, actual orc
 		}
 		return nil
 	})
-	return err
+	return errors.Join(err, b.DrawQuotas(ctx, rb, quotaTokens(delta), false))
 }
 
 // Get reads a run's ledger entry.

@@ -13,6 +13,9 @@ import (
 // tokens it may produce (the model's maximum output, or what the budget has
 // left when that is less) and their cost at the model's price, plus one
 // retry for a repair; a call that does not fit is not made (*Exhausted).
+// The reservation is drawn from the run's token quotas too; when a quota
+// or the run's output tokens leave less output than the maximum, the call
+// is made with max_tokens capped at what is left.
 // The call's max_tokens is what the budget had left, so no answer runs past
 // it. After the call the reservation is settled with the call's reported
 // usage. The call's context ends at the run's deadline. Without a ledger or
@@ -52,16 +55,31 @@ func (m budgetedModel) Complete(ctx context.Context, req llm.Request) (llm.Respo
 	}
 	reserved := want(out)
 	entry, err := m.ledger.Draw(ctx, m.run, reserved)
-	var ex *Exhausted
-	if errors.As(err, &ex) && ex.Dim == orch.DimOutputTokens && ex.Limit-ex.Used >= 1 {
-		// Less output than the model's maximum is left: the call may
-		// still be made, capped at what remains.
-		out = int(ex.Limit - ex.Used)
+	capped := false
+	for range len(m.run.Quotas) + 1 {
+		// Less output than the model's maximum is left (of the run's
+		// output tokens, or of a token quota once the input is
+		// counted): the call may still be made, capped at what remains.
+		var ex *Exhausted
+		if !errors.As(err, &ex) || ex.Dim != orch.DimOutputTokens && ex.Quota == nil {
+			break
+		}
+		left := ex.Limit - ex.Used
+		if ex.Quota != nil {
+			left -= float64(in)
+		}
+		if left < 1 || int(left) >= out {
+			break
+		}
+		out, capped = int(left), true
 		reserved = want(out)
 		entry, err = m.ledger.Draw(ctx, m.run, reserved)
 	}
 	if err != nil {
 		return llm.Response{}, err
+	}
+	if capped {
+		req.MaxTokens = out
 	}
 	if lim, ok := m.run.Limits[orch.DimOutputTokens]; ok {
 		// What was left before this call: its answer may not pass it.

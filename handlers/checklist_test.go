@@ -140,7 +140,7 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 		if err != nil {
 			t.Fatalf("Handle %s: %v", ev.Type(), err)
 		}
-		checkOutputs(t, outs)
+		checkOutputsOf(t, outs, events.MetaOf(first).Tenant)
 		queue = append(queue, outs...)
 	}
 	if len(results) != 1 {

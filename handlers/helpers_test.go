@@ -217,12 +217,18 @@ func ids(outs []event.Event) []string {
 // valid CloudEvent that can be published, and it carries the tenant.
 func checkOutputs(t *testing.T, outs []event.Event) {
 	t.Helper()
+	checkOutputsOf(t, outs, testTenant)
+}
+
+// checkOutputsOf is checkOutputs for a run of tenant.
+func checkOutputsOf(t *testing.T, outs []event.Event, tenant string) {
+	t.Helper()
 	for _, ev := range outs {
 		if _, err := events.ToMsg(ev); err != nil {
 			t.Errorf("output %s cannot be published: %v", ev.Type(), err)
 		}
-		if got := events.MetaOf(ev).Tenant; got != testTenant {
-			t.Errorf("output %s has tenant %q, want %q", ev.Type(), got, testTenant)
+		if got := events.MetaOf(ev).Tenant; got != tenant {
+			t.Errorf("output %s has tenant %q, want %q", ev.Type(), got, tenant)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/auth"
+	"github.com/agentbus/agentbus/metrics"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/store"
@@ -69,6 +71,10 @@ type IngressConfig struct {
 	// ToolSecrets keeps the webhook tools' secrets; nil (or one without
 	// a key) refuses to create webhook tools (503 secrets_unavailable).
 	ToolSecrets ToolSecrets
+	// Limiter bounds each tenant's request rate and concurrent runs
+	// across every ingress (POST /agent/run, POST /agent/events); nil
+	// admits everything.
+	Limiter *Limiter
 }
 
 // Ingress is the chat API bridge (seed 000 §11): it validates requests and
@@ -109,6 +115,10 @@ func (g *Ingress) Start() error {
 	defer cancel()
 	runs, err := runclient.New(ctx, g.js, runclient.Config{Source: "ingress", OnError: func(err error) {
 		g.log.Debug().Err(err).Msg("run.finished consumer")
+	}, OnFinished: func(res orch.RunResult) {
+		if g.cfg.Limiter != nil {
+			go g.release(res) // off the follower, which hands results to their waiters
+		}
 	}})
 	if err != nil {
 		return fmt.Errorf("handlers: ingress: %w", err)
@@ -178,7 +188,11 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if !g.admit(w, r, req.TenantID, req.RunID) {
+		return
+	}
 	if req.KeyForwarded, err = g.cfg.Credentials.Put(r.Context(), req.RunID, r.Header.Get("X-Api-Key")); err != nil {
+		g.release(orch.RunResult{RunID: req.RunID, TenantID: req.TenantID})
 		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("store credentials")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
 		return
@@ -187,6 +201,7 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 	defer span.End()
 	pending, err := g.runs.Submit(sctx, req)
 	if err != nil {
+		g.release(orch.RunResult{RunID: req.RunID, TenantID: req.TenantID})
 		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("publish run.requested")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
 		return
@@ -394,6 +409,38 @@ func statusOf(code string) int {
 		return http.StatusServiceUnavailable
 	default:
 		return http.StatusBadRequest
+	}
+}
+
+// admit asks the limiter to admit a request of the tenant (and a run,
+// when runID is set), answering 429 with Retry-After when it refuses and
+// 503 when the limits cannot be read.
+func (g *Ingress) admit(w http.ResponseWriter, r *http.Request, tenant, runID string) bool {
+	a, err := g.cfg.Limiter.Admit(r.Context(), tenant, runID)
+	switch {
+	case err != nil:
+		g.log.Error().Err(err).Str("tenant_id", tenant).Msg("request limits")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the request limits cannot be read now")
+		return false
+	case !a.Allowed:
+		metrics.RequestLimited(a.Code)
+		w.Header().Set("Retry-After", strconv.Itoa(a.RetryAfterSeconds()))
+		writeError(w, http.StatusTooManyRequests, a.Code, a.Message)
+		return false
+	}
+	return true
+}
+
+// release frees a finished run's concurrency lease (every ingress sees
+// every run.finished; the one holding no lease writes nothing).
+func (g *Ingress) release(res orch.RunResult) {
+	if g.cfg.Limiter == nil || res.TenantID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.cfg.Limiter.Release(ctx, res.TenantID, res.RunID); err != nil {
+		g.log.Warn().Err(err).Str("run_id", res.RunID).Msg("concurrency lease not released; it expires by itself")
 	}
 }
 

@@ -113,8 +113,12 @@ func (g *Ingress) inboundEvent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
+	if !g.admit(w, r, tenant, req.RunID) {
+		return
+	}
 	pending, err := g.runs.Submit(r.Context(), req)
 	if err != nil {
+		g.release(orch.RunResult{RunID: req.RunID, TenantID: tenant})
 		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("publish run.requested for a trigger")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
 		return

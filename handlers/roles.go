@@ -50,4 +50,6 @@ var Buckets = []events.Bucket{
 	{Name: BucketGates, TTL: events.KeepWithRuns},
 	{Name: BucketAlerts},
 	{Name: BucketToolSecrets},
+	{Name: BucketLimits, TTL: 24 * time.Hour},
+	{Name: BucketQuotas, TTL: QuotaEntryTTL},
 }

@@ -405,8 +405,13 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 	// The routing call draws on the limits known before the task type
 	// is: the decider then resolves the run's own.
 	limits, _ := in.Policy.Limits(req.TenantID, "", 0, req.Budget)
+	agent := ""
+	if in.Agent != nil {
+		agent = in.Agent.ID
+	}
 	rb := RunBudget{Tenant: req.TenantID, RunID: req.RunID, Limits: limits,
-		Deadline: in.At.Add(time.Duration(limits[orch.DimWallClockS] * float64(time.Second)))}
+		Deadline: in.At.Add(time.Duration(limits[orch.DimWallClockS] * float64(time.Second))),
+		Quotas:   in.Policy.QuotasFor(req.TenantID, agent, req.SessionID)}
 	rec := llm.Record(r.Model)
 	mreq := llm.NewRequest(llm.TaskRoute, llm.RouteInput{Task: req.Message, TaskTypes: tts, Patterns: in.Patterns})
 	mreq.Schema = llm.RouteSchema

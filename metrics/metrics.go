@@ -82,6 +82,15 @@ var (
 		Name: "agentbus_gates_opened_total",
 		Help: "Gates runs parked at, by kind (approval, interrupt, elicitation).",
 	}, []string{"kind"})
+	requestsLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentbus_requests_limited_total",
+		Help: "Requests the ingress refused 429 for a tenant's request limits, by code (rate_limited, concurrency_limited).",
+	}, []string{"code"})
+	modelSlotWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "agentbus_model_slot_wait_seconds",
+		Help:    "How long model calls waited for a free slot of their provider's concurrency limit (calls that found one free are not observed), by provider.",
+		Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300},
+	}, []string{"provider"})
 	gateWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "agentbus_gate_wait_seconds",
 		Help:    "How long a gate waited for its resolution, by kind and decision.",
@@ -94,7 +103,7 @@ var lag = &lagCollector{consumers: map[string]jetstream.Consumer{}}
 func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		messages, handleSeconds, runsFinished, modelCalls, modelTokens, modelCost, skillCalls, skillSeconds,
-		largeResponses, budgetStops, gatesOpened, gateWait, lag)
+		largeResponses, budgetStops, gatesOpened, gateWait, modelSlotWait, requestsLimited, lag)
 }
 
 // Handler serves the Registry in the Prometheus exposition format.
@@ -241,3 +250,12 @@ func (l *lagCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(ackPending, prometheus.GaugeValue, float64(info.NumAckPending), role)
 	}
 }
+
+// ModelSlotWait records a model call's wait for a free slot of its
+// provider's concurrency limit (llm.Slots.OnWait).
+func ModelSlotWait(provider string, waited time.Duration) {
+	modelSlotWait.WithLabelValues(provider).Observe(waited.Seconds())
+}
+
+// RequestLimited counts a request refused for a tenant's request limits.
+func RequestLimited(code string) { requestsLimited.WithLabelValues(code).Inc() }

@@ -61,3 +61,21 @@ func TestObserve_CountsWhatTheOutputsSay(t *testing.T) {
 		t.Errorf("an audit event counted %d finished runs", n)
 	}
 }
+
+// RequestLimited counts refusals by code; ModelSlotWait observes waits
+// by provider.
+func TestRequestLimitsAndSlotWaits(t *testing.T) {
+	RequestLimited("rate_limited")
+	RequestLimited("rate_limited")
+	RequestLimited("concurrency_limited")
+	ModelSlotWait("openai", 200*time.Millisecond)
+	if got := testutil.ToFloat64(requestsLimited.WithLabelValues("rate_limited")); got != 2 {
+		t.Errorf("rate_limited = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(requestsLimited.WithLabelValues("concurrency_limited")); got != 1 {
+		t.Errorf("concurrency_limited = %v, want 1", got)
+	}
+	if n := testutil.CollectAndCount(modelSlotWait); n != 1 {
+		t.Errorf("%d slot wait series, want 1", n)
+	}
+}

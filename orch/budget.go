@@ -116,6 +116,111 @@ type BudgetPolicy struct {
 	Tenants map[string]Vector `json:"tenants,omitempty"`
 	// Escalation routes runs that cannot proceed within policy to review.
 	Escalation *Escalation `json:"escalation,omitempty"`
+	// Quotas are token allowances shared by many runs: per tenant and
+	// agent per calendar day and month (UTC), per session in total.
+	Quotas *Quotas `json:"quotas,omitempty"`
+}
+
+// Quotas configure the token quotas (input plus output tokens) that every
+// model call of a run draws from besides its own budget. Tenants and
+// Agents are keyed by tenant id and "<tenant>/<agent_id>"; "*" applies to
+// the tenants (agents) not named. An unset amount sets no quota.
+type Quotas struct {
+	Tenants map[string]TokenQuota `json:"tenants,omitempty"`
+	Agents  map[string]TokenQuota `json:"agents,omitempty"`
+	// SessionTokens bounds the tokens of all the runs of one session.
+	SessionTokens float64 `json:"session_tokens,omitempty"`
+}
+
+// TokenQuota is a token allowance per UTC calendar day and month.
+type TokenQuota struct {
+	DailyTokens   float64 `json:"daily_tokens,omitempty"`
+	MonthlyTokens float64 `json:"monthly_tokens,omitempty"`
+}
+
+// Quota scopes and periods.
+const (
+	QuotaTenant  = "tenant"
+	QuotaAgent   = "agent"
+	QuotaSession = "session"
+
+	PeriodDay   = "day"
+	PeriodMonth = "month"
+	PeriodTotal = "total"
+)
+
+// Quota is one token allowance a run draws from: whose (Scope and
+// Subject, within the run's tenant), over which period, and how many
+// tokens it allows.
+type Quota struct {
+	Scope   string  `json:"scope"`
+	Subject string  `json:"subject"`
+	Period  string  `json:"period"`
+	Tokens  float64 `json:"tokens"`
+}
+
+// Validate checks every amount and the agents' keys.
+func (q *Quotas) Validate() error {
+	if q == nil {
+		return nil
+	}
+	amount := func(where string, x float64) error {
+		if x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("budgets quotas.%s must be a finite number of at least 0", where)
+		}
+		return nil
+	}
+	for name, m := range map[string]map[string]TokenQuota{"tenants": q.Tenants, "agents": q.Agents} {
+		for k, tq := range m {
+			if name == "agents" && k != "*" {
+				if t, a, ok := strings.Cut(k, "/"); !ok || !validToken(t) || !validToken(a) {
+					return fmt.Errorf("budgets quotas.agents: key %q is not <tenant>/<agent_id> or *", k)
+				}
+			}
+			if name == "tenants" && k != "*" && !validToken(k) {
+				return fmt.Errorf("budgets quotas.tenants: key %q is not a tenant id or *", k)
+			}
+			if err := amount(name+"."+k+".daily_tokens", tq.DailyTokens); err != nil {
+				return err
+			}
+			if err := amount(name+"."+k+".monthly_tokens", tq.MonthlyTokens); err != nil {
+				return err
+			}
+		}
+	}
+	return amount("session_tokens", q.SessionTokens)
+}
+
+// QuotasFor are the quotas a run of tenant, acting as agent (or "") in
+// session, draws from, in a fixed order.
+func (p BudgetPolicy) QuotasFor(tenant, agent, session string) []Quota {
+	q := p.Quotas
+	if q == nil {
+		return nil
+	}
+	var out []Quota
+	add := func(scope, subject string, tq TokenQuota) {
+		if tq.DailyTokens > 0 {
+			out = append(out, Quota{Scope: scope, Subject: subject, Period: PeriodDay, Tokens: tq.DailyTokens})
+		}
+		if tq.MonthlyTokens > 0 {
+			out = append(out, Quota{Scope: scope, Subject: subject, Period: PeriodMonth, Tokens: tq.MonthlyTokens})
+		}
+	}
+	pick := func(m map[string]TokenQuota, key string) TokenQuota {
+		if tq, ok := m[key]; ok {
+			return tq
+		}
+		return m["*"]
+	}
+	add(QuotaTenant, tenant, pick(q.Tenants, tenant))
+	if agent != "" {
+		add(QuotaAgent, agent, pick(q.Agents, tenant+"/"+agent))
+	}
+	if session != "" && q.SessionTokens > 0 {
+		out = append(out, Quota{Scope: QuotaSession, Subject: session, Period: PeriodTotal, Tokens: q.SessionTokens})
+	}
+	return out
 }
 
 // Escalation is where a run goes when it cannot proceed within its
@@ -146,6 +251,9 @@ func (p BudgetPolicy) Validate() error {
 		if err := check("tenants."+name, v); err != nil {
 			return err
 		}
+	}
+	if err := p.Quotas.Validate(); err != nil {
+		return err
 	}
 	if e := p.Escalation; e != nil {
 		if strings.TrimSpace(e.Target) == "" {
@@ -192,6 +300,10 @@ type Budget struct {
 	// the budgets ledger, which is the authority.
 	Spent      Vector      `json:"spent,omitempty"`
 	Escalation *Escalation `json:"escalation,omitempty"`
+	// Quotas are the token quotas the run's model calls draw from
+	// besides its limits (BudgetPolicy.QuotasFor), as resolved when the
+	// run started.
+	Quotas []Quota `json:"quotas,omitempty"`
 }
 
 // UsageVector is a model usage as budget dimensions.

@@ -17,8 +17,16 @@ func (d *decision) budget(p BudgetPolicy) {
 	req := d.State.Request
 	limits, clamped := p.Limits(req.TenantID, d.State.TaskType, d.State.PatternDef.RunTimeoutS, req.Budget)
 	d.State.Budget.Limits, d.State.Budget.Escalation = limits, p.Escalation
+	agent := ""
+	if d.State.Agent != nil {
+		agent = d.State.Agent.ID
+	}
+	d.State.Budget.Quotas = p.QuotasFor(req.TenantID, agent, req.SessionID)
 	payload := map[string]any{"limits": limits, "requested": req.Budget, "clamped_by_tenant_caps": clamped,
 		"escalation": p.Escalation}
+	if len(d.State.Budget.Quotas) > 0 {
+		payload["quotas"] = d.State.Budget.Quotas
+	}
 	if d.State.Agent != nil {
 		payload["clamped_by_agent"] = d.agentLimits()
 	}

@@ -1,6 +1,7 @@
 package orch
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -196,5 +197,47 @@ func TestDecideEscalatesToReviewUnderItsPolicy(t *testing.T) {
 	sr = started(t, "run-noesc", policy, twoSteps())
 	if res := only[RunResult](t, Decide(sr.Run, Joined{Results: []StepResult{{Step: 1, Outcome: OutcomeUnsafe, Reason: "r"}}, At: t0})); res.TerminalCode != CodeUnsafeDetection {
 		t.Errorf("unsafe ends %s", res.TerminalCode)
+	}
+}
+
+// TestDecideRecordsTheRunsQuotas: the decider resolves the token quotas
+// a run draws from (its tenant's, wildcard or named; its agent's; its
+// session's) into its state and budget.resolved, so a replay sees them;
+// invalid quotas do not validate.
+func TestDecideRecordsTheRunsQuotas(t *testing.T) {
+	p := BudgetPolicy{Quotas: &Quotas{
+		Tenants:       map[string]TokenQuota{"*": {DailyTokens: 1000}, "other": {MonthlyTokens: 5}},
+		Agents:        map[string]TokenQuota{"acme/helper": {DailyTokens: 300}},
+		SessionTokens: 700}}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	req := request("run-q")
+	d := Decide(State{}, Requested{Request: req, TaskTypes: taskTypes, Policy: p,
+		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact}, At: t0})
+	run := only[PlanRequest](t, d).Run
+	want := []Quota{{Scope: QuotaTenant, Subject: req.TenantID, Period: PeriodDay, Tokens: 1000},
+		{Scope: QuotaSession, Subject: req.SessionID, Period: PeriodTotal, Tokens: 700}}
+	if !slices.Equal(run.Budget.Quotas, want) {
+		t.Fatalf("quotas %+v, want %+v", run.Budget.Quotas, want)
+	}
+	if got := p.QuotasFor("acme", "helper", ""); len(got) != 2 || got[1] != (Quota{Scope: QuotaAgent, Subject: "helper", Period: PeriodDay, Tokens: 300}) {
+		t.Errorf("an agent's quotas %+v", got)
+	}
+	if got := p.QuotasFor("other", "", ""); len(got) != 1 || got[0].Period != PeriodMonth || got[0].Tokens != 5 {
+		t.Errorf("a named tenant's quotas %+v replace the wildcard's", got)
+	}
+	if got := (BudgetPolicy{}).QuotasFor("acme", "a", "s"); got != nil {
+		t.Errorf("no quotas configured yet %+v", got)
+	}
+	for _, bad := range []Quotas{
+		{Tenants: map[string]TokenQuota{"acme": {DailyTokens: -1}}},
+		{Agents: map[string]TokenQuota{"helper": {DailyTokens: 1}}},
+		{Tenants: map[string]TokenQuota{"a b": {DailyTokens: 1}}},
+		{SessionTokens: math.Inf(1)},
+	} {
+		if (BudgetPolicy{Quotas: &bad}).Validate() == nil {
+			t.Errorf("quotas %+v validated", bad)
+		}
 	}
 }

@@ -31,6 +31,9 @@ type Config struct {
 	// OnError receives the errors the run.finished consumer reports (a
 	// lost connection, a consumer being recreated); nil drops them.
 	OnError func(error)
+	// OnFinished, when set, receives every run.finished the client sees
+	// (any process's run, duplicates included), not the parked runs.
+	OnFinished func(orch.RunResult)
 }
 
 // Client submits runs on NATS and awaits their run.finished. It is safe
@@ -90,6 +93,8 @@ func (c *Client) finished(m jetstream.Msg) {
 		res = ParkedResult(p)
 	} else if events.Decode(ev, &res) != nil {
 		return
+	} else if c.cfg.OnFinished != nil {
+		c.cfg.OnFinished(res)
 	}
 	c.mu.Lock()
 	ch := c.waiters[res.RunID]

@@ -21,6 +21,7 @@ func up(args []string) int {
 		"listen address of the demo Skill Service, served unless SKILL_SERVICE_URL, --skills or SKILL_TRANSPORT=stdio names other skills")
 	var ingress app.IngressOptions
 	ingress.RegisterAuth(fs)
+	ingress.RegisterLimits(fs)
 	var pc app.Config
 	pc.RegisterStack(fs)
 	fs.Usage = func() {

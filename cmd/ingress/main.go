@@ -13,6 +13,7 @@ func main() {
 	c := app.Parse("ingress", "the agentbus HTTP API", os.Args[1:], func(fs *flag.FlagSet) {
 		fs.StringVar(&opts.Addr, "http", app.Env("INGRESS_ADDR", "127.0.0.1:8080"), "listen address (env INGRESS_ADDR)")
 		opts.RegisterAuth(fs)
+		opts.RegisterLimits(fs)
 		fs.DurationVar(&opts.RunTimeout, "run-timeout", 5*time.Minute, "how long POST /agent/run waits for an answer")
 	})
 	log := app.Logger("ingress", c.LogLevel)

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/anthropic"
@@ -57,6 +59,9 @@ type Options struct {
 	// provider is unavailable.
 	Fallback string
 	Prices   llm.Prices
+	// Concurrency, when set, bounds the calls in flight per provider
+	// (openai, anthropic, bedrock) across every model it opens.
+	Concurrency *Concurrency
 }
 
 // Open returns the model spec names, metered, with the fallback if set.
@@ -86,6 +91,9 @@ func Open(ctx context.Context, spec string, o Options) (llm.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider: %s: %w", spec, err)
 	}
+	if o.Concurrency != nil {
+		m = llm.Limited{Model: m, Slots: o.Concurrency.For(name)}
+	}
 	metered := llm.Metered{Model: m, Prices: o.Prices, ID: id}
 	switch o.Fallback {
 	case "":
@@ -112,4 +120,32 @@ func OpenEmbedder(spec string, pc llm.ProviderConfig, dim int) (store.Embedder, 
 		return openai.NewEmbedder(pc, dim)
 	}
 	return nil, fmt.Errorf("%w: %q: embeddings come from offline or openai:<model>", ErrSpec, spec)
+}
+
+// Concurrency bounds the model calls in flight to each provider from one
+// process: every model Open makes with it shares its provider's Max
+// slots, whatever the model id or role. Waiting callers honour their
+// context. OnWait, when set, is told of each wait (see llm.Slots).
+type Concurrency struct {
+	Max    int
+	OnWait func(provider string, waited time.Duration)
+
+	mu    sync.Mutex
+	slots map[string]*llm.Slots
+}
+
+// For returns the provider's slots.
+func (c *Concurrency) For(provider string) *llm.Slots {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.slots == nil {
+		c.slots = map[string]*llm.Slots{}
+	}
+	s, ok := c.slots[provider]
+	if !ok {
+		s = llm.NewSlots(provider, c.Max)
+		s.OnWait = c.OnWait
+		c.slots[provider] = s
+	}
+	return s
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/provider"
+	"github.com/agentbus/agentbus/metrics"
 	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/tracing"
 )
@@ -44,7 +45,10 @@ type ModelConfig struct {
 	// n-grams) or openai:<model>, with EmbeddingDimension dimensions.
 	Embedder           string
 	EmbeddingDimension int
-	apiKey             string
+	// MaxConcurrency bounds the calls in flight to each provider from
+	// this process (MODEL_MAX_CONCURRENCY).
+	MaxConcurrency int
+	apiKey         string
 }
 
 // Register adds the model flags to fs, with defaults from the environment.
@@ -73,8 +77,15 @@ func (m *ModelConfig) Register(fs *flag.FlagSet) {
 		"memory embeddings: offline (hashed n-grams) or openai:<model> at --model-base-url (env EMBEDDER)")
 	fs.IntVar(&m.EmbeddingDimension, "embedding-dimension", envInt("EMBEDDING_DIMENSION", DefaultEmbeddingDimension),
 		"length of the memory embeddings; with the opensearch store it is also the knn_vector dimension (env EMBEDDING_DIMENSION)")
+	fs.IntVar(&m.MaxConcurrency, "model-max-concurrency", envInt("MODEL_MAX_CONCURRENCY", DefaultModelConcurrency),
+		"model calls in flight to each provider (openai, anthropic, bedrock) from this process; further calls wait. "+
+			"Per process: set it to the provider's limit divided by the processes that call it (env MODEL_MAX_CONCURRENCY)")
 	m.apiKey = os.Getenv("MODEL_API_KEY")
 }
+
+// DefaultModelConcurrency is the default bound of the calls in flight to
+// one provider from one process.
+const DefaultModelConcurrency = 32
 
 // Validate checks every spec and setting, and reads the key file.
 func (m *ModelConfig) Validate() error {
@@ -88,6 +99,9 @@ func (m *ModelConfig) Validate() error {
 	}
 	if _, err := m.temperature(); err != nil {
 		return err
+	}
+	if m.MaxConcurrency < 0 {
+		return fmt.Errorf("MODEL_MAX_CONCURRENCY must be at least 1 (0 takes the default)")
 	}
 	if m.MaxTokens < 1 {
 		return fmt.Errorf("MODEL_MAX_TOKENS must be at least 1")
@@ -175,7 +189,8 @@ func (m *ModelConfig) Open(ctx context.Context) (Models, error) {
 	}
 	opts := provider.Options{Fallback: m.Fallback, Prices: prices, Provider: llm.ProviderConfig{
 		BaseURL: m.BaseURL, APIKey: m.apiKey, Temperature: temp, MaxTokens: m.MaxTokens, Timeout: m.Timeout,
-		MaxRetries: m.MaxRetries, Region: m.Region}}
+		MaxRetries: m.MaxRetries, Region: m.Region},
+		Concurrency: &provider.Concurrency{Max: cmp.Or(m.MaxConcurrency, DefaultModelConcurrency), OnWait: metrics.ModelSlotWait}}
 	if opts.Provider.MaxRetries == 0 {
 		opts.Provider.MaxRetries = -1 // 0 means none here; the providers read 0 as their default
 	}

@@ -31,7 +31,7 @@ const (
 // IngressBuckets are the KV buckets the ingress reads and writes besides
 // the store's: forwarded keys, cancels, sessions and tenants' API keys.
 var IngressBuckets = []string{handlers.BucketCredentials, handlers.BucketCancels, handlers.BucketSessions, auth.KeyBucket,
-	handlers.BucketGates, handlers.BucketToolSecrets}
+	handlers.BucketGates, handlers.BucketToolSecrets, handlers.BucketLimits, handlers.BucketConfig}
 
 // NATSUsers are the user names of a server with per-role permissions: one
 // per role process (the aggregator process runs the projector too, on one

@@ -95,6 +95,21 @@ type IngressOptions struct {
 	APIKeys bool
 	// JWT verifies tenants' bearer tokens when it names a key source.
 	JWT auth.JWTConfig
+	// Limits are the tenants' default request limits (the config
+	// bucket's "limits" key overrides them per tenant); LeaseTTL bounds
+	// how long a run holds a concurrency slot its ingress never saw end.
+	Limits   handlers.TenantLimits
+	LeaseTTL time.Duration
+}
+
+// RegisterLimits registers the request-limit flags on fs.
+func (o *IngressOptions) RegisterLimits(fs *flag.FlagSet) {
+	fs.IntVar(&o.Limits.RequestsPerMinute, "rate-limit", envInt("RATE_LIMIT_PER_MINUTE", handlers.DefaultRequestsPerMinute),
+		"runs a tenant may start per minute across every ingress, POST /agent/run and /agent/events; past it 429 with Retry-After (env RATE_LIMIT_PER_MINUTE)")
+	fs.IntVar(&o.Limits.ConcurrentRuns, "max-concurrent-runs", envInt("TENANT_MAX_CONCURRENT_RUNS", handlers.DefaultConcurrentRuns),
+		"runs of one tenant in flight at once across every ingress; past it 429 with Retry-After (env TENANT_MAX_CONCURRENT_RUNS)")
+	fs.DurationVar(&o.LeaseTTL, "run-lease-ttl", envDuration("RUN_LEASE_TTL", handlers.DefaultRunLeaseTTL),
+		"how long a run holds its concurrency slot if its end is never seen (a process died); at most 23h (env RUN_LEASE_TTL)")
 }
 
 // RegisterAuth registers the authentication flags on fs. The HS256
@@ -161,6 +176,14 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	if err != nil {
 		return fmt.Errorf("gates bucket: %w", err)
 	}
+	limits, err := d.bucket(ctx, handlers.BucketLimits)
+	if err != nil {
+		return fmt.Errorf("limits bucket: %w", err)
+	}
+	config, err := d.bucket(ctx, handlers.BucketConfig)
+	if err != nil {
+		return fmt.Errorf("config bucket: %w", err)
+	}
 	artifacts, err := handlers.NewAttachments(ctx, d.JS)
 	if err != nil {
 		return fmt.Errorf("artifacts: %w", err)
@@ -172,7 +195,8 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	g := handlers.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
 		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds,
 			Sessions: &handlers.Sessions{KV: sessions}, Embedder: d.Embedder, Cancels: handlers.NewCancels(cancels),
-			Gates: &handlers.Gates{KV: gates}, Artifacts: artifacts, ToolSecrets: secrets})
+			Gates: &handlers.Gates{KV: gates}, Artifacts: artifacts, ToolSecrets: secrets,
+			Limiter: &handlers.Limiter{KV: limits, Config: config, Defaults: opts.Limits, LeaseTTL: opts.LeaseTTL}})
 	if err := retry(ctx, g.Start); err != nil {
 		return err
 	}

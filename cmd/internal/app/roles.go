@@ -47,15 +47,15 @@ var Roles = []Role{
 		Emits: []string{events.TypePlanRequested, events.TypeStepRequested, events.TypeRunFinished, events.TypeReplyChunk,
 			events.TypeGroupDeadline, events.TypeRunDeadline, events.TypeApprovalDecided, events.TypeRunParked},
 		Buckets: []string{handlers.BucketConfig, handlers.BucketCredentials, handlers.BucketSessions, handlers.BucketCancels,
-			handlers.BucketLocks, handlers.BucketBudgets, handlers.BucketGates},
+			handlers.BucketLocks, handlers.BucketBudgets, handlers.BucketQuotas, handlers.BucketGates},
 		Build: buildRouter},
 	{Name: handlers.RolePlanner, Routes: (&handlers.Planner{}).Routes(), Emits: []string{events.TypePlanProposed},
-		Buckets: []string{handlers.BucketCredentials, handlers.BucketBudgets, handlers.BucketToolSecrets, handlers.BucketSessions},
+		Buckets: []string{handlers.BucketCredentials, handlers.BucketBudgets, handlers.BucketQuotas, handlers.BucketToolSecrets, handlers.BucketSessions},
 		Build:   buildPlanner},
 	{Name: handlers.RoleExecutor, Routes: (&handlers.Executor{}).Routes(),
 		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined, events.TypeReplyChunk},
 		Buckets: []string{handlers.BucketLocks, handlers.BucketToolcalls, handlers.BucketCredentials, handlers.BucketCancels,
-			handlers.BucketBudgets, handlers.BucketConfig, handlers.BucketGates,
+			handlers.BucketBudgets, handlers.BucketQuotas, handlers.BucketConfig, handlers.BucketGates,
 			handlers.BucketToolSecrets, handlers.BucketSessions}, // the webhook and system tools (tools.Layer)
 		Publishes:    tools.Subjects,                     // send_message, trigger_flow
 		ObjectStores: []string{handlers.BucketArtifacts}, // the skill results' attachments (Deps.Skills)

@@ -321,13 +321,18 @@ func (d *Deps) Cancels(ctx context.Context) (*handlers.Cancels, error) {
 	return c, nil
 }
 
-// Budgets is the budget ledger on the budgets bucket.
+// Budgets is the budget ledger on the budgets bucket, with the token
+// quotas' ledgers on the quotas bucket.
 func (d *Deps) Budgets(ctx context.Context) (*handlers.Budgets, error) {
 	kv, err := d.bucket(ctx, handlers.BucketBudgets)
 	if err != nil {
 		return nil, fmt.Errorf("budgets bucket: %w", err)
 	}
-	return &handlers.Budgets{KV: kv}, nil
+	quotas, err := d.bucket(ctx, handlers.BucketQuotas)
+	if err != nil {
+		return nil, fmt.Errorf("quotas bucket: %w", err)
+	}
+	return &handlers.Budgets{KV: kv, Quotas: quotas}, nil
 }
 
 // sandbox opens the extraction sandbox and starts its sweeper, or returns

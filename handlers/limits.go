@@ -1,0 +1,307 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	json "github.com/go-json-experiment/json/v1"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// BucketLimits holds the tenants' rate windows (rate.<tenant>) and their
+// runs in flight (runs.<tenant>), shared by every ingress replica. An
+// entry untouched for a day expires: by then its window and every lease
+// in it are over.
+const BucketLimits = "limits"
+
+// ConfigKeyLimits is the config bucket's key of the per-tenant overrides
+// of the request limits (LimitsPolicy), a JSON object.
+const ConfigKeyLimits = "limits"
+
+// Default request limits of a tenant (flags --rate-limit and
+// --max-concurrent-runs override them for an ingress).
+const (
+	DefaultRequestsPerMinute = 60
+	DefaultConcurrentRuns    = 10
+	DefaultRunLeaseTTL       = 30 * time.Minute
+)
+
+// maxLeaseTTL bounds a lease by the limits bucket's entry TTL.
+const maxLeaseTTL = 23 * time.Hour
+
+// TenantLimits are a tenant's request limits; 0 is "not set" in an
+// override and "unlimited" nowhere: a resolved limit is at least 1.
+type TenantLimits struct {
+	// RequestsPerMinute bounds the runs a tenant may submit per
+	// calendar minute (UTC), across every ingress.
+	RequestsPerMinute int `json:"requests_per_minute,omitempty"`
+	// ConcurrentRuns bounds the tenant's runs in flight.
+	ConcurrentRuns int `json:"concurrent_runs,omitempty"`
+}
+
+// LimitsPolicy is the config bucket's "limits" key: defaults replacing
+// the ingress's own and per-tenant overrides.
+type LimitsPolicy struct {
+	Defaults TenantLimits            `json:"defaults,omitzero"`
+	Tenants  map[string]TenantLimits `json:"tenants,omitempty"`
+}
+
+// Validate refuses negative limits.
+func (p LimitsPolicy) Validate() error {
+	check := func(where string, l TenantLimits) error {
+		if l.RequestsPerMinute < 0 || l.ConcurrentRuns < 0 {
+			return fmt.Errorf("limits %s: requests_per_minute and concurrent_runs must be at least 0", where)
+		}
+		return nil
+	}
+	if err := check("defaults", p.Defaults); err != nil {
+		return err
+	}
+	for t, l := range p.Tenants {
+		if err := check("tenants."+t, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Limiter enforces the tenants' request rate and concurrent runs across
+// every process that shares its bucket: each admission is a
+// compare-and-swap on the tenant's entry, so no replica admits past a
+// limit. A run's lease is released when it finishes (Release) and expires
+// by itself after LeaseTTL, so a process that dies leaks no slot for
+// longer than that. A nil Limiter admits everything.
+type Limiter struct {
+	KV jetstream.KeyValue // the limits bucket
+	// Config, when set, holds the LimitsPolicy under ConfigKeyLimits.
+	Config jetstream.KeyValue
+	// Defaults apply where the policy sets nothing.
+	Defaults TenantLimits
+	LeaseTTL time.Duration // default DefaultRunLeaseTTL
+	Now      func() time.Time
+}
+
+// Admission is the answer to Admit: allowed, or refused with a stable
+// code (rate_limited, concurrency_limited), the limit and when to retry.
+type Admission struct {
+	Allowed    bool
+	Code       string
+	Message    string
+	Limit      int
+	RetryAfter time.Duration
+}
+
+// RetryAfterSeconds is Retry-After's value: whole seconds, at least 1.
+func (a Admission) RetryAfterSeconds() int {
+	return max(1, int(math.Ceil(a.RetryAfter.Seconds())))
+}
+
+type rateEntry struct {
+	Window int64 `json:"window"` // unix seconds of the window's start
+	Count  int   `json:"count"`
+}
+
+type runsEntry struct {
+	// Leases are the runs in flight: run id → lease expiry (unix ms).
+	Leases map[string]int64 `json:"leases"`
+}
+
+// concurrencyRetry is the Retry-After of a concurrency refusal when no
+// lease expires sooner: when a run ends is not known in advance.
+const concurrencyRetry = 5 * time.Second
+
+// Admit draws one request from the tenant's rate window and, when runID
+// is set, takes a lease for that run among its concurrent runs. A refused
+// rate draws nothing; a refused lease leaves the request counted (it was
+// a request). Admitting a run id that holds a lease already is allowed.
+func (l *Limiter) Admit(ctx context.Context, tenant, runID string) (Admission, error) {
+	if l == nil || l.KV == nil {
+		return Admission{Allowed: true}, nil
+	}
+	lim, err := l.limitsOf(ctx, tenant)
+	if err != nil {
+		return Admission{}, err
+	}
+	now := l.now()
+	const window = time.Minute
+	start := now.Truncate(window)
+	var refused *Admission
+	err = casJSON(ctx, l.KV, "rate."+tenant, func(e *rateEntry) (bool, error) {
+		refused = nil
+		if e.Window != start.Unix() {
+			*e = rateEntry{Window: start.Unix()}
+		}
+		if e.Count >= lim.RequestsPerMinute {
+			refused = &Admission{Code: "rate_limited", Limit: lim.RequestsPerMinute, RetryAfter: start.Add(window).Sub(now),
+				Message: fmt.Sprintf("the tenant's limit of %d requests per minute is reached", lim.RequestsPerMinute)}
+			return false, nil
+		}
+		e.Count++
+		return true, nil
+	})
+	if err != nil || refused != nil || runID == "" {
+		if refused != nil {
+			return *refused, err
+		}
+		return Admission{Allowed: err == nil}, err
+	}
+	expiry := now.Add(l.leaseTTL()).UnixMilli()
+	err = casJSON(ctx, l.KV, "runs."+tenant, func(e *runsEntry) (bool, error) {
+		refused = nil
+		pruneLeases(e, now)
+		if _, held := e.Leases[runID]; !held && len(e.Leases) >= lim.ConcurrentRuns {
+			wait := concurrencyRetry
+			for _, exp := range e.Leases {
+				wait = min(wait, time.UnixMilli(exp).Sub(now))
+			}
+			refused = &Admission{Code: "concurrency_limited", Limit: lim.ConcurrentRuns, RetryAfter: wait,
+				Message: fmt.Sprintf("the tenant's limit of %d concurrent runs is reached", lim.ConcurrentRuns)}
+			return false, nil
+		}
+		e.Leases[runID] = expiry
+		return true, nil
+	})
+	if refused != nil {
+		return *refused, err
+	}
+	return Admission{Allowed: err == nil}, err
+}
+
+// Release ends a run's lease; releasing a run that holds none does
+// nothing (every ingress releases every finished run).
+func (l *Limiter) Release(ctx context.Context, tenant, runID string) error {
+	if l == nil || l.KV == nil {
+		return nil
+	}
+	now := l.now()
+	return casJSON(ctx, l.KV, "runs."+tenant, func(e *runsEntry) (bool, error) {
+		if _, held := e.Leases[runID]; !held {
+			return false, nil
+		}
+		delete(e.Leases, runID)
+		pruneLeases(e, now)
+		return true, nil
+	})
+}
+
+// InFlight is the number of the tenant's runs holding a live lease.
+func (l *Limiter) InFlight(ctx context.Context, tenant string) (int, error) {
+	if l == nil || l.KV == nil {
+		return 0, nil
+	}
+	var n int
+	err := casJSON(ctx, l.KV, "runs."+tenant, func(e *runsEntry) (bool, error) {
+		pruneLeases(e, l.now())
+		n = len(e.Leases)
+		return false, nil
+	})
+	return n, err
+}
+
+func pruneLeases(e *runsEntry, now time.Time) {
+	if e.Leases == nil {
+		e.Leases = map[string]int64{}
+	}
+	for id, exp := range e.Leases {
+		if exp <= now.UnixMilli() {
+			delete(e.Leases, id)
+		}
+	}
+}
+
+// limitsOf resolves a tenant's limits: the policy's tenant override, then
+// its defaults, then the Limiter's, then the package defaults. An invalid
+// policy is an error: requests are refused 503 until it is fixed rather
+// than admitted without the limits it was meant to set.
+func (l *Limiter) limitsOf(ctx context.Context, tenant string) (TenantLimits, error) {
+	var p LimitsPolicy
+	if l.Config != nil {
+		e, err := l.Config.Get(ctx, ConfigKeyLimits)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return TenantLimits{}, fmt.Errorf("handlers: config %s: %w", ConfigKeyLimits, err)
+		default:
+			dec := json.NewDecoder(bytes.NewReader(e.Value()))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&p); err != nil {
+				return TenantLimits{}, fmt.Errorf("handlers: config %s: %w", ConfigKeyLimits, err)
+			}
+			if err := p.Validate(); err != nil {
+				return TenantLimits{}, fmt.Errorf("handlers: config %s: %w", ConfigKeyLimits, err)
+			}
+		}
+	}
+	first := func(vs ...int) int {
+		for _, v := range vs {
+			if v > 0 {
+				return v
+			}
+		}
+		return 1
+	}
+	t := p.Tenants[tenant]
+	return TenantLimits{
+		RequestsPerMinute: first(t.RequestsPerMinute, p.Defaults.RequestsPerMinute, l.Defaults.RequestsPerMinute, DefaultRequestsPerMinute),
+		ConcurrentRuns:    first(t.ConcurrentRuns, p.Defaults.ConcurrentRuns, l.Defaults.ConcurrentRuns, DefaultConcurrentRuns),
+	}, nil
+}
+
+func (l *Limiter) leaseTTL() time.Duration {
+	if l.LeaseTTL <= 0 {
+		return DefaultRunLeaseTTL
+	}
+	return min(l.LeaseTTL, maxLeaseTTL)
+}
+
+func (l *Limiter) now() time.Time {
+	if l.Now != nil {
+		return l.Now()
+	}
+	return time.Now()
+}
+
+// casJSON reads the JSON entry at key (zero when absent), lets change
+// edit it and writes it back by compare-and-swap when change says so,
+// retrying on a concurrent writer.
+func casJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, change func(*T) (bool, error)) error {
+	for range maxDrawAttempts {
+		var cur T
+		var rev uint64
+		e, err := kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("handlers: read %s: %w", key, err)
+		default:
+			if err := json.Unmarshal(e.Value(), &cur); err != nil {
+				return fmt.Errorf("handlers: entry %s: %w", key, err)
+			}
+			rev = e.Revision()
+		}
+		write, err := change(&cur)
+		if err != nil || !write {
+			return err
+		}
+		val, err := json.Marshal(cur)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = kv.Create(ctx, key, val)
+		} else {
+			_, err = kv.Update(ctx, key, val, rev)
+		}
+		if err == nil {
+			return nil
+		}
+		if !isConflict(err) {
+			return fmt.Errorf("handlers: write %s: %w", key, err)
+		}
+	}
+	return fmt.Errorf("handlers: write %s: %d concurrent attempts lost the race", key, maxDrawAttempts)
+}
