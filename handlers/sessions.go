@@ -216,7 +216,7 @@ func applyChange(sess *store.Session, c *orch.SessionChange, runID string, at ti
 	}
 	sess.State = c.Status
 	if c.AgentID != "" {
-		sess.AgentID, sess.ParentAgentID, sess.HandoffDepth = c.AgentID, c.ParentAgentID, c.Depth
+		sess.AgentID, sess.ParentAgentID, sess.HandoffDepth, sess.HandoffChain = c.AgentID, c.ParentAgentID, c.Depth, c.Chain
 	}
 	if c.Reason != "" {
 		sess.HandoffReason = c.Reason
