@@ -52,6 +52,11 @@ type SessionUpdated struct {
 	// HandedOff says the run was handed to a human: no exchange was
 	// appended (the reply will be).
 	HandedOff bool `json:"handed_off,omitempty"`
+	// Operator, for a change no run made (an operator's handoff, a
+	// human's reply to it), is who made it and Action its id; no
+	// exchange is written to memory.
+	Operator string `json:"operator,omitempty"`
+	Action   string `json:"action,omitempty"`
 }
 
 // Sessions keeps every session's bounded conversation in the sessions KV
@@ -248,30 +253,7 @@ func appendExchange(sess *store.Session, req orch.RunRequest, answer string, at 
 	sess.Messages = append(sess.Messages,
 		store.SessionMessage{MsgID: userID, Role: RoleUser, Content: clip(req.Message, HistoryMessageBytes), TS: at},
 		store.SessionMessage{MsgID: req.RunID + ".assistant", Role: RoleAssistant, Content: clip(answer, HistoryMessageBytes), TS: at})
-	var summary *store.SessionMessage
-	kept := sess.Messages[:0:0]
-	for _, m := range sess.Messages {
-		if m.Role == RoleSummary {
-			s := m
-			summary = &s
-			continue
-		}
-		kept = append(kept, m)
-	}
-	if len(kept) <= HistoryKeep {
-		return true
-	}
-	old := kept[:len(kept)-HistoryKeep]
-	if summary == nil {
-		summary = &store.SessionMessage{MsgID: "summary", Role: RoleSummary}
-	}
-	lines := summary.Content
-	for _, m := range old {
-		lines += "\n" + m.Role + ": " + firstLine(m.Content, 160)
-		summary.TS = m.TS
-	}
-	summary.Content = keepTail(strings.TrimPrefix(lines, "\n"), HistorySummaryBytes)
-	sess.Messages = append([]store.SessionMessage{*summary}, kept[len(kept)-HistoryKeep:]...)
+	condense(sess)
 	return true
 }
 
@@ -304,4 +286,61 @@ func keepTail(s string, n int) string {
 		s = rest
 	}
 	return s
+}
+
+// Update applies an operator's change to a session of tenantID
+// (compare-and-swap, so it never overwrites a run's write): change checks
+// the session as stored and changes it, or returns an error, which is
+// returned with nothing written. A missing session is store.ErrNotFound.
+func (s *Sessions) Update(ctx context.Context, tenantID, sessionID string, change func(*store.Session) error) (store.Session, uint64, error) {
+	for {
+		sess, rev, err := s.Get(ctx, tenantID, sessionID)
+		if err != nil {
+			return store.Session{}, 0, err
+		}
+		if err := change(&sess); err != nil {
+			return store.Session{}, 0, err
+		}
+		data, err := json.Marshal(sess)
+		if err != nil {
+			return store.Session{}, 0, fmt.Errorf("handlers: encode session: %w", err)
+		}
+		rev, err = s.KV.Update(ctx, sessionKey(tenantID, sessionID), data, rev)
+		if isConflict(err) {
+			continue // a run of the session wrote first: check again
+		}
+		if err != nil {
+			return store.Session{}, 0, fmt.Errorf("handlers: write session: %w", err)
+		}
+		return sess, rev, nil
+	}
+}
+
+// condense keeps the session's last HistoryKeep messages and folds the
+// older ones into its summary message.
+func condense(sess *store.Session) {
+	var summary *store.SessionMessage
+	kept := sess.Messages[:0:0]
+	for _, m := range sess.Messages {
+		if m.Role == RoleSummary {
+			s := m
+			summary = &s
+			continue
+		}
+		kept = append(kept, m)
+	}
+	if len(kept) <= HistoryKeep {
+		return
+	}
+	old := kept[:len(kept)-HistoryKeep]
+	if summary == nil {
+		summary = &store.SessionMessage{MsgID: "summary", Role: RoleSummary}
+	}
+	lines := summary.Content
+	for _, m := range old {
+		lines += "\n" + m.Role + ": " + firstLine(m.Content, 160)
+		summary.TS = m.TS
+	}
+	summary.Content = keepTail(strings.TrimPrefix(lines, "\n"), HistorySummaryBytes)
+	sess.Messages = append([]store.SessionMessage{*summary}, kept[len(kept)-HistoryKeep:]...)
 }

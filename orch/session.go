@@ -1,6 +1,7 @@
 package orch
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -72,17 +73,10 @@ func SessionAgent(req RunRequest, s *SessionState) (string, *SessionRefusal) {
 			Message: fmt.Sprintf("session %s is completed; start a new session", req.SessionID)}
 	}
 	if s.AgentID == "" || req.AgentID == "" || req.AgentID == s.AgentID || len(s.Chain) > 0 && req.AgentID == s.Chain[0] {
-		return cmpOr(s.AgentID, req.AgentID), nil
+		return cmp.Or(s.AgentID, req.AgentID), nil
 	}
 	return "", &SessionRefusal{Code: SessionRefusedAgent, Message: fmt.Sprintf(
 		"session %s continues with agent %s, not %s; hand the session off to change its agent", req.SessionID, s.AgentID, req.AgentID)}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // ChainRecords are the handoff records of a session's chain (original

@@ -170,9 +170,9 @@ func PlanHealthFromCounts(byStatus map[string]int, totalReplans int) PlanHealth 
 }
 
 // SessionQuery lists a tenant's sessions (GET /agent/sessions), newest
-// first. TenantID is required; Status and AgentID, when set, keep only
-// the sessions whose state (active, handed_off, completed) and current
-// agent equal them.
+// first. TenantID is required; Status, AgentID and UserID, when set, keep
+// only the sessions whose state (active, handed_off, completed), current
+// agent and user equal them.
 //
 // Every backend's ListSessions answers it with these semantics: an empty
 // TenantID is an error wrapping ErrInvalidArgument; only the tenant's
@@ -183,6 +183,7 @@ type SessionQuery struct {
 	TenantID string
 	Status   string
 	AgentID  string
+	UserID   string
 	// Limit bounds the result; values <= 0 mean DefaultSessionLimit and
 	// values above MaxSessionLimit mean MaxSessionLimit.
 	Limit int
@@ -207,7 +208,8 @@ func (q SessionQuery) EffectiveLimit() int {
 
 // Match reports whether s is one of the sessions q selects.
 func (q SessionQuery) Match(s Session) bool {
-	return s.TenantID == q.TenantID && (q.Status == "" || s.State == q.Status) && (q.AgentID == "" || s.AgentID == q.AgentID)
+	return s.TenantID == q.TenantID && (q.Status == "" || s.State == q.Status) && (q.AgentID == "" || s.AgentID == q.AgentID) &&
+		(q.UserID == "" || s.UserID == q.UserID)
 }
 
 // CompareSessionsNewestFirst orders sessions as ListSessions returns

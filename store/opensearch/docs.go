@@ -120,6 +120,9 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) ([]store
 	if q.AgentID != "" {
 		filter = append(filter, term("agent_id", q.AgentID))
 	}
+	if q.UserID != "" {
+		filter = append(filter, term("user_id", q.UserID))
+	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	body := obj{

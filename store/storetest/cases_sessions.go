@@ -34,6 +34,8 @@ func testSessionsListed(t *testing.T, b Backend) {
 	c := put(f.tenant, "s-c", "completed", "agent-a", 3)
 	// Same start as h1: the id breaks the tie.
 	h0 := put(f.tenant, "s-h0", "handed_off", "agent-b", 5)
+	u := store.Session{SessionID: "s-u", TenantID: f.tenant, UserID: "user-2", State: "active", StartedAt: f.at(0)}
+	must(t, "PutSession", b.PutSession(ctx, u))
 	put(other.tenant, "s-x", "handed_off", "agent-b", 20)
 
 	ids := func(ss []store.Session) []string {
@@ -63,7 +65,9 @@ func testSessionsListed(t *testing.T, b Backend) {
 			sameJSON(t, what+" "+want[i].SessionID, got[i], want[i])
 		}
 	}
-	check("all", store.SessionQuery{TenantID: f.tenant}, h2, h0, h1, c, a)
+	check("all", store.SessionQuery{TenantID: f.tenant}, h2, h0, h1, c, a, u)
+	check("of a user", store.SessionQuery{TenantID: f.tenant, UserID: "user-2"}, u)
+	check("active of user-1", store.SessionQuery{TenantID: f.tenant, UserID: "user-1", Status: "active"}, a)
 	check("handed off", store.SessionQuery{TenantID: f.tenant, Status: "handed_off"}, h2, h0, h1)
 	check("by agent", store.SessionQuery{TenantID: f.tenant, AgentID: "agent-a"}, c, a)
 	check("handed off to agent-b", store.SessionQuery{TenantID: f.tenant, Status: "handed_off", AgentID: "agent-b"}, h0, h1)
