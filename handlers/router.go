@@ -635,7 +635,8 @@ func ProgressEvent(name string) bool {
 		strings.HasPrefix(name, "budget.") || strings.HasPrefix(name, "guard.") || name == "escalation.raised" ||
 		name == "clarification.requested" || strings.HasPrefix(name, "gate.") || name == "run.interrupted" ||
 		strings.HasPrefix(name, "supervisor.") || strings.HasPrefix(name, "fanout.") || strings.HasPrefix(name, "fanin.") ||
-		strings.HasPrefix(name, "handoff.") || name == "session.handoff.human" || name == "session.turn_limit"
+		strings.HasPrefix(name, "handoff.") || name == "session.handoff.human" || name == "session.turn_limit" ||
+		name == "session.continued" || name == "session.refused"
 }
 
 // runDeadline stops a run still going at its wall-clock deadline: it
