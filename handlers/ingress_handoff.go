@@ -22,8 +22,8 @@ type SessionReply struct {
 // SessionReplied is the answer of POST /agent/sessions/{session_id}/reply.
 type SessionReplied struct {
 	SessionID string `json:"session_id"`
-	RunID     string `json:"run_id"`
-	GateID    string `json:"gate_id"`
+	RunID     string `json:"run_id,omitempty"`
+	GateID    string `json:"gate_id,omitempty"`
 	Status    string `json:"status"`
 	By        string `json:"by"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -220,7 +221,7 @@ func applyChange(sess *store.Session, c *orch.SessionChange, runID string, at ti
 		return
 	}
 	sess.State = c.Status
-	if c.AgentID != "" {
+	if c.AgentID != "" && continuesFrom(sess, c) {
 		sess.AgentID, sess.ParentAgentID, sess.HandoffDepth, sess.HandoffChain = c.AgentID, c.ParentAgentID, c.Depth, c.Chain
 	}
 	if c.Reason != "" {
@@ -237,6 +238,18 @@ func applyChange(sess *store.Session, c *orch.SessionChange, runID string, at ti
 	if c.Status == orch.SessionCompleted && sess.EndedAt.IsZero() {
 		sess.EndedAt = at
 	}
+}
+
+// continuesFrom reports whether the run whose end c is went on from the
+// session's current agent (it is in the run's chain): an operator who
+// handed the session to another agent while the run was going keeps the
+// last word on who answers next.
+func continuesFrom(sess *store.Session, c *orch.SessionChange) bool {
+	chain := c.Chain
+	if len(chain) == 0 {
+		chain = []string{c.AgentID}
+	}
+	return sess.AgentID == "" || slices.Contains(chain, sess.AgentID)
 }
 
 // appendExchange appends the exchange of req to sess and condenses what
