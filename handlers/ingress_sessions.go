@@ -149,31 +149,23 @@ func (g *Ingress) handoffSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, code, msg)
 		return
 	}
-	var (
-		change func(*store.Session) error
-		audits []orch.Audit
-	)
-	if body.TargetType == orch.HandoffToHuman {
-		change, audits = g.toHuman(tenant, body)
-	} else {
-		var status int
-		var code, msg string
-		change, audits, status, code, msg = g.toAgent(r.Context(), tenant, sess, body)
-		if code != "" {
-			writeError(w, status, code, msg)
-			return
-		}
+	change, audit := g.toHuman(tenant, body)
+	if body.TargetType == orch.HandoffToAgent {
+		change, audit, err = g.toAgent(r.Context(), tenant, sess, body)
 	}
-	sess, rev, err := g.cfg.Sessions.Update(r.Context(), tenant, id, change)
+	var rev uint64
+	if err == nil {
+		sess, rev, err = g.cfg.Sessions.Update(r.Context(), tenant, id, change)
+	}
 	var refused *sessionRefused
 	switch {
 	case errors.As(err, &refused):
-		writeError(w, http.StatusConflict, refused.code, refused.msg)
+		refused.write(w)
 		return
 	case g.storeError(w, err, "session"):
 		return
 	}
-	g.publishSession(r.Context(), sess, rev, body.By, audits...)
+	g.publishSession(r.Context(), sess, rev, body.By, audit)
 	g.log.Info().Str("session_id", id).Str("target_type", body.TargetType).Str("agent_id", sess.AgentID).
 		Str("by", body.By).Msg("operator handed a session off")
 	writeJSON(w, http.StatusOK, SessionHandoffResult{SessionID: id, Status: sess.State, AgentID: sess.AgentID,
@@ -200,8 +192,14 @@ func checkHandoffRequest(b *SessionHandoffRequest) (string, string) {
 	return "", ""
 }
 
-// sessionRefused is an operator change the session as stored refuses.
+// sessionRefused is an operator change the session refuses, answered
+// 409 with its code and message.
 type sessionRefused struct{ code, msg string }
+
+// write answers the refusal.
+func (e *sessionRefused) write(w http.ResponseWriter) {
+	writeError(w, http.StatusConflict, e.code, e.msg)
+}
 
 func (e *sessionRefused) Error() string { return e.code + ": " + e.msg }
 
@@ -209,9 +207,9 @@ func (e *sessionRefused) Error() string { return e.code + ": " + e.msg }
 func sessionOpen(s *store.Session) error {
 	switch s.State {
 	case orch.SessionHandedOff:
-		return &sessionRefused{orch.SessionRefusedHandedOff, "the session is already handed off to a human"}
+		return &sessionRefused{code: orch.SessionRefusedHandedOff, msg: "the session is already handed off to a human"}
 	case orch.SessionCompleted:
-		return &sessionRefused{orch.SessionRefusedCompleted, "the session is completed"}
+		return &sessionRefused{code: orch.SessionRefusedCompleted, msg: "the session is completed"}
 	}
 	return nil
 }
@@ -219,7 +217,7 @@ func sessionOpen(s *store.Session) error {
 // toHuman is an operator's handoff to a human: the change parks the
 // session with a packet no run waits on (a reply resumes the session
 // itself), and the trace gets session.handoff.human.
-func (g *Ingress) toHuman(tenant string, b SessionHandoffRequest) (func(*store.Session) error, []orch.Audit) {
+func (g *Ingress) toHuman(tenant string, b SessionHandoffRequest) (func(*store.Session) error, sessionAudit) {
 	at := g.now()
 	priority := cmp.Or(b.Priority, "normal")
 	var agentsInvolved []string
@@ -233,47 +231,44 @@ func (g *Ingress) toHuman(tenant string, b SessionHandoffRequest) (func(*store.S
 			Agents: agentsInvolved, Trigger: OperatorHandoff, At: at}
 		return nil
 	}
-	return change, []orch.Audit{{Name: "session.handoff.human", Payload: func(s store.Session) any {
-		return map[string]any{"tenant_id": tenant, "session_id": s.SessionID, "reason": b.Reason, "priority": priority,
-			"agents": agentsInvolved, "trigger": OperatorHandoff, "by": b.By}
-	}}}
+	return change, func(s store.Session) orch.Audit {
+		return orch.Audit{Name: "session.handoff.human", Payload: map[string]any{"tenant_id": tenant, "session_id": s.SessionID,
+			"reason": b.Reason, "priority": priority, "agents": agentsInvolved, "trigger": OperatorHandoff, "by": b.By}}
+	}
 }
 
 // toAgent is an operator's handoff to an agent, checked against the
 // session's current agent as the decider checks a model's.
 func (g *Ingress) toAgent(ctx context.Context, tenant string, sess store.Session, b SessionHandoffRequest) (
-	func(*store.Session) error, []orch.Audit, int, string, string) {
+	func(*store.Session) error, sessionAudit, error) {
 	if err := sessionOpen(&sess); err != nil {
-		r := err.(*sessionRefused)
-		return nil, nil, http.StatusConflict, r.code, r.msg
+		return nil, nil, err
 	}
 	if sess.AgentID == "" {
-		return nil, nil, http.StatusConflict, CodeHandoffRefused, "the session has no current agent to hand off from"
+		return nil, nil, &sessionRefused{code: CodeHandoffRefused, msg: "the session has no current agent to hand off from"}
 	}
 	cur, err := LoadAgent(ctx, g.store, tenant, sess.AgentID)
-	var refused *agents.Error
-	if errors.As(err, &refused) {
-		return nil, nil, http.StatusConflict, CodeHandoffRefused, "the session's agent cannot hand off: " + refused.Message
+	var unloaded *agents.Error
+	if errors.As(err, &unloaded) {
+		return nil, nil, &sessionRefused{code: CodeHandoffRefused, msg: "the session's agent cannot hand off: " + unloaded.Message}
 	}
 	if err != nil {
-		g.log.Error().Err(err).Msg("load agent")
-		return nil, nil, http.StatusServiceUnavailable, "store_unavailable", "the agent could not be read"
+		return nil, nil, err
 	}
 	var target *orch.AgentDef
 	targetErr := ""
 	t, err := LoadAgent(ctx, g.store, tenant, b.TargetAgentID)
 	switch {
-	case errors.As(err, &refused):
-		targetErr = refused.Message
+	case errors.As(err, &unloaded):
+		targetErr = unloaded.Message
 	case err != nil:
-		g.log.Error().Err(err).Msg("load agent")
-		return nil, nil, http.StatusServiceUnavailable, "store_unavailable", "the agent could not be read"
+		return nil, nil, err
 	default:
 		target = t.RunDef()
 	}
 	chain := sessionChain(sess)
 	if why := orch.HandoffRefusal(cur.RunDef(), chain, b.TargetAgentID, target, targetErr); why != "" {
-		return nil, nil, http.StatusConflict, CodeHandoffRefused, why
+		return nil, nil, &sessionRefused{code: CodeHandoffRefused, msg: why}
 	}
 	at := g.now()
 	change := func(s *store.Session) error {
@@ -281,17 +276,18 @@ func (g *Ingress) toAgent(ctx context.Context, tenant string, sess store.Session
 			return err
 		}
 		if s.AgentID != sess.AgentID {
-			return &sessionRefused{CodeHandoffRefused, "the session's agent changed meanwhile; retry"}
+			return &sessionRefused{code: CodeHandoffRefused, msg: "the session's agent changed meanwhile; retry"}
 		}
 		s.ParentAgentID, s.AgentID = s.AgentID, b.TargetAgentID
 		s.HandoffChain = append(slices.Clone(chain), b.TargetAgentID)
 		s.HandoffDepth, s.HandoffReason, s.LastActive = len(s.HandoffChain)-1, b.Reason, at
 		return nil
 	}
-	return change, []orch.Audit{{Name: "handoff.accepted", Payload: func(s store.Session) any {
-		return map[string]any{"session_id": s.SessionID, "from_agent_id": s.ParentAgentID, "to_agent_id": s.AgentID,
-			"reason": b.Reason, "depth": s.HandoffDepth, "chain": s.HandoffChain, "by": b.By, "trigger": OperatorHandoff}
-	}}}, 0, "", ""
+	return change, func(s store.Session) orch.Audit {
+		return orch.Audit{Name: "handoff.accepted", Payload: map[string]any{"session_id": s.SessionID,
+			"from_agent_id": s.ParentAgentID, "to_agent_id": s.AgentID, "reason": b.Reason, "depth": s.HandoffDepth,
+			"chain": s.HandoffChain, "by": b.By, "trigger": OperatorHandoff}}
+	}, nil
 }
 
 // sessionChain is the session's agents in handoff order: its chain, or
@@ -325,7 +321,7 @@ func (g *Ingress) replyDirect(w http.ResponseWriter, r *http.Request, tenant, id
 	msgID := "reply." + uuid.NewString()
 	sess, rev, err := g.cfg.Sessions.Update(r.Context(), tenant, id, func(s *store.Session) error {
 		if s.State != orch.SessionHandedOff || s.Handoff == nil || s.Handoff.GateID != "" {
-			return &sessionRefused{"session_not_handed_off", "the session is " + s.State + ", not handed off to a human"}
+			return &sessionRefused{code: "session_not_handed_off", msg: "the session is " + s.State + ", not handed off to a human"}
 		}
 		s.Messages = append(s.Messages, store.SessionMessage{MsgID: msgID, Role: RoleAssistant,
 			Content: clip(body.Message, HistoryMessageBytes), TS: at})
@@ -339,7 +335,7 @@ func (g *Ingress) replyDirect(w http.ResponseWriter, r *http.Request, tenant, id
 	var refused *sessionRefused
 	switch {
 	case errors.As(err, &refused):
-		writeError(w, http.StatusConflict, refused.code, refused.msg)
+		refused.write(w)
 		return
 	case g.storeError(w, err, "session"):
 		return
@@ -349,31 +345,41 @@ func (g *Ingress) replyDirect(w http.ResponseWriter, r *http.Request, tenant, id
 	writeJSON(w, http.StatusOK, SessionReplied{SessionID: id, Status: sess.State, By: by})
 }
 
+// sessionAudit is the audit event of an operator's change, made from the
+// session as written.
+type sessionAudit func(store.Session) orch.Audit
+
 // publishSession records an operator's change to a session: its audit
 // events, then session.updated, which the projector indexes into
 // agent_sessions. The sessions bucket already holds the change, so a
 // failed publish is logged (the projection catches up with the session's
 // next update), not answered as a failure the caller would retry.
-func (g *Ingress) publishSession(ctx context.Context, sess store.Session, rev uint64, by string, audits ...orch.Audit) {
+func (g *Ingress) publishSession(ctx context.Context, sess store.Session, rev uint64, by string, audits ...sessionAudit) {
 	action := uuid.NewString()
 	up := SessionUpdated{Revision: rev, Session: sess, UserID: cmp.Or(sess.UserID, by), Operator: by, Action: action}
-	audits = append(audits, orch.Audit{Name: AuditSessionUpdated, Payload: up})
-	for i, a := range audits {
-		payload := a.Payload
-		if f, ok := payload.(func(store.Session) any); ok {
-			payload = f(sess)
-		}
-		data, err := json.Marshal(payload)
-		if err == nil {
-			var ev = events.Audit{UserID: up.UserID, Payload: data}
-			meta := events.Meta{Tenant: sess.TenantID, Session: sess.SessionID, SourceProcess: "ingress"}
-			evt, nerr := events.New(events.DeriveID(action, fmt.Sprintf("%d/%s", i, a.Name)), events.AuditType(a.Name), meta, ev)
-			if err = nerr; err == nil {
-				err = events.Publish(ctx, g.js, evt)
-			}
-		}
-		if err != nil {
+	all := make([]orch.Audit, 0, len(audits)+1)
+	for _, a := range audits {
+		all = append(all, a(sess))
+	}
+	for i, a := range append(all, orch.Audit{Name: AuditSessionUpdated, Payload: up}) {
+		id := events.DeriveID(action, fmt.Sprintf("%d/%s", i, a.Name))
+		if err := g.publishAudit(ctx, sess, up.UserID, id, a); err != nil {
 			g.log.Error().Err(err).Str("session_id", sess.SessionID).Str("event", a.Name).Msg("publish a session's audit event")
 		}
 	}
+}
+
+// publishAudit publishes one audit event of a session to the AUDIT
+// stream.
+func (g *Ingress) publishAudit(ctx context.Context, sess store.Session, userID, id string, a orch.Audit) error {
+	data, err := json.Marshal(a.Payload)
+	if err != nil {
+		return err
+	}
+	meta := events.Meta{Tenant: sess.TenantID, Session: sess.SessionID, SourceProcess: "ingress"}
+	ev, err := events.New(id, events.AuditType(a.Name), meta, events.Audit{UserID: userID, Payload: data})
+	if err != nil {
+		return err
+	}
+	return events.Publish(ctx, g.js, ev)
 }
