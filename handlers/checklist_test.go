@@ -1457,3 +1457,20 @@ func TestReplan_FourthFailureEndsInStructuredFailure(t *testing.T) {
 		t.Errorf("replan attempts %v", attempts)
 	}
 }
+
+// ListSessions lists the tenant's sessions q selects, newest first.
+func (s *mapStore) ListSessions(_ context.Context, q store.SessionQuery) ([]store.Session, error) {
+	if q.TenantID == "" {
+		return nil, store.ErrInvalidArgument
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Session
+	for _, sess := range s.sess {
+		if q.Match(sess) {
+			out = append(out, sess)
+		}
+	}
+	slices.SortFunc(out, store.CompareSessionsNewestFirst)
+	return out[:min(len(out), q.EffectiveLimit())], nil
+}

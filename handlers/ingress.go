@@ -30,6 +30,7 @@ type IngressStore interface {
 	GetPlan(ctx context.Context, tenantID, planID string) (store.Plan, int64, error)
 	Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, error)
 	GetSoul(ctx context.Context, tenantID, userID string) (store.Soul, error)
+	ListSessions(ctx context.Context, q store.SessionQuery) ([]store.Session, error)
 	PutSoul(ctx context.Context, soul store.Soul) error
 	PutMemory(ctx context.Context, m store.Memory) (store.Memory, error)
 	QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.MemoryHit, error)
@@ -144,6 +145,8 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("GET /agent/souls/{tenant_id}", g.getSoul)
 	mux.HandleFunc("GET /agent/sessions/{session_id}", g.session)
 	mux.HandleFunc("POST /agent/sessions/{session_id}/reply", g.reply)
+	mux.HandleFunc("POST /agent/sessions/{session_id}/handoff", g.handoffSession)
+	mux.HandleFunc("GET /agent/sessions", g.listSessions)
 	mux.HandleFunc("POST /agent/memory", g.putMemory)
 	mux.HandleFunc("GET /agent/memory/query", g.queryMemory)
 	mux.HandleFunc("POST /agent/runs/{run_id}/cancel", g.cancel)
@@ -286,10 +289,14 @@ func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequ
 	if err := orch.ValidateRequest(req); err != nil {
 		return req, "invalid_request", err
 	}
-	if req.AgentID != "" {
+	agentID, code, err := g.sessionAgent(r.Context(), req)
+	if code != "" {
+		return req, code, err
+	}
+	if agentID != "" {
 		// The router loads the agent again (a request may bypass HTTP);
 		// checking here answers the caller at once.
-		_, err := LoadAgent(r.Context(), g.store, req.TenantID, req.AgentID)
+		_, err := LoadAgent(r.Context(), g.store, req.TenantID, agentID)
 		var refused *agents.Error
 		switch {
 		case errors.As(err, &refused):
@@ -300,6 +307,28 @@ func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequ
 		}
 	}
 	return req, "", nil
+}
+
+// sessionAgent is the agent a new run acts as in its session (the
+// session's current one, or the run's own), or the error code and reason
+// of a run the session refuses (orch.SessionAgent, the decider's rule).
+func (g *Ingress) sessionAgent(ctx context.Context, req orch.RunRequest) (string, string, error) {
+	if g.cfg.Sessions == nil {
+		return req.AgentID, "", nil
+	}
+	sess, _, err := g.cfg.Sessions.Get(ctx, req.TenantID, req.SessionID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return req.AgentID, "", nil
+	case err != nil:
+		g.log.Error().Err(err).Msg("read session")
+		return "", "store_unavailable", errors.New("the session could not be read")
+	}
+	agentID, refused := orch.SessionAgent(req, sessionState(&sess))
+	if refused != nil {
+		return "", refused.Code, errors.New(refused.Message)
+	}
+	return agentID, "", nil
 }
 
 // readScope returns the tenant a read (or a cancel) is scoped to: the
@@ -403,7 +432,7 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case "identity_mismatch":
 		return http.StatusForbidden
-	case "agent_inactive":
+	case "agent_inactive", orch.SessionRefusedHandedOff, orch.SessionRefusedCompleted, orch.SessionRefusedAgent:
 		return http.StatusConflict
 	case "store_unavailable":
 		return http.StatusServiceUnavailable

@@ -47,7 +47,9 @@ var inboundNamespace = uuid.MustParse("0b6f1e58-3c1e-4d55-9a53-8d1f1b6a2c47")
 // enabled triggers of the event's type against its data, in priority
 // order, and starts a run as the agent of the first match whose agent is
 // active (202). No match answers 200 with matched false. The run is not
-// awaited.
+// awaited. In an existing session the run continues with the session's
+// current agent (agent_id says which); a session handed off to a human
+// or completed takes no run (409 session_handed_off, session_completed).
 func (g *Ingress) inboundEvent(w http.ResponseWriter, r *http.Request) {
 	tenant, ok := readScope(w, r)
 	if !ok {
@@ -98,6 +100,16 @@ func (g *Ingress) inboundEvent(w http.ResponseWriter, r *http.Request) {
 	if !res.Matched {
 		writeJSON(w, http.StatusOK, res)
 		return
+	}
+	// An existing session continues with its current agent (seed 002
+	// step 6); a handed-off or completed one takes no run.
+	cont, code, err := g.sessionAgent(r.Context(), orch.RunRequest{TenantID: tenant, SessionID: in.SessionID})
+	if code != "" {
+		writeError(w, statusOf(code), code, err.Error())
+		return
+	}
+	if cont != "" {
+		res.AgentID = cont
 	}
 	req := orch.RunRequest{RunID: uuid.NewString(), TenantID: tenant, UserID: user, SessionID: in.SessionID,
 		Message: in.Message, AgentID: res.AgentID}

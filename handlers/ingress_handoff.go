@@ -22,8 +22,8 @@ type SessionReply struct {
 // SessionReplied is the answer of POST /agent/sessions/{session_id}/reply.
 type SessionReplied struct {
 	SessionID string `json:"session_id"`
-	RunID     string `json:"run_id"`
-	GateID    string `json:"gate_id"`
+	RunID     string `json:"run_id,omitempty"`
+	GateID    string `json:"gate_id,omitempty"`
 	Status    string `json:"status"`
 	By        string `json:"by"`
 }
@@ -37,6 +37,8 @@ const maxReplyBytes = 32 << 10
 // waiting for it, as an approval does (first decision wins), and
 // resumes that run: it finishes with the reply as its answer, appended to
 // the session, which is active again (completed with end_session). 202.
+// A session an operator handed off (POST .../handoff; no run waits) takes
+// the reply into its history at once and is active again: 200.
 func (g *Ingress) reply(w http.ResponseWriter, r *http.Request) {
 	tenant, ok := readScope(w, r)
 	if !ok {
@@ -80,6 +82,12 @@ func (g *Ingress) reply(w http.ResponseWriter, r *http.Request) {
 	h := sess.Handoff
 	if sess.State != orch.SessionHandedOff || h == nil {
 		writeError(w, http.StatusConflict, "session_not_handed_off", "the session is "+sess.State+", not handed off to a human")
+		return
+	}
+	if h.GateID == "" {
+		// An operator's handoff: no run waits, the reply resumes the
+		// session itself.
+		g.replyDirect(w, r, tenant, id, by, body)
 		return
 	}
 	a := orch.ApprovalDecided{RunID: h.RunID, TenantID: tenant, SessionID: id, Gate: h.GateID, Decision: orch.GateApproved,

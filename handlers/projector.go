@@ -273,7 +273,7 @@ func (p *Projector) session(ctx context.Context, ev event.Event) error {
 		return events.Permanent(fmt.Errorf("%w: payload: %v", events.ErrInvalidData, err))
 	}
 	sess := up.Session
-	if sess.TenantID != events.MetaOf(ev).Tenant || up.RunID == "" || up.UserID == "" {
+	if sess.TenantID != events.MetaOf(ev).Tenant || up.RunID == "" && up.Operator == "" || up.UserID == "" {
 		return events.Permanent(fmt.Errorf("%w: payload: session of tenant %q from run %q on an event of tenant %q",
 			events.ErrInvalidData, sess.TenantID, up.RunID, events.MetaOf(ev).Tenant))
 	}
@@ -289,8 +289,8 @@ func (p *Projector) session(ctx context.Context, ev event.Event) error {
 	if err := p.putSession(ctx, key, up.Revision, sess); err != nil {
 		return err
 	}
-	if up.HandedOff {
-		return nil // no exchange yet: the reply ends the run
+	if up.HandedOff || up.Operator != "" {
+		return nil // no exchange yet (the reply ends the run), or an operator's change
 	}
 	text := "user: " + up.Message + "\nassistant: " + up.Answer
 	vec, err := Embed(ctx, p.Embedder, text)

@@ -252,8 +252,8 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 // before the caller gets the answer, and records the session in the trace.
 func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
 	req := d.State.Request
-	if r.Sessions == nil || orch.ValidateRequest(req) != nil {
-		return nil
+	if r.Sessions == nil || d.Session == nil || orch.ValidateRequest(req) != nil {
+		return nil // no session, or a run its session refused
 	}
 	up, err := r.Sessions.AppendChange(ctx, req, d.Ended.Response, r.Now().UTC(), len(d.State.Context.History) == 0, d.Session)
 	if err != nil {
@@ -365,10 +365,20 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 	if orch.ValidateRequest(req) != nil {
 		return in, nil // the decider ends the run VALIDATION_FAIL
 	}
-	if req.AgentID != "" {
-		// The run acts as its agent as defined now: the decider records
-		// the definition, so later edits do not reach a running run.
-		a, err := LoadAgent(ctx, r.Store, req.TenantID, req.AgentID)
+	sess, err := r.session(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	in.Session = sessionState(sess)
+	agentID, refused := orch.SessionAgent(req, in.Session)
+	if refused != nil {
+		return in, nil // the decider ends the run, leaving the session as it is
+	}
+	if agentID != "" {
+		// The run acts as its agent (its session's current one) as
+		// defined now: the decider records the definition, so later
+		// edits do not reach a running run.
+		a, err := LoadAgent(ctx, r.Store, req.TenantID, agentID)
 		var refused *agents.Error
 		switch {
 		case errors.As(err, &refused):
@@ -378,8 +388,8 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 			return nil, err
 		}
 		in.Agent = a.RunDef()
-		if in.SessionTurns, err = r.sessionTurns(ctx, req, in.Agent); err != nil {
-			return nil, err
+		if sess != nil && in.Agent.MaxTurns > 0 {
+			in.SessionTurns = sess.TurnCount
 		}
 		if orch.TurnLimitReached(in.Agent, in.SessionTurns) {
 			// No turn left: the decider applies the agent's handoff
@@ -426,17 +436,28 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 	return in, nil
 }
 
-// sessionTurns counts the agent turns the run's session has had, when
-// the run's agent limits them.
-func (r *Router) sessionTurns(ctx context.Context, req orch.RunRequest, a *orch.AgentDef) (int, error) {
-	if r.Sessions == nil || a.MaxTurns <= 0 {
-		return 0, nil
+// session is the run's session, nil for a new one (or without a
+// sessions bucket).
+func (r *Router) session(ctx context.Context, req orch.RunRequest) (*store.Session, error) {
+	if r.Sessions == nil {
+		return nil, nil
 	}
 	sess, _, err := r.Sessions.Get(ctx, req.TenantID, req.SessionID)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil
+		return nil, nil
 	}
-	return sess.TurnCount, err
+	if err != nil {
+		return nil, err
+	}
+	return &sess, nil
+}
+
+// sessionState is what a session says of who may answer its next run.
+func sessionState(s *store.Session) *orch.SessionState {
+	if s == nil {
+		return nil
+	}
+	return &orch.SessionState{Status: s.State, AgentID: s.AgentID, Chain: s.HandoffChain, Reason: s.HandoffReason}
 }
 
 // runContext loads what a new run knows of its caller: the soul of its
@@ -619,7 +640,8 @@ func ProgressEvent(name string) bool {
 		strings.HasPrefix(name, "budget.") || strings.HasPrefix(name, "guard.") || name == "escalation.raised" ||
 		name == "clarification.requested" || strings.HasPrefix(name, "gate.") || name == "run.interrupted" ||
 		strings.HasPrefix(name, "supervisor.") || strings.HasPrefix(name, "fanout.") || strings.HasPrefix(name, "fanin.") ||
-		strings.HasPrefix(name, "handoff.") || name == "session.handoff.human" || name == "session.turn_limit"
+		strings.HasPrefix(name, "handoff.") || name == "session.handoff.human" || name == "session.turn_limit" ||
+		name == "session.continued" || name == "session.refused"
 }
 
 // runDeadline stops a run still going at its wall-clock deadline: it

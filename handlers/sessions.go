@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -52,6 +53,11 @@ type SessionUpdated struct {
 	// HandedOff says the run was handed to a human: no exchange was
 	// appended (the reply will be).
 	HandedOff bool `json:"handed_off,omitempty"`
+	// Operator, for a change no run made (an operator's handoff, a
+	// human's reply to it), is who made it and Action its id; no
+	// exchange is written to memory.
+	Operator string `json:"operator,omitempty"`
+	Action   string `json:"action,omitempty"`
 }
 
 // Sessions keeps every session's bounded conversation in the sessions KV
@@ -220,8 +226,8 @@ func applyChange(sess *store.Session, c *orch.SessionChange, runID string, at ti
 		// this run: the run's end does not reopen it.
 		sess.State = orch.SessionCompleted
 	}
-	if c.AgentID != "" {
-		sess.AgentID, sess.ParentAgentID, sess.HandoffDepth = c.AgentID, c.ParentAgentID, c.Depth
+	if c.AgentID != "" && continuesFrom(sess, c) {
+		sess.AgentID, sess.ParentAgentID, sess.HandoffDepth, sess.HandoffChain = c.AgentID, c.ParentAgentID, c.Depth, c.Chain
 	}
 	if c.Reason != "" {
 		sess.HandoffReason = c.Reason
@@ -239,6 +245,18 @@ func applyChange(sess *store.Session, c *orch.SessionChange, runID string, at ti
 	}
 }
 
+// continuesFrom reports whether the run whose end c is went on from the
+// session's current agent (it is in the run's chain): an operator who
+// handed the session to another agent while the run was going keeps the
+// last word on who answers next.
+func continuesFrom(sess *store.Session, c *orch.SessionChange) bool {
+	chain := c.Chain
+	if len(chain) == 0 {
+		chain = []string{c.AgentID}
+	}
+	return sess.AgentID == "" || slices.Contains(chain, sess.AgentID)
+}
+
 // appendExchange appends the exchange of req to sess and condenses what
 // falls out of the window. It reports false when the exchange is already
 // there.
@@ -253,30 +271,7 @@ func appendExchange(sess *store.Session, req orch.RunRequest, answer string, at 
 	sess.Messages = append(sess.Messages,
 		store.SessionMessage{MsgID: userID, Role: RoleUser, Content: clip(req.Message, HistoryMessageBytes), TS: at},
 		store.SessionMessage{MsgID: req.RunID + ".assistant", Role: RoleAssistant, Content: clip(answer, HistoryMessageBytes), TS: at})
-	var summary *store.SessionMessage
-	kept := sess.Messages[:0:0]
-	for _, m := range sess.Messages {
-		if m.Role == RoleSummary {
-			s := m
-			summary = &s
-			continue
-		}
-		kept = append(kept, m)
-	}
-	if len(kept) <= HistoryKeep {
-		return true
-	}
-	old := kept[:len(kept)-HistoryKeep]
-	if summary == nil {
-		summary = &store.SessionMessage{MsgID: "summary", Role: RoleSummary}
-	}
-	lines := summary.Content
-	for _, m := range old {
-		lines += "\n" + m.Role + ": " + firstLine(m.Content, 160)
-		summary.TS = m.TS
-	}
-	summary.Content = keepTail(strings.TrimPrefix(lines, "\n"), HistorySummaryBytes)
-	sess.Messages = append([]store.SessionMessage{*summary}, kept[len(kept)-HistoryKeep:]...)
+	condense(sess)
 	return true
 }
 
@@ -309,4 +304,61 @@ func keepTail(s string, n int) string {
 		s = rest
 	}
 	return s
+}
+
+// Update applies an operator's change to a session of tenantID
+// (compare-and-swap, so it never overwrites a run's write): change checks
+// the session as stored and changes it, or returns an error, which is
+// returned with nothing written. A missing session is store.ErrNotFound.
+func (s *Sessions) Update(ctx context.Context, tenantID, sessionID string, change func(*store.Session) error) (store.Session, uint64, error) {
+	for {
+		sess, rev, err := s.Get(ctx, tenantID, sessionID)
+		if err != nil {
+			return store.Session{}, 0, err
+		}
+		if err := change(&sess); err != nil {
+			return store.Session{}, 0, err
+		}
+		data, err := json.Marshal(sess)
+		if err != nil {
+			return store.Session{}, 0, fmt.Errorf("handlers: encode session: %w", err)
+		}
+		rev, err = s.KV.Update(ctx, sessionKey(tenantID, sessionID), data, rev)
+		if isConflict(err) {
+			continue // a run of the session wrote first: check again
+		}
+		if err != nil {
+			return store.Session{}, 0, fmt.Errorf("handlers: write session: %w", err)
+		}
+		return sess, rev, nil
+	}
+}
+
+// condense keeps the session's last HistoryKeep messages and folds the
+// older ones into its summary message.
+func condense(sess *store.Session) {
+	var summary *store.SessionMessage
+	kept := sess.Messages[:0:0]
+	for _, m := range sess.Messages {
+		if m.Role == RoleSummary {
+			s := m
+			summary = &s
+			continue
+		}
+		kept = append(kept, m)
+	}
+	if len(kept) <= HistoryKeep {
+		return
+	}
+	old := kept[:len(kept)-HistoryKeep]
+	if summary == nil {
+		summary = &store.SessionMessage{MsgID: "summary", Role: RoleSummary}
+	}
+	lines := summary.Content
+	for _, m := range old {
+		lines += "\n" + m.Role + ": " + firstLine(m.Content, 160)
+		summary.TS = m.TS
+	}
+	summary.Content = keepTail(strings.TrimPrefix(lines, "\n"), HistorySummaryBytes)
+	sess.Messages = append([]store.SessionMessage{*summary}, kept[len(kept)-HistoryKeep:]...)
 }

@@ -62,13 +62,14 @@ func (a *AgentDef) AllowsSkill(name string) bool {
 // agentMismatch reports a requested agent the router did not load: the
 // run cannot act as an agent it does not have.
 func agentMismatch(req RunRequest, in Requested) string {
+	want, _ := SessionAgent(req, in.Session) // the run's own agent, or its session's
 	switch {
 	case in.AgentError != "":
 		return in.AgentError
-	case req.AgentID == "" && in.Agent != nil:
+	case want == "" && in.Agent != nil:
 		return fmt.Sprintf("agent %q was loaded for a run that names none", in.Agent.ID)
-	case req.AgentID != "" && (in.Agent == nil || in.Agent.ID != req.AgentID):
-		return fmt.Sprintf("agent %q is not defined for tenant %q", req.AgentID, req.TenantID)
+	case want != "" && (in.Agent == nil || in.Agent.ID != want):
+		return fmt.Sprintf("agent %q is not defined for tenant %q", want, req.TenantID)
 	}
 	return ""
 }

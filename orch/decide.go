@@ -56,6 +56,12 @@ type Requested struct {
 	// ends VALIDATION_FAIL before any model call.
 	Agent      *AgentDef
 	AgentError string
+	// Session is the run's session as the router found it (nil: a new
+	// session): a run in a session with a current agent acts as it
+	// (Agent is then that agent's definition) with its handoff chain, and
+	// a handed-off or completed session refuses the run
+	// (SessionAgent).
+	Session *SessionState
 	// SessionTurns counts the agent turns the run's session has had: a
 	// run whose agent's max_turns they reach takes its handoff_behavior
 	// instead of a turn.
@@ -188,7 +194,7 @@ func Decide(s State, in Input) Decision {
 	s.Plan.ReplanHistory = slices.Clone(s.Plan.ReplanHistory)
 	d := &decision{Decision: Decision{State: s}, at: in.at().UTC()}
 	d.apply(in)
-	if d.Ended != nil || d.Opened != nil && d.Opened.Kind == GateHuman {
+	if (d.Ended != nil || d.Opened != nil && d.Opened.Kind == GateHuman) && !d.untouched {
 		d.Session = d.sessionChange()
 	}
 	return d.Decision
@@ -229,6 +235,9 @@ type decision struct {
 	// sessionStatus is the session's status the decision sets (active
 	// when unset, after an agent's answer).
 	sessionStatus string
+	// untouched: the decision leaves the run's session as it is (a run
+	// its session refused); Decision.Session stays nil.
+	untouched bool
 }
 
 func (d *decision) audit(name, taskID string, payload any) {
@@ -252,6 +261,9 @@ func (d *decision) requested(in Requested) {
 		d.finish(CodeValidationFail, err.Error(), nil)
 		return
 	}
+	if !d.continueSession(in) {
+		return
+	}
 	if reason := agentMismatch(req, in); reason != "" {
 		d.finish(CodeValidationFail, reason, map[string]any{"agent_id": req.AgentID})
 		return
@@ -263,6 +275,7 @@ func (d *decision) requested(in Requested) {
 		d.audit("context.loaded", "", c)
 	}
 	d.actAs(in.Agent)
+	d.resumeChain(in)
 	if TurnLimitReached(in.Agent, in.SessionTurns) {
 		d.turnLimit(in.Agent, in.SessionTurns)
 		return

@@ -103,6 +103,7 @@ type SessionChange struct {
 	ParentAgentID string        `json:"parent_agent_id,omitempty"`
 	Depth         int           `json:"handoff_depth,omitempty"`
 	Reason        string        `json:"handoff_reason,omitempty"`
+	Chain         []string      `json:"handoff_chain,omitempty"`
 	AgentTurn     bool          `json:"agent_turn,omitempty"`
 	Handoff       *HumanHandoff `json:"handoff,omitempty"`
 	RunID         string        `json:"run_id,omitempty"`
@@ -160,23 +161,10 @@ func (d *decision) handoff(r StepResult, in Joined) {
 
 // refusal says why an agent handoff cannot be taken, or "".
 func (d *decision) refusal(h Handoff, in Joined) string {
-	a := d.State.Agent
-	chain := d.chain()
-	switch {
-	case a == nil:
+	if d.State.Agent == nil {
 		return "the run acts as no agent"
-	case !slices.Contains(a.SubAgents, h.TargetAgentID):
-		return fmt.Sprintf("agent %s does not name %q in its sub_agents", a.ID, h.TargetAgentID)
-	case len(d.State.Handoffs)+1 > MaxHandoffDepth:
-		return fmt.Sprintf("the handoff would reach depth %d; the limit is %d", len(d.State.Handoffs)+1, MaxHandoffDepth)
-	case slices.Contains(chain, h.TargetAgentID):
-		return fmt.Sprintf("agent %s is already in the handoff chain %v", h.TargetAgentID, chain)
-	case in.TargetError != "":
-		return in.TargetError
-	case in.Target == nil || in.Target.ID != h.TargetAgentID:
-		return fmt.Sprintf("agent %q was not loaded", h.TargetAgentID)
 	}
-	return ""
+	return HandoffRefusal(d.State.Agent, d.chain(), h.TargetAgentID, in.Target, in.TargetError)
 }
 
 // agentID is the id of the agent the run acts as now, or "".
@@ -280,7 +268,7 @@ func (d *decision) sessionChange() *SessionChange {
 	c := &SessionChange{Status: cmp.Or(d.sessionStatus, SessionActive), AgentID: d.agentID(),
 		Depth: len(d.State.Handoffs), AgentTurn: d.State.Agent != nil && d.sessionStatus == ""}
 	if n := len(d.State.Handoffs); n > 0 {
-		c.Reason, c.ParentAgentID = d.State.Handoffs[n-1].Reason, d.State.Handoffs[n-1].From
+		c.Reason, c.ParentAgentID, c.Chain = d.State.Handoffs[n-1].Reason, d.State.Handoffs[n-1].From, d.chain()
 	}
 	if g := d.Opened; g != nil && g.Kind == GateHuman {
 		c.Handoff, c.RunID, c.GateID, c.Reason = g.Handoff, d.State.Request.RunID, g.ID, g.Handoff.Reason

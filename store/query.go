@@ -168,3 +168,55 @@ func PlanHealthFromCounts(byStatus map[string]int, totalReplans int) PlanHealth 
 	}
 	return h
 }
+
+// SessionQuery lists a tenant's sessions (GET /agent/sessions), newest
+// first. TenantID is required; Status, AgentID and UserID, when set, keep
+// only the sessions whose state (active, handed_off, completed), current
+// agent and user equal them.
+//
+// Every backend's ListSessions answers it with these semantics: an empty
+// TenantID is an error wrapping ErrInvalidArgument; only the tenant's
+// sessions are considered; they are ordered by CompareSessionsNewestFirst
+// (started_at descending, then session_id ascending); at most
+// EffectiveLimit are returned, the first ones of that order.
+type SessionQuery struct {
+	TenantID string
+	Status   string
+	AgentID  string
+	UserID   string
+	// Limit bounds the result; values <= 0 mean DefaultSessionLimit and
+	// values above MaxSessionLimit mean MaxSessionLimit.
+	Limit int
+}
+
+// Session listing bounds.
+const (
+	DefaultSessionLimit = 50
+	MaxSessionLimit     = 500
+)
+
+// EffectiveLimit is the number of sessions the query returns at most.
+func (q SessionQuery) EffectiveLimit() int {
+	switch {
+	case q.Limit <= 0:
+		return DefaultSessionLimit
+	case q.Limit > MaxSessionLimit:
+		return MaxSessionLimit
+	}
+	return q.Limit
+}
+
+// Match reports whether s is one of the sessions q selects.
+func (q SessionQuery) Match(s Session) bool {
+	return s.TenantID == q.TenantID && (q.Status == "" || s.State == q.Status) && (q.AgentID == "" || s.AgentID == q.AgentID) &&
+		(q.UserID == "" || s.UserID == q.UserID)
+}
+
+// CompareSessionsNewestFirst orders sessions as ListSessions returns
+// them: started_at descending, ties by session_id ascending.
+func CompareSessionsNewestFirst(a, b Session) int {
+	if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.SessionID, b.SessionID)
+}

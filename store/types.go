@@ -235,6 +235,11 @@ type Session struct {
 	ParentAgentID string `json:"parent_agent_id,omitempty"`
 	HandoffDepth  int    `json:"handoff_depth,omitempty"`
 	HandoffReason string `json:"handoff_reason,omitempty"`
+	// HandoffChain is the session's agents in handoff order, the
+	// original first and the current last (empty before a handoff): a
+	// new run of the session continues as the current agent with this
+	// chain, so depth and cycle limits hold across runs.
+	HandoffChain []string `json:"handoff_chain,omitempty"`
 	// TurnCount counts the agent turns the session had: the runs an
 	// agent answered.
 	TurnCount int `json:"turn_count,omitempty"`

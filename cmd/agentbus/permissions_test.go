@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -104,6 +105,22 @@ func TestPerRolePermissions(t *testing.T) {
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 	}
+	// An operator hands the session to a human: the ingress records it
+	// with its own credentials (the session's audit events), the
+	// projector puts it in the operators' queue, new runs are refused,
+	// and a reply resumes the session.
+	post(t, url+"/agent/sessions/s-perms/handoff", "demo", `{"target_type":"human","reason":"complaint","by":"op-1"}`, http.StatusOK)
+	post(t, url+"/agent/run", "demo", `{"user_id":"u","session_id":"s-perms","message":"hello?"}`, http.StatusConflict)
+	queued := func(status string) func() bool {
+		return func() bool {
+			var list handlers.SessionList
+			getJSON(t, url+"/agent/sessions?status="+status, "demo", &list)
+			return len(list.Sessions) == 1 && list.Sessions[0].SessionID == "s-perms"
+		}
+	}
+	eventually(t, 10*time.Second, "the handed-off session in the operators' queue", queued("handed_off"))
+	post(t, url+"/agent/sessions/s-perms/reply", "demo", `{"message":"Refunded.","by":"op-1"}`, http.StatusOK)
+	eventually(t, 10*time.Second, "the session active again", queued("active"))
 	if l := logs.String(); strings.Contains(strings.ToLower(l), "permissions violation") {
 		t.Fatalf("a role needed more than its permissions:\n%s", l)
 	}

@@ -2,9 +2,12 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/store"
 )
@@ -78,4 +81,39 @@ func (s *Store) GetSession(ctx context.Context, tenantID, sessionID string) (sto
 		return store.Session{}, fmt.Errorf("embedded: decode session %s: %w", e.Key(), err)
 	}
 	return sess, nil
+}
+
+// ListSessions returns the tenant's sessions q selects, newest first, as
+// store.SessionQuery specifies.
+func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) ([]store.Session, error) {
+	if q.TenantID == "" {
+		return nil, fmt.Errorf("embedded: sessions need a tenant: %w", store.ErrInvalidArgument)
+	}
+	w, err := s.sessions.Watch(ctx, escape(q.TenantID)+".*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("embedded: list sessions: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []store.Session
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("embedded: watcher closed before initial values were delivered")
+			}
+			if e == nil {
+				slices.SortFunc(out, store.CompareSessionsNewestFirst)
+				return out[:min(len(out), q.EffectiveLimit())], nil
+			}
+			var sess store.Session
+			if err := json.Unmarshal(e.Value(), &sess); err != nil {
+				return nil, fmt.Errorf("embedded: decode session %s: %w", e.Key(), err)
+			}
+			if q.Match(sess) {
+				out = append(out, sess)
+			}
+		}
+	}
 }

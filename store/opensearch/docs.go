@@ -103,3 +103,44 @@ func (s *Store) getDoc(ctx context.Context, index, what, id string, dst any) err
 	}
 	return nil
 }
+
+// ListSessions returns the tenant's sessions q selects, newest first, as
+// store.SessionQuery specifies. Session writes do not wait for a
+// refresh (the sessions bucket is the authority; this index is its
+// projection), so a session shows in the list within the index's refresh
+// interval.
+func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) ([]store.Session, error) {
+	if q.TenantID == "" {
+		return nil, fmt.Errorf("opensearch: sessions need a tenant: %w", store.ErrInvalidArgument)
+	}
+	filter := []obj{term("tenant_id", q.TenantID)}
+	if q.Status != "" {
+		filter = append(filter, term("state", q.Status))
+	}
+	if q.AgentID != "" {
+		filter = append(filter, term("agent_id", q.AgentID))
+	}
+	if q.UserID != "" {
+		filter = append(filter, term("user_id", q.UserID))
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	body := obj{
+		"size":  q.EffectiveLimit(),
+		"query": obj{"bool": obj{"filter": filter}},
+		"sort":  []obj{{"started_at": obj{"order": "desc", "missing": "_last"}}, {"session_id": "asc"}},
+	}
+	resp, err := s.search(ctx, s.names.sessions, body, opensearchapi.SearchParams{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Session, 0, len(resp.Hits.Hits))
+	for _, h := range resp.Hits.Hits {
+		var sess store.Session
+		if err := json.Unmarshal(h.Source, &sess); err != nil {
+			return nil, fmt.Errorf("opensearch: decode session %q: %w", h.ID, err)
+		}
+		out = append(out, sess)
+	}
+	return out, nil
+}

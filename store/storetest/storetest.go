@@ -57,6 +57,10 @@ type Backend interface {
 	// GetSession returns the session of the tenant; session ids are
 	// unique within a tenant only.
 	GetSession(ctx context.Context, tenantID, sessionID string) (store.Session, error)
+	// ListSessions returns the tenant's sessions q selects, newest first,
+	// as store.SessionQuery specifies (a session put shows within the
+	// backend's refresh interval).
+	ListSessions(ctx context.Context, q store.SessionQuery) ([]store.Session, error)
 	// PutDefinition creates d (expected 0; d.Version 1; store.ErrConflict
 	// if it exists) or replaces it if its stored version is expected
 	// (d.Version expected+1; store.ErrNotFound if missing,
@@ -102,6 +106,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Backend) {
 		{"Definitions", testDefinitions},
 		{"DefinitionVersions", testDefinitionVersions},
 		{"DefinitionsIsolated", testDefinitionsIsolated},
+		{"SessionsListed", testSessionsListed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -93,6 +93,10 @@ func Permissions(user, storePrefix string) (*server.Permissions, error) {
 	var buckets []string
 	if user == UserIngress {
 		g.publish(subjectOf(events.TypeRunRequested), subjectOf(events.TypeApprovalDecided))
+		for _, name := range handlers.IngressAudits {
+			// An operator's session changes (handoff, reply to it).
+			g.publish("audit.*." + name)
+		}
 		g.readStream(events.StreamAgent) // run.finished, for the callers it holds
 		// Streamed runs' chunks, served (and resumed) from the stream; the
 		// AUDIT stream is never readable by the ingress.
