@@ -160,15 +160,23 @@ func number(v any) (float64, bool) {
 // Eval reports whether the conditions hold for event, a decoded JSON
 // object (nested objects as map[string]any).
 func (c Conditions) Eval(event map[string]any) bool {
+	failed, _ := c.explain(event)
+	return failed == ""
+}
+
+// explain returns "" when the conditions hold for event, FailedAll with
+// the first condition of All that does not hold, or FailedAny when none
+// of Any does.
+func (c Conditions) explain(event map[string]any) (string, *Condition) {
 	for _, cond := range c.All {
 		if !cond.Eval(event) {
-			return false
+			return FailedAll, &cond
 		}
 	}
-	if len(c.Any) == 0 {
-		return true
+	if len(c.Any) == 0 || slices.ContainsFunc(c.Any, func(cond Condition) bool { return cond.Eval(event) }) {
+		return "", nil
 	}
-	return slices.ContainsFunc(c.Any, func(cond Condition) bool { return cond.Eval(event) })
+	return FailedAny, nil
 }
 
 // Eval reports whether the condition holds for event. A condition on an

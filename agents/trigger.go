@@ -145,13 +145,61 @@ func TriggerOf(d store.Definition) (Trigger, error) {
 // first is the one to start.
 func Match(triggers []Trigger, eventType string, event map[string]any) []Trigger {
 	var out []Trigger
-	for _, t := range triggers {
-		if t.Enabled() && t.EventType == eventType && t.Conditions.Eval(event) {
-			out = append(out, t)
+	for _, c := range Evaluate(triggers, eventType, event) {
+		if c.Matched {
+			out = append(out, c.trigger)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Trigger) int {
-		if c := a.PriorityValue() - b.PriorityValue(); c != 0 {
+	return out
+}
+
+// Reasons a trigger did not match (Considered.Failed).
+const (
+	// FailedDisabled: the trigger is inactive.
+	FailedDisabled = "disabled"
+	// FailedEventType: the trigger listens for another event type.
+	FailedEventType = "event_type"
+	// FailedAll: a condition of All does not hold (Considered.Condition
+	// says which).
+	FailedAll = "all"
+	// FailedAny: no condition of Any holds.
+	FailedAny = "any"
+)
+
+// Considered is one trigger as Evaluate saw it: whether it matched and,
+// if not, why (Failed, and for a failed All condition the condition).
+type Considered struct {
+	TriggerID string     `json:"trigger_id"`
+	AgentID   string     `json:"agent_id"`
+	Priority  int        `json:"priority"`
+	Matched   bool       `json:"matched"`
+	Failed    string     `json:"failed,omitempty"`
+	Condition *Condition `json:"condition,omitempty"`
+
+	trigger Trigger
+}
+
+// Evaluate explains Match: every trigger with whether it matched the
+// event and, if not, the first check that failed, in evaluation order
+// (priority, then trigger id). It is pure: the same triggers and event
+// give the same answer.
+func Evaluate(triggers []Trigger, eventType string, event map[string]any) []Considered {
+	out := make([]Considered, 0, len(triggers))
+	for _, t := range triggers {
+		c := Considered{TriggerID: t.TriggerID, AgentID: t.AgentID, Priority: t.PriorityValue(), trigger: t}
+		switch {
+		case !t.Enabled():
+			c.Failed = FailedDisabled
+		case t.EventType != eventType:
+			c.Failed = FailedEventType
+		default:
+			c.Failed, c.Condition = t.Conditions.explain(event)
+			c.Matched = c.Failed == ""
+		}
+		out = append(out, c)
+	}
+	slices.SortStableFunc(out, func(a, b Considered) int {
+		if c := a.Priority - b.Priority; c != 0 {
 			return c
 		}
 		return strings.Compare(a.TriggerID, b.TriggerID)

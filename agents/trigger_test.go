@@ -227,6 +227,49 @@ func TestMatchOrdersByPriority(t *testing.T) {
 	}
 }
 
+// Evaluate explains every trigger: matched, or the first failed check
+// (disabled, event type, the failed all condition, no any condition), in
+// Match's order.
+func TestEvaluateExplains(t *testing.T) {
+	trig := func(id string, prio int, status, typ, conds string) Trigger {
+		return Trigger{TriggerID: id, TriggerSpec: TriggerSpec{Name: id, AgentID: "agent-" + id, EventType: typ,
+			Conditions: conditions(t, conds), Priority: ptr(prio), Status: status}}
+	}
+	ts := []Trigger{
+		trig("any-miss", 30, StatusActive, EventMessageNew, `{"any":[{"field":"message.text","operator":"contains","value":"refund"}]}`),
+		trig("all-miss", 20, StatusActive, EventMessageNew,
+			`{"all":[{"field":"message.direction","operator":"eq","value":"inbound"},{"field":"message.channel","operator":"eq","value":"sms"}]}`),
+		trig("off", 0, StatusInactive, EventMessageNew, `{}`),
+		trig("hook", 5, StatusActive, EventWebhook, `{}`),
+		trig("yes", 40, StatusActive, EventMessageNew, `{"all":[{"field":"message.direction","operator":"eq","value":"inbound"}]}`),
+	}
+	ev := event(t, `{"message":{"direction":"inbound","channel":"email","text":"hello"}}`)
+	got := Evaluate(ts, EventMessageNew, ev)
+	type row struct {
+		id, failed string
+		matched    bool
+	}
+	want := []row{{"off", FailedDisabled, false}, {"hook", FailedEventType, false}, {"all-miss", FailedAll, false},
+		{"any-miss", FailedAny, false}, {"yes", "", true}}
+	if len(got) != len(want) {
+		t.Fatalf("%d considered, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if c := got[i]; c.TriggerID != w.id || c.Failed != w.failed || c.Matched != w.matched || c.AgentID != "agent-"+w.id {
+			t.Fatalf("considered[%d] = %+v, want %+v", i, c, w)
+		}
+	}
+	if c := got[2].Condition; c == nil || c.Field != "message.channel" || c.Value != "sms" {
+		t.Fatalf("all-miss names condition %+v, want the channel one", c)
+	}
+	if got[3].Condition != nil || got[4].Condition != nil {
+		t.Fatal("only a failed all condition is named")
+	}
+	if m := Match(ts, EventMessageNew, ev); len(m) != 1 || m[0].TriggerID != "yes" {
+		t.Fatalf("Match disagrees with Evaluate: %v", m)
+	}
+}
+
 func TestTriggerDefinitionRoundTrip(t *testing.T) {
 	at := time.Date(2026, 11, 25, 20, 0, 0, 0, time.UTC)
 	tr := Trigger{TriggerID: "trg-1", TenantID: "acme", TriggerSpec: validTrigger(), Version: 1, CreatedAt: at, UpdatedAt: at}

@@ -41,6 +41,7 @@ func (g *Ingress) definitionRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /agent/triggers/{trigger_id}/enable", g.enableTrigger)
 	mux.HandleFunc("POST /agent/triggers/{trigger_id}/disable", g.disableTrigger)
 	mux.HandleFunc("POST /agent/events", g.inboundEvent)
+	mux.HandleFunc("GET /agent/events/{event_id}", g.eventEvaluations)
 }
 
 // DefinitionError is the error body of the definitions API: the stable

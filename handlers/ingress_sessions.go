@@ -55,9 +55,10 @@ type SessionList struct {
 }
 
 // IngressAudits are the audit events the ingress publishes itself, for
-// the session changes an operator makes (no run's hop records them); its
-// NATS user may publish exactly these on the AUDIT stream.
-var IngressAudits = []string{"session.handoff.human", "handoff.accepted", AuditSessionUpdated}
+// the session changes an operator makes (no run's hop records them) and
+// the evaluations of inbound events against the triggers; its NATS user
+// may publish exactly these on the AUDIT stream.
+var IngressAudits = []string{"session.handoff.human", "handoff.accepted", AuditSessionUpdated, AuditTriggerEvaluated}
 
 // OperatorHandoff is the trigger of a human handoff an operator asked for.
 const OperatorHandoff = "operator"

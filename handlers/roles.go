@@ -14,7 +14,26 @@ const (
 	RoleAggregator = "aggregator"
 	// RoleProjector writes the store's projections from the AUDIT stream.
 	RoleProjector = "projector"
+	// RoleInbound consumes the inbound events published on
+	// agent.inbound.<tenant> (InboundConsumer); the ingress hosts it.
+	RoleInbound = "inbound"
 )
+
+// InboundSubjectRoot is the subject root of inbound events: a service
+// outside agentbus (the conversations service) publishes a tenant's
+// event, the JSON body POST /agent/events takes, on
+// agent.inbound.<tenant>. The AGENT stream stores it.
+const InboundSubjectRoot = "agent.inbound"
+
+// InboundSubject is the subject of tenant's inbound events.
+func InboundSubject(tenant string) string { return InboundSubjectRoot + "." + tenant }
+
+// InboundConsumer is the inbound role's durable consumer. Its deliveries
+// are unlimited: an event the request limits refuse waits (redelivered
+// after their Retry-After) instead of running out of deliveries; a
+// malformed one is dead-lettered at once.
+var InboundConsumer = events.Consumer{Name: RoleInbound, Stream: events.StreamAgent,
+	Filters: []string{InboundSubjectRoot + ".*"}, Unlimited: true}
 
 // KV bucket names.
 const (

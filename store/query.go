@@ -60,6 +60,9 @@ type EventQuery struct {
 	// EventTypes: the event_type is one of them.
 	EventTypes []string
 	SkillID    string
+	// TaskID: the event's task_id is it (a step's task, or for
+	// trigger.evaluated the inbound event's id).
+	TaskID string
 	// Since and Until bound ts: Since <= ts < Until.
 	Since, Until time.Time
 	// LargeResponse: true selects events whose large_response is true,
@@ -96,6 +99,8 @@ func (q EventQuery) Match(ev Event) bool {
 	case len(q.EventTypes) > 0 && !slices.Contains(q.EventTypes, ev.EventType):
 		return false
 	case q.SkillID != "" && ev.SkillID != q.SkillID:
+		return false
+	case q.TaskID != "" && ev.TaskID != q.TaskID:
 		return false
 	case !q.Since.IsZero() && ev.TS.Before(q.Since):
 		return false

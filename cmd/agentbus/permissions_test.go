@@ -26,6 +26,7 @@ import (
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
+	"github.com/agentbus/agentbus/store"
 )
 
 // TestPerRolePermissions runs every role process and the ingress on a real
@@ -121,6 +122,30 @@ func TestPerRolePermissions(t *testing.T) {
 	eventually(t, 10*time.Second, "the handed-off session in the operators' queue", queued("handed_off"))
 	post(t, url+"/agent/sessions/s-perms/reply", "demo", `{"message":"Refunded.","by":"op-1"}`, http.StatusOK)
 	eventually(t, 10*time.Second, "the session active again", queued("active"))
+	// An inbound event on agent.inbound.demo: the ingress consumes it,
+	// records its evaluation (trigger.evaluated, indexed by the
+	// projector) and starts the run; a malformed one it dead-letters.
+	analyst := createAgent(t, url, "demo", `{"name":"Analyst","system_prompt":"Rank outlets.","tools":["outlet_list","engagement_analytics"]}`)
+	post(t, url+"/agent/triggers", "demo", `{"name":"Ranking","agent_id":"`+analyst+`","event_type":"message.new",
+		"conditions":{"any":[{"field":"message.text","operator":"contains","value":"rank"}]}}`, http.StatusCreated)
+	if _, err := ajs.Publish(ctx, "agent.inbound.demo", []byte(`{"event_id":"perm-bad","event_type":"message.new","session_id":"s","x":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ajs.Publish(ctx, "agent.inbound.demo", []byte(`{"event_id":"perm-1","event_type":"message.new","user_id":"u",
+		"session_id":"s-perms-in","data":{"message":{"text":"`+demoTask+`"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	evs := waitEvaluations(t, url, "demo", "perm-1", 1)
+	if evs[0].Outcome != handlers.OutcomeStarted || evs[0].AgentID != analyst {
+		t.Fatalf("perm-1's evaluation %+v", evs[0])
+	}
+	eventually(t, 20*time.Second, "the inbound event's run", func() bool {
+		plan, _, err := ingress.Store.GetPlan(ctx, "demo", evs[0].PlanID)
+		return err == nil && plan.Status == store.PlanStatusComplete
+	})
+	if dl := deadLetters(t, ctx, ajs, 1)[0]; !strings.Contains(dl.Reason, "unknown field") || dl.Deliveries != 1 {
+		t.Fatalf("dead letter %+v", dl)
+	}
 	if l := logs.String(); strings.Contains(strings.ToLower(l), "permissions violation") {
 		t.Fatalf("a role needed more than its permissions:\n%s", l)
 	}

@@ -221,6 +221,9 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]store.Event, 
 	if q.SkillID != "" {
 		filter = append(filter, term("skill_id", q.SkillID))
 	}
+	if q.TaskID != "" {
+		filter = append(filter, term("task_id", q.TaskID))
+	}
 	if rng := tsRange(q.Since, q.Until); rng != nil {
 		filter = append(filter, obj{"range": obj{"ts": rng}})
 	}

@@ -49,7 +49,7 @@ func testEventsFiltered(t *testing.T, b Backend) {
 	run.EventID, run.PlanID, run.Outcome, run.TaskType, run.Replans = idWith("b"), "plan-1", "complete", "research", 2
 	run.DurationMS, run.InputTokens, run.OutputTokens, run.CostUSD = 61_250, 5000, 1200, 0.125
 	web2 := a.event("skill.called", 40)
-	web2.EventID, web2.SkillID = idWith("a"), "web"
+	web2.EventID, web2.SkillID, web2.TaskID = idWith("a"), "web", "evt-7"
 	// Within one millisecond ts still decides, against the id order (some
 	// backends sort dates in milliseconds).
 	latest, late, early := a.event("subagent.finish", 50), a.event("subagent.finish", 50), a.event("subagent.finish", 50)
@@ -67,7 +67,7 @@ func testEventsFiltered(t *testing.T, b Backend) {
 	foreign := other.event("skill.called", 10)
 	foreign.EventID, foreign.SkillID, foreign.LargeResponse = idWith("a"), "web", true
 	foreign2 := other.event("run.finished", 45)
-	foreign2.EventID = idWith("a")
+	foreign2.EventID, foreign2.TaskID = idWith("a"), "evt-7"
 
 	must(t, "AppendEvents", b.AppendEvents(ctx, []store.Event{calc, latest, web, foreign, early}))
 	must(t, "AppendEvents", b.AppendEvents(ctx, []store.Event{run, old, late, web2, model, foreign2}))
@@ -88,6 +88,9 @@ func testEventsFiltered(t *testing.T, b Backend) {
 		run, model)
 	wantEvents(t, b, "by unknown type", store.EventQuery{TenantID: a.tenant, EventTypes: []string{"skill"}})
 	wantEvents(t, b, "by skill", store.EventQuery{TenantID: a.tenant, SkillID: "web"}, web2, web, old)
+	wantEvents(t, b, "by task", store.EventQuery{TenantID: a.tenant, TaskID: "evt-7"}, web2)
+	wantEvents(t, b, "by task of the other tenant", store.EventQuery{TenantID: other.tenant, TaskID: "evt-7"}, foreign2)
+	wantEvents(t, b, "by unknown task", store.EventQuery{TenantID: a.tenant, TaskID: "evt-8"})
 	wantEvents(t, b, "by skill and type", store.EventQuery{TenantID: a.tenant, SkillID: "calc", EventTypes: []string{"skill.called"}},
 		calc)
 

@@ -97,7 +97,9 @@ func Permissions(user, storePrefix string) (*server.Permissions, error) {
 			// An operator's session changes (handoff, reply to it).
 			g.publish("audit.*." + name)
 		}
-		g.readStream(events.StreamAgent) // run.finished, for the callers it holds
+		g.readStream(events.StreamAgent) // run.finished, for the callers it holds; the inbound events it consumes
+		// Malformed inbound events (agent.inbound.<tenant>), dead-lettered.
+		g.publish(subjectOf(events.TypeDeadLettered))
 		// Streamed runs' chunks, served (and resumed) from the stream; the
 		// AUDIT stream is never readable by the ingress.
 		g.readStream(events.StreamReply)

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/auth"
@@ -201,6 +202,22 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 		return err
 	}
 	defer g.Stop()
+	inbound, err := retryValue(ctx, func() (jetstream.Consumer, error) {
+		return d.JS.Consumer(ctx, handlers.InboundConsumer.Stream, handlers.InboundConsumer.Name)
+	})
+	if err != nil {
+		return fmt.Errorf("inbound consumer: %w", err)
+	}
+	inboundCtx, stopInbound := context.WithCancel(ctx)
+	inboundDone := make(chan error, 1)
+	go func() {
+		err := g.ServeInbound(inboundCtx, inbound)
+		if err != nil {
+			d.Log.Error().Err(err).Msg("inbound events are not consumed")
+		}
+		inboundDone <- err
+	}()
+	defer func() { stopInbound(); <-inboundDone }()
 	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return err

@@ -78,6 +78,9 @@ func Topology(base events.Topology) events.Topology {
 	for _, r := range Roles {
 		base.Consumers = append(base.Consumers, r.Consumer())
 	}
+	// The inbound events, which the ingress consumes (ServeIngress): they
+	// come from outside as plain JSON, so no Role's routes declare them.
+	base.Consumers = append(base.Consumers, handlers.InboundConsumer)
 	base.Buckets, base.ObjectStores = handlers.Buckets, handlers.ObjectStores
 	return base
 }

@@ -71,6 +71,8 @@ func TestTopologyDerivesFromRoles(t *testing.T) {
 		handlers.RoleAggregator: {Name: handlers.RoleAggregator, Stream: events.StreamAgent, Filters: []string{"agent.step.finished.*", "agent.group.deadline.*"}},
 		handlers.RoleProjector:  {Name: handlers.RoleProjector, Stream: events.StreamAudit, Filters: []string{"audit.>"}, Unlimited: true},
 		handlers.RoleMonitor:    {Name: handlers.RoleMonitor, Stream: events.StreamAgent, Filters: []string{"agent.alert.evaluate.*"}},
+		// The ingress's: inbound events, plain JSON from outside.
+		handlers.RoleInbound: {Name: handlers.RoleInbound, Stream: events.StreamAgent, Filters: []string{"agent.inbound.*"}, Unlimited: true},
 	}
 	topo := Topology(events.Topology{})
 	if len(topo.Consumers) != len(want) || len(topo.Buckets) != len(handlers.Buckets) {
