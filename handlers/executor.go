@@ -118,7 +118,7 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 	t := turn{x: x, in: ev, req: req, step: *step, out: outbox{in: ev}, rec: llm.Record(x.Model)}
 	// The model calls' settlements ride on the hop's next draw (a skill
 	// call, a memory write), or are written when the hop ends.
-	t.model = x.Budgets.DeferredModel(t.rec, BudgetOf(req.Run), func(d orch.Vector) { t.unsettled = t.unsettled.Add(d) })
+	t.model = AgentModel(x.Budgets.DeferredModel(t.rec, BudgetOf(req.Run), func(d orch.Vector) { t.unsettled = t.unsettled.Add(d) }), req.Run.Agent)
 	defer t.settle(ctx)
 	tenant, runID := req.Run.Request.TenantID, req.Run.Request.RunID
 	ctx, release := x.Cancels.Watch(ctx, tenant, runID)

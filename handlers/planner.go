@@ -66,7 +66,7 @@ func (p *Planner) planRequested(ctx context.Context, ev event.Event, req orch.Pl
 		err = p.Budgets.Reserve(ctx, rb, orch.Vector{orch.DimReflectionPasses: 1})
 	}
 	if err == nil {
-		steps, infeasible, err = p.plan(ctx, p.Budgets.Model(rec, rb), run, req.Failure)
+		steps, infeasible, err = p.plan(ctx, AgentModel(p.Budgets.Model(rec, rb), run.Agent), run, req.Failure)
 	}
 	lin := events.Audit{PlanID: run.Plan.PlanID, UserID: run.Request.UserID}
 	prop := orch.PlanProposal{Run: run, Steps: steps, Infeasible: infeasible, Usage: out.modelCalls(lin, rec)}

@@ -510,7 +510,7 @@ func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State,
 		stream = r.Replies.open(ev, "answer")
 		req.Stream = func(delta string) { stream.write(delta, false) }
 	}
-	resp, err := r.Budgets.Model(rec, BudgetOf(run)).Complete(ctx, req)
+	resp, err := AgentModel(r.Budgets.Model(rec, BudgetOf(run)), run.Agent).Complete(ctx, req)
 	if err := stream.close(ctx); err != nil {
 		r.Log.Warn().Err(err).Str("run_id", run.Request.RunID).Msg("answer not streamed; the caller gets it whole")
 	}

@@ -85,6 +85,41 @@ type Request struct {
 	// Repair marks a call that repeats a rejected answer: it draws on the
 	// run's retry budget.
 	Repair bool
+	// Model, Temperature, TopP and Stop are the sampling settings of the
+	// agent a run acts as (see WithSettings). Model is the model the agent
+	// asks for: a provider uses it only when it serves it (ResolveModel),
+	// else its configured model. Temperature and TopP, when set, replace
+	// the configured temperature and the provider default; Stop ends the
+	// answer at any of its sequences.
+	Model       string
+	Temperature *float64
+	TopP        *float64
+	Stop        []string
+}
+
+// ResolveModel is the model id a provider configured with c sends for a
+// call asking for requested: the configured model when the request asks
+// for none or for it; the id requested maps to in c.Models (an alias map
+// of the models the deployment's provider serves); otherwise the
+// configured model, so an agent naming a model its deployment does not
+// serve still runs (the answering model is recorded as Response.Model).
+func (c ProviderConfig) ResolveModel(requested string) string {
+	if requested == "" || requested == c.Model {
+		return c.Model
+	}
+	if id, ok := c.Models[requested]; ok && id != "" {
+		return id
+	}
+	return c.Model
+}
+
+// TemperatureFor is the temperature a call sends: the request's, else the
+// configured one (nil leaves the provider default).
+func (c ProviderConfig) TemperatureFor(req Request) *float64 {
+	if req.Temperature != nil {
+		return req.Temperature
+	}
+	return c.Temperature
 }
 
 // CapTokens is the output-token limit of a call: the provider's
@@ -156,12 +191,16 @@ type Model interface {
 // ProviderConfig configures a real model provider. APIKey is a secret: it
 // is sent to the provider only, never logged, and never part of an error.
 type ProviderConfig struct {
-	Model       string        // the provider's model id
-	BaseURL     string        // "" uses the provider's default endpoint
-	APIKey      string        // "" uses the provider SDK's environment default
-	Temperature *float64      // nil leaves the provider default
-	MaxTokens   int           // output tokens per call; 0 uses 4096
-	Timeout     time.Duration // per HTTP attempt; 0 uses 2 minutes
+	Model       string   // the provider's model id
+	BaseURL     string   // "" uses the provider's default endpoint
+	APIKey      string   // "" uses the provider SDK's environment default
+	Temperature *float64 // nil leaves the provider default
+	// Models maps the model names agents may ask for to the ids this
+	// provider serves them under (see ResolveModel); the configured Model
+	// is always served.
+	Models    map[string]string
+	MaxTokens int           // output tokens per call; 0 uses 4096
+	Timeout   time.Duration // per HTTP attempt; 0 uses 2 minutes
 	// MaxRetries is how many times a 429, 5xx or connection failure is
 	// retried (with backoff, jitter and Retry-After); default 2, -1 none.
 	MaxRetries int

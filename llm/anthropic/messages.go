@@ -134,10 +134,14 @@ func (m *Model) params(req llm.Request) (sdk.MessageNewParams, bool, error) {
 	if err != nil {
 		return sdk.MessageNewParams{}, false, err
 	}
-	p := sdk.MessageNewParams{Model: sdk.Model(m.cfg.Model), MaxTokens: int64(llm.CapTokens(m.cfg.MaxTokens, req.MaxTokens)), Messages: messages(conv)}
-	if m.cfg.Temperature != nil {
-		p.Temperature = param.NewOpt(*m.cfg.Temperature)
+	p := sdk.MessageNewParams{Model: sdk.Model(m.cfg.ResolveModel(req.Model)), MaxTokens: int64(llm.CapTokens(m.cfg.MaxTokens, req.MaxTokens)), Messages: messages(conv)}
+	if t := m.cfg.TemperatureFor(req); t != nil {
+		p.Temperature = param.NewOpt(*t)
 	}
+	if req.TopP != nil {
+		p.TopP = param.NewOpt(*req.TopP)
+	}
+	p.StopSequences = req.Stop
 	if req.System != "" {
 		p.System = []sdk.TextBlockParam{{Text: req.System}}
 	}

@@ -311,3 +311,68 @@ func TestBedrockInvokeSignedWithSigV4(t *testing.T) {
 		t.Errorf("response = %+v", resp)
 	}
 }
+
+// TestAgentSettingsReachTheBody: a call made through an agent's settings
+// sends its temperature (over the configured one), top_p, stop sequences
+// and a max_tokens lowered to the agent's; the agent's model is sent when
+// the alias map serves it, and the configured model when nothing does.
+func TestAgentSettingsReachTheBody(t *testing.T) {
+	srv, url := newServer(t, reply{fixture: "message_tool_use.json"})
+	temp := 0.3
+	m, err := anthropic.New(llm.ProviderConfig{Model: "claude-sonnet-4-20250514", BaseURL: url, APIKey: testKey,
+		MaxTokens: 900, Temperature: &temp, MaxRetries: -1, Models: map[string]string{"fast": "claude-3-5-haiku-latest"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentTemp, topP := 0.7, 0.85
+	for _, tc := range []struct{ asked, sent string }{{"fast", "claude-3-5-haiku-latest"}, {"gpt-9", "claude-sonnet-4-20250514"}} {
+		am := llm.WithSettings(m, llm.Settings{Model: tc.asked, Temperature: &agentTemp, MaxTokens: 321, TopP: &topP, Stop: []string{"END", "###"}})
+		if _, err := am.Complete(ctx(t), llm.NewRequest(llm.TaskAct, llm.ActInput{Task: "rank"})); err != nil {
+			t.Fatal(err)
+		}
+		reqs := srv.requests()
+		b := reqs[len(reqs)-1].body
+		if b["model"] != tc.sent || b["temperature"] != 0.7 || b["top_p"] != 0.85 || b["max_tokens"] != float64(321) {
+			t.Errorf("asked %s: body = %v", tc.asked, b)
+		}
+		if stop, _ := b["stop_sequences"].([]any); len(stop) != 2 || stop[0] != "END" || stop[1] != "###" {
+			t.Errorf("stop_sequences = %v", b["stop_sequences"])
+		}
+	}
+}
+
+// TestBedrockSendsAgentSettings: on Bedrock the agent's settings ride in
+// the invoke body, and an aliased model goes into the invoke path.
+func TestBedrockSendsAgentSettings(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "AKIAAGENTBUSTEST0002", "AWS_SECRET_ACCESS_KEY": "agentbus/test/secret", "AWS_REGION": "eu-west-1",
+		"AWS_CONFIG_FILE": empty, "AWS_SHARED_CREDENTIALS_FILE": empty, "AWS_EC2_METADATA_DISABLED": "true",
+		"AWS_SESSION_TOKEN": "", "AWS_PROFILE": "", "AWS_BEARER_TOKEN_BEDROCK": ""} {
+		t.Setenv(k, v)
+	}
+	srv, url := newServer(t, reply{fixture: "message_tool_use.json"})
+	m, err := anthropic.NewBedrock(ctx(t), llm.ProviderConfig{Model: "anthropic.claude-3-5-haiku-20241022-v1:0", BaseURL: url, MaxRetries: -1,
+		Models: map[string]string{"claude-sonnet": "anthropic.claude-sonnet-4-20250514-v1:0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	temp, topP := 0.2, 0.5
+	am := llm.WithSettings(m, llm.Settings{Model: "claude-sonnet", Temperature: &temp, MaxTokens: 77, TopP: &topP, Stop: []string{"STOP"}})
+	if _, err := am.Complete(ctx(t), llm.NewRequest(llm.TaskAct, llm.ActInput{Task: "rank"})); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.requests()[0]
+	if got.path != "/model/anthropic.claude-sonnet-4-20250514-v1:0/invoke" {
+		t.Errorf("path = %s", got.path)
+	}
+	b := got.body
+	if b["temperature"] != 0.2 || b["top_p"] != 0.5 || b["max_tokens"] != float64(77) {
+		t.Errorf("body = %v", b)
+	}
+	if stop, _ := b["stop_sequences"].([]any); len(stop) != 1 || stop[0] != "STOP" {
+		t.Errorf("stop_sequences = %v", b["stop_sequences"])
+	}
+}

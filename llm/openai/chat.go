@@ -104,10 +104,16 @@ func (m *Model) params(req llm.Request) (sdk.ChatCompletionNewParams, error) {
 	if err != nil {
 		return sdk.ChatCompletionNewParams{}, err
 	}
-	p := sdk.ChatCompletionNewParams{Model: shared.ChatModel(m.cfg.Model),
+	p := sdk.ChatCompletionNewParams{Model: shared.ChatModel(m.cfg.ResolveModel(req.Model)),
 		MaxCompletionTokens: param.NewOpt(int64(llm.CapTokens(m.cfg.MaxTokens, req.MaxTokens)))}
-	if m.cfg.Temperature != nil {
-		p.Temperature = param.NewOpt(*m.cfg.Temperature)
+	if t := m.cfg.TemperatureFor(req); t != nil {
+		p.Temperature = param.NewOpt(*t)
+	}
+	if req.TopP != nil {
+		p.TopP = param.NewOpt(*req.TopP)
+	}
+	if len(req.Stop) > 0 {
+		p.Stop = sdk.ChatCompletionNewParamsStopUnion{OfStringArray: req.Stop}
 	}
 	if req.System != "" {
 		p.Messages = append(p.Messages, sdk.SystemMessage(req.System))

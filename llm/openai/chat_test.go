@@ -369,3 +369,41 @@ func jsonEqual(a, b json.RawMessage) bool {
 	ya, _ := json.Marshal(y)
 	return string(xa) == string(ya)
 }
+
+// TestAgentSettingsReachTheBody: a call made through an agent's settings
+// sends its temperature (over the configured one), top_p, stop sequences
+// and a max_completion_tokens lowered to the agent's; the agent's model
+// is sent when it is the configured model or aliased, the configured
+// model otherwise.
+func TestAgentSettingsReachTheBody(t *testing.T) {
+	srv, url := newServer(t, reply{fixture: "chat_tool_call.json"})
+	m, err := openai.New(llm.ProviderConfig{Model: "gpt-4.1-mini", BaseURL: url, APIKey: testKey, MaxTokens: 777,
+		MaxRetries: -1, Models: map[string]string{"smart": "gpt-4.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	temp, topP := 0.9, 0.6
+	for _, tc := range []struct{ asked, sent string }{{"smart", "gpt-4.1"}, {"gpt-4.1-mini", "gpt-4.1-mini"}, {"claude-x", "gpt-4.1-mini"}} {
+		am := llm.WithSettings(m, llm.Settings{Model: tc.asked, Temperature: &temp, MaxTokens: 123, TopP: &topP, Stop: []string{"<end>"}})
+		if _, err := am.Complete(ctx(t), llm.NewRequest(llm.TaskAct, llm.ActInput{Task: "rank"})); err != nil {
+			t.Fatal(err)
+		}
+		reqs := srv.requests()
+		b := reqs[len(reqs)-1].body
+		if b["model"] != tc.sent || b["temperature"] != 0.9 || b["top_p"] != 0.6 || b["max_completion_tokens"] != 123.0 {
+			t.Errorf("asked %s: body = %v", tc.asked, b)
+		}
+		if stop, _ := b["stop"].([]any); len(stop) != 1 || stop[0] != "<end>" {
+			t.Errorf("stop = %v", b["stop"])
+		}
+	}
+	// Without settings the configured model and limit go out, and no
+	// sampling field the deployment did not set.
+	if _, err := llm.WithSettings(m, llm.Settings{}).Complete(ctx(t), llm.NewRequest(llm.TaskAct, llm.ActInput{Task: "rank"})); err != nil {
+		t.Fatal(err)
+	}
+	reqs := srv.requests()
+	if b := reqs[len(reqs)-1].body; b["model"] != "gpt-4.1-mini" || b["max_completion_tokens"] != 777.0 || b["temperature"] != nil || b["top_p"] != nil || b["stop"] != nil {
+		t.Errorf("no settings: body = %v", b)
+	}
+}

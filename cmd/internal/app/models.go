@@ -35,12 +35,17 @@ type ModelConfig struct {
 	BaseURL     string
 	KeyFile     string
 	Temperature string // "" leaves the provider default
-	MaxTokens   int
-	Timeout     time.Duration
-	MaxRetries  int
-	Fallback    string // "" or offline
-	PricesFile  string
-	Region      string
+	// Aliases maps the model names agents may ask for to the provider's
+	// model ids ("fast=gpt-4.1-mini,smart=gpt-4.1"): an agent's model is
+	// used when it is the role's configured model or listed here, the
+	// role's model otherwise.
+	Aliases    string
+	MaxTokens  int
+	Timeout    time.Duration
+	MaxRetries int
+	Fallback   string // "" or offline
+	PricesFile string
+	Region     string
 	// Embedder embeds memory for the semantic query: offline (hashed
 	// n-grams) or openai:<model>, with EmbeddingDimension dimensions.
 	Embedder           string
@@ -64,6 +69,8 @@ func (m *ModelConfig) Register(fs *flag.FlagSet) {
 	fs.StringVar(&m.KeyFile, "model-api-key-file", env("MODEL_API_KEY_FILE", ""),
 		"file holding the provider API key; the key may instead be in env MODEL_API_KEY (env MODEL_API_KEY_FILE)")
 	fs.StringVar(&m.Temperature, "model-temperature", env("MODEL_TEMPERATURE", ""), "sampling temperature; default the provider's (env MODEL_TEMPERATURE)")
+	fs.StringVar(&m.Aliases, "model-aliases", env("MODEL_ALIASES", ""),
+		"agent model names the provider serves, as name=model-id pairs separated by commas; an agent naming another model runs on the role's model (env MODEL_ALIASES)")
 	fs.IntVar(&m.MaxTokens, "model-max-tokens", envInt("MODEL_MAX_TOKENS", 4096), "output tokens per model call (env MODEL_MAX_TOKENS)")
 	fs.DurationVar(&m.Timeout, "model-timeout", envDuration("MODEL_TIMEOUT", 2*time.Minute), "timeout of one model request attempt (env MODEL_TIMEOUT)")
 	fs.IntVar(&m.MaxRetries, "model-max-retries", envInt("MODEL_MAX_RETRIES", 2),
@@ -158,6 +165,23 @@ func (m *ModelConfig) roles() []roleSpec {
 		{"MODEL_EXECUTOR", or(m.Executor)}, {"MODEL_SYNTHESISER", or(m.Synthesiser)}}
 }
 
+// aliases parses MODEL_ALIASES.
+func (m *ModelConfig) aliases() (map[string]string, error) {
+	if strings.TrimSpace(m.Aliases) == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, pair := range strings.Split(m.Aliases, ",") {
+		name, id, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		name, id = strings.TrimSpace(name), strings.TrimSpace(id)
+		if !ok || name == "" || id == "" {
+			return nil, fmt.Errorf("MODEL_ALIASES %q: each entry must be name=model-id", pair)
+		}
+		out[name] = id
+	}
+	return out, nil
+}
+
 func (m *ModelConfig) temperature() (*float64, error) {
 	if m.Temperature == "" {
 		return nil, nil
@@ -187,8 +211,12 @@ func (m *ModelConfig) Open(ctx context.Context) (Models, error) {
 	if err != nil {
 		return Models{}, err
 	}
+	aliases, err := m.aliases()
+	if err != nil {
+		return Models{}, err
+	}
 	opts := provider.Options{Fallback: m.Fallback, Prices: prices, Provider: llm.ProviderConfig{
-		BaseURL: m.BaseURL, APIKey: m.apiKey, Temperature: temp, MaxTokens: m.MaxTokens, Timeout: m.Timeout,
+		BaseURL: m.BaseURL, APIKey: m.apiKey, Temperature: temp, Models: aliases, MaxTokens: m.MaxTokens, Timeout: m.Timeout,
 		MaxRetries: m.MaxRetries, Region: m.Region},
 		Concurrency: &provider.Concurrency{Max: cmp.Or(m.MaxConcurrency, DefaultModelConcurrency), OnWait: metrics.ModelSlotWait}}
 	if opts.Provider.MaxRetries == 0 {
