@@ -289,14 +289,23 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 // Publish publishes ev with Nats-Msg-Id = its id and waits for the PubAck.
 // A PubAck that reports a duplicate is success: the event is stored.
 func Publish(ctx context.Context, js jetstream.JetStream, ev event.Event) error {
+	_, err := PublishOnce(ctx, js, ev)
+	return err
+}
+
+// PublishOnce is Publish that also reports whether the stream already
+// held an event of that id (its PubAck says duplicate): the event was
+// stored earlier, and this publication stored nothing.
+func PublishOnce(ctx context.Context, js jetstream.JetStream, ev event.Event) (duplicate bool, err error) {
 	m, err := ToMsg(ev)
 	if err != nil {
-		return Permanent(err)
+		return false, Permanent(err)
 	}
-	if _, err := js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("%w: %s %s: %v", ErrPublish, m.Subject, ev.ID(), err)
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s %s: %v", ErrPublish, m.Subject, ev.ID(), err)
 	}
-	return nil
+	return ack.Duplicate, nil
 }
 
 // deadLetter moves a message that cannot be handled to agent.dead.<tenant>

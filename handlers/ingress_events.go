@@ -49,6 +49,9 @@ type InboundResult struct {
 	AgentID   string `json:"agent_id,omitempty"`
 	RunID     string `json:"run_id,omitempty"`
 	PlanID    string `json:"plan_id,omitempty"`
+	// Duplicate: the event's run had been started already; it is the one
+	// named, and nothing new started.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // AuditTriggerEvaluated names the audit event that records one
@@ -81,6 +84,9 @@ const (
 	// OutcomeInvalid: the run a match would start is not a valid request
 	// (for example no message).
 	OutcomeInvalid = "invalid"
+	// OutcomeDuplicate: the event's run was started already (the event
+	// was delivered again); RunID names it, and nothing new starts.
+	OutcomeDuplicate = "duplicate"
 )
 
 // Evaluation is the record of one evaluation of an inbound event: every
@@ -265,6 +271,23 @@ func (g *Ingress) startTriggered(ctx context.Context, tenant string, in InboundE
 		t.Status, t.Code, t.Message = status, code, msg
 		return t
 	}
+	duplicate := func(runID string) triggered {
+		t.Eval.Outcome, t.Eval.RunID, t.Eval.PlanID = OutcomeDuplicate, runID, orch.PlanID(runID)
+		t.Result.RunID, t.Result.PlanID, t.Result.Duplicate = t.Eval.RunID, t.Eval.PlanID, true
+		t.Status = http.StatusOK
+		return t
+	}
+	// An event delivered again after its run started is that run, even
+	// past the stream's duplicate window, and whatever the run did to the
+	// session since: its plan is stored.
+	runID := InboundRunID(tenant, in.EventID)
+	switch _, _, err := g.store.GetPlan(ctx, tenant, orch.PlanID(runID)); {
+	case err == nil:
+		return duplicate(runID)
+	case !errors.Is(err, store.ErrNotFound):
+		g.log.Error().Err(err).Str("tenant_id", tenant).Msg("read a plan")
+		return unavailable("store_unavailable", errors.New("the event's run could not be looked up"))
+	}
 	// An existing session continues with its current agent (seed 002
 	// step 6); a handed-off or completed one takes no run.
 	cont, code, err := g.sessionAgent(ctx, orch.RunRequest{TenantID: tenant, SessionID: in.SessionID})
@@ -276,7 +299,7 @@ func (g *Ingress) startTriggered(ctx context.Context, tenant string, in InboundE
 	case cont != "":
 		t.Eval.AgentID, t.Result.AgentID = cont, cont
 	}
-	req := orch.RunRequest{RunID: InboundRunID(tenant, in.EventID), TenantID: tenant, UserID: in.UserID, SessionID: in.SessionID,
+	req := orch.RunRequest{RunID: runID, TenantID: tenant, UserID: in.UserID, SessionID: in.SessionID,
 		Message: in.Message, AgentID: t.Eval.AgentID}
 	if req.UserID == "" {
 		req.UserID = t.Eval.TriggerID // the run is the trigger's, on no user's behalf
@@ -301,6 +324,18 @@ func (g *Ingress) startTriggered(ctx context.Context, tenant string, in InboundE
 		return unavailable("unavailable", errors.New("the run could not be queued"))
 	}
 	pending.Close()
+	if pending.Duplicate() {
+		// The stream held the run's request already: the run is in
+		// flight (its lease was held, and stays) or finished before its
+		// plan was read (the lease just taken is freed now, since no
+		// run.finished will free it).
+		if !a.Held {
+			g.release(orch.RunResult{RunID: req.RunID, TenantID: tenant})
+		}
+		d := duplicate(req.RunID)
+		d.Status = http.StatusAccepted
+		return d
+	}
 	g.log.Info().Str("run_id", req.RunID).Str("tenant_id", tenant).Str("trigger_id", t.Eval.TriggerID).
 		Str("agent_id", t.Eval.AgentID).Str("event_type", in.EventType).Str("source", source).Msg("run started by a trigger")
 	t.Eval.Outcome, t.Eval.RunID, t.Eval.PlanID = OutcomeStarted, req.RunID, orch.PlanID(req.RunID)

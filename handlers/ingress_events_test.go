@@ -63,7 +63,7 @@ func TestIngressInboundEventsStartTriggeredRuns(t *testing.T) {
 	// The same event again is the same run, dropped by the stream.
 	again := post(`{"event_id":"evt-1","event_type":"message.new","user_id":"u1","session_id":"s1",
 		"data":{"message":{"direction":"inbound","text":"I need help with an order"}}}`).want(t, "retried event", http.StatusAccepted)
-	if again.str("run_id") != runID {
+	if again.str("run_id") != runID || again.body["duplicate"] != true {
 		t.Fatalf("retried event started run %s, want %s", again.str("run_id"), runID)
 	}
 	info, err := stream.Info(ctx, jetstream.WithSubjectFilter("agent.run.requested."+tenant))

@@ -93,6 +93,8 @@ type Admission struct {
 	Message    string
 	Limit      int
 	RetryAfter time.Duration
+	// Held: the run held a lease already (this admission renewed it).
+	Held bool
 }
 
 // RetryAfterSeconds is Retry-After's value: whole seconds, at least 1.
@@ -150,10 +152,12 @@ func (l *Limiter) Admit(ctx context.Context, tenant, runID string) (Admission, e
 		return Admission{Allowed: err == nil}, err
 	}
 	expiry := now.Add(l.leaseTTL()).UnixMilli()
+	var held bool
 	err = casJSON(ctx, l.KV, "runs."+tenant, func(e *runsEntry) (bool, error) {
 		refused = nil
 		pruneLeases(e, now)
-		if _, held := e.Leases[runID]; !held && len(e.Leases) >= lim.ConcurrentRuns {
+		_, held = e.Leases[runID]
+		if !held && len(e.Leases) >= lim.ConcurrentRuns {
 			wait := concurrencyRetry
 			for _, exp := range e.Leases {
 				wait = min(wait, time.UnixMilli(exp).Sub(now))
@@ -168,7 +172,7 @@ func (l *Limiter) Admit(ctx context.Context, tenant, runID string) (Admission, e
 	if refused != nil {
 		return *refused, err
 	}
-	return Admission{Allowed: err == nil}, err
+	return Admission{Allowed: err == nil, Held: held}, err
 }
 
 // Release ends a run's lease; releasing a run that holds none does

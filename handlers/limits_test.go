@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/store"
 )
 
 // Request limits (issue 18): every ingress replica draws from one rate
@@ -379,4 +380,63 @@ func TestLimiterLeasesAndPolicy(t *testing.T) {
 	if a := postJSON(t, srv, "acme", "/agent/run", runBody("acme", "s1")); a.status != http.StatusServiceUnavailable || a.code != "unavailable" {
 		t.Fatalf("a run under an invalid limits policy = %+v, want 503 unavailable", a)
 	}
+}
+
+// TestRepeatedEventHoldsNoLease: an inbound event delivered again after
+// its run finished is that run (nothing new starts) and takes no
+// concurrency slot, whether the stream's duplicate window catches it
+// (the lease just taken is freed at once, since no run.finished will free
+// it) or the run's plan is stored already (no lease is taken).
+func TestRepeatedEventHoldsNoLease(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	kv, err := env.js.KeyValue(ctx, BucketLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newTestClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+	l := &Limiter{KV: kv, Config: env.config, Now: clock.now, Defaults: TenantLimits{ConcurrentRuns: 1, RequestsPerMinute: 100}}
+	srv := newIngressServer(t, env, IngressConfig{Limiter: l})
+	const tenant = "acme"
+	agent := call(t, srv, tenant, "POST", "/agent/agents", `{"name":"Support","system_prompt":"Help."}`).want(t, "agent", http.StatusCreated).str("agent_id")
+	call(t, srv, tenant, "POST", "/agent/triggers", `{"name":"all","agent_id":"`+agent+`","event_type":"message.new","conditions":{}}`).
+		want(t, "trigger", http.StatusCreated)
+	post := func(id, session string) defResponse {
+		return call(t, srv, tenant, "POST", "/agent/events", `{"event_id":"`+id+`","event_type":"message.new","session_id":"`+session+`","message":"hi"}`)
+	}
+	first := post("evt-1", "s1").want(t, "evt-1", http.StatusAccepted)
+	if first.body["duplicate"] == true {
+		t.Fatalf("the first delivery answered %v", first.body)
+	}
+	post("evt-2", "s2").want(t, "a second run while evt-1's holds the only slot", http.StatusTooManyRequests, "concurrency_limited")
+	// evt-1's run finishes: every ingress releases its lease.
+	if err := l.Release(ctx, tenant, first.str("run_id")); err != nil {
+		t.Fatal(err)
+	}
+	// Delivered again within the duplicate window, before any plan is
+	// stored: the same run, and the slot is free again at once.
+	again := post("evt-1", "s1").want(t, "evt-1 again", http.StatusAccepted)
+	if again.body["duplicate"] != true || again.str("run_id") != first.str("run_id") {
+		t.Fatalf("evt-1 again answered %v, want the same run as a duplicate", again.body)
+	}
+	if n, _ := l.InFlight(ctx, tenant); n != 0 {
+		t.Fatalf("%d runs in flight after a repeated event, want 0", n)
+	}
+	// Past the window the run's plan tells: no lease, no run.requested.
+	second := post("evt-2", "s2").want(t, "evt-2", http.StatusAccepted)
+	if err := env.st.PutPlan(ctx, store.Plan{PlanID: second.str("plan_id"), TenantID: tenant, SessionID: "s2", Status: store.PlanStatusComplete,
+		CreatedAt: clock.now()}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, tenant, second.str("run_id")); err != nil {
+		t.Fatal(err)
+	}
+	late := post("evt-2", "s2").want(t, "evt-2 again", http.StatusOK)
+	if late.body["duplicate"] != true || late.str("run_id") != second.str("run_id") {
+		t.Fatalf("evt-2 again answered %v", late.body)
+	}
+	if n, _ := l.InFlight(ctx, tenant); n != 0 {
+		t.Fatalf("%d runs in flight after a repeated event, want 0", n)
+	}
+	post("evt-3", "s3").want(t, "a new event once the slot is free", http.StatusAccepted)
 }

@@ -146,7 +146,7 @@ func (c *Client) Submit(ctx context.Context, req orch.RunRequest) (*Pending, err
 		TraceParent: tracing.TraceParent(ctx), // the caller's span, if any, is the run's root
 	}, req)
 	if err == nil {
-		err = events.Publish(ctx, c.js, ev)
+		p.duplicate, err = events.PublishOnce(ctx, c.js, ev)
 	}
 	if err != nil {
 		p.Close()
@@ -198,7 +198,14 @@ type Pending struct {
 	c  *Client
 	id string
 	ch chan orch.RunResult
+	// duplicate: the stream held this run's request already.
+	duplicate bool
 }
+
+// Duplicate reports whether the run had been requested already (within
+// the stream's duplicate window): this submission stored nothing, and the
+// run is the one requested first.
+func (p *Pending) Duplicate() bool { return p.duplicate }
 
 // RunID is the id of the run.
 func (p *Pending) RunID() string { return p.id }

@@ -119,11 +119,11 @@ func TestInboundEventsOverNATS(t *testing.T) {
 		}
 	}
 
-	// The same event again: evaluated and recorded again, the same run,
-	// which the stream does not store twice.
+	// The same event again: evaluated and recorded again as a duplicate
+	// of the same run, which is not requested twice.
 	publish("agent.inbound.demo", event("in-1", "inbound"))
 	again := waitEvaluations(t, base, "demo", "in-1", 2)
-	if again[1].RunID != again[0].RunID || again[1].Outcome != handlers.OutcomeStarted {
+	if again[1].RunID != again[0].RunID || again[1].Outcome != handlers.OutcomeDuplicate {
 		t.Fatalf("the duplicate's evaluation %+v", again[1])
 	}
 
