@@ -175,6 +175,7 @@ type mapStore struct {
 	souls  map[[2]string]store.Soul
 	sess   map[[2]string]store.Session
 	defs   map[[3]string]store.Definition
+	execs  map[[2]string]store.Execution
 }
 
 type mapPlan struct {

@@ -71,4 +71,7 @@ type ProjectionStore interface {
 	PutPlan(ctx context.Context, p store.Plan, version int64) error
 	PutSession(ctx context.Context, s store.Session) error
 	PutMemory(ctx context.Context, m store.Memory) (store.Memory, error)
+	// PutExecution writes a run's execution record, replacing the one
+	// of the same run.
+	PutExecution(ctx context.Context, e store.Execution) error
 }

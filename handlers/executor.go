@@ -181,6 +181,7 @@ type turn struct {
 	inputData map[string]json.RawMessage // the outputs of the steps this one depends on
 	approved  *orch.Approved             // the approval of the call a resumed step holds, once checked
 	steered   int                        // the run's steering messages the step has seen, with this hop's
+	tools     orch.ToolUses              // this hop's tool calls by tool name
 }
 
 // steers are the run's steering messages (POST /agent/runs/{id}/steer)
@@ -314,14 +315,16 @@ func (t *turn) call(ctx context.Context, n int, c llm.ToolCall, turns []orch.Tur
 	}
 	var gate *gateStop
 	if errors.As(err, &gate) {
-		return orch.Turn{}, "", true, t.park(gate, n, turns)
+		return orch.Turn{}, "", true, t.park(gate, n, turns) // the held call is not made (yet)
 	}
 	var st *stepStop
 	if errors.As(err, &st) {
+		t.tally(c.Name, st.res.Outcome != orch.OutcomeHandoff) // refused or guarded, unless it handed off
 		return orch.Turn{}, "", true, t.finish(st.res)
 	}
 	var slow *skillTimeout
 	if errors.As(err, &slow) {
+		t.tally(c.Name, true)
 		// A hung skill fails the step at once, so the run replans
 		// around it, instead of redelivering the turn into it again.
 		return orch.Turn{}, "", true, t.finish(orch.StepResult{Outcome: orch.OutcomeFailed, Reason: slow.Error(),
@@ -330,6 +333,7 @@ func (t *turn) call(ctx context.Context, n int, c llm.ToolCall, turns []orch.Tur
 	if err != nil {
 		return orch.Turn{}, "", false, err
 	}
+	t.tally(c.Name, isErr)
 	return orch.Turn{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: string(result), IsError: isErr}, invalid, false, nil
 }
 
@@ -396,7 +400,25 @@ func (t *turn) carry(next *orch.StepRequest) {
 	next.Calls = t.callCounts()
 	next.Denied = t.req.Denied + t.deniedN
 	next.Steered = max(t.req.Steered, t.steered)
+	next.Tools = t.toolUses()
 }
+
+// tally counts one tool call of this hop, failed or not: the step
+// reports its calls by tool name, the run's execution record lists them.
+func (t *turn) tally(name string, failed bool) {
+	u := t.tools[name]
+	u.Calls++
+	if failed {
+		u.Errors++
+	}
+	if t.tools == nil {
+		t.tools = orch.ToolUses{}
+	}
+	t.tools[name] = u
+}
+
+// toolUses are the step's tool calls after this hop.
+func (t *turn) toolUses() orch.ToolUses { return t.req.Tools.Add(t.tools) }
 
 // DefaultSkillTimeout bounds one skill call when Executor.SkillTimeout is
 // zero.

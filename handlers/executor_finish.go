@@ -110,7 +110,7 @@ func (t *turn) repair(content string, verr error, hint string) error {
 // finish emits step.finished (step.joined for a group of one) and the
 // subagent.finish audit event.
 func (t *turn) finish(res orch.StepResult) error {
-	res.Usage, res.Spent = t.spent(), t.spentSoFar()
+	res.Usage, res.Spent, res.Tools = t.spent(), t.spentSoFar(), t.toolUses()
 	res.Step, res.TaskID = t.step.Index, t.step.TaskID
 	res.StartedAt, res.FinishedAt = t.step.StartedAt, t.x.Now().UTC()
 	t.out.audit("subagent.finish", t.lineage(), map[string]any{"status": res.Outcome, "memory_key": res.MemoryKey,

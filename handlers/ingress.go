@@ -31,6 +31,8 @@ type IngressStore interface {
 	Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, error)
 	GetSoul(ctx context.Context, tenantID, userID string) (store.Soul, error)
 	ListSessions(ctx context.Context, q store.SessionQuery) ([]store.Session, error)
+	GetExecution(ctx context.Context, tenantID, id string) (store.Execution, error)
+	ListExecutions(ctx context.Context, q store.ExecutionQuery) ([]store.Execution, error)
 	PutSoul(ctx context.Context, soul store.Soul) error
 	PutMemory(ctx context.Context, m store.Memory) (store.Memory, error)
 	QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.MemoryHit, error)
@@ -147,6 +149,8 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("POST /agent/sessions/{session_id}/reply", g.reply)
 	mux.HandleFunc("POST /agent/sessions/{session_id}/handoff", g.handoffSession)
 	mux.HandleFunc("GET /agent/sessions", g.listSessions)
+	mux.HandleFunc("GET /agent/executions", g.listExecutions)
+	mux.HandleFunc("GET /agent/executions/{execution_id}", g.getExecution)
 	mux.HandleFunc("POST /agent/memory", g.putMemory)
 	mux.HandleFunc("GET /agent/memory/query", g.queryMemory)
 	mux.HandleFunc("POST /agent/runs/{run_id}/cancel", g.cancel)

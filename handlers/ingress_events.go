@@ -300,7 +300,7 @@ func (g *Ingress) startTriggered(ctx context.Context, tenant string, in InboundE
 		t.Eval.AgentID, t.Result.AgentID = cont, cont
 	}
 	req := orch.RunRequest{RunID: runID, TenantID: tenant, UserID: in.UserID, SessionID: in.SessionID,
-		Message: in.Message, AgentID: t.Eval.AgentID}
+		Message: in.Message, AgentID: t.Eval.AgentID, TriggerID: t.Eval.TriggerID}
 	if req.UserID == "" {
 		req.UserID = t.Eval.TriggerID // the run is the trigger's, on no user's behalf
 	}

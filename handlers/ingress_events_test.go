@@ -60,6 +60,9 @@ func TestIngressInboundEventsStartTriggeredRuns(t *testing.T) {
 	if req.RunID != runID || req.AgentID != support || req.Message != "I need help with an order" || req.UserID != "u1" || req.SessionID != "s1" {
 		t.Fatalf("run requested %+v", req)
 	}
+	if req.TriggerID != helpTrigger {
+		t.Fatalf("run requested with trigger %q, want %q (its execution record's trigger)", req.TriggerID, helpTrigger)
+	}
 	// The same event again is the same run, dropped by the stream.
 	again := post(`{"event_id":"evt-1","event_type":"message.new","user_id":"u1","session_id":"s1",
 		"data":{"message":{"direction":"inbound","text":"I need help with an order"}}}`).want(t, "retried event", http.StatusAccepted)

@@ -20,8 +20,10 @@ import (
 // indexes audit events into agent_events (the document id is the event id,
 // so redelivery never duplicates) and writes the plan projection of every
 // plan.projected event with version = seq, so a stale snapshot, however
-// late or reordered, never overwrites a newer one. While the store is down
-// the events wait in the stream.
+// late or reordered, never overwrites a newer one. Each run.finished also
+// writes the run's execution record (agent_executions; ExecutionRecord),
+// whose id is the run's, so a redelivery rewrites the same record. While
+// the store is down the events wait in the stream.
 //
 // Writes are group-committed: the events the worker hands over while a
 // write is under way are written together by the next one (one bulk
@@ -118,6 +120,13 @@ func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, e
 	wait := func(ctx context.Context) error { return p.await(ctx, it, lead) }
 	if !events.Defer(ctx, wait) { // in a batch, the hop's events are written together
 		if err := wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if name == "run.finished" {
+		// The run's execution record, before the event is acknowledged:
+		// a failed write redelivers it, and the record is the same.
+		if err := p.execution(ctx, ev); err != nil {
 			return nil, err
 		}
 	}

@@ -729,6 +729,7 @@ func (d *decision) record(results []StepResult) ([]StepResult, Failure) {
 		}
 		d.State.Usage = d.State.Usage.Add(res.Usage)
 		d.State.Budget.Spent = d.State.Budget.Spent.Add(res.Spent)
+		d.State.Tools = d.State.Tools.Add(res.Tools)
 		s.FinishedAt = res.FinishedAt
 		if res.Outcome == OutcomeComplete {
 			s.Status, s.MemoryKey, s.Validated = StepComplete, res.MemoryKey, res.Validated
@@ -859,8 +860,34 @@ func (d *decision) end(code, response, reason string, detail any) {
 	if lim := d.State.Budget.Limits; len(lim) > 0 {
 		fin["budget"] = map[string]any{"limits": lim, "used": d.State.known()}
 	}
+	d.execution(fin, response)
 	d.audit("run.finished", "", fin)
 	d.finished(res)
+}
+
+// ExecutionTextMax bounds the message and the answer run.finished
+// carries for the run's execution record.
+const ExecutionTextMax = 4096
+
+// execution adds to the run.finished payload fin what the run's
+// execution record needs besides its outcome and usage: who ran it (the
+// agent that answered, the user, the trigger), its message and answer
+// (clipped), when it started and how long it took, its tool calls and
+// its handoff chain.
+func (d *decision) execution(fin map[string]any, response string) {
+	req := d.State.Request
+	fin["run_id"], fin["session_id"], fin["agent_id"] = req.RunID, req.SessionID, d.agentID()
+	fin["user_id"], fin["trigger_id"] = req.UserID, req.TriggerID
+	fin["message"], fin["response"] = clipText(req.Message, ExecutionTextMax), clipText(response, ExecutionTextMax)
+	if start := d.State.Plan.CreatedAt; !start.IsZero() {
+		fin["started_at"], fin["latency_ms"] = start, max(d.at.Sub(start).Milliseconds(), 0)
+	}
+	if len(d.State.Tools) > 0 {
+		fin["tools"] = d.State.Tools
+	}
+	if chain := d.chain(); len(chain) > 0 {
+		fin["handoff_chain"] = chain
+	}
 }
 
 // finished emits the run's result, its id scoped to the run.

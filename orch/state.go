@@ -107,6 +107,9 @@ type RunRequest struct {
 	// AgentID names the tenant's agent definition the run acts as (seed
 	// 002); empty runs as no agent.
 	AgentID string `json:"agent_id,omitempty"`
+	// TriggerID names the trigger that started the run (POST
+	// /agent/events); empty for a run requested through the API.
+	TriggerID string `json:"trigger_id,omitempty"`
 }
 
 // RunState is the whole state of a run. It travels in every orchestration
@@ -154,6 +157,34 @@ type RunState struct {
 	// Handoffs is the run's agent handoff chain, in order: the run acts
 	// as the last one's target (Agent).
 	Handoffs []HandoffRecord `json:"handoffs,omitempty"`
+	// Tools counts the tool calls of the run's finished steps, by tool
+	// name: its execution record's tool calls.
+	Tools ToolUses `json:"tools,omitempty"`
+}
+
+// ToolUse counts the calls of one tool and how many of them failed.
+type ToolUse struct {
+	Calls  int `json:"calls"`
+	Errors int `json:"errors,omitempty"`
+}
+
+// ToolUses counts tool calls by tool name.
+type ToolUses map[string]ToolUse
+
+// Add returns the sum of u and v; neither is changed.
+func (u ToolUses) Add(v ToolUses) ToolUses {
+	if len(v) == 0 {
+		return u
+	}
+	out := make(ToolUses, len(u)+len(v))
+	for k, x := range u {
+		out[k] = x
+	}
+	for k, x := range v {
+		cur := out[k]
+		out[k] = ToolUse{Calls: cur.Calls + x.Calls, Errors: cur.Errors + x.Errors}
+	}
+	return out
 }
 
 // RunContext is the tenant's soul and the session's recent conversation,
@@ -291,6 +322,8 @@ type StepRequest struct {
 	// Steered counts the run's steering messages the step's turns have
 	// seen (each is traced once per step).
 	Steered int `json:"steered,omitempty"`
+	// Tools counts the tool calls the step's turns made so far.
+	Tools ToolUses `json:"tools,omitempty"`
 }
 
 // Turn is one exchange of an executor's loop: a model message, or a skill
@@ -330,6 +363,8 @@ type StepResult struct {
 	// Handoff, with OutcomeHandoff, is the handoff the step's model asked
 	// for.
 	Handoff *Handoff `json:"handoff,omitempty"`
+	// Tools counts the tool calls the step made, by tool name.
+	Tools ToolUses `json:"tools,omitempty"`
 }
 
 // StepFinished is the data of step.finished.

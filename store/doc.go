@@ -1,9 +1,10 @@
 // Package store defines the persistent document model of agentbus and the
 // backend-neutral pieces every storage backend shares.
 //
-// The document types (Memory, Plan, Event, Soul, Session, Definition)
-// mirror the OpenSearch index mappings agent_memory, agent_plans,
-// agent_events, agent_souls, agent_sessions and agent_definitions field
+// The document types (Memory, Plan, Event, Soul, Session, Definition,
+// Execution) mirror the OpenSearch index mappings agent_memory,
+// agent_plans, agent_events, agent_souls, agent_sessions,
+// agent_definitions and agent_executions field
 // for field, because those indexes are created with "dynamic": "strict"
 // and reject unknown fields. Optional
 // fields are omitted from JSON when empty; required timestamps use omitzero

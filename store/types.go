@@ -25,7 +25,7 @@ const (
 
 // Indexes returns the names of all indexes in a stable order.
 func Indexes() []string {
-	return []string{IndexMemory, IndexPlans, IndexEvents, IndexSouls, IndexSessions, IndexDefinitions}
+	return []string{IndexMemory, IndexPlans, IndexEvents, IndexSouls, IndexSessions, IndexDefinitions, IndexExecutions}
 }
 
 // Plan statuses accepted by the agent_plans schema.

@@ -106,6 +106,14 @@ func TestPerRolePermissions(t *testing.T) {
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 	}
+	// The projector writes the run's execution record with its own
+	// credentials, and the ingress reads it with its own.
+	eventually(t, 10*time.Second, "the run's execution record", func() bool {
+		var list handlers.ExecutionList
+		getJSON(t, url+"/agent/executions?session_id=s-perms", "demo", &list)
+		return len(list.Executions) == 1 && list.Executions[0].ExecutionID == res.RunID &&
+			list.Executions[0].Status == "success" && len(list.Executions[0].ToolCalls) > 0 && list.Executions[0].TokensIn > 0
+	})
 	// An operator hands the session to a human: the ingress records it
 	// with its own credentials (the session's audit events), the
 	// projector puts it in the operators' queue, new runs are refused,

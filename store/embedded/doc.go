@@ -2,8 +2,9 @@
 // NATS JetStream so that it needs nothing but the broker agentbus already
 // uses.
 //
-// New creates (idempotently) five key-value buckets, store_memory,
-// store_plans, store_souls, store_sessions and store_definitions, and one stream,
+// New creates (idempotently) six key-value buckets, store_memory,
+// store_plans, store_souls, store_sessions, store_definitions and
+// store_executions (whose TTL is Config.ExecutionTTL), and one stream,
 // STORE_EVENTS (subjects store.events.>), all with file storage. Data is
 // therefore durable across process restarts, and every process connected
 // to the same NATS system shares it.
@@ -19,6 +20,8 @@
 //   - Definitions (agents, triggers, tools) are stored under
 //     "<tenant>.<kind>.<id>"; their version check and write are one
 //     conditional update on the KV revision read.
+//   - Execution records are stored under "<tenant>.<execution id>"; the
+//     bucket's TTL deletes them, and reads hide any older than it.
 //   - Events are messages on store.events.<tenant>.<session> ("_" for no
 //     session) with Nats-Msg-Id set to the event id.
 //

@@ -25,6 +25,9 @@ const (
 	BucketSessions = "store_sessions"
 	// BucketDefinitions is the KV bucket holding Definition documents.
 	BucketDefinitions = "store_definitions"
+	// BucketExecutions is the KV bucket holding Execution records; its
+	// TTL (the stream's MaxAge) is Config.ExecutionTTL.
+	BucketExecutions = "store_executions"
 	// StreamEvents is the stream holding Event documents.
 	StreamEvents = "STORE_EVENTS"
 	// EventsSubject is the subject root of StreamEvents.
@@ -44,6 +47,9 @@ type Config struct {
 	// the stream "<Prefix>_STORE_EVENTS" and its subjects
 	// "<Prefix>.store.events.>". It may contain only [A-Za-z0-9_-].
 	Prefix string
+	// ExecutionTTL is how long execution records are kept (the
+	// executions bucket's TTL); default store.DefaultExecutionTTL.
+	ExecutionTTL time.Duration
 }
 
 var prefixRe = regexp.MustCompile(`^[A-Za-z0-9_-]*$`)
@@ -57,7 +63,10 @@ type Store struct {
 	sessions jetstream.KeyValue
 	// definitions holds the agent, trigger and tool definitions.
 	definitions jetstream.KeyValue
-	events      jetstream.Stream
+	// executions holds the execution records, each kept executionTTL.
+	executions   jetstream.KeyValue
+	executionTTL time.Duration
+	events       jetstream.Stream
 	// subjectRoot is EventsSubject, possibly prefixed.
 	subjectRoot string
 }
@@ -80,7 +89,10 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 		}
 		return cfg.Prefix + "_" + base
 	}
-	s := &Store{js: js, subjectRoot: EventsSubject}
+	if cfg.ExecutionTTL <= 0 {
+		cfg.ExecutionTTL = store.DefaultExecutionTTL
+	}
+	s := &Store{js: js, subjectRoot: EventsSubject, executionTTL: cfg.ExecutionTTL}
 	if cfg.Prefix != "" {
 		s.subjectRoot = cfg.Prefix + "." + EventsSubject
 	}
@@ -88,18 +100,21 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 		kv   *jetstream.KeyValue
 		name string
 		desc string
+		ttl  time.Duration
 	}{
-		{&s.memory, BucketMemory, "agentbus agent_memory documents"},
-		{&s.plans, BucketPlans, "agentbus agent_plans documents"},
-		{&s.souls, BucketSouls, "agentbus agent_souls documents"},
-		{&s.sessions, BucketSessions, "agentbus agent_sessions documents"},
-		{&s.definitions, BucketDefinitions, "agentbus agent_definitions documents"},
+		{&s.memory, BucketMemory, "agentbus agent_memory documents", 0},
+		{&s.plans, BucketPlans, "agentbus agent_plans documents", 0},
+		{&s.souls, BucketSouls, "agentbus agent_souls documents", 0},
+		{&s.sessions, BucketSessions, "agentbus agent_sessions documents", 0},
+		{&s.definitions, BucketDefinitions, "agentbus agent_definitions documents", 0},
+		{&s.executions, BucketExecutions, "agentbus agent_executions records", cfg.ExecutionTTL},
 	}
 	for _, b := range buckets {
 		kv, err := events.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 			Bucket:      name(b.name),
 			Description: b.desc,
 			History:     1,
+			TTL:         b.ttl,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 		})

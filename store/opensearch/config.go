@@ -108,6 +108,12 @@ type Config struct {
 	// roll over (daily); default DefaultEventRetention.
 	EventRetention time.Duration
 
+	// ExecutionTTL is how long execution records (agent_executions) are
+	// kept; default store.DefaultExecutionTTL. With ISM a day's index is
+	// deleted ExecutionTTL + 1 day after it was created; reads never
+	// return a record older than ExecutionTTL.
+	ExecutionTTL time.Duration
+
 	// Timeout bounds every Store call; default DefaultTimeout.
 	Timeout time.Duration
 	// Transport, when set, replaces the HTTP transport (tests, proxies).
@@ -207,6 +213,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.ExecutionTTL == 0 {
+		cfg.ExecutionTTL = store.DefaultExecutionTTL
+	}
 	if cfg.AWS != nil && cfg.AWS.Service == "" {
 		aws := *cfg.AWS
 		aws.Service = "es"
@@ -275,6 +284,9 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.EventRetention < time.Minute || cfg.EventRetention%time.Second != 0 {
 		bad("EventRetention %v: want whole seconds, at least 1m", cfg.EventRetention)
+	}
+	if cfg.ExecutionTTL < time.Second || cfg.ExecutionTTL%time.Second != 0 {
+		bad("ExecutionTTL %v: want whole seconds, at least 1s", cfg.ExecutionTTL)
 	}
 	if cfg.Timeout < 0 {
 		bad("Timeout %v < 0", cfg.Timeout)

@@ -31,6 +31,7 @@ func TestMappingsCoverDocuments(t *testing.T) {
 		store.IndexSouls:       reflect.TypeFor[store.Soul](),
 		store.IndexSessions:    reflect.TypeFor[store.Session](),
 		store.IndexDefinitions: reflect.TypeFor[store.Definition](),
+		store.IndexExecutions:  reflect.TypeFor[store.Execution](),
 	}
 	for _, index := range store.Indexes() {
 		m, err := Mapping(index, Config{})

@@ -17,6 +17,12 @@
 //     agent_events-retention, which rolls the write index over daily and
 //     deletes a backing index Config.EventRetention after its rollover
 //     (RetentionPolicy).
+//   - agent_executions: a read alias over one index per UTC day of the
+//     records' created_at, agent_executions-YYYY.MM.DD, created from an
+//     index template (today's by New, a new day's on its first write);
+//     with ISM the policy agent_executions-ttl deletes a day index
+//     Config.ExecutionTTL + 1 day after its creation (ExecutionPolicy).
+//     Reads hide records older than ExecutionTTL.
 //
 // Existing indices get the current mapping on every New, so added fields
 // appear and an incompatible change (another dimension) fails loudly.

@@ -46,7 +46,10 @@ func (s *Store) EnsureIndices(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.ensureEvents(ctx)
+	if err := s.ensureEvents(ctx); err != nil {
+		return err
+	}
+	return s.ensureExecutions(ctx)
 }
 
 // detectISM decides s.hasISM from cfg.ISM and the cluster's plugins.

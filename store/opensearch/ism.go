@@ -72,8 +72,12 @@ func ismDuration(d time.Duration) string {
 // description (hence its content) differs. Indices already managed keep
 // the policy version they started with until their next state change.
 func (s *Store) ensurePolicy(ctx context.Context) error {
-	id := s.names.eventsPolicy
-	want := RetentionPolicy(s.cfg)
+	return s.putPolicy(ctx, s.names.eventsPolicy, RetentionPolicy(s.cfg))
+}
+
+// putPolicy creates the ISM policy id as want, or updates it when its
+// description (hence its content) differs.
+func (s *Store) putPolicy(ctx context.Context, id string, want ism.PolicyBody) error {
 	got, err := s.ism.Policies.Get(ctx, &ism.PoliciesGetReq{Policy: id})
 	var params ism.PoliciesPutParams
 	switch {

@@ -110,11 +110,11 @@ func dropPrefix(t *testing.T, cfg Config) {
 	// Explicit names: a cluster may forbid wildcard deletes.
 	var indices []string
 	for _, name := range s.IndexNames() {
-		if name != s.names.events {
+		if name != s.names.events && name != s.names.executions {
 			indices = append(indices, name)
 		}
 	}
-	get, err := s.api.Indices.Get(ctx, opensearchapi.IndicesGetReq{Indices: []string{s.names.events + "-*"}})
+	get, err := s.api.Indices.Get(ctx, opensearchapi.IndicesGetReq{Indices: []string{s.names.events + "-*", s.names.executions + "-*"}})
 	if err := check(get.Inspect().Response, err, "list event indices"); err != nil {
 		t.Errorf("cleanup: %v", err)
 	}
@@ -129,15 +129,19 @@ func dropPrefix(t *testing.T, cfg Config) {
 	if err := check(del.Inspect().Response, err, "delete indices"); err != nil {
 		t.Errorf("cleanup: %v", err)
 	}
-	tdel, err := s.api.IndexTemplate.Delete(ctx, opensearchapi.IndexTemplateDeleteReq{IndexTemplate: s.names.eventsTemplate})
-	if st := status(tdel.Inspect().Response); st != http.StatusOK && st != http.StatusNotFound {
-		t.Errorf("cleanup: delete template: %v", err)
+	for _, tmpl := range []string{s.names.eventsTemplate, s.names.executions} {
+		tdel, err := s.api.IndexTemplate.Delete(ctx, opensearchapi.IndexTemplateDeleteReq{IndexTemplate: tmpl})
+		if st := status(tdel.Inspect().Response); st != http.StatusOK && st != http.StatusNotFound {
+			t.Errorf("cleanup: delete template %s: %v", tmpl, err)
+		}
 	}
 	if ic, err := ism.NewClient(ism.Config{Client: oc}); err == nil {
-		pdel, err := ic.Policies.Delete(ctx, ism.PoliciesDeleteReq{Policy: s.names.eventsPolicy})
-		// 404: no such policy; 400/405: no ISM plugin.
-		if st := status(pdel.Inspect().Response); st >= 500 || st == 0 {
-			t.Errorf("cleanup: delete ISM policy: %v", err)
+		for _, policy := range []string{s.names.eventsPolicy, s.names.executionsPolicy} {
+			pdel, err := ic.Policies.Delete(ctx, ism.PoliciesDeleteReq{Policy: policy})
+			// 404: no such policy; 400/405: no ISM plugin.
+			if st := status(pdel.Inspect().Response); st >= 500 || st == 0 {
+				t.Errorf("cleanup: delete ISM policy %s: %v", policy, err)
+			}
 		}
 		_ = ic.Client.Close()
 	}
@@ -399,4 +403,49 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestExecutionPolicy: the execution records' ISM policy deletes a day
+// index once it is ExecutionTTL + 1 day old and attaches itself to every
+// day index; with ISM on the node it is installed and manages today's
+// index (this node has no ISM plugin: the policy's content is checked,
+// and the store's read-side TTL is what TestContract's ExecutionsListed
+// proves on the node).
+func TestExecutionPolicy(t *testing.T) {
+	cfg := freshConfig(t)
+	cfg.ExecutionTTL = 7 * 24 * time.Hour
+	p := ExecutionPolicy(cfg)
+	if len(p.States) != 2 || p.DefaultState != "hot" || p.States[1].Actions[0].Delete == nil {
+		t.Fatalf("policy states %+v", p.States)
+	}
+	if c := (*p.States[0].Transitions)[0].Conditions; c.MinIndexAge != "8d" {
+		t.Fatalf("min_index_age %q, want 8d", c.MinIndexAge)
+	}
+	if pat := p.Template[0].IndexPatterns; len(pat) != 1 || pat[0] != cfg.IndexPrefix+"agent_executions-*" {
+		t.Fatalf("ism_template patterns %v", pat)
+	}
+	s := open(t, cfg)
+	ctx := t.Context()
+	today := s.names.executionIndex(time.Now())
+	if ok, err := s.exists(ctx, today); err != nil || !ok {
+		t.Fatalf("today's execution index %s: exists %v, %v", today, ok, err)
+	}
+	if !s.ISMEnabled() {
+		t.Logf("the node has no %s plugin: execution retention by read-side TTL only", ismPluginName)
+		return
+	}
+	got, err := s.ism.Policies.Get(ctx, &ism.PoliciesGetReq{Policy: s.names.executionsPolicy})
+	if err := check(got.Inspect().Response, err, "get policy"); err != nil || got.Policy == nil {
+		t.Fatalf("execution policy %s missing: %v", s.names.executionsPolicy, err)
+	}
+	if got.Policy.Description != executionPolicyDescription(s.cfg) {
+		t.Fatalf("policy description %q", got.Policy.Description)
+	}
+	explain, err := s.ism.Explain(ctx, &ism.ExplainReq{Indices: []string{today}})
+	if err := check(explain.Inspect().Response, err, "explain"); err != nil {
+		t.Fatal(err)
+	}
+	if item := explain.Indices[today]; item.PluginPolicyID == nil || *item.PluginPolicyID != s.names.executionsPolicy {
+		t.Fatalf("today's index not managed by %s: %+v", s.names.executionsPolicy, item)
+	}
 }

@@ -49,6 +49,10 @@ type names struct {
 	eventsTemplate string
 	// eventsPolicy is the ISM policy id.
 	eventsPolicy string
+	// executions is the alias of the execution records' day indices,
+	// and the name of their index template; executionsPolicy the ISM
+	// policy deleting them.
+	executions, executionsPolicy string
 }
 
 func newNames(prefix string) names {
@@ -61,6 +65,9 @@ func newNames(prefix string) names {
 		events:         prefix + store.IndexEvents,
 		eventsTemplate: prefix + store.IndexEvents,
 		eventsPolicy:   prefix + store.IndexEvents + "-retention",
+
+		executions:       prefix + store.IndexExecutions,
+		executionsPolicy: prefix + store.IndexExecutions + "-ttl",
 	}
 }
 
@@ -116,11 +123,12 @@ func (s *Store) Close() error {
 // installed (see Config.ISM).
 func (s *Store) ISMEnabled() bool { return s.hasISM.Load() }
 
-// IndexNames returns the names of the six indices (agent_events is the
-// alias of its rolling backing indices), in store.Indexes() order.
+// IndexNames returns the names of the seven indices (agent_events is the
+// alias of its rolling backing indices, agent_executions of its day
+// indices), in store.Indexes() order.
 func (s *Store) IndexNames() []string {
 	n := s.names
-	return []string{n.memory, n.plans, n.events, n.souls, n.sessions, n.definitions}
+	return []string{n.memory, n.plans, n.events, n.souls, n.sessions, n.definitions, n.executions}
 }
 
 // withTimeout bounds one Store call by cfg.Timeout.

@@ -73,6 +73,15 @@ type Backend interface {
 	// DeleteDefinition deletes a definition, if its version is expected
 	// (0: any version).
 	DeleteDefinition(ctx context.Context, tenantID, kind, id string, expected int64) error
+	// PutExecution writes an execution record, replacing the one of the
+	// same (tenant, execution id).
+	PutExecution(ctx context.Context, e store.Execution) error
+	// GetExecution returns the tenant's record of an execution, while it
+	// is younger than the backend's TTL.
+	GetExecution(ctx context.Context, tenantID, id string) (store.Execution, error)
+	// ListExecutions returns the tenant's records q selects, newest
+	// first, as store.ExecutionQuery specifies.
+	ListExecutions(ctx context.Context, q store.ExecutionQuery) ([]store.Execution, error)
 	// Health aggregates the tenant's plans as store.ComputePlanHealth does.
 	Health(ctx context.Context, tenantID string) (store.PlanHealth, error)
 	// Close releases the backend.
@@ -107,6 +116,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Backend) {
 		{"DefinitionVersions", testDefinitionVersions},
 		{"DefinitionsIsolated", testDefinitionsIsolated},
 		{"SessionsListed", testSessionsListed},
+		{"ExecutionsListed", testExecutionsListed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

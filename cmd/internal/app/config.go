@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/tools"
 )
 
@@ -28,6 +29,7 @@ type Config struct {
 	natsPassFile    string
 	Store           string
 	StorePrefix     string
+	ExecutionTTL    time.Duration // how long the store keeps execution records
 	Models          ModelConfig
 	SkillServiceURL string
 	SkillAPIKey     string
@@ -96,6 +98,8 @@ func (c *Config) Register(fs *flag.FlagSet) {
 // all-in-one, which runs its own NATS server.
 func (c *Config) RegisterStack(fs *flag.FlagSet) {
 	fs.StringVar(&c.Store, "store", env("STORE", "embedded"), "storage backend: embedded (in JetStream) or opensearch (OPENSEARCH_URL and friends) (env STORE)")
+	fs.DurationVar(&c.ExecutionTTL, "execution-record-ttl", envDuration("EXECUTION_RECORD_TTL", store.DefaultExecutionTTL),
+		"how long execution records (GET /agent/executions) are kept: the embedded bucket's TTL, the OpenSearch ISM policy (env EXECUTION_RECORD_TTL)")
 	fs.StringVar(&c.StorePrefix, "store-prefix", env("STORE_PREFIX", ""), "name prefix of the store's buckets and indices (env STORE_PREFIX)")
 	c.Models.Register(fs)
 	fs.StringVar(&c.SkillServiceURL, "skills", env("SKILL_SERVICE_URL", "http://127.0.0.1:7070/tenants/{tenant}/mcp"),
@@ -161,6 +165,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("concurrency must be at least 1")
+	}
+	if c.ExecutionTTL != 0 && (c.ExecutionTTL < time.Second || c.ExecutionTTL%time.Second != 0) {
+		return fmt.Errorf("execution-record-ttl must be whole seconds, at least 1s")
 	}
 	if c.MaxTurns < 1 {
 		return fmt.Errorf("max-turns must be at least 1")

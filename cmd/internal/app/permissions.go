@@ -160,7 +160,7 @@ func storeGrant(g *grant, prefix string) {
 		return prefix + "_" + base
 	}
 	for _, b := range []string{embedded.BucketMemory, embedded.BucketPlans, embedded.BucketSouls, embedded.BucketSessions,
-		embedded.BucketDefinitions} {
+		embedded.BucketDefinitions, embedded.BucketExecutions} {
 		g.kv(name(b))
 	}
 	g.readStream(name(embedded.StreamEvents))
@@ -251,7 +251,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, c *Config) error {
 		return err
 	}
 	if c.Store != "opensearch" {
-		if _, err := embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix, Replicas: c.Replicas}); err != nil {
+		if _, err := embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix, Replicas: c.Replicas, ExecutionTTL: c.ExecutionTTL}); err != nil {
 			return err
 		}
 	}

@@ -52,7 +52,7 @@ var (
 func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, error) {
 	if c.Store != "opensearch" {
 		return retryValue(ctx, func() (*embedded.Store, error) {
-			return embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix, Replicas: c.Replicas})
+			return embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix, Replicas: c.Replicas, ExecutionTTL: c.ExecutionTTL})
 		})
 	}
 	cfg, err := opensearch.ConfigFromEnv()
@@ -62,6 +62,7 @@ func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, e
 	if c.StorePrefix != "" {
 		cfg.IndexPrefix = c.StorePrefix
 	}
+	cfg.ExecutionTTL = c.ExecutionTTL
 	// The index holds what the embedder writes: OPENSEARCH_DIMENSION, when
 	// set, is the embedder's too; otherwise the index takes the embedder's.
 	switch dim := c.Models.EmbeddingDimension; {
