@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -92,6 +94,9 @@ func (s *Store) ensureExecutions(ctx context.Context) error {
 	if err := check(tresp.Inspect().Response, err, "put index template "+s.names.executions); err != nil {
 		return err
 	}
+	if _, err := s.DeleteExpiredExecutions(ctx, time.Now()); err != nil {
+		return err
+	}
 	today := s.names.executionIndex(time.Now())
 	exists, err := s.exists(ctx, today)
 	if err != nil {
@@ -137,7 +142,11 @@ func (s *Store) PutExecution(ctx context.Context, e store.Execution) error {
 	if errorType(err) == "index_not_found_exception" {
 		// A new day: its index is created explicitly (a cluster may
 		// forbid auto-creation); the template gives it its ISM policy
-		// (settings, mapping and alias are repeated here).
+		// (settings, mapping and alias are repeated here). A new day is
+		// also when the days past the TTL go, ISM or not.
+		if _, derr := s.DeleteExpiredExecutions(ctx, time.Now()); derr != nil {
+			return derr
+		}
 		body, berr := s.indexBody(store.IndexExecutions, "")
 		if berr != nil {
 			return berr
@@ -149,6 +158,45 @@ func (s *Store) PutExecution(ctx context.Context, e store.Execution) error {
 		resp, err = write()
 	}
 	return check(resp.Inspect().Response, err, fmt.Sprintf("index execution %q", e.ExecutionID))
+}
+
+// DeleteExpiredExecutions deletes the day indices of execution records
+// whose every record is past the TTL (the days before now - TTL), and
+// returns their names. The store calls it when it opens and on each new
+// day's first write, so records go at their TTL on a node without the ISM
+// plugin too (where ExecutionPolicy does the same in the background).
+func (s *Store) DeleteExpiredExecutions(ctx context.Context, now time.Time) ([]string, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	pattern := s.names.executions + "-*"
+	resp, err := s.api.Indices.Get(ctx, opensearchapi.IndicesGetReq{Indices: []string{pattern},
+		Params: opensearchapi.IndicesGetParams{AllowNoIndices: new(true), IgnoreUnavailable: new(true)}})
+	if err := check(resp.Inspect().Response, err, "list "+pattern); err != nil {
+		return nil, err
+	}
+	// A day index holds records created on that day: all are past the TTL
+	// once the day's end is older than now - TTL.
+	horizon := now.UTC().Add(-s.cfg.ExecutionTTL)
+	var expired []string
+	for name := range *resp.IndicesGetRespData {
+		day, err := time.Parse(executionDayLayout, strings.TrimPrefix(name, s.names.executions+"-"))
+		if err != nil || !strings.HasPrefix(name, s.names.executions+"-") {
+			continue // not a day index of this store
+		}
+		if !day.Add(24 * time.Hour).After(horizon) {
+			expired = append(expired, name)
+		}
+	}
+	if len(expired) == 0 {
+		return nil, nil
+	}
+	slices.Sort(expired)
+	del, err := s.api.Indices.Delete(ctx, opensearchapi.IndicesDeleteReq{Indices: expired,
+		Params: opensearchapi.IndicesDeleteParams{IgnoreUnavailable: new(true)}})
+	if err := check(del.Inspect().Response, err, "delete expired execution indices"); err != nil {
+		return nil, err
+	}
+	return expired, nil
 }
 
 // liveSince is the oldest created_at a record may have to be returned.

@@ -449,3 +449,55 @@ func TestExecutionPolicy(t *testing.T) {
 		t.Fatalf("today's index not managed by %s: %+v", s.names.executionsPolicy, item)
 	}
 }
+
+// TestExecutionDaysPastTheTTLAreDeleted: without ISM as with it, the day
+// indices whose every record is past the TTL are deleted when the store
+// opens and on each new day's first write; younger days stay.
+func TestExecutionDaysPastTheTTLAreDeleted(t *testing.T) {
+	cfg := freshConfig(t)
+	cfg.ExecutionTTL = 48 * time.Hour
+	s := open(t, cfg)
+	ctx := t.Context()
+	now := time.Now().UTC()
+	rec := func(id string, at time.Time) store.Execution {
+		return store.Execution{ExecutionID: id, TenantID: "acme", AgentID: "agent-a", Status: store.ExecutionSuccess,
+			TerminalCode: "SUCCESS", CreatedAt: at}
+	}
+	old, yesterday, today := now.Add(-5*24*time.Hour), now.Add(-24*time.Hour), now
+	// The old record's day is created by its write (the clean-up runs
+	// before a new day's index is created, so it stays until the next).
+	if err := s.PutExecution(ctx, rec("run-old", old)); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(at time.Time) bool {
+		ok, err := s.exists(ctx, s.names.executionIndex(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !exists(old) {
+		t.Fatal("the old record's day index was not created")
+	}
+	// Yesterday's first write is a new day: the old day goes.
+	if err := s.PutExecution(ctx, rec("run-yesterday", yesterday)); err != nil {
+		t.Fatal(err)
+	}
+	if exists(old) {
+		t.Fatalf("day index %s, past the %s TTL, still exists", s.names.executionIndex(old), cfg.ExecutionTTL)
+	}
+	if !exists(yesterday) || !exists(today) {
+		t.Fatal("a day within the TTL was deleted")
+	}
+	if _, err := s.GetExecution(ctx, "acme", "run-yesterday"); err != nil {
+		t.Fatalf("yesterday's record: %v", err)
+	}
+	// Two days on, yesterday's day is past the TTL too; today's is not.
+	gone, err := s.DeleteExpiredExecutions(ctx, now.Add(2*24*time.Hour))
+	if err != nil || len(gone) != 1 || gone[0] != s.names.executionIndex(yesterday) {
+		t.Fatalf("DeleteExpiredExecutions two days on = %v, %v; want only yesterday's index", gone, err)
+	}
+	if !exists(today) {
+		t.Fatal("today's index was deleted")
+	}
+}
