@@ -394,7 +394,7 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 		if orch.TurnLimitReached(in.Agent, in.SessionTurns) {
 			// No turn left: the decider applies the agent's handoff
 			// behaviour, without a model call.
-			in.Context, err = r.runContext(ctx, req)
+			in.Context, err = r.runContext(ctx, req, sess)
 			return in, err
 		}
 	}
@@ -406,7 +406,7 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 	if in.Patterns, err = loadPatterns(ctx, r.Config); err != nil {
 		return nil, err
 	}
-	if in.Context, err = r.runContext(ctx, req); err != nil {
+	if in.Context, err = r.runContext(ctx, req, sess); err != nil {
 		return nil, err
 	}
 	if in.Policy, err = loadPolicy(ctx, r.Config); err != nil {
@@ -461,8 +461,9 @@ func sessionState(s *store.Session) *orch.SessionState {
 }
 
 // runContext loads what a new run knows of its caller: the soul of its
-// user, else of its tenant, and its session's history.
-func (r *Router) runContext(ctx context.Context, req orch.RunRequest) (orch.RunContext, error) {
+// user, else of its tenant, and the history of its session (sess, as
+// route read it: nil for a new one).
+func (r *Router) runContext(ctx context.Context, req orch.RunRequest, sess *store.Session) (orch.RunContext, error) {
 	var rc orch.RunContext
 	soul, err := r.Store.GetSoul(ctx, req.TenantID, req.UserID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -474,11 +475,7 @@ func (r *Router) runContext(ctx context.Context, req orch.RunRequest) (orch.RunC
 	case !errors.Is(err, store.ErrNotFound):
 		return rc, fmt.Errorf("handlers: load soul: %w", err)
 	}
-	if r.Sessions != nil {
-		if rc.History, err = r.Sessions.History(ctx, req.TenantID, req.SessionID); err != nil {
-			return rc, err
-		}
-	}
+	rc.History = HistoryOf(sess)
 	return rc, nil
 }
 

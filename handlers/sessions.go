@@ -93,21 +93,17 @@ func (s *Sessions) Get(ctx context.Context, tenantID, sessionID string) (store.S
 	return sess, e.Revision(), nil
 }
 
-// History is the conversation a new run of the session sees, oldest first;
-// nil for a new session.
-func (s *Sessions) History(ctx context.Context, tenantID, sessionID string) ([]llm.HistoryMessage, error) {
-	sess, _, err := s.Get(ctx, tenantID, sessionID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
+// HistoryOf is a session's conversation as the models see it; nil for no
+// session (a new one).
+func HistoryOf(sess *store.Session) []llm.HistoryMessage {
+	if sess == nil || len(sess.Messages) == 0 {
+		return nil
 	}
 	out := make([]llm.HistoryMessage, len(sess.Messages))
 	for i, m := range sess.Messages {
 		out[i] = llm.HistoryMessage{Role: m.Role, Content: m.Content}
 	}
-	return out, nil
+	return out
 }
 
 // Append adds a finished run's user message and answer to its session
