@@ -116,10 +116,13 @@ type runsEntry struct {
 // lease expires sooner: when a run ends is not known in advance.
 const concurrencyRetry = 5 * time.Second
 
-// Admit draws one request from the tenant's rate window and, when runID
-// is set, takes a lease for that run among its concurrent runs. A refused
-// rate draws nothing; a refused lease leaves the request counted (it was
-// a request). Admitting a run id that holds a lease already is allowed.
+// Admit admits a request of the tenant and, when runID is set, its run:
+// it takes a lease for the run among the tenant's concurrent runs, then
+// draws one request from the tenant's rate window. A request refused for
+// concurrency draws nothing from the rate (a client, or an inbound event
+// redelivered after Retry-After, does not spend the rate by waiting for a
+// slot); one refused for the rate gives back the lease it just took.
+// Admitting a run id that holds a lease already is allowed (Held).
 func (l *Limiter) Admit(ctx context.Context, tenant, runID string) (Admission, error) {
 	if l == nil || l.KV == nil {
 		return Admission{Allowed: true}, nil
@@ -129,9 +132,37 @@ func (l *Limiter) Admit(ctx context.Context, tenant, runID string) (Admission, e
 		return Admission{}, err
 	}
 	now := l.now()
+	var (
+		refused *Admission
+		held    bool
+	)
+	if runID != "" {
+		expiry := now.Add(l.leaseTTL()).UnixMilli()
+		err = casJSON(ctx, l.KV, "runs."+tenant, func(e *runsEntry) (bool, error) {
+			refused = nil
+			pruneLeases(e, now)
+			_, held = e.Leases[runID]
+			if !held && len(e.Leases) >= lim.ConcurrentRuns {
+				wait := concurrencyRetry
+				for _, exp := range e.Leases {
+					wait = min(wait, time.UnixMilli(exp).Sub(now))
+				}
+				refused = &Admission{Code: "concurrency_limited", Limit: lim.ConcurrentRuns, RetryAfter: wait,
+					Message: fmt.Sprintf("the tenant's limit of %d concurrent runs is reached", lim.ConcurrentRuns)}
+				return false, nil
+			}
+			e.Leases[runID] = expiry
+			return true, nil
+		})
+		if err != nil || refused != nil {
+			if refused != nil {
+				return *refused, err
+			}
+			return Admission{}, err
+		}
+	}
 	const window = time.Minute
 	start := now.Truncate(window)
-	var refused *Admission
 	err = casJSON(ctx, l.KV, "rate."+tenant, func(e *rateEntry) (bool, error) {
 		refused = nil
 		if e.Window != start.Unix() {
@@ -145,30 +176,11 @@ func (l *Limiter) Admit(ctx context.Context, tenant, runID string) (Admission, e
 		e.Count++
 		return true, nil
 	})
-	if err != nil || refused != nil || runID == "" {
-		if refused != nil {
-			return *refused, err
-		}
-		return Admission{Allowed: err == nil}, err
+	if (err != nil || refused != nil) && runID != "" && !held {
+		// The run is not admitted: its slot goes back (if this fails,
+		// the lease expires by itself).
+		_ = l.Release(ctx, tenant, runID)
 	}
-	expiry := now.Add(l.leaseTTL()).UnixMilli()
-	var held bool
-	err = casJSON(ctx, l.KV, "runs."+tenant, func(e *runsEntry) (bool, error) {
-		refused = nil
-		pruneLeases(e, now)
-		_, held = e.Leases[runID]
-		if !held && len(e.Leases) >= lim.ConcurrentRuns {
-			wait := concurrencyRetry
-			for _, exp := range e.Leases {
-				wait = min(wait, time.UnixMilli(exp).Sub(now))
-			}
-			refused = &Admission{Code: "concurrency_limited", Limit: lim.ConcurrentRuns, RetryAfter: wait,
-				Message: fmt.Sprintf("the tenant's limit of %d concurrent runs is reached", lim.ConcurrentRuns)}
-			return false, nil
-		}
-		e.Leases[runID] = expiry
-		return true, nil
-	})
 	if refused != nil {
 		return *refused, err
 	}

@@ -440,3 +440,54 @@ func TestRepeatedEventHoldsNoLease(t *testing.T) {
 	}
 	post("evt-3", "s3").want(t, "a new event once the slot is free", http.StatusAccepted)
 }
+
+// TestLimiterRefusalsSpendNothing: a run refused for concurrency draws
+// nothing from the rate window (an inbound event redelivered until a slot
+// frees does not spend the tenant's rate), and one refused for the rate
+// gives back the slot it took.
+func TestLimiterRefusalsSpendNothing(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	kv, err := env.js.KeyValue(ctx, BucketLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newTestClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+	l := &Limiter{KV: kv, Config: env.config, Now: clock.now, Defaults: TenantLimits{ConcurrentRuns: 1, RequestsPerMinute: 2}}
+	admit := func(run string) Admission {
+		t.Helper()
+		a, err := l.Admit(ctx, "acme", run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if a := admit("run-1"); !a.Allowed {
+		t.Fatalf("run-1 = %+v", a)
+	}
+	for range 5 {
+		if a := admit("run-2"); a.Allowed || a.Code != "concurrency_limited" {
+			t.Fatalf("run-2 while run-1 runs = %+v, want concurrency_limited", a)
+		}
+	}
+	if err := l.Release(ctx, "acme", "run-1"); err != nil {
+		t.Fatal(err)
+	}
+	// Five concurrency refusals spent none of the two requests a minute.
+	if a := admit("run-2"); !a.Allowed {
+		t.Fatalf("run-2 once run-1 ended = %+v, want admitted (the rate's second request)", a)
+	}
+	if err := l.Release(ctx, "acme", "run-2"); err != nil {
+		t.Fatal(err)
+	}
+	if a := admit("run-3"); a.Allowed || a.Code != "rate_limited" {
+		t.Fatalf("a third request in the minute = %+v, want rate_limited", a)
+	}
+	if n, _ := l.InFlight(ctx, "acme"); n != 0 {
+		t.Fatalf("%d runs in flight after a rate refusal, want 0: the slot was not given back", n)
+	}
+	clock.add(time.Minute)
+	if a := admit("run-3"); !a.Allowed {
+		t.Fatalf("run-3 in the next minute = %+v", a)
+	}
+}
