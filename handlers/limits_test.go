@@ -344,12 +344,7 @@ func TestConcurrencyLimitSharedAcrossTwoIngresses(t *testing.T) {
 func TestLimiterLeasesAndPolicy(t *testing.T) {
 	env := newEnv(t)
 	ctx := testCtx(t)
-	kv, err := env.js.KeyValue(ctx, BucketLimits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := newTestClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
-	l := &Limiter{KV: kv, Config: env.config, Now: clock.now, Defaults: TenantLimits{ConcurrentRuns: 2}}
+	l, _ := newTestLimiter(t, env, TenantLimits{ConcurrentRuns: 2})
 	for _, id := range []string{"run-1", "run-1", "run-2"} {
 		if a, err := l.Admit(ctx, "acme", id); err != nil || !a.Allowed {
 			t.Fatalf("Admit(%s) = %+v, %v", id, a, err)
@@ -390,12 +385,7 @@ func TestLimiterLeasesAndPolicy(t *testing.T) {
 func TestRepeatedEventHoldsNoLease(t *testing.T) {
 	env := newEnv(t)
 	ctx := testCtx(t)
-	kv, err := env.js.KeyValue(ctx, BucketLimits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := newTestClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
-	l := &Limiter{KV: kv, Config: env.config, Now: clock.now, Defaults: TenantLimits{ConcurrentRuns: 1, RequestsPerMinute: 100}}
+	l, clock := newTestLimiter(t, env, TenantLimits{ConcurrentRuns: 1, RequestsPerMinute: 100})
 	srv := newIngressServer(t, env, IngressConfig{Limiter: l})
 	const tenant = "acme"
 	agent := call(t, srv, tenant, "POST", "/agent/agents", `{"name":"Support","system_prompt":"Help."}`).want(t, "agent", http.StatusCreated).str("agent_id")
@@ -448,12 +438,7 @@ func TestRepeatedEventHoldsNoLease(t *testing.T) {
 func TestLimiterRefusalsSpendNothing(t *testing.T) {
 	env := newEnv(t)
 	ctx := testCtx(t)
-	kv, err := env.js.KeyValue(ctx, BucketLimits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := newTestClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
-	l := &Limiter{KV: kv, Config: env.config, Now: clock.now, Defaults: TenantLimits{ConcurrentRuns: 1, RequestsPerMinute: 2}}
+	l, clock := newTestLimiter(t, env, TenantLimits{ConcurrentRuns: 1, RequestsPerMinute: 2})
 	admit := func(run string) Admission {
 		t.Helper()
 		a, err := l.Admit(ctx, "acme", run)
@@ -490,4 +475,16 @@ func TestLimiterRefusalsSpendNothing(t *testing.T) {
 	if a := admit("run-3"); !a.Allowed {
 		t.Fatalf("run-3 in the next minute = %+v", a)
 	}
+}
+
+// newTestLimiter is a limiter on env's limits bucket and config, with
+// defaults and a test clock.
+func newTestLimiter(t *testing.T, env *testEnv, defaults TenantLimits) (*Limiter, *testClock) {
+	t.Helper()
+	kv, err := env.js.KeyValue(testCtx(t), BucketLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newTestClock(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
+	return &Limiter{KV: kv, Config: env.config, Now: clock.now, Defaults: defaults}, clock
 }
