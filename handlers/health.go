@@ -267,13 +267,8 @@ func (g *Ingress) auditEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		q.LargeResponse = &b
 	}
-	if v := params.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxEventLimit {
-			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit must be 1 to %d", store.MaxEventLimit))
-			return
-		}
-		q.Limit = n
+	if q.Limit, ok = queryLimit(w, params.Get("limit"), store.MaxEventLimit); !ok {
+		return
 	}
 	for _, t := range q.EventTypes {
 		if _, err := events.Subject(events.AuditType(t), tenant); err != nil {
@@ -289,6 +284,20 @@ func (g *Ingress) auditEvents(w http.ResponseWriter, r *http.Request) {
 		evs = []store.Event{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tenant_id": tenant, "count": len(evs), "events": evs})
+}
+
+// queryLimit parses a limit query parameter v of 1 to most, answering
+// 400 invalid_request itself when it is not one; 0 when v is empty.
+func queryLimit(w http.ResponseWriter, v string, most int) (int, bool) {
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit must be 1 to %d", most))
+		return 0, false
+	}
+	return n, true
 }
 
 // timeRange reads since and until (RFC 3339 times, or durations before
@@ -362,13 +371,8 @@ func (g *Ingress) recentRuns(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			writeError(w, http.StatusBadRequest, "invalid_request", "limit must be 1 to 1000")
-			return
-		}
-		q.Limit = n
+	if q.Limit, ok = queryLimit(w, r.URL.Query().Get("limit"), 1000); !ok {
+		return
 	}
 	evs, err := g.store.Events(r.Context(), q)
 	if g.storeError(w, err, "events") {

@@ -188,23 +188,33 @@ func (g *Ingress) getSoul(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Ingress) session(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := readScope(w, r)
+	if _, sess, ok := g.callerSession(w, r); ok {
+		writeJSON(w, http.StatusOK, sess)
+	}
+}
+
+// callerSession reads the session {session_id} of the caller's tenant,
+// answering the error itself when it cannot: 503 without sessions, 404
+// for another tenant's session or, for a credential bound to a user,
+// another user's.
+func (g *Ingress) callerSession(w http.ResponseWriter, r *http.Request) (tenant string, sess store.Session, ok bool) {
+	tenant, ok = readScope(w, r)
 	if !ok {
-		return
+		return "", store.Session{}, false
 	}
 	if g.cfg.Sessions == nil {
 		writeError(w, http.StatusServiceUnavailable, "sessions_unavailable", "this ingress keeps no sessions")
-		return
+		return "", store.Session{}, false
 	}
 	sess, _, err := g.cfg.Sessions.Get(r.Context(), tenant, r.PathValue("session_id"))
 	if g.storeError(w, err, "session") {
-		return
+		return "", store.Session{}, false
 	}
 	if c := callerOf(r.Context()); c.bound && c.UserID != "" && sess.UserID != c.UserID {
 		writeError(w, http.StatusNotFound, "not_found", "session not found")
-		return
+		return "", store.Session{}, false
 	}
-	writeJSON(w, http.StatusOK, sess)
+	return tenant, sess, true
 }
 
 func (g *Ingress) putMemory(w http.ResponseWriter, r *http.Request) {

@@ -1,9 +1,7 @@
 package handlers
 
 import (
-	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/agentbus/agentbus/agents"
@@ -50,13 +48,8 @@ func (g *Ingress) listExecutions(w http.ResponseWriter, r *http.Request) {
 		}
 		q.Since = t
 	}
-	if v := qv.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxExecutionLimit {
-			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit must be 1 to %d", store.MaxExecutionLimit))
-			return
-		}
-		q.Limit = n
+	if q.Limit, ok = queryLimit(w, qv.Get("limit"), store.MaxExecutionLimit); !ok {
+		return
 	}
 	if c := callerOf(r.Context()); c.bound {
 		q.UserID = c.UserID

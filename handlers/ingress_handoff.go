@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"strings"
@@ -40,34 +41,20 @@ const maxReplyBytes = 32 << 10
 // A session an operator handed off (POST .../handoff; no run waits) takes
 // the reply into its history at once and is active again: 200.
 func (g *Ingress) reply(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := readScope(w, r)
+	if g.cfg.Gates == nil {
+		writeError(w, http.StatusServiceUnavailable, "sessions_unavailable", "this ingress keeps no gates")
+		return
+	}
+	tenant, sess, ok := g.callerSession(w, r)
 	if !ok {
 		return
 	}
-	if g.cfg.Sessions == nil || g.cfg.Gates == nil {
-		writeError(w, http.StatusServiceUnavailable, "sessions_unavailable", "this ingress keeps no sessions or gates")
-		return
-	}
-	id := r.PathValue("session_id")
-	sess, _, err := g.cfg.Sessions.Get(r.Context(), tenant, id)
-	if g.storeError(w, err, "session") {
-		return
-	}
-	c := callerOf(r.Context())
-	if c.bound && c.UserID != "" && sess.UserID != c.UserID {
-		writeError(w, http.StatusNotFound, "not_found", "session not found")
-		return
-	}
+	id, c := sess.SessionID, callerOf(r.Context())
 	var body SessionReply
 	if !g.decodeBody(w, r, &body) {
 		return
 	}
-	by := body.By
-	if c.UserID != "" {
-		by = c.UserID
-	} else if by == "" {
-		by = r.Header.Get("X-User-Id")
-	}
+	by := cmp.Or(c.UserID, body.By, r.Header.Get("X-User-Id"))
 	switch {
 	case strings.TrimSpace(body.Message) == "":
 		writeError(w, http.StatusBadRequest, "invalid_request", "message is required")

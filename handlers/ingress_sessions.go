@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -93,13 +92,8 @@ func (g *Ingress) listSessions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", "agent_id is not a valid id")
 		return
 	}
-	if v := qv.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxSessionLimit {
-			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit must be 1 to %d", store.MaxSessionLimit))
-			return
-		}
-		q.Limit = n
+	if q.Limit, ok = queryLimit(w, qv.Get("limit"), store.MaxSessionLimit); !ok {
+		return
 	}
 	if c := callerOf(r.Context()); c.bound {
 		q.UserID = c.UserID
@@ -123,24 +117,11 @@ func (g *Ingress) listSessions(w http.ResponseWriter, r *http.Request) {
 // the session's next run acts as the target. 404 for another tenant's
 // session; 409 session_handed_off, session_completed or handoff_refused.
 func (g *Ingress) handoffSession(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := readScope(w, r)
+	tenant, sess, ok := g.callerSession(w, r)
 	if !ok {
 		return
 	}
-	if g.cfg.Sessions == nil {
-		writeError(w, http.StatusServiceUnavailable, "sessions_unavailable", "this ingress keeps no sessions")
-		return
-	}
-	id := r.PathValue("session_id")
-	sess, _, err := g.cfg.Sessions.Get(r.Context(), tenant, id)
-	if g.storeError(w, err, "session") {
-		return
-	}
-	c := callerOf(r.Context())
-	if c.bound && c.UserID != "" && sess.UserID != c.UserID {
-		writeError(w, http.StatusNotFound, "not_found", "session not found")
-		return
-	}
+	id, c := sess.SessionID, callerOf(r.Context())
 	var body SessionHandoffRequest
 	if !g.decodeBody(w, r, &body) {
 		return
@@ -150,6 +131,7 @@ func (g *Ingress) handoffSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, code, msg)
 		return
 	}
+	var err error
 	change, audit := g.toHuman(tenant, body)
 	if body.TargetType == orch.HandoffToAgent {
 		change, audit, err = g.toAgent(r.Context(), tenant, sess, body)
