@@ -276,6 +276,10 @@ func (t *turn) inputs(ctx context.Context) (map[string]json.RawMessage, error) {
 	}
 	in := make(map[string]json.RawMessage, len(t.req.Inputs))
 	for _, key := range t.req.Inputs {
+		if v, ok := t.req.InputData[key]; ok {
+			in[key] = v // carried from the step's first turn
+			continue
+		}
 		m, err := t.x.Memory.GetMemory(ctx, key)
 		if err != nil {
 			return nil, fmt.Errorf("handlers: read input %s: %w", key, err)
@@ -394,6 +398,7 @@ func (t *turn) next(turns []orch.Turn, invalid string) error {
 // carry sets what the next turn inherits from this one: usage, draws,
 // observations, the loop guard's counts.
 func (t *turn) carry(next *orch.StepRequest) {
+	next.InputData = carriedInputs(t.inputData)
 	next.Usage = t.spent()
 	next.Spent = t.spentSoFar()
 	next.Observed = t.req.Observed + t.observed
@@ -401,6 +406,20 @@ func (t *turn) carry(next *orch.StepRequest) {
 	next.Denied = t.req.Denied + t.deniedN
 	next.Steered = max(t.req.Steered, t.steered)
 	next.Tools = t.toolUses()
+}
+
+// carriedInputs is what of a step's input values its next turn carries:
+// all of them when they total at most orch.MaxCarriedInputs bytes, else
+// none (the next turn reads them again).
+func carriedInputs(in map[string]json.RawMessage) map[string]json.RawMessage {
+	n := 0
+	for _, v := range in {
+		n += len(v)
+	}
+	if n == 0 || n > orch.MaxCarriedInputs {
+		return nil
+	}
+	return in
 }
 
 // tally counts one tool call of this hop, failed or not: the step

@@ -199,6 +199,31 @@ func TestExecutorReadsInputs(t *testing.T) {
 	if !strings.Contains(it.Turns[1].Content, `"rank":1`) {
 		t.Errorf("engagement result %q has no ranks", it.Turns[1].Content)
 	}
+
+	// The next turn carries the inputs the first read, and reads them
+	// from there, not from memory again.
+	assertJSON(t, it.InputData[key], `{"outlet_ids":["out-004","out-001"]}`)
+	carried := it
+	carried.InputData = map[string]json.RawMessage{key: json.RawMessage(`{"outlet_ids":["out-009"]}`)}
+	tr := &turn{x: x, req: carried}
+	in, err := tr.inputs(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertJSON(t, in[key], `{"outlet_ids":["out-009"]}`)
+
+	// Inputs over MaxCarriedInputs are not carried: each turn reads them.
+	big := `{"outlet_ids":["` + strings.Repeat("x", orch.MaxCarriedInputs) + `"]}`
+	if c := carriedInputs(map[string]json.RawMessage{key: json.RawMessage(big)}); c != nil {
+		t.Errorf("a %d-byte input was carried", len(big))
+	}
+
+	// A turn message naming data of a key that is not one of its inputs
+	// is refused.
+	carried.InputData = map[string]json.RawMessage{"other": json.RawMessage(`{}`)}
+	if err := carried.Validate(); err == nil || !strings.Contains(err.Error(), "input_data") {
+		t.Errorf("Validate = %v, want input_data refused", err)
+	}
 }
 
 func TestExecutorAnswers(t *testing.T) {

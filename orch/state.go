@@ -292,6 +292,12 @@ type StepRequest struct {
 	Step   int      `json:"step"`
 	Group  Group    `json:"group"`
 	Inputs []string `json:"inputs,omitempty"` // memory keys of the steps it depends on
+	// InputData, on a step's later turns, holds its inputs' values as its
+	// first turn read them, by memory key, when they are small (at most
+	// MaxCarriedInputs bytes in all): a step's inputs are written once,
+	// under their lock, before it starts, so a later turn need not read
+	// them again. Absent, each turn reads them.
+	InputData map[string]json.RawMessage `json:"input_data,omitempty"`
 	// Iteration counts the model turns taken so far; Turns holds the
 	// recent ones (older turns are compressed into a summary turn, so
 	// the message stays bounded however long the loop runs).
@@ -325,6 +331,10 @@ type StepRequest struct {
 	// Tools counts the tool calls the step's turns made so far.
 	Tools ToolUses `json:"tools,omitempty"`
 }
+
+// MaxCarriedInputs bounds the inputs a step's turn message carries to its
+// next turn (StepRequest.InputData).
+const MaxCarriedInputs = 16 << 10
 
 // Turn is one exchange of an executor's loop: a model message, or a skill
 // result. Large results are never carried here: the executor stores them and

@@ -162,6 +162,11 @@ func (r StepRequest) Validate() error {
 	if r.Iteration < 0 || r.Repairs < 0 {
 		return field("iteration", errors.New("must not be negative"))
 	}
+	for key := range r.InputData {
+		if !slices.Contains(r.Inputs, key) {
+			return field("input_data", fmt.Errorf("%q is not one of the step's inputs", key))
+		}
+	}
 	return nil
 }
 
