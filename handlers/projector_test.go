@@ -314,3 +314,62 @@ func TestProjectorBoundsAHangingSessionWrite(t *testing.T) {
 		t.Errorf("four hanging session writes held the projector %s", took)
 	}
 }
+
+// TestProjectorLingers: with a linger, a run's progress handed over one
+// event after another is written in one append once the linger is up, and
+// an event that does not linger (a run's end) writes the queue at once,
+// the progress queued before it included, however long the linger.
+func TestProjectorLingers(t *testing.T) {
+	env := newEnv(t)
+	st := &slowStore{ProjectionStore: env.st}
+	p := &Projector{Store: st, Linger: 150 * time.Millisecond}
+	progress := func(i int) event.Event {
+		return newEvent(t, fmt.Sprintf("lg-%d", i), events.AuditType("step_1.started"), events.Audit{PlanID: "plan-lg"})
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	for i := range 5 {
+		wg.Go(func() { _, errs[i] = p.Handle(testCtx(t), progress(i)) })
+		time.Sleep(5 * time.Millisecond) // one hop after another, as a run's come
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Handle lg-%d: %v", i, err)
+		}
+	}
+	if a := st.appends.Load(); a != 1 {
+		t.Errorf("%d appends for five lingering events, want 1", a)
+	}
+
+	// A linger far longer than the test: only an event that does not
+	// linger can end the write, and it takes the queued progress along.
+	p = &Projector{Store: st, Linger: time.Hour}
+	st.appends.Store(0)
+	queued := make(chan error, 1)
+	go func() { _, err := p.Handle(testCtx(t), progress(10)); queued <- err }()
+	waitFor(t, "the progress queued", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return len(p.pending) == 1 })
+	if _, err := p.Handle(testCtx(t), newEvent(t, "lg-guard", events.AuditType("guard.unsafe"), events.Audit{PlanID: "plan-lg"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-queued; err != nil {
+		t.Fatal(err)
+	}
+	if a := st.appends.Load(); a != 1 {
+		t.Errorf("%d appends, want the queued progress written with the event that does not linger", a)
+	}
+	trace, err := env.st.Trace(testCtx(t), store.TraceQuery{TenantID: testTenant, PlanID: "plan-lg"})
+	if err != nil || len(trace) != 7 {
+		t.Fatalf("trace holds %d events (%v), want 7", len(trace), err)
+	}
+}
+
+func TestLingerAudit(t *testing.T) {
+	for name, want := range map[string]bool{"model.called": true, "skill.called": true, "plan.projected": true, "step_3.started": true,
+		"step_12.complete": true, "run.finished": false, "approval.required": false, "step_x.started": false, "step_1.failed": false,
+		"user_message.received": false, "budget.exhausted": false} {
+		if got := LingerAudit(name); got != want {
+			t.Errorf("LingerAudit(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
