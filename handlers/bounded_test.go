@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
@@ -404,5 +406,44 @@ func TestBreakers_AFailingSkillFailsFastThenRecovers(t *testing.T) {
 	}
 	if !slices.Contains(traceNames(seen), "circuit.closed") || breakers.State(testTenant+"/"+demo.SkillOutletList) != CircuitClosed {
 		t.Fatalf("the circuit did not close: trace %v", traceNames(seen))
+	}
+}
+
+// countingKV counts the reads of a bucket.
+type countingKV struct {
+	jetstream.KeyValue
+	gets atomic.Int32
+}
+
+func (c *countingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	c.gets.Add(1)
+	return c.KeyValue.Get(ctx, key)
+}
+
+// TestBudget_ANewRunsFirstDrawCreatesItsEntryWithoutARead: the first
+// draw of a run marked New costs no read; if its entry exists after all
+// (the first hop redelivered), the draw reads it and adds to it.
+func TestBudget_ANewRunsFirstDrawCreatesItsEntryWithoutARead(t *testing.T) {
+	env := newEnv(t)
+	kv := &countingKV{KeyValue: env.budgets.KV}
+	rb := RunBudget{Tenant: testTenant, RunID: "run-new", Limits: orch.Vector{orch.DimModelCalls: 3}, New: true}
+	if err := (&Budgets{KV: kv}).Reserve(testCtx(t), rb, orch.Vector{orch.DimModelCalls: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := kv.gets.Load(); n != 0 {
+		t.Errorf("%d reads for a new run's first draw, want none", n)
+	}
+	// Another process (no cache) draws as a redelivered first hop would.
+	if err := (&Budgets{KV: kv}).Reserve(testCtx(t), rb, orch.Vector{orch.DimModelCalls: 1}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := (&Budgets{KV: kv}).Get(testCtx(t), testTenant, "run-new")
+	if err != nil || e.Used[orch.DimModelCalls] != 2 {
+		t.Fatalf("entry %+v (%v), want both draws counted", e, err)
+	}
+	var ex *Exhausted
+	err = (&Budgets{KV: kv}).Reserve(testCtx(t), rb, orch.Vector{orch.DimModelCalls: 2})
+	if !errors.As(err, &ex) || ex.Used != 2 {
+		t.Fatalf("a draw past the limit on the stored entry: %v, want refused at 2 used", err)
 	}
 }

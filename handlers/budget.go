@@ -58,6 +58,10 @@ type RunBudget struct {
 	Deadline      time.Time
 	// Quotas are the token quotas the run's model calls draw from too.
 	Quotas []orch.Quota
+	// New says the run's ledger entry most likely does not exist yet (its
+	// first hop's draw): the first draw creates it without reading it
+	// first, and reads it only if it was there after all.
+	New bool
 }
 
 // BudgetOf is the budget of a run state.
@@ -202,6 +206,8 @@ func (b *Budgets) Get(ctx context.Context, tenant, runID string) (BudgetEntry, e
 func (b *Budgets) update(ctx context.Context, rb RunBudget, change func(*BudgetEntry) error) (BudgetEntry, error) {
 	key := budgetKey(rb.Tenant, rb.RunID)
 	cur, rev, cached := b.cached(key)
+	// A new run's entry: a create at revision 0 (below) needs no read.
+	cached = cached || rb.New
 	for range maxDrawAttempts {
 		if !cached {
 			var err error

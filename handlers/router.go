@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -365,7 +366,10 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 	if orch.ValidateRequest(req) != nil {
 		return in, nil // the decider ends the run VALIDATION_FAIL
 	}
-	sess, err := r.session(ctx, req)
+	// What a run starts from is read at once, each read one round trip;
+	// the errors are then taken in the order the reads were needed.
+	l := r.loadStart(ctx, req)
+	sess, err := l.sess, l.sessErr
 	if err != nil {
 		return nil, err
 	}
@@ -394,22 +398,22 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 		if orch.TurnLimitReached(in.Agent, in.SessionTurns) {
 			// No turn left: the decider applies the agent's handoff
 			// behaviour, without a model call.
-			in.Context, err = r.runContext(ctx, req, sess)
+			in.Context, err = l.runContext(sess)
 			return in, err
 		}
 	}
-	tts, err := loadTaskTypes(ctx, r.Config)
+	tts, err := l.taskTypes, l.taskTypesErr
 	if err != nil {
 		return nil, err
 	}
 	in.TaskTypes = tts
-	if in.Patterns, err = loadPatterns(ctx, r.Config); err != nil {
+	if in.Patterns, err = l.patterns, l.patternsErr; err != nil {
 		return nil, err
 	}
-	if in.Context, err = r.runContext(ctx, req, sess); err != nil {
+	if in.Context, err = l.runContext(sess); err != nil {
 		return nil, err
 	}
-	if in.Policy, err = loadPolicy(ctx, r.Config); err != nil {
+	if in.Policy, err = l.policy, l.policyErr; err != nil {
 		return nil, err
 	}
 	// The routing call draws on the limits known before the task type
@@ -421,7 +425,7 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 	}
 	rb := RunBudget{Tenant: req.TenantID, RunID: req.RunID, Limits: limits,
 		Deadline: in.At.Add(time.Duration(limits[orch.DimWallClockS] * float64(time.Second))),
-		Quotas:   in.Policy.QuotasFor(req.TenantID, agent, req.SessionID)}
+		Quotas:   in.Policy.QuotasFor(req.TenantID, agent, req.SessionID), New: true}
 	rec := llm.Record(r.Model)
 	mreq := llm.NewRequest(llm.TaskRoute, llm.RouteInput{Task: req.Message, TaskTypes: tts, Patterns: in.Patterns})
 	mreq.Schema = llm.RouteSchema
@@ -460,14 +464,43 @@ func sessionState(s *store.Session) *orch.SessionState {
 	return &orch.SessionState{Status: s.State, AgentID: s.AgentID, Chain: s.HandoffChain, Reason: s.HandoffReason}
 }
 
-// runContext loads what a new run knows of its caller: the soul of its
-// user, else of its tenant, and the history of its session (sess, as
-// route read it: nil for a new one).
-func (r *Router) runContext(ctx context.Context, req orch.RunRequest, sess *store.Session) (orch.RunContext, error) {
+// startReads is what a run's first hop reads, each with its error: its
+// session, the task types, patterns and budget policy, and the souls of
+// its user and of its tenant.
+type startReads struct {
+	sess                       *store.Session
+	taskTypes                  []llm.TaskType
+	patterns                   []llm.Pattern
+	policy                     orch.BudgetPolicy
+	userSoul, tenantSoul       store.Soul
+	sessErr, taskTypesErr      error
+	patternsErr, policyErr     error
+	userSoulErr, tenantSoulErr error
+}
+
+// loadStart makes the reads of a run's first hop concurrently: one round
+// trip's wait instead of six.
+func (r *Router) loadStart(ctx context.Context, req orch.RunRequest) *startReads {
+	l := &startReads{}
+	var wg sync.WaitGroup
+	wg.Go(func() { l.sess, l.sessErr = r.session(ctx, req) })
+	wg.Go(func() { l.taskTypes, l.taskTypesErr = loadTaskTypes(ctx, r.Config) })
+	wg.Go(func() { l.patterns, l.patternsErr = loadPatterns(ctx, r.Config) })
+	wg.Go(func() { l.policy, l.policyErr = loadPolicy(ctx, r.Config) })
+	wg.Go(func() { l.userSoul, l.userSoulErr = r.Store.GetSoul(ctx, req.TenantID, req.UserID) })
+	wg.Go(func() { l.tenantSoul, l.tenantSoulErr = r.Store.GetSoul(ctx, req.TenantID, "") })
+	wg.Wait()
+	return l
+}
+
+// runContext is what a new run knows of its caller: the soul of its user,
+// else of its tenant, and the history of its session (sess, as route
+// read it: nil for a new one).
+func (l *startReads) runContext(sess *store.Session) (orch.RunContext, error) {
 	var rc orch.RunContext
-	soul, err := r.Store.GetSoul(ctx, req.TenantID, req.UserID)
+	soul, err := l.userSoul, l.userSoulErr
 	if errors.Is(err, store.ErrNotFound) {
-		soul, err = r.Store.GetSoul(ctx, req.TenantID, "")
+		soul, err = l.tenantSoul, l.tenantSoulErr
 	}
 	switch {
 	case err == nil:
