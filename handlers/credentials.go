@@ -47,9 +47,12 @@ func (c *Credentials) Context(ctx context.Context, req orch.RunRequest) (context
 	return skills.WithAPIKey(ctx, string(e.Value())), nil
 }
 
-// Forget deletes the run's key once the run has ended.
-func (c *Credentials) Forget(ctx context.Context, runID string) {
-	if c == nil || c.KV == nil {
+// Forget deletes the key of run runID, whose request is req, once the run
+// has ended. A run whose caller sent no key has none to delete: it costs
+// nothing (a run ended without its request, such as a dead-lettered one,
+// is purged all the same).
+func (c *Credentials) Forget(ctx context.Context, runID string, req orch.RunRequest) {
+	if c == nil || c.KV == nil || req.RunID == runID && !req.KeyForwarded {
 		return
 	}
 	_ = c.KV.Purge(ctx, credentialKey(runID))

@@ -241,7 +241,7 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 		}
 	}
 	if d.Ended != nil {
-		r.Credentials.Forget(ctx, d.Ended.RunID)
+		r.Credentials.Forget(ctx, d.Ended.RunID, d.State.Request)
 		if err := r.keepExchange(ctx, &d); err != nil {
 			return nil, err
 		}
