@@ -275,16 +275,20 @@ func (t *turn) inputs(ctx context.Context) (map[string]json.RawMessage, error) {
 		return nil, nil
 	}
 	in := make(map[string]json.RawMessage, len(t.req.Inputs))
+	var read []string
 	for _, key := range t.req.Inputs {
 		if v, ok := t.req.InputData[key]; ok {
 			in[key] = v // carried from the step's first turn
 			continue
 		}
-		m, err := t.x.Memory.GetMemory(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("handlers: read input %s: %w", key, err)
-		}
-		in[key] = json.RawMessage(m.Text)
+		read = append(read, key)
+	}
+	mems, err := readMemories(ctx, t.x.Memory, read)
+	if err != nil {
+		return nil, fmt.Errorf("handlers: read input: %w", err)
+	}
+	for i, key := range read {
+		in[key] = json.RawMessage(mems[i].Text)
 	}
 	return in, nil
 }

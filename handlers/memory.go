@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -220,4 +221,32 @@ func typeName(v any) string {
 	default:
 		return "object"
 	}
+}
+
+// memoryReader reads step outputs.
+type memoryReader interface {
+	GetMemory(ctx context.Context, key string) (store.Memory, error)
+}
+
+// readMemories reads the step outputs of keys at once (one round trip's
+// wait, not one per key), in the order of keys; the first failure, in
+// that order, is the error.
+func readMemories(ctx context.Context, st memoryReader, keys []string) ([]store.Memory, error) {
+	out := make([]store.Memory, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		wg.Go(func() {
+			if out[i], errs[i] = st.GetMemory(ctx, key); errs[i] != nil {
+				errs[i] = fmt.Errorf("handlers: read memory %s: %w", key, errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

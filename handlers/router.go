@@ -522,12 +522,16 @@ func PersonaOf(s store.Soul) *llm.Persona {
 // steps, streaming it onto the REPLY stream when the run asked for it.
 func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State, syn orch.Synthesise) (orch.Synthesised, error) {
 	in := llm.SynthInput{Task: syn.Task, Persona: run.Context.Persona, History: run.Context.History}
-	for _, s := range syn.Steps {
-		m, err := r.Store.GetMemory(ctx, s.MemoryKey)
-		if err != nil {
-			return orch.Synthesised{}, fmt.Errorf("handlers: read memory %s: %w", s.MemoryKey, err)
-		}
-		in.Outputs = append(in.Outputs, llm.StepOutput{Step: s.Index, Task: s.Task, Value: json.RawMessage(m.Text)})
+	keys := make([]string, len(syn.Steps))
+	for i, s := range syn.Steps {
+		keys[i] = s.MemoryKey
+	}
+	mems, err := readMemories(ctx, r.Store, keys)
+	if err != nil {
+		return orch.Synthesised{}, err
+	}
+	for i, s := range syn.Steps {
+		in.Outputs = append(in.Outputs, llm.StepOutput{Step: s.Index, Task: s.Task, Value: json.RawMessage(mems[i].Text)})
 	}
 	synth := r.Synthesiser
 	if synth == nil {
