@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -69,6 +70,12 @@ type Store struct {
 	events       jetstream.Stream
 	// subjectRoot is EventsSubject, possibly prefixed.
 	subjectRoot string
+
+	// written is the version and KV revision of each plan as this store
+	// last wrote it, so the next snapshot of a plan is a compare-and-set
+	// at that revision without a read (see PutPlan).
+	writtenMu sync.Mutex
+	written   map[string]writtenPlan
 }
 
 // New connects the store to js, creating or updating its buckets and

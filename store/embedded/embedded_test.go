@@ -211,3 +211,35 @@ func TestAppendEventsStoresOneMessagePerSession(t *testing.T) {
 		t.Fatalf("trace of s4: %d events, %v", len(got), err)
 	}
 }
+
+// TestPlanSnapshotsFromTwoStores: a store writes a plan's next snapshot
+// at the revision it last wrote without reading first; when another store
+// wrote in between, the highest version still wins, a lower one is stale,
+// and the same version with the same content is an idempotent success.
+func TestPlanSnapshotsFromTwoStores(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	a := newStore(t, connect(t, srv), embedded.Config{})
+	b := newStore(t, connect(t, srv), embedded.Config{})
+	ctx := t.Context()
+	plan := func(replans int) store.Plan {
+		return store.Plan{PlanID: "p-two", TenantID: "t", SessionID: "s", UserID: "u", Status: store.PlanStatusExecuting,
+			ReplanCount: replans, CreatedAt: time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)}
+	}
+	for _, w := range []struct {
+		st      *embedded.Store
+		version int64
+		stale   bool
+	}{{a, 1, false}, {a, 2, false}, {b, 3, false}, {a, 4, false}, {a, 3, true}, {b, 2, true}, {b, 5, false}, {a, 6, false}} {
+		err := w.st.PutPlan(ctx, plan(int(w.version)), w.version)
+		if w.stale != errors.Is(err, store.ErrStale) || !w.stale && err != nil {
+			t.Fatalf("version %d: %v, stale %v", w.version, err, w.stale)
+		}
+	}
+	if err := a.PutPlan(ctx, plan(6), 6); err != nil {
+		t.Fatalf("the stored version again, same content: %v", err)
+	}
+	got, v, err := b.GetPlan(ctx, "t", "p-two")
+	if err != nil || v != 6 || got.ReplanCount != 6 {
+		t.Fatalf("stored version %d replans %d (%v), want 6", v, got.ReplanCount, err)
+	}
+}

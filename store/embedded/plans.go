@@ -41,19 +41,35 @@ func (s *Store) PutPlan(ctx context.Context, p store.Plan, version int64) error 
 		return fmt.Errorf("embedded: encode plan %q: %w", p.PlanID, err)
 	}
 	key := escape(p.PlanID)
+	// The snapshot after one this store wrote, or a plan's first: one
+	// compare-and-set, no read. If another writer came in between, the
+	// compare fails and the loop below decides on the stored version.
+	switch w, ok := s.lastWritten(key); {
+	case ok && version > w.version:
+		if rev, err := s.plans.Update(ctx, key, env, w.rev); err == nil {
+			s.wrote(key, version, rev)
+			return nil
+		}
+	case !ok:
+		if rev, err := s.plans.Create(ctx, key, env); err == nil {
+			s.wrote(key, version, rev)
+			return nil
+		}
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("embedded: put plan %q: %w", p.PlanID, err)
 		}
 		e, err := s.plans.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			_, err = s.plans.Create(ctx, key, env)
+			rev, err := s.plans.Create(ctx, key, env)
 			if errors.Is(err, jetstream.ErrKeyExists) {
 				continue // lost the race to create; re-evaluate
 			}
 			if err != nil {
 				return fmt.Errorf("embedded: create plan %q: %w", p.PlanID, err)
 			}
+			s.wrote(key, version, rev)
 			return nil
 		}
 		if err != nil {
@@ -69,15 +85,41 @@ func (s *Store) PutPlan(ctx context.Context, p store.Plan, version int64) error 
 		if version == cur.Version {
 			return nil
 		}
-		_, err = s.plans.Update(ctx, key, env, e.Revision())
+		rev, err := s.plans.Update(ctx, key, env, e.Revision())
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			continue // a concurrent writer won this round; re-evaluate
 		}
 		if err != nil {
 			return fmt.Errorf("embedded: update plan %q: %w", p.PlanID, err)
 		}
+		s.wrote(key, version, rev)
 		return nil
 	}
+}
+
+// writtenPlan is a plan's version and KV revision as this store wrote it.
+type writtenPlan struct {
+	version int64
+	rev     uint64
+}
+
+// maxWrittenPlans bounds the written cache; past it the cache starts over.
+const maxWrittenPlans = 4096
+
+func (s *Store) lastWritten(key string) (writtenPlan, bool) {
+	s.writtenMu.Lock()
+	defer s.writtenMu.Unlock()
+	w, ok := s.written[key]
+	return w, ok
+}
+
+func (s *Store) wrote(key string, version int64, rev uint64) {
+	s.writtenMu.Lock()
+	defer s.writtenMu.Unlock()
+	if s.written == nil || len(s.written) >= maxWrittenPlans {
+		s.written = map[string]writtenPlan{}
+	}
+	s.written[key] = writtenPlan{version: version, rev: rev}
 }
 
 // GetPlan returns the plan planID of tenantID and its external version,
