@@ -70,6 +70,16 @@ func On[T any](typ string, h func(ctx context.Context, ev event.Event, data T) (
 	}}
 }
 
+// Wrap returns the routes with each handler wrapped by mw.
+func Wrap(routes []Route, mw Middleware) []Route {
+	out := make([]Route, len(routes))
+	for i, r := range routes {
+		r.handle = mw(r.handle)
+		out[i] = r
+	}
+	return out
+}
+
 // OnPrefix routes every event type that starts with prefix to h.
 func OnPrefix(prefix string, h Handler) Route { return Route{Type: prefix, Prefix: true, handle: h} }
 

@@ -447,3 +447,53 @@ func TestBudget_ANewRunsFirstDrawCreatesItsEntryWithoutARead(t *testing.T) {
 		t.Fatalf("a draw past the limit on the stored entry: %v, want refused at 2 used", err)
 	}
 }
+
+// TestBudget_MarksSaveTheNextHopsRead: a hop's orchestration outputs
+// carry the run's ledger entry as its process last wrote it; the next hop,
+// on a process that never saw the run, draws at that revision without a
+// read. A stale mark (another process drew since) costs a read and
+// counts every draw all the same; audit outputs carry no mark.
+func TestBudget_MarksSaveTheNextHopsRead(t *testing.T) {
+	env := newEnv(t)
+	kv := &countingKV{KeyValue: env.budgets.KV}
+	rb := RunBudget{Tenant: testTenant, RunID: "run-1", Limits: orch.Vector{orch.DimModelCalls: 10}, New: true}
+	one := orch.Vector{orch.DimModelCalls: 1}
+	// hop draws once with b and emits an orchestration event and an audit.
+	hop := func(b *Budgets, in event.Event) []event.Event {
+		t.Helper()
+		h := b.Marks(func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+			if err := b.Reserve(ctx, rb, one); err != nil {
+				return nil, err
+			}
+			return []event.Event{childEvent(t, ev, "next", events.TypeStepRequested, map[string]any{}),
+				childEvent(t, ev, "audit", events.AuditType("model.called"), map[string]any{})}, nil
+		})
+		outs, err := h(testCtx(t), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return outs
+	}
+	outs := hop(&Budgets{KV: kv}, newEvent(t, "mark-0", events.TypeRunRequested, map[string]any{}))
+	if events.Ext(outs[0], ExtBudgetMark) == "" || events.Ext(outs[1], ExtBudgetMark) != "" {
+		t.Fatalf("marks %q on the orchestration output and %q on the audit, want one on the first only",
+			events.Ext(outs[0], ExtBudgetMark), events.Ext(outs[1], ExtBudgetMark))
+	}
+	rb.New = false
+	outs = hop(&Budgets{KV: kv}, outs[0]) // another process
+	if n := kv.gets.Load(); n != 0 {
+		t.Errorf("%d reads for a draw after a marked hop, want none", n)
+	}
+	if err := (&Budgets{KV: kv}).Reserve(testCtx(t), rb, one); err != nil { // a third process draws in between
+		t.Fatal(err)
+	}
+	before := kv.gets.Load()
+	hop(&Budgets{KV: kv}, outs[0]) // a stale mark
+	if kv.gets.Load() == before {
+		t.Errorf("a stale mark was drawn on without a read")
+	}
+	e, err := (&Budgets{KV: kv}).Get(testCtx(t), testTenant, "run-1")
+	if err != nil || e.Used[orch.DimModelCalls] != 4 {
+		t.Fatalf("ledger %+v (%v), want the four draws counted", e.Used, err)
+	}
+}

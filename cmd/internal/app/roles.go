@@ -229,7 +229,7 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	if r.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
-	return r.Routes(), nil
+	return events.Wrap(r.Routes(), r.Budgets.Marks), nil
 }
 
 func buildPlanner(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
@@ -246,7 +246,7 @@ func buildPlanner(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Ro
 	if p.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
-	return p.Routes(), nil
+	return events.Wrap(p.Routes(), p.Budgets.Marks), nil
 }
 
 func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
@@ -300,7 +300,7 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	if sb := d.sandbox(ctx, log); sb != nil {
 		x.Sandbox = sb
 	}
-	return x.Routes(), nil
+	return events.Wrap(x.Routes(), x.Budgets.Marks), nil
 }
 
 func buildAggregator(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
