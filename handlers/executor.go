@@ -522,7 +522,23 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 		// it once, and it is recorded once.
 		key += fmt.Sprintf("/answers/%d", len(answers))
 	}
-	if rec, ok := t.recorded(ctx, key); ok {
+	mode := t.mode(c.Name)
+	want := orch.Vector{orch.DimToolCalls: 1}
+	if t.manifests[c.Name].OpenWorld() || mode == skills.ModeDelegated {
+		want[orch.DimExternalCalls] = 1
+	}
+	if mode != skills.ModeReadOnly {
+		want[orch.DimSideEffects] = 1
+	}
+	// The call is drawn from the budget while its idempotency record is
+	// looked up: two round trips at once. A recorded call (a redelivered
+	// turn) is not made again, so what was just drawn for it is given
+	// back; its recorded result wins even when the draw was refused.
+	rec, ok, drawErr := t.recordedDrawing(ctx, key, want)
+	if ok {
+		if drawErr == nil {
+			t.giveBack(want)
+		}
 		// Emit the call's audit events again: if the first attempt's
 		// outputs were stored, their derived ids make these duplicates;
 		// if they were lost, the trace still records the call.
@@ -535,21 +551,18 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 		t.drawn = t.drawn.Add(rec.Drawn)
 		return rec.Result, rec.IsError, nil
 	}
+	// A recorded call never reaches the breaker: it is asked only once
+	// the lookup found no record.
 	circuit := t.req.Run.Request.TenantID + "/" + c.Name
 	if err := t.x.Breakers.Allow(circuit); err != nil {
+		if drawErr == nil {
+			t.giveBack(want) // the call is not made
+		}
 		t.out.audit("circuit.refused", lin, map[string]any{"skill_id": c.Name, "reason": err.Error()})
 		return nil, false, stop(orch.OutcomeUnavailable, "unavailable: "+err.Error(), "plan around "+c.Name, map[string]any{
 			"skill_id": c.Name, "circuit": CircuitOpen})
 	}
-	mode := t.mode(c.Name)
-	want := orch.Vector{orch.DimToolCalls: 1}
-	if t.manifests[c.Name].OpenWorld() || mode == skills.ModeDelegated {
-		want[orch.DimExternalCalls] = 1
-	}
-	if mode != skills.ModeReadOnly {
-		want[orch.DimSideEffects] = 1
-	}
-	if err := t.draw(ctx, want); err != nil {
+	if err := t.took(want, drawErr); err != nil {
 		t.x.Breakers.Done(circuit, true) // no call was made: the trial, if any, is not spent
 		return nil, false, err
 	}
@@ -682,16 +695,67 @@ func (t *turn) recorded(ctx context.Context, key string) (toolRecord, bool) {
 	return rec, json.Unmarshal(e.Value(), &rec) == nil
 }
 
+// recordedDrawing looks up the record of call key while it reserves want
+// from the run's budget, and returns both outcomes: the reservation's
+// refusal as the ledger gave it (reserve), not yet booked (took).
+func (t *turn) recordedDrawing(ctx context.Context, key string, want orch.Vector) (toolRecord, bool, error) {
+	if t.x.ToolCalls == nil {
+		return toolRecord{}, false, t.reserve(ctx, want)
+	}
+	type found struct {
+		rec toolRecord
+		ok  bool
+	}
+	lookup := make(chan found, 1)
+	go func() {
+		rec, ok := t.recorded(ctx, key)
+		lookup <- found{rec, ok}
+	}()
+	err := t.reserve(ctx, want)
+	f := <-lookup
+	return f.rec, f.ok, err
+}
+
+// record stores the idempotency record of call key. The write is not
+// awaited here: the worker awaits it after the hop's outputs are
+// published and before its input is acked (events.Defer), so it is
+// stored before the input is acked, and a redelivery (a lost ack, a
+// later failure of the hop) finds it; outside a worker it is awaited at
+// once. A failed write is logged and the hop goes on: a redelivery may
+// then call the skill again (failing the hop instead would redeliver it
+// without the record, and call the skill again for sure).
 func (t *turn) record(ctx context.Context, key string, rec toolRecord) {
 	if t.x.ToolCalls == nil {
 		return
 	}
 	b, err := json.Marshal(rec)
-	if err == nil {
-		_, err = t.x.ToolCalls.Put(ctx, kvKey(key), b)
-	}
 	if err != nil {
 		t.x.Log.Warn().Err(err).Msg("tool call not recorded; a redelivery may call the skill again")
+		return
+	}
+	done := make(chan error, 1)
+	go func() {
+		// Not the turn's context: that ends with the handler, and the
+		// write may outlast it.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), events.CallTimeout)
+		defer cancel()
+		_, err := t.x.ToolCalls.Put(pctx, kvKey(key), b)
+		done <- err
+	}()
+	log := t.x.Log
+	wait := func(ctx context.Context) error {
+		select {
+		case err := <-done:
+			if err != nil {
+				log.Warn().Err(err).Msg("tool call not recorded; a redelivery may call the skill again")
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err() // not known to be stored: the input is not acked
+		}
+	}
+	if !events.Defer(ctx, wait) {
+		_ = wait(ctx)
 	}
 }
 

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -324,6 +325,46 @@ func TestExecutorRedeliveryReusesToolResult(t *testing.T) {
 			tb := decode[orch.StepRequest](t, b).Turns
 			if len(ta) != 2 || len(tb) != 2 || ta[1].Content != tb[1].Content || ta[1].IsError != tb[1].IsError {
 				t.Errorf("redelivery turns differ:\n%+v\n%+v", ta, tb)
+			}
+		})
+	}
+}
+
+// TestExecutorRedeliveredToolTurnDrawsTheCallOnce: a turn draws its
+// tool call from the budget while it looks up the call's idempotency
+// record. On a redelivery the record is found and the call is not made
+// again: what the redelivery drew is given back, so the ledger counts the
+// call once, and when the budget has nothing left for another call the
+// recorded result still wins over a budget stop.
+func TestExecutorRedeliveredToolTurnDrawsTheCallOnce(t *testing.T) {
+	for _, limit := range []float64{10, 1} {
+		t.Run(fmt.Sprintf("tool_calls limit %g", limit), func(t *testing.T) {
+			env := newEnv(t)
+			x := newTestExecutor(env, offline.New(), env.toolcalls)
+			x.Budgets = env.budgets
+			runID := fmt.Sprintf("run-draw-once-%g", limit)
+			req := execRequest(runID, 1)
+			req.Run.Budget.Limits = orch.Vector{orch.DimToolCalls: limit, orch.DimModelCalls: 10}
+			ev := newEvent(t, "step-draw-once", events.TypeStepRequested, req)
+			first := handle(t, x, ev)
+			if got := ledger(t, env, runID).Used[orch.DimToolCalls]; got != 1 {
+				t.Fatalf("after the first delivery the ledger counts %g tool calls, want 1", got)
+			}
+			second := handle(t, x, ev) // the redelivery: the record is there
+			if n := env.svc.Calls(demo.SkillOutletList); n != 1 {
+				t.Fatalf("outlet_list ran %d times, want 1", n)
+			}
+			if got := ledger(t, env, runID).Used[orch.DimToolCalls]; got != 1 {
+				t.Errorf("after the redelivery the ledger counts %g tool calls, want the one call", got)
+			}
+			if names := auditNames(second); slices.Contains(names, "budget.exhausted") {
+				t.Errorf("the redelivery stopped on the budget (%v); want the recorded result", names)
+			}
+			for i, outs := range [][]event.Event{first, second} {
+				next := decode[orch.StepRequest](t, only(t, outs, events.TypeStepIterated))
+				if next.Spent[orch.DimToolCalls] != 1 {
+					t.Errorf("delivery %d: the step reports %v spent, want one tool call", i+1, next.Spent)
+				}
 			}
 		})
 	}
