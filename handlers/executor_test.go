@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	json "github.com/go-json-experiment/json/v1"
@@ -367,6 +368,40 @@ func TestExecutorRedeliveredToolTurnDrawsTheCallOnce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExecutorRefusedMemoryDrawLeavesNoLock: the answer's memory write is
+// drawn from the budget while its key is locked. When the budget refuses
+// the draw the step stops budget_exhausted, nothing is written, and the
+// lock taken meanwhile is released: another task takes the key at once.
+func TestExecutorRefusedMemoryDrawLeavesNoLock(t *testing.T) {
+	env := newEnv(t)
+	x := newTestExecutor(env, repeating(actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
+		"data": map[string]any{"outlet_ids": []string{"out-001"}}})), env.toolcalls)
+	x.Budgets = env.budgets
+	req := execRequest("run-no-write", 1)
+	req.Run.Plan.Steps[0].ModelOnly = true
+	req.Run.Budget.Limits = orch.Vector{orch.DimMemoryWrites: 0, orch.DimModelCalls: 10}
+	outs := handle(t, x, newEvent(t, "step-no-write", events.TypeStepRequested, req))
+	if sf := finished(t, outs); sf.Result.Outcome != orch.OutcomeBudgetExhausted || sf.Result.MemoryKey != "" {
+		t.Fatalf("a refused memory write: %+v", sf.Result)
+	}
+	if d := exhaustedDim(t, outs); d != string(orch.DimMemoryWrites) {
+		t.Errorf("budget.exhausted on %q, want memory_writes", d)
+	}
+	scope := MemoryScope{TenantID: req.Run.Request.TenantID, SessionID: req.Run.Request.SessionID, TaskID: "task-1"}
+	key := scope.Key("outlet_ids")
+	assertNoMemory(t, env, key)
+	if owner := lockOwner(t, env, key); owner != "" {
+		t.Fatalf("the refused write left its key locked by %q", owner)
+	}
+	w := &MemoryWriter{Store: env.st, Locks: env.locks, LockWait: time.Millisecond}
+	if _, took, err := w.lock(testCtx(t), key, "task-other"); err != nil || !took {
+		t.Fatalf("another task's lock of the key: %v (took %v)", err, took)
+	}
+	if got := ledger(t, env, "run-no-write").Used[orch.DimMemoryWrites]; got != 0 {
+		t.Errorf("the ledger counts %g memory writes, want none", got)
 	}
 }
 
