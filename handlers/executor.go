@@ -126,6 +126,12 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 	if errors.Is(context.Cause(ctx), ErrRunCancelled) {
 		return t.cancelled()
 	}
+	// The step's inputs are read while the caller's key is read and the
+	// step's skills are loaded (a manifest not cached is a round trip to
+	// the Skill Service): the reads are done before the turn's context
+	// ends.
+	t.inputs = t.readInputs(ctx)
+	defer func() { _, _ = t.inputs() }()
 	ctx, err := x.Credentials.Context(ctx, req.Run.Request)
 	if err == nil {
 		err = t.run(ctx)
@@ -182,6 +188,10 @@ type turn struct {
 	approved  *orch.Approved             // the approval of the call a resumed step holds, once checked
 	steered   int                        // the run's steering messages the step has seen, with this hop's
 	tools     orch.ToolUses              // this hop's tool calls by tool name
+
+	// inputs awaits the reads of the outputs of the steps this one
+	// depends on (readInputs).
+	inputs func() (map[string]json.RawMessage, error)
 }
 
 // steers are the run's steering messages (POST /agent/runs/{id}/steer)
@@ -236,7 +246,7 @@ func (t *turn) run(ctx context.Context) error {
 		tools = append(tools, llm.Tool{Name: m.Name, Description: m.Description, Parameters: m.InputSchema})
 	}
 	tools = append(tools, t.handoffTools()...)
-	inputs, err := t.inputs(ctx)
+	inputs, err := t.inputs()
 	if err != nil {
 		return err
 	}
@@ -269,20 +279,40 @@ func (t *turn) maxTurns() int {
 	return t.x.MaxTurns
 }
 
-// inputs reads the outputs of the steps this one depends on, by label.
-func (t *turn) inputs(ctx context.Context) (map[string]json.RawMessage, error) {
-	if len(t.req.Inputs) == 0 {
-		return nil, nil
+// maxInputReads bounds the input reads of one turn in flight at once.
+const maxInputReads = 8
+
+// readInputs starts reading the outputs of the steps this one depends
+// on, each by its key, all at once; wait returns them by key, or the
+// first key's error.
+func (t *turn) readInputs(ctx context.Context) (wait func() (map[string]json.RawMessage, error)) {
+	keys := t.req.Inputs
+	if len(keys) == 0 {
+		return func() (map[string]json.RawMessage, error) { return nil, nil }
 	}
-	in := make(map[string]json.RawMessage, len(t.req.Inputs))
-	for _, key := range t.req.Inputs {
-		m, err := t.x.Memory.GetMemory(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("handlers: read input %s: %w", key, err)
+	texts := make([]string, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	reads := make(chan struct{}, maxInputReads)
+	for i, key := range keys {
+		wg.Go(func() {
+			reads <- struct{}{}
+			defer func() { <-reads }()
+			m, err := t.x.Memory.GetMemory(ctx, key)
+			texts[i], errs[i] = m.Text, err
+		})
+	}
+	return func() (map[string]json.RawMessage, error) {
+		wg.Wait()
+		in := make(map[string]json.RawMessage, len(keys))
+		for i, key := range keys {
+			if errs[i] != nil {
+				return nil, fmt.Errorf("handlers: read input %s: %w", key, errs[i])
+			}
+			in[key] = json.RawMessage(texts[i])
 		}
-		in[key] = json.RawMessage(m.Text)
+		return in, nil
 	}
-	return in, nil
 }
 
 // callTools runs the model's tool calls under the hard limits and emits

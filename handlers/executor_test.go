@@ -201,6 +201,14 @@ func TestExecutorReadsInputs(t *testing.T) {
 	if !strings.Contains(it.Turns[1].Content, `"rank":1`) {
 		t.Errorf("engagement result %q has no ranks", it.Turns[1].Content)
 	}
+
+	// Several inputs are read at once; a missing one is reported by its key.
+	missing := testTenant + ":" + testSession + ":task-9:outlet_ids"
+	req = execRequest("run-x3", 2, key, missing)
+	_, err = x.Handle(testCtx(t), newEvent(t, "step-x3-missing", events.TypeStepRequested, req))
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("err = %v, want the missing input %s reported", err, missing)
+	}
 }
 
 func TestExecutorAnswers(t *testing.T) {
