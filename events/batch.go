@@ -113,18 +113,46 @@ func unpackBatch(data []byte) ([]event.Event, error) {
 
 type deferredKey struct{}
 
-// deferred are the waits of a batch's handlers (see Defer).
+// deferred are the waits the handlers of one message deferred (see
+// Defer).
 type deferred struct {
 	mu    sync.Mutex
 	waits []func(context.Context) error
 }
 
-// Defer registers wait to finish the handling of an event of a batch,
-// whose handler runs with ctx: the worker runs every wait, in order,
-// after the handlers of all the batch's events, and acknowledges the
-// batch only if all succeed. A handler that writes can so queue the
-// writes of a whole batch before any is awaited. Defer reports false
-// outside a batch, where the handler waits itself.
+// wait runs every wait, in order, even after one failed, and returns the
+// first error.
+func (d *deferred) wait(ctx context.Context) error {
+	d.mu.Lock()
+	waits := d.waits
+	d.waits = nil
+	d.mu.Unlock()
+	var first error
+	for _, wait := range waits {
+		if err := wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Defer registers wait to finish the handling of the message whose
+// handler runs with ctx (one event, or an event of a batch). The worker
+// runs every wait, in order, once the message's handlers have returned
+// and their outputs are published (or the hop failed), and acknowledges
+// the message only if they all succeed: a failed wait fails the hop like
+// a handler error (retried with backoff, dead-lettered when permanent or
+// out of deliveries). Every wait runs even after a failure, since one may
+// owe other messages a write.
+//
+// So a handler can start a write, return its outputs and have the worker
+// await the write while the outputs are published, and a batch's
+// handlers can queue their writes before any is awaited. What a wait
+// stores is stored before the input is acked, never before its outputs
+// are published: a wait may hold only what no consumer of the outputs
+// reads (a redelivery after a failed wait publishes the same derived ids
+// again, which the duplicate window drops). Defer reports false outside a
+// worker (a handler called directly), where the handler waits itself.
 func Defer(ctx context.Context, wait func(context.Context) error) bool {
 	d, _ := ctx.Value(deferredKey{}).(*deferred)
 	if d == nil {

@@ -203,15 +203,25 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 		}
 	}
 	stop := w.heartbeat(msg)
+	d := &deferred{}
+	hctx := context.WithValue(ctx, deferredKey{}, d)
 	if len(batch) == 1 {
-		outs, err = w.handler(ctx, ev)
+		outs, err = w.handler(hctx, ev)
 	} else {
-		outs, err = w.handleBatch(ctx, batch)
+		outs, err = w.handleBatch(hctx, batch)
 	}
-	stop()
 	if err == nil {
 		err = w.pub.PublishAll(ctx, outs)
 	}
+	// The handlers' deferred waits (Defer) end the hop: after the
+	// publish, so their writes overlap it, and before the ack, so what
+	// they store is stored before the input is acknowledged. They run
+	// even after a failure (a wait may owe other messages a write); a
+	// failed one fails the hop like a handler error.
+	if werr := d.wait(ctx); err == nil {
+		err = werr
+	}
+	stop()
 	switch {
 	case err == nil:
 		// A plain ack: if it is lost, the redelivery re-emits the same
@@ -230,33 +240,20 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	}
 }
 
-// handleBatch handles the events of a batch in order, then runs the
-// waits their handlers deferred (see Defer), every one even after a
-// failure (a wait may owe other messages a write). The first error
+// handleBatch handles the events of a batch in order; the first error
 // fails the batch: it is retried, or dead-lettered whole, as one event
-// would be.
+// would be. The waits the handlers deferred (see Defer) are run by
+// process, for the whole batch.
 func (w *Worker) handleBatch(ctx context.Context, batch []event.Event) ([]event.Event, error) {
-	d := &deferred{}
-	hctx := context.WithValue(ctx, deferredKey{}, d)
 	var outs []event.Event
-	var first error
 	for _, e := range batch {
-		o, err := w.handler(hctx, e)
+		o, err := w.handler(ctx, e)
 		if err != nil {
-			first = fmt.Errorf("%s %s: %w", e.Type(), e.ID(), err)
-			break
+			return outs, fmt.Errorf("%s %s: %w", e.Type(), e.ID(), err)
 		}
 		outs = append(outs, o...)
 	}
-	d.mu.Lock()
-	waits := d.waits
-	d.mu.Unlock()
-	for _, wait := range waits {
-		if err := wait(ctx); err != nil && first == nil {
-			first = err
-		}
-	}
-	return outs, first
+	return outs, nil
 }
 
 func (w *Worker) backoff(delivered uint64) time.Duration {

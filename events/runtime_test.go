@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
@@ -323,6 +325,93 @@ func TestWorkerTransientErrorIsRedelivered(t *testing.T) {
 	if got := done.all(); !slices.Equal(got, []string{events.Retried + "/0", events.Acked + "/2"}) {
 		t.Fatalf("OnDone saw %v, want a retry, then an ack with its two outputs", got)
 	}
+}
+
+// TestWorkerDeferredWaitOfOneEvent: a handler of a single event defers a
+// wait; the worker runs it after the outputs are published and before the
+// ack. A wait that fails fails the hop like a handler error: the input is
+// not acked but redelivered with the backoff, and acked once the wait
+// succeeds; the outputs published twice are stored once.
+func TestWorkerDeferredWaitOfOneEvent(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t, testTopology())
+	const outSubject = "agent.step.finished.acme"
+	var calls, waits counter
+	var mu sync.Mutex
+	var seen []string // per wait: the outputs stored and the input's ack state when it ran
+	ok := twoResults(&calls)
+	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		outs, err := ok(ctx, ev)
+		if !events.Defer(ctx, func(ctx context.Context) error {
+			n := waits.inc()
+			// Not the t.Fatal helpers: this runs on the worker's goroutine.
+			var stored uint64
+			var pending int
+			st, err := js.Stream(ctx, events.StreamAgent)
+			if err == nil {
+				var si *jetstream.StreamInfo
+				if si, err = st.Info(ctx, jetstream.WithSubjectFilter(outSubject)); err == nil {
+					stored = si.State.Subjects[outSubject]
+				}
+			}
+			if err == nil {
+				var ci *jetstream.ConsumerInfo
+				if ci, err = consumerOf(ctx, js, roleExecutor); err == nil {
+					pending = ci.NumAckPending
+				}
+			}
+			mu.Lock()
+			seen = append(seen, fmt.Sprintf("stored=%d ack_pending=%d err=%v", stored, pending, err))
+			mu.Unlock()
+			if n == 1 {
+				return errTransient
+			}
+			return nil
+		}) {
+			t.Errorf("Defer reported false for a single event handled by a worker")
+		}
+		return outs, err
+	}
+	rec := &errRecorder{}
+	done := &doneRecorder{}
+	startWorker(t, js, roleExecutor, h, events.WorkerConfig{Backoff: []time.Duration{50 * time.Millisecond}, OnError: rec.OnError,
+		OnDone: done.OnDone})
+
+	publish(t, js, stepRequest(t, "acme", "run-w", 1))
+	eventually(t, waitLong, "the input acked after a retry", func() bool {
+		return waits.get() == 2 && settled(t, js, roleExecutor)
+	})
+	if n := calls.get(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2: the failed wait must redeliver the input", n)
+	}
+	mu.Lock()
+	got := slices.Clone(seen)
+	mu.Unlock()
+	// Each wait ran with the hop's outputs stored and its input not acked.
+	if want := []string{"stored=2 ack_pending=1 err=<nil>", "stored=2 ack_pending=1 err=<nil>"}; !slices.Equal(got, want) {
+		t.Fatalf("the waits saw %v, want %v", got, want)
+	}
+	if got := done.all(); !slices.Equal(got, []string{events.Retried + "/0", events.Acked + "/2"}) {
+		t.Fatalf("OnDone saw %v, want a retry, then an ack with its two outputs", got)
+	}
+	if !rec.has(errTransient.Error()) {
+		t.Fatalf("the failed wait was not reported: %v", rec.all())
+	}
+	if n := subjectCount(t, js, events.StreamAgent, outSubject); n != 2 {
+		t.Fatalf("%d outputs stored, want 2", n)
+	}
+	if n := subjectCount(t, js, events.StreamAgent, events.DeadSubject("acme")); n != 0 {
+		t.Fatalf("%d dead letters", n)
+	}
+}
+
+// consumerOf reads the info of role's consumer.
+func consumerOf(ctx context.Context, js jetstream.JetStream, role string) (*jetstream.ConsumerInfo, error) {
+	c, err := js.Consumer(ctx, streamOf(role), role)
+	if err != nil {
+		return nil, err
+	}
+	return c.Info(ctx)
 }
 
 func TestWorkerMaxDeliveriesDeadLetters(t *testing.T) {

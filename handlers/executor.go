@@ -20,6 +20,7 @@ import (
 	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/schema"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/tracing"
 )
 
@@ -126,6 +127,12 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 	if errors.Is(context.Cause(ctx), ErrRunCancelled) {
 		return t.cancelled()
 	}
+	// The step's inputs are read while the caller's key is read and the
+	// step's skills are loaded (a manifest not cached is a round trip to
+	// the Skill Service): the reads are done before the turn's context
+	// ends.
+	t.inputs = t.readInputs(ctx)
+	defer func() { _, _ = t.inputs() }()
 	ctx, err := x.Credentials.Context(ctx, req.Run.Request)
 	if err == nil {
 		err = t.run(ctx)
@@ -182,6 +189,10 @@ type turn struct {
 	approved  *orch.Approved             // the approval of the call a resumed step holds, once checked
 	steered   int                        // the run's steering messages the step has seen, with this hop's
 	tools     orch.ToolUses              // this hop's tool calls by tool name
+
+	// inputs awaits the reads of the outputs of the steps this one
+	// depends on (readInputs).
+	inputs func() (map[string]json.RawMessage, error)
 }
 
 // steers are the run's steering messages (POST /agent/runs/{id}/steer)
@@ -236,7 +247,7 @@ func (t *turn) run(ctx context.Context) error {
 		tools = append(tools, llm.Tool{Name: m.Name, Description: m.Description, Parameters: m.InputSchema})
 	}
 	tools = append(tools, t.handoffTools()...)
-	inputs, err := t.inputs(ctx)
+	inputs, err := t.inputs()
 	if err != nil {
 		return err
 	}
@@ -269,28 +280,43 @@ func (t *turn) maxTurns() int {
 	return t.x.MaxTurns
 }
 
-// inputs reads the outputs of the steps this one depends on, by label.
-func (t *turn) inputs(ctx context.Context) (map[string]json.RawMessage, error) {
-	if len(t.req.Inputs) == 0 {
-		return nil, nil
+// readInputs starts reading the outputs of the steps this one depends
+// on, each by its key, all at once; wait returns them by key, or the
+// first key's error.
+func (t *turn) readInputs(ctx context.Context) (wait func() (map[string]json.RawMessage, error)) {
+	keys := t.req.Inputs
+	if len(keys) == 0 {
+		return func() (map[string]json.RawMessage, error) { return nil, nil }
 	}
-	in := make(map[string]json.RawMessage, len(t.req.Inputs))
+	in := make(map[string]json.RawMessage, len(keys))
 	var read []string
-	for _, key := range t.req.Inputs {
+	for _, key := range keys {
 		if v, ok := t.req.InputData[key]; ok {
 			in[key] = v // carried from the step's first turn
 			continue
 		}
 		read = append(read, key)
 	}
-	mems, err := readMemories(ctx, t.x.Memory, read)
-	if err != nil {
-		return nil, fmt.Errorf("handlers: read input: %w", err)
+	if len(read) == 0 {
+		return func() (map[string]json.RawMessage, error) { return in, nil }
 	}
-	for i, key := range read {
-		in[key] = json.RawMessage(mems[i].Text)
+	done := make(chan struct{})
+	var mems []store.Memory
+	var err error
+	go func() {
+		defer close(done)
+		mems, err = readMemories(ctx, t.x.Memory, read)
+	}()
+	return func() (map[string]json.RawMessage, error) {
+		<-done
+		if err != nil {
+			return nil, fmt.Errorf("handlers: read input: %w", err)
+		}
+		for i, key := range read {
+			in[key] = json.RawMessage(mems[i].Text)
+		}
+		return in, nil
 	}
-	return in, nil
 }
 
 // callTools runs the model's tool calls under the hard limits and emits
@@ -545,7 +571,23 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 		// it once, and it is recorded once.
 		key += fmt.Sprintf("/answers/%d", len(answers))
 	}
-	if rec, ok := t.recorded(ctx, key); ok {
+	mode := t.mode(c.Name)
+	want := orch.Vector{orch.DimToolCalls: 1}
+	if t.manifests[c.Name].OpenWorld() || mode == skills.ModeDelegated {
+		want[orch.DimExternalCalls] = 1
+	}
+	if mode != skills.ModeReadOnly {
+		want[orch.DimSideEffects] = 1
+	}
+	// The call is drawn from the budget while its idempotency record is
+	// looked up: two round trips at once. A recorded call (a redelivered
+	// turn) is not made again, so what was just drawn for it is given
+	// back; its recorded result wins even when the draw was refused.
+	rec, ok, drawErr := t.recordedDrawing(ctx, key, want)
+	if ok {
+		if drawErr == nil {
+			t.giveBack(want)
+		}
 		// Emit the call's audit events again: if the first attempt's
 		// outputs were stored, their derived ids make these duplicates;
 		// if they were lost, the trace still records the call.
@@ -558,21 +600,18 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 		t.drawn = t.drawn.Add(rec.Drawn)
 		return rec.Result, rec.IsError, nil
 	}
+	// A recorded call never reaches the breaker: it is asked only once
+	// the lookup found no record.
 	circuit := t.req.Run.Request.TenantID + "/" + c.Name
 	if err := t.x.Breakers.Allow(circuit); err != nil {
+		if drawErr == nil {
+			t.giveBack(want) // the call is not made
+		}
 		t.out.audit("circuit.refused", lin, map[string]any{"skill_id": c.Name, "reason": err.Error()})
 		return nil, false, stop(orch.OutcomeUnavailable, "unavailable: "+err.Error(), "plan around "+c.Name, map[string]any{
 			"skill_id": c.Name, "circuit": CircuitOpen})
 	}
-	mode := t.mode(c.Name)
-	want := orch.Vector{orch.DimToolCalls: 1}
-	if t.manifests[c.Name].OpenWorld() || mode == skills.ModeDelegated {
-		want[orch.DimExternalCalls] = 1
-	}
-	if mode != skills.ModeReadOnly {
-		want[orch.DimSideEffects] = 1
-	}
-	if err := t.draw(ctx, want); err != nil {
+	if err := t.took(want, drawErr); err != nil {
 		t.x.Breakers.Done(circuit, true) // no call was made: the trial, if any, is not spent
 		return nil, false, err
 	}
@@ -705,16 +744,67 @@ func (t *turn) recorded(ctx context.Context, key string) (toolRecord, bool) {
 	return rec, json.Unmarshal(e.Value(), &rec) == nil
 }
 
+// recordedDrawing looks up the record of call key while it reserves want
+// from the run's budget, and returns both outcomes: the reservation's
+// refusal as the ledger gave it (reserve), not yet booked (took).
+func (t *turn) recordedDrawing(ctx context.Context, key string, want orch.Vector) (toolRecord, bool, error) {
+	if t.x.ToolCalls == nil {
+		return toolRecord{}, false, t.reserve(ctx, want)
+	}
+	type found struct {
+		rec toolRecord
+		ok  bool
+	}
+	lookup := make(chan found, 1)
+	go func() {
+		rec, ok := t.recorded(ctx, key)
+		lookup <- found{rec, ok}
+	}()
+	err := t.reserve(ctx, want)
+	f := <-lookup
+	return f.rec, f.ok, err
+}
+
+// record stores the idempotency record of call key. The write is not
+// awaited here: the worker awaits it after the hop's outputs are
+// published and before its input is acked (events.Defer), so it is
+// stored before the input is acked, and a redelivery (a lost ack, a
+// later failure of the hop) finds it; outside a worker it is awaited at
+// once. A failed write is logged and the hop goes on: a redelivery may
+// then call the skill again (failing the hop instead would redeliver it
+// without the record, and call the skill again for sure).
 func (t *turn) record(ctx context.Context, key string, rec toolRecord) {
 	if t.x.ToolCalls == nil {
 		return
 	}
 	b, err := json.Marshal(rec)
-	if err == nil {
-		_, err = t.x.ToolCalls.Put(ctx, kvKey(key), b)
-	}
 	if err != nil {
 		t.x.Log.Warn().Err(err).Msg("tool call not recorded; a redelivery may call the skill again")
+		return
+	}
+	done := make(chan error, 1)
+	go func() {
+		// Not the turn's context: that ends with the handler, and the
+		// write may outlast it.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), events.CallTimeout)
+		defer cancel()
+		_, err := t.x.ToolCalls.Put(pctx, kvKey(key), b)
+		done <- err
+	}()
+	log := t.x.Log
+	wait := func(ctx context.Context) error {
+		select {
+		case err := <-done:
+			if err != nil {
+				log.Warn().Err(err).Msg("tool call not recorded; a redelivery may call the skill again")
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err() // not known to be stored: the input is not acked
+		}
+	}
+	if !events.Defer(ctx, wait) {
+		_ = wait(ctx)
 	}
 }
 

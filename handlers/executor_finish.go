@@ -53,13 +53,14 @@ func (t *turn) answer(ctx context.Context, content string) error {
 		t.out.audit("guard.unsafe", lin, ev)
 		return stop(orch.OutcomeUnsafe, "unsafe: the step's output carries a credential of the run", "", ev)
 	}
-	if err := t.draw(ctx, orch.Vector{orch.DimMemoryWrites: 1}); err != nil {
-		return err
-	}
 	run := t.req.Run
 	scope := MemoryScope{TenantID: run.Request.TenantID, SessionID: run.Request.SessionID, TaskID: t.step.TaskID,
 		UserID: run.Request.UserID, PlanID: run.Plan.PlanID, StepIndex: t.step.Index}
-	key, waited, err := t.x.Writer.Write(ctx, scope, a.Label, a.Data, t.step.ReturnSpec.Shape)
+	// The write is drawn from the budget while its key is locked; a
+	// refused draw writes nothing and releases the lock it took.
+	key, waited, err := t.x.Writer.WriteDrawn(ctx, scope, a.Label, a.Data, t.step.ReturnSpec.Shape, func(ctx context.Context) error {
+		return t.draw(ctx, orch.Vector{orch.DimMemoryWrites: 1})
+	})
 	var cv *ContractViolation
 	switch {
 	case errors.As(err, &cv):

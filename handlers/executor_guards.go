@@ -78,6 +78,13 @@ func (t *turn) budgetStop(ex *Exhausted) *stepStop {
 // and writes the hop's unsettled model calls with it (only the dimensions
 // want draws from are checked against their limits).
 func (t *turn) draw(ctx context.Context, want orch.Vector) error {
+	return t.took(want, t.reserve(ctx, want))
+}
+
+// reserve is draw's ledger write alone: it takes want, with the hop's
+// unsettled model calls, from the run's budget, and returns the ledger's
+// refusal (*Exhausted) as it is. took books its outcome.
+func (t *turn) reserve(ctx context.Context, want orch.Vector) error {
 	err := t.x.Budgets.Reserve(ctx, BudgetOf(t.req.Run), want.Add(t.unsettled))
 	var ex *Exhausted
 	if errors.As(err, &ex) && want[ex.Dim] <= 0 {
@@ -87,6 +94,13 @@ func (t *turn) draw(ctx context.Context, want orch.Vector) error {
 	} else if err == nil {
 		t.unsettled = nil
 	}
+	return err
+}
+
+// took books the outcome of reserving want: a refusal is the step's
+// budget stop; a draw is the step's.
+func (t *turn) took(want orch.Vector, err error) error {
+	var ex *Exhausted
 	if errors.As(err, &ex) {
 		return t.budgetStop(ex)
 	}
@@ -95,6 +109,14 @@ func (t *turn) draw(ctx context.Context, want orch.Vector) error {
 	}
 	t.drawn = t.drawn.Add(want)
 	return nil
+}
+
+// giveBack returns want, reserved but not spent (the call it was drawn
+// for was not made), to the run's budget: it rides on the hop's next
+// draw, or is written when the hop ends, as the model calls'
+// settlements are.
+func (t *turn) giveBack(want orch.Vector) {
+	t.unsettled = t.unsettled.Sub(want)
 }
 
 // settle writes what the hop's model calls still owe the ledger, before

@@ -2,10 +2,12 @@ package handlers
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	json "github.com/go-json-experiment/json/v1"
@@ -200,13 +202,21 @@ func TestExecutorReadsInputs(t *testing.T) {
 		t.Errorf("engagement result %q has no ranks", it.Turns[1].Content)
 	}
 
+	// Several inputs are read at once; a missing one is reported by its key.
+	missing := testTenant + ":" + testSession + ":task-9:outlet_ids"
+	req = execRequest("run-x3", 2, key, missing)
+	_, err = x.Handle(testCtx(t), newEvent(t, "step-x3-missing", events.TypeStepRequested, req))
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("err = %v, want the missing input %s reported", err, missing)
+	}
+
 	// The next turn carries the inputs the first read, and reads them
 	// from there, not from memory again.
 	assertJSON(t, it.InputData[key], `{"outlet_ids":["out-004","out-001"]}`)
 	carried := it
 	carried.InputData = map[string]json.RawMessage{key: json.RawMessage(`{"outlet_ids":["out-009"]}`)}
 	tr := &turn{x: x, req: carried}
-	in, err := tr.inputs(testCtx(t))
+	in, err := tr.readInputs(testCtx(t))()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,6 +361,80 @@ func TestExecutorRedeliveryReusesToolResult(t *testing.T) {
 				t.Errorf("redelivery turns differ:\n%+v\n%+v", ta, tb)
 			}
 		})
+	}
+}
+
+// TestExecutorRedeliveredToolTurnDrawsTheCallOnce: a turn draws its
+// tool call from the budget while it looks up the call's idempotency
+// record. On a redelivery the record is found and the call is not made
+// again: what the redelivery drew is given back, so the ledger counts the
+// call once, and when the budget has nothing left for another call the
+// recorded result still wins over a budget stop.
+func TestExecutorRedeliveredToolTurnDrawsTheCallOnce(t *testing.T) {
+	for _, limit := range []float64{10, 1} {
+		t.Run(fmt.Sprintf("tool_calls limit %g", limit), func(t *testing.T) {
+			env := newEnv(t)
+			x := newTestExecutor(env, offline.New(), env.toolcalls)
+			x.Budgets = env.budgets
+			runID := fmt.Sprintf("run-draw-once-%g", limit)
+			req := execRequest(runID, 1)
+			req.Run.Budget.Limits = orch.Vector{orch.DimToolCalls: limit, orch.DimModelCalls: 10}
+			ev := newEvent(t, "step-draw-once", events.TypeStepRequested, req)
+			first := handle(t, x, ev)
+			if got := ledger(t, env, runID).Used[orch.DimToolCalls]; got != 1 {
+				t.Fatalf("after the first delivery the ledger counts %g tool calls, want 1", got)
+			}
+			second := handle(t, x, ev) // the redelivery: the record is there
+			if n := env.svc.Calls(demo.SkillOutletList); n != 1 {
+				t.Fatalf("outlet_list ran %d times, want 1", n)
+			}
+			if got := ledger(t, env, runID).Used[orch.DimToolCalls]; got != 1 {
+				t.Errorf("after the redelivery the ledger counts %g tool calls, want the one call", got)
+			}
+			if names := auditNames(second); slices.Contains(names, "budget.exhausted") {
+				t.Errorf("the redelivery stopped on the budget (%v); want the recorded result", names)
+			}
+			for i, outs := range [][]event.Event{first, second} {
+				next := decode[orch.StepRequest](t, only(t, outs, events.TypeStepIterated))
+				if next.Spent[orch.DimToolCalls] != 1 {
+					t.Errorf("delivery %d: the step reports %v spent, want one tool call", i+1, next.Spent)
+				}
+			}
+		})
+	}
+}
+
+// TestExecutorRefusedMemoryDrawLeavesNoLock: the answer's memory write is
+// drawn from the budget while its key is locked. When the budget refuses
+// the draw the step stops budget_exhausted, nothing is written, and the
+// lock taken meanwhile is released: another task takes the key at once.
+func TestExecutorRefusedMemoryDrawLeavesNoLock(t *testing.T) {
+	env := newEnv(t)
+	x := newTestExecutor(env, repeating(actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
+		"data": map[string]any{"outlet_ids": []string{"out-001"}}})), env.toolcalls)
+	x.Budgets = env.budgets
+	req := execRequest("run-no-write", 1)
+	req.Run.Plan.Steps[0].ModelOnly = true
+	req.Run.Budget.Limits = orch.Vector{orch.DimMemoryWrites: 0, orch.DimModelCalls: 10}
+	outs := handle(t, x, newEvent(t, "step-no-write", events.TypeStepRequested, req))
+	if sf := finished(t, outs); sf.Result.Outcome != orch.OutcomeBudgetExhausted || sf.Result.MemoryKey != "" {
+		t.Fatalf("a refused memory write: %+v", sf.Result)
+	}
+	if d := exhaustedDim(t, outs); d != string(orch.DimMemoryWrites) {
+		t.Errorf("budget.exhausted on %q, want memory_writes", d)
+	}
+	scope := MemoryScope{TenantID: req.Run.Request.TenantID, SessionID: req.Run.Request.SessionID, TaskID: "task-1"}
+	key := scope.Key("outlet_ids")
+	assertNoMemory(t, env, key)
+	if owner := lockOwner(t, env, key); owner != "" {
+		t.Fatalf("the refused write left its key locked by %q", owner)
+	}
+	w := &MemoryWriter{Store: env.st, Locks: env.locks, LockWait: time.Millisecond}
+	if _, took, err := w.lock(testCtx(t), key, "task-other"); err != nil || !took {
+		t.Fatalf("another task's lock of the key: %v (took %v)", err, took)
+	}
+	if got := ledger(t, env, "run-no-write").Used[orch.DimMemoryWrites]; got != 0 {
+		t.Errorf("the ledger counts %g memory writes, want none", got)
 	}
 }
 

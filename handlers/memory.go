@@ -91,19 +91,45 @@ type MemoryWriter struct {
 // Write stores data under scope.Key(label) after checking it against
 // shape. It returns the key and how long it waited for the lock.
 func (w *MemoryWriter) Write(ctx context.Context, scope MemoryScope, label string, data, shape json.RawMessage) (string, time.Duration, error) {
+	return w.WriteDrawn(ctx, scope, label, data, shape, nil)
+}
+
+// WriteDrawn is Write drawing the write from a budget first: draw runs
+// while the key's lock is taken (two round trips at once), and nothing is
+// written unless it succeeds. A draw that fails returns its error, after
+// the lock this call took, if any, is released (a lock the owner already
+// held stays); it runs, and wins, even when the label or the data is
+// invalid, as a draw made before Write would. A nil draw draws nothing.
+// A failed release leaves the lock to the bucket's TTL and is joined to
+// draw's error.
+func (w *MemoryWriter) WriteDrawn(ctx context.Context, scope MemoryScope, label string, data, shape json.RawMessage,
+	draw func(context.Context) error) (string, time.Duration, error) {
+	var invalid error
 	if !labelRE.MatchString(label) {
-		return "", 0, fmt.Errorf("%w: %q (want [a-z0-9_], at most 64)", ErrBadLabel, label)
+		invalid = fmt.Errorf("%w: %q (want [a-z0-9_], at most 64)", ErrBadLabel, label)
+	} else if err := schema.Validate(shape, data); err != nil {
+		invalid = &ContractViolation{Expected: shape, Actual: shapeOf(data), Reason: err.Error()}
 	}
-	if err := schema.Validate(shape, data); err != nil {
-		return "", 0, &ContractViolation{Expected: shape, Actual: shapeOf(data), Reason: err.Error()}
+	if invalid != nil {
+		if draw != nil {
+			if err := draw(ctx); err != nil {
+				return "", 0, err
+			}
+		}
+		return "", 0, invalid
 	}
 	key := scope.Key(label)
+	waited, took, err := w.lockDrawn(ctx, key, scope.TaskID, draw)
+	if err != nil {
+		return "", waited, err
+	}
+	// Embedded once drawn and locked: a refused draw embeds nothing. A
+	// failed embedding writes nothing and leaves no lock it took.
 	vec, err := Embed(ctx, w.Embedder, string(data))
 	if err != nil {
-		return "", 0, err
-	}
-	waited, err := w.lock(ctx, key, scope.TaskID)
-	if err != nil {
+		if rerr := w.release(ctx, key, took); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		return "", waited, err
 	}
 	_, err = w.Store.PutMemory(ctx, store.Memory{
@@ -117,6 +143,46 @@ func (w *MemoryWriter) Write(ctx context.Context, scope MemoryScope, label strin
 	return key, waited, nil
 }
 
+// lockDrawn takes the key's lock for owner while draw, if set, runs;
+// took reports that this call created the lock. When draw fails, the
+// lock it took is released.
+func (w *MemoryWriter) lockDrawn(ctx context.Context, key, owner string, draw func(context.Context) error) (time.Duration, bool, error) {
+	if draw == nil {
+		return w.lock(ctx, key, owner)
+	}
+	type locked struct {
+		waited time.Duration
+		took   bool
+		err    error
+	}
+	lk := make(chan locked, 1)
+	go func() {
+		waited, took, err := w.lock(ctx, key, owner)
+		lk <- locked{waited, took, err}
+	}()
+	derr := draw(ctx)
+	l := <-lk
+	if derr != nil {
+		if rerr := w.release(ctx, key, l.took); rerr != nil {
+			derr = errors.Join(derr, rerr)
+		}
+		return l.waited, false, derr
+	}
+	return l.waited, l.took, l.err
+}
+
+// release deletes the lock of key when took (this write created it); a
+// failed delete leaves it to the bucket's TTL.
+func (w *MemoryWriter) release(ctx context.Context, key string, took bool) error {
+	if !took {
+		return nil
+	}
+	if err := w.Locks.Delete(context.WithoutCancel(ctx), kvKey(key)); err != nil {
+		return fmt.Errorf("handlers: release lock %s: %w", key, err)
+	}
+	return nil
+}
+
 func (w *MemoryWriter) now() time.Time {
 	if w.Now != nil {
 		return w.Now().UTC()
@@ -126,9 +192,11 @@ func (w *MemoryWriter) now() time.Time {
 
 // lock takes the key in the locks bucket for owner. The same owner may
 // take it again (a redelivered step); another owner waits up to LockWait.
-func (w *MemoryWriter) lock(ctx context.Context, key, owner string) (time.Duration, error) {
+// took reports that this call created the lock (the owner did not hold
+// it already).
+func (w *MemoryWriter) lock(ctx context.Context, key, owner string) (waited time.Duration, took bool, err error) {
 	if w.Locks == nil {
-		return 0, nil
+		return 0, false, nil
 	}
 	wait := w.LockWait
 	if wait <= 0 {
@@ -139,24 +207,23 @@ func (w *MemoryWriter) lock(ctx context.Context, key, owner string) (time.Durati
 	for {
 		_, err := w.Locks.Create(ctx, lk, []byte(owner))
 		if err == nil {
-			break
+			return time.Since(start), true, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return time.Since(start), fmt.Errorf("handlers: lock %s: %w", key, err)
+			return time.Since(start), false, fmt.Errorf("handlers: lock %s: %w", key, err)
 		}
 		if e, gerr := w.Locks.Get(ctx, lk); gerr == nil && string(e.Value()) == owner {
-			break
+			return time.Since(start), false, nil
 		}
 		if time.Since(start) >= wait {
-			return time.Since(start), fmt.Errorf("%w: %s after %s", ErrMemoryLock, key, wait)
+			return time.Since(start), false, fmt.Errorf("%w: %s after %s", ErrMemoryLock, key, wait)
 		}
 		select {
 		case <-ctx.Done():
-			return time.Since(start), ctx.Err()
+			return time.Since(start), false, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return time.Since(start), nil
 }
 
 // ReleaseMemoryLocks frees the memory locks of the steps whose results the

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -144,3 +145,85 @@ func TestMemoryLocksHeldUntilTheRouterHasTheResult(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryWriterDrawnWhileLocking: WriteDrawn draws the write while it
+// takes the key's lock. A refused draw writes nothing, returns the draw's
+// error, also over an invalid label, and releases the lock it took, while
+// a lock its owner already held stays held; a failed embedding releases
+// it too; a draw that succeeds writes under the lock.
+func TestMemoryWriterDrawnWhileLocking(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	w := &MemoryWriter{Store: env.st, Locks: env.locks, LockWait: 100 * time.Millisecond}
+	refused := errors.New("budget refused")
+	refuse := func(context.Context) error { return refused }
+	data, shape := json.RawMessage(outletIDsData), json.RawMessage(outletIDsShape)
+
+	scope := memScope("task-refused")
+	key := scope.Key("outlet_ids")
+	if _, _, err := w.WriteDrawn(ctx, scope, "outlet_ids", data, shape, refuse); !errors.Is(err, refused) {
+		t.Fatalf("refused draw: err = %v, want the draw's", err)
+	}
+	assertNoMemory(t, env, key)
+	if !lockTaken(t, env, key) {
+		t.Fatalf("the lock of %s was never taken while the write was drawn", key)
+	}
+	if owner := lockOwner(t, env, key); owner != "" {
+		t.Fatalf("a refused draw left the lock of %s held by %q", key, owner)
+	}
+	// Another task takes the key at once.
+	other := scope
+	other.TaskID = "task-other"
+	if waited, _, err := w.lock(ctx, key, other.TaskID); err != nil || waited >= w.LockWait {
+		t.Fatalf("another task's lock after the refusal: %v (waited %s)", err, waited)
+	}
+
+	if _, _, err := w.WriteDrawn(ctx, memScope("task-bad-label"), "../x", data, shape, refuse); !errors.Is(err, refused) {
+		t.Fatalf("refused draw of an invalid label: err = %v, want the draw's", err)
+	}
+
+	held := memScope("task-held")
+	key = held.Key("outlet_ids")
+	if _, took, err := w.lock(ctx, key, held.TaskID); err != nil || !took {
+		t.Fatalf("lock: %v (took %v)", err, took)
+	}
+	if _, _, err := w.WriteDrawn(ctx, held, "outlet_ids", data, shape, refuse); !errors.Is(err, refused) {
+		t.Fatalf("refused draw over a held lock: err = %v", err)
+	}
+	if owner := lockOwner(t, env, key); owner != held.TaskID {
+		t.Fatalf("the lock its owner held before is held by %q, want %q", owner, held.TaskID)
+	}
+
+	// A failed embedding writes nothing and leaves no lock it took.
+	failing := &MemoryWriter{Store: env.st, Locks: env.locks, Embedder: failingEmbedder{}}
+	unembedded := memScope("task-unembedded")
+	if _, _, err := failing.WriteDrawn(ctx, unembedded, "outlet_ids", data, shape, func(context.Context) error { return nil }); err == nil {
+		t.Fatal("a failed embedding wrote")
+	}
+	assertNoMemory(t, env, unembedded.Key("outlet_ids"))
+	if owner := lockOwner(t, env, unembedded.Key("outlet_ids")); owner != "" {
+		t.Fatalf("a failed embedding left the lock held by %q", owner)
+	}
+
+	drawn := 0
+	ok := memScope("task-drawn")
+	got, _, err := w.WriteDrawn(ctx, ok, "outlet_ids", data, shape, func(context.Context) error { drawn++; return nil })
+	if err != nil || got != ok.Key("outlet_ids") || drawn != 1 {
+		t.Fatalf("WriteDrawn = %q, %v (drawn %d)", got, err, drawn)
+	}
+	if m, err := env.st.GetMemory(ctx, got); err != nil || m.Text != outletIDsData {
+		t.Fatalf("stored %+v (%v)", m, err)
+	}
+	if owner := lockOwner(t, env, got); owner != ok.TaskID {
+		t.Fatalf("the written key's lock is held by %q, want %q", owner, ok.TaskID)
+	}
+}
+
+// failingEmbedder fails every embedding.
+type failingEmbedder struct{}
+
+func (failingEmbedder) Embed(context.Context, []string) ([][]float32, error) {
+	return nil, errors.New("embedder unavailable")
+}
+
+func (failingEmbedder) Dimension() int { return 8 }
