@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -47,24 +45,10 @@ type Projector struct {
 	Alerts bool
 	// Now is the clock of the alert schedule; default time.Now.
 	Now func() time.Time
-	// Linger, when set, holds a group write open for up to this long
-	// while only a run's progress is queued (LingerAudit: model and
-	// skill calls, step starts and completions, plan snapshots …), so
-	// several hops of a run are written as one append and one snapshot
-	// of their plan. Any other event (a run's first hop or its end, a
-	// gate, a refusal, anything a caller waits for) writes the queue at
-	// once, and so does a queue of maxLingerBatch events. Each handler
-	// still returns only once its own events are stored, so nothing is
-	// acknowledged before it is written; the worker must let enough
-	// messages wait at once (see RoleConcurrency in the app's roles).
-	Linger time.Duration
 
 	mu       sync.Mutex
 	pending  []*projection
 	flushing bool
-	oldest   time.Time     // when the oldest queued projection was queued
-	urgent   time.Time     // until when no write lingers (a queued event needs writing now)
-	kick     chan struct{} // wakes a lingering writer when the queue must be written now
 
 	sessMu   sync.Mutex
 	sessRevs map[string]uint64 // newest session revision written, by tenant.session
@@ -93,38 +77,6 @@ type projection struct {
 	plan *PlanProjected
 	done chan error
 	lead chan struct{}
-	// lingers: the projection may wait for a lingering write.
-	lingers bool
-}
-
-// maxLingerBatch is the queue past which a lingering write starts.
-const maxLingerBatch = 1024
-
-// urgentWindow is how long after an urgent event the writes do not
-// linger: the rest of its hop's trail, and of the hops just before it,
-// still on their way to the queue, is written at once too.
-const urgentWindow = 2 * time.Millisecond
-
-// LingerAudit reports whether an audit event of that name is a run's
-// ordinary progress, whose writing may wait for a lingering group write
-// (Projector.Linger): its model and skill calls, memory writes, step
-// starts and completions, the critic's verdicts and the plan's
-// snapshots. Every other name is written at once.
-func LingerAudit(name string) bool {
-	switch name {
-	case "model.called", "skill.called", "memory.written", "subagent.finish", "critic.verdict", "critic.plan_verified",
-		"plan.received", "plan.proposed", "plan.persisted", AuditPlanProjected, "synthesis.started", "context.compressed":
-		return true
-	}
-	step, ok := strings.CutPrefix(name, "step_")
-	if !ok {
-		return false
-	}
-	n, state, ok := strings.Cut(step, ".")
-	if _, err := strconv.Atoi(n); err != nil || !ok {
-		return false
-	}
-	return state == "started" || state == "complete"
 }
 
 // Routes are the events the projector consumes: every audit event.
@@ -138,8 +90,8 @@ func (p *Projector) Handle(ctx context.Context, ev event.Event) ([]event.Event, 
 }
 
 func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, error) {
+	it := &projection{done: make(chan error, 1), lead: make(chan struct{})}
 	name := events.AuditName(ev.Type())
-	it := &projection{done: make(chan error, 1), lead: make(chan struct{}), lingers: LingerAudit(name)}
 	if name == AuditSessionUpdated {
 		// The session and the exchange are written first; the event
 		// itself is indexed into the trace like any other.
@@ -205,57 +157,9 @@ func (p *Projector) enqueue(it *projection) (lead bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.pending = append(p.pending, it)
-	if len(p.pending) == 1 {
-		p.oldest = time.Now()
-	}
-	if p.Linger > 0 && (!it.lingers || len(p.pending) >= maxLingerBatch) {
-		if !it.lingers {
-			p.urgent = time.Now().Add(urgentWindow)
-		}
-		if p.kick == nil {
-			p.kick = make(chan struct{}, 1)
-		}
-		select {
-		case p.kick <- struct{}{}:
-		default: // a wake-up is pending already
-		}
-	}
 	lead = !p.flushing
 	p.flushing = true
 	return lead
-}
-
-// linger waits, before a group write, until the queue must be written:
-// Linger after its oldest projection was queued, or at once when an event
-// that does not linger is queued, or the queue is full.
-func (p *Projector) linger(ctx context.Context) {
-	if p.Linger <= 0 {
-		return
-	}
-	for {
-		p.mu.Lock()
-		if p.kick == nil {
-			p.kick = make(chan struct{}, 1)
-		}
-		kick := p.kick
-		now := time.Now()
-		wait := p.Linger - now.Sub(p.oldest)
-		if now.Before(p.urgent) || len(p.pending) >= maxLingerBatch || wait <= 0 {
-			p.mu.Unlock()
-			return
-		}
-		p.mu.Unlock()
-		t := time.NewTimer(wait)
-		select {
-		case <-kick:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
-		if ctx.Err() != nil {
-			return
-		}
-	}
 }
 
 // await returns the outcome of it, writing the queue when it leads or is
@@ -270,7 +174,6 @@ func (p *Projector) await(ctx context.Context, it *projection, lead bool) error 
 		case <-it.lead:
 		}
 	}
-	p.linger(ctx)
 	p.mu.Lock()
 	batch := p.pending
 	p.pending = nil

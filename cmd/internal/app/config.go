@@ -58,8 +58,6 @@ type Config struct {
 	Concurrency     int
 	MaxTurns        int // model turns of one step
 	HandleTimeout   time.Duration
-	// ProjectorLinger is the projector's Linger (handlers.Projector).
-	ProjectorLinger time.Duration
 	// Replicas is the replica count of every stream and bucket (REPLICAS).
 	// 0 leaves it to the server: 1 on a single server, ClusterReplicas on
 	// a cluster. Every process of a deployment must come to the same
@@ -143,9 +141,6 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 	c.secretsKey = os.Getenv("SECRETS_KEY") // secrets come from the environment only
 	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
 	fs.IntVar(&c.Concurrency, "concurrency", envInt("CONCURRENCY", 16), "messages handled at once per process (env CONCURRENCY)")
-	fs.DurationVar(&c.ProjectorLinger, "projector-linger", envDuration("PROJECTOR_LINGER", DefaultProjectorLinger),
-		"how long the projector may hold a run's progress to write several hops' trail and plan snapshots at once; "+
-			"a run's first hop, its end, gates and refusals are written at once; 0 writes every hop at once (env PROJECTOR_LINGER)")
 	fs.IntVar(&c.MaxTurns, "max-turns", envInt("MAX_TURNS", 6), "model turns one step may take before it fails (env MAX_TURNS)")
 	fs.DurationVar(&c.HandleTimeout, "handle-timeout", envDuration("HANDLE_TIMEOUT", 5*time.Minute), "deadline of one message's work (env HANDLE_TIMEOUT)")
 	fs.DurationVar(&c.AckWait, "ack-wait", envDuration("ACK_WAIT", 30*time.Second), "JetStream ack wait of the role consumers (env ACK_WAIT)")
@@ -170,9 +165,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("concurrency must be at least 1")
-	}
-	if c.ProjectorLinger < 0 || c.ProjectorLinger > time.Second {
-		return fmt.Errorf("projector-linger must be between 0 and 1s")
 	}
 	if c.ExecutionTTL != 0 && (c.ExecutionTTL < time.Second || c.ExecutionTTL%time.Second != 0) {
 		return fmt.Errorf("execution-record-ttl must be whole seconds, at least 1s")
@@ -267,11 +259,6 @@ func splitCommand(line string) ([]string, error) {
 	}
 	return strings.Fields(line), nil
 }
-
-// DefaultProjectorLinger is the projector's default Linger: runs of a few
-// hundred milliseconds are written in a few appends, and the trail of a
-// run in progress is at most this much behind.
-const DefaultProjectorLinger = 100 * time.Millisecond
 
 // DefaultConfig is the configuration of a process started without flags:
 // the defaults, with the environment's overrides.

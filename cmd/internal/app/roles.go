@@ -39,22 +39,6 @@ type Role struct {
 	Publishes []string
 	// Build wires the handler from d and returns its routes.
 	Build func(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error)
-	// Concurrency, when set, is how many messages its worker handles at
-	// once under c; else c.Concurrency.
-	Concurrency func(c *Config) int
-}
-
-// ProjectorConcurrency is how many audit messages a lingering projector
-// lets wait for their group write at once: a 100 ms linger at 3,000 hops
-// a second holds about 300.
-const ProjectorConcurrency = 512
-
-// concurrency is how many messages the role's worker handles at once.
-func (r Role) concurrency(c *Config) int {
-	if r.Concurrency != nil {
-		return r.Concurrency(c)
-	}
-	return c.Concurrency
 }
 
 // Roles are the roles of agentbus.
@@ -79,14 +63,7 @@ var Roles = []Role{
 	{Name: handlers.RoleAggregator, Routes: (&handlers.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
 		Buckets: []string{handlers.BucketFanin}, Build: buildAggregator},
 	{Name: handlers.RoleProjector, Routes: (&handlers.Projector{}).Routes(), Unlimited: true,
-		Emits: []string{events.TypeAlertEvaluate}, Build: buildProjector,
-		// Its handlers mostly wait for a lingering group write.
-		Concurrency: func(c *Config) int {
-			if c.ProjectorLinger > 0 {
-				return max(c.Concurrency, ProjectorConcurrency)
-			}
-			return c.Concurrency
-		}},
+		Emits: []string{events.TypeAlertEvaluate}, Build: buildProjector},
 	{Name: handlers.RoleMonitor, Routes: (&handlers.Monitor{}).Routes(), Emits: []string{events.TypeAlertEvaluate},
 		Buckets: []string{handlers.BucketAlerts}, Build: buildMonitor},
 }
@@ -312,7 +289,7 @@ func buildAggregator(ctx context.Context, d *Deps, log zerolog.Logger) ([]events
 }
 
 func buildProjector(_ context.Context, d *Deps, _ zerolog.Logger) ([]events.Route, error) {
-	return (&handlers.Projector{Store: d.Store, Embedder: d.Embedder, Alerts: true, Linger: d.Config.ProjectorLinger}).Routes(), nil
+	return (&handlers.Projector{Store: d.Store, Embedder: d.Embedder, Alerts: true}).Routes(), nil
 }
 
 func buildMonitor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
