@@ -161,6 +161,10 @@ func runMode(ctx context.Context, cfg Config, m mode) (*ModeReport, error) {
 	if mr.RunLength, err = runLength(ctx, srv, cfg.Iterations); err != nil {
 		return nil, err
 	}
+	step("census: what a run sends and stores")
+	if mr.Census, err = census(ctx, srv, cfg.HopRuns); err != nil {
+		return nil, err
+	}
 	return mr, nil
 }
 

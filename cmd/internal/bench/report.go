@@ -39,6 +39,7 @@ type ModeReport struct {
 	RunLength         RunLength        `json:"run_length"`
 	Supervisor        SupervisorFanOut `json:"supervisor"`
 	BudgetDraw        BudgetDraw       `json:"budget_draw"`
+	Census            Census           `json:"census"`
 }
 
 // PeerReport holds the LangGraph figures, or why there are none.
@@ -219,6 +220,7 @@ func (r *Report) Print(w io.Writer) {
 			bd.Warm.P50, bd.Cold.P50, bd.RatioToHop)
 		fmt.Fprintf(w, "run length: hop p50 %.3f ms over iterations 1-%d, %.3f ms over the last %d of %d (ratio %.2f)\n",
 			m.RunLength.Early.P50, m.RunLength.Window, m.RunLength.Late.P50, m.RunLength.Window, m.RunLength.Iterations, m.RunLength.Ratio)
+		m.Census.print(w)
 	}
 	r.Scaling.print(w)
 	if r.Sandbox.Reason != "" {

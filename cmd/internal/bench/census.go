@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentbus/agentbus/llm/offline"
+)
+
+// Census counts what a sequential 5-step run costs the server in
+// messages: the records it stores, by stream (a KV bucket is the stream
+// KV_<bucket>), and every message a client sends, by kind. Where a hop's
+// time goes is mostly these round trips and the work each costs both
+// sides.
+type Census struct {
+	Runs int `json:"runs"`
+	// RecordsPerRun is what each stream stored per run; Records the sum.
+	RecordsPerRun map[string]float64 `json:"records_per_run"`
+	Records       float64            `json:"records"`
+	// SentPerRun counts the messages the clients sent per run, by kind:
+	// publish.<stream>, kv.write.<bucket>, kv.read.<bucket>, ack.<stream>,
+	// pull.<stream>, other; Sent is the sum.
+	SentPerRun map[string]float64 `json:"sent_per_run"`
+	Sent       float64            `json:"sent"`
+}
+
+// census runs n sequential pipeline runs, after a warm-up, while a
+// monitor connection subscribed to every subject counts what the clients
+// send, and reads the streams' last sequences before and after.
+func census(ctx context.Context, srv *benchServer, n int) (Census, error) {
+	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: 1, model: offline.New()})
+	if err != nil {
+		return Census{}, err
+	}
+	defer d.close()
+	for range max(n/10, 2) {
+		if _, _, err := d.run(ctx, PipelineTask); err != nil {
+			return Census{}, err
+		}
+	}
+	mon, err := nats.Connect(srv.srv.ClientURL(), nats.Name("agentbus-bench-census"))
+	if err != nil {
+		return Census{}, err
+	}
+	defer mon.Close()
+	var mu sync.Mutex
+	sent := map[string]int{}
+	sub, err := mon.Subscribe(">", func(m *nats.Msg) {
+		k := sentKind(m.Subject, m.Reply)
+		mu.Lock()
+		sent[k]++
+		mu.Unlock()
+	})
+	if err != nil {
+		return Census{}, err
+	}
+	if err := mon.Flush(); err != nil {
+		return Census{}, err
+	}
+	before, err := lastSeqs(ctx, d)
+	if err != nil {
+		return Census{}, err
+	}
+	for range n {
+		if _, _, err := d.run(ctx, PipelineTask); err != nil {
+			return Census{}, err
+		}
+	}
+	after, err := lastSeqs(ctx, d)
+	if err != nil {
+		return Census{}, err
+	}
+	_ = sub.Unsubscribe()
+	c := Census{Runs: n, RecordsPerRun: map[string]float64{}, SentPerRun: map[string]float64{}}
+	for name, seq := range after {
+		if dlt := float64(seq-before[name]) / float64(n); dlt > 0 {
+			c.RecordsPerRun[name] = dlt
+			c.Records += dlt
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for k, v := range sent {
+		if k == "" {
+			continue // replies and deliveries: the server's, not a client's
+		}
+		c.SentPerRun[k] = float64(v) / float64(n)
+		c.Sent += c.SentPerRun[k]
+	}
+	return c, nil
+}
+
+// lastSeqs is the last sequence of every stream.
+func lastSeqs(ctx context.Context, d *deployment) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	l := d.js.ListStreams(ctx)
+	for si := range l.Info() {
+		out[si.Config.Name] = si.State.LastSeq
+	}
+	return out, l.Err()
+}
+
+// sentKind is the kind of a message a client sent on subject, or "" for
+// one the server sent (a reply, or a consumer's delivery, which keeps its
+// subject and has the ack subject as its reply).
+func sentKind(subject, reply string) string {
+	t := strings.Split(subject, ".")
+	switch {
+	case strings.HasPrefix(subject, "_INBOX.") || strings.HasPrefix(subject, "$JS.EVENT.") || strings.HasPrefix(subject, "$SYS.") ||
+		strings.HasPrefix(reply, "$JS.ACK."):
+		return ""
+	case strings.HasPrefix(subject, "$JS.ACK.") && len(t) > 2:
+		return "ack." + t[2]
+	case strings.HasPrefix(subject, "$JS.API.DIRECT.GET.") && len(t) > 4:
+		return "kv.read." + strings.TrimPrefix(t[4], "KV_")
+	case strings.HasPrefix(subject, "$JS.API.CONSUMER.MSG.NEXT.") && len(t) > 5:
+		return "pull." + t[5]
+	case strings.HasPrefix(subject, "$KV.") && len(t) > 1:
+		return "kv.write." + t[1]
+	case strings.HasPrefix(subject, "$JS."):
+		return "other"
+	case len(t) > 0 && t[0] == "agent":
+		return "publish.AGENT"
+	case len(t) > 0 && t[0] == "audit":
+		return "publish.AUDIT"
+	case len(t) > 0 && t[0] == "store":
+		return "publish.STORE_EVENTS"
+	case len(t) > 0 && t[0] == "reply":
+		return "publish.REPLY"
+	}
+	return "other"
+}
+
+// print writes the census as two rows of sorted counts.
+func (c Census) print(w interface{ Write([]byte) (int, error) }) {
+	if c.Runs == 0 {
+		return
+	}
+	list := func(m map[string]float64) string {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, m[k]))
+		}
+		return strings.Join(parts, ", ")
+	}
+	fmt.Fprintf(w, "census (%d sequential runs): %.1f records a run: %s\n", c.Runs, c.Records, list(c.RecordsPerRun))
+	fmt.Fprintf(w, "census: %.1f messages sent by the clients a run: %s\n", c.Sent, list(c.SentPerRun))
+}
