@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -44,6 +45,9 @@ type WorkerConfig struct {
 	// outputs an acked message stored, and how long its handling took. It
 	// must not block.
 	OnDone func(ev *event.Event, outs []event.Event, outcome string, took time.Duration)
+	// StallCheck is how often the worker checks that its consumption has
+	// not stalled (see Run); default 2 × PullExpiry.
+	StallCheck time.Duration
 }
 
 // PullExpiry bounds each pull request of a worker (and of a run client's
@@ -96,6 +100,9 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, cons jetstream.Consu
 	if cfg.DrainWait <= 0 {
 		cfg.DrainWait = 30 * time.Second
 	}
+	if cfg.StallCheck <= 0 {
+		cfg.StallCheck = 2 * PullExpiry
+	}
 	if cfg.Role == "" {
 		cfg.Role = info.Name
 	}
@@ -105,6 +112,15 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, cons jetstream.Consu
 // Run consumes until ctx is cancelled, then stops pulling, waits up to
 // DrainWait for the messages in flight and returns. Messages not finished
 // by then are redelivered to another worker.
+//
+// Run also watches its consumption: every StallCheck, when it has received
+// nothing since the last check and has room for more, it asks the server
+// whether work is waiting (messages undelivered, or more awaiting an ack
+// than it is handling) while no pull request of any worker of the consumer
+// is; then it stops its consumption and consumes anew. On a cluster, after
+// a consumer's leader changed, the client library's consumption was seen
+// to stop pulling for good (every role's consumer without a waiting pull,
+// messages pending), and nothing else would restart it.
 func (w *Worker) Run(ctx context.Context) error {
 	stopAdvisories, err := w.watchMaxDeliveries(ctx)
 	if err != nil {
@@ -119,20 +135,30 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	sem := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
-	cc, err := w.cons.Consume(func(msg jetstream.Msg) {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			w.process(work, msg)
-		}()
-	}, jetstream.PullMaxMessages(w.cfg.Concurrency), jetstream.PullExpiry(PullExpiry), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		w.report(nil, "", err)
-	}))
+	var received atomic.Int64 // messages received, for the stall check
+	consume := func() (jetstream.ConsumeContext, error) {
+		return w.cons.Consume(func(msg jetstream.Msg) {
+			received.Add(1)
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				w.process(work, msg)
+			}()
+		}, jetstream.PullMaxMessages(w.cfg.Concurrency), jetstream.PullExpiry(PullExpiry), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			w.report(nil, "", err)
+		}))
+	}
+	cc, err := consume()
 	if err != nil {
 		return fmt.Errorf("events: consume %s: %w", w.durable, err)
 	}
+	watch, stopWatch := context.WithCancel(ctx)
+	watched := make(chan jetstream.ConsumeContext, 1)
+	go func() { watched <- w.watchStalls(watch, cc, consume, &received, sem) }()
 	<-ctx.Done()
+	stopWatch()
+	cc = <-watched // the consumption in use once the watch has ended
 	cc.Drain()
 	done := make(chan struct{})
 	go func() {
@@ -149,6 +175,51 @@ func (w *Worker) Run(ctx context.Context) error {
 		<-done
 	}
 	return nil
+}
+
+// watchStalls checks the consumption cc every StallCheck until ctx ends
+// (see Run), restarting it with consume when it stalled, and returns the
+// consumption in use.
+func (w *Worker) watchStalls(ctx context.Context, cc jetstream.ConsumeContext, consume func() (jetstream.ConsumeContext, error),
+	received *atomic.Int64, sem chan struct{}) jetstream.ConsumeContext {
+	t := time.NewTicker(w.cfg.StallCheck)
+	defer t.Stop()
+	seen := received.Load()
+	for {
+		select {
+		case <-ctx.Done():
+			return cc
+		case <-t.C:
+		}
+		now := received.Load()
+		busy := len(sem)
+		if now != seen || busy >= cap(sem) {
+			seen = now
+			continue
+		}
+		ictx, cancel := context.WithTimeout(ctx, CallTimeout)
+		info, err := w.cons.Info(ictx)
+		cancel()
+		if err != nil || info.NumWaiting > 0 || info.NumPending == 0 && info.NumAckPending <= busy {
+			continue // not stalled, or the server cannot say
+		}
+		next, err := consume()
+		if err != nil {
+			w.report(nil, "", fmt.Errorf("events: %s consumed nothing for %s with %d messages pending: consuming anew: %w",
+				w.durable, w.cfg.StallCheck, info.NumPending+uint64(info.NumAckPending), err))
+			continue
+		}
+		cc.Stop()
+		closed := make(chan struct{})
+		go func(old jetstream.ConsumeContext) { <-old.Closed(); close(closed) }(cc)
+		select { // no late delivery of the stopped one races the drain
+		case <-closed:
+		case <-time.After(CallTimeout):
+		}
+		cc = next
+		w.report(nil, "", fmt.Errorf("events: %s consumed nothing for %s with %d messages pending and no pull waiting: consuming anew",
+			w.durable, w.cfg.StallCheck, info.NumPending+uint64(info.NumAckPending)))
+	}
 }
 
 func (w *Worker) report(ev *event.Event, subject string, err error) {

@@ -496,3 +496,77 @@ func TestWorkerDeadLetterKeepsMixedCaseRunID(t *testing.T) {
 		t.Fatalf("dead letter run id %q, want run-f", dls[0].RunID)
 	}
 }
+
+// stalledFirst is a consumer whose first consumption never pulls, as the
+// client library's was seen to after a cluster's leader change; later ones
+// are the real consumer's.
+type stalledFirst struct {
+	jetstream.Consumer
+	mu       sync.Mutex
+	consumes int
+}
+
+func (s *stalledFirst) Consume(h jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
+	s.mu.Lock()
+	s.consumes++
+	first := s.consumes == 1
+	s.mu.Unlock()
+	if first {
+		return &deadConsumption{closed: make(chan struct{})}, nil
+	}
+	return s.Consumer.Consume(h, opts...)
+}
+
+type deadConsumption struct {
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (d *deadConsumption) Stop()                   { d.once.Do(func() { close(d.closed) }) }
+func (d *deadConsumption) Drain()                  { d.Stop() }
+func (d *deadConsumption) Closed() <-chan struct{} { return d.closed }
+
+// TestWorkerConsumesAnewWhenItsConsumptionStalls: a worker whose
+// consumption stopped pulling while messages wait (no pull request
+// waiting on the server) stops it and consumes anew, reporting it, and
+// the waiting message is handled.
+func TestWorkerConsumesAnewWhenItsConsumptionStalls(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t, testTopology())
+	ctx := testCtx(t)
+	cons, err := js.Consumer(ctx, streamOf(roleExecutor), roleExecutor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled := &stalledFirst{Consumer: cons}
+	var calls counter
+	rec := &errRecorder{}
+	w, err := events.NewWorker(ctx, js, stalled, twoResults(&calls), events.WorkerConfig{OnError: rec.OnError,
+		StallCheck: 200 * time.Millisecond, DrainWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	publish(t, js, stepRequest(t, "acme", "run-stall", 1))
+	eventually(t, waitLong, "the message handled by a new consumption", func() bool {
+		return calls.get() == 1 && settled(t, js, roleExecutor)
+	})
+	stalled.mu.Lock()
+	n := stalled.consumes
+	stalled.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d consumptions, want the stalled one and one more", n)
+	}
+	if !slices.ContainsFunc(rec.all(), func(err error) bool { return strings.Contains(err.Error(), "consuming anew") }) {
+		t.Errorf("the restart was not reported: %v", rec.all())
+	}
+}
