@@ -87,31 +87,12 @@ func (s *Store) ListDefinitions(ctx context.Context, tenantID, kind string) ([]s
 	if tenantID == "" || kind == "" {
 		return nil, fmt.Errorf("embedded: definitions need a tenant and a kind: %w", store.ErrInvalidArgument)
 	}
-	w, err := s.definitions.Watch(ctx, escape(tenantID)+"."+escape(kind)+".*", jetstream.IgnoreDeletes())
+	out, err := list[store.Definition](ctx, s.definitions, escape(tenantID)+"."+escape(kind)+".*", kind, nil)
 	if err != nil {
-		return nil, fmt.Errorf("embedded: list %s: %w", kind, err)
+		return nil, err
 	}
-	defer func() { _ = w.Stop() }()
-	var out []store.Definition
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("embedded: watcher closed before initial values were delivered")
-			}
-			if e == nil {
-				slices.SortFunc(out, func(a, b store.Definition) int { return strings.Compare(a.ID, b.ID) })
-				return out[:min(len(out), store.MaxListDefinitions)], nil
-			}
-			var d store.Definition
-			if err := json.Unmarshal(e.Value(), &d); err != nil {
-				return nil, fmt.Errorf("embedded: decode %s: %w", e.Key(), err)
-			}
-			out = append(out, d)
-		}
-	}
+	slices.SortFunc(out, func(a, b store.Definition) int { return strings.Compare(a.ID, b.ID) })
+	return out[:min(len(out), store.MaxListDefinitions)], nil
 }
 
 // DeleteDefinition deletes the definition (tenantID, kind, id): with

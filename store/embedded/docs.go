@@ -2,12 +2,10 @@ package embedded
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
 	json "github.com/go-json-experiment/json/v1"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/store"
 )
@@ -89,31 +87,10 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) ([]store
 	if q.TenantID == "" {
 		return nil, fmt.Errorf("embedded: sessions need a tenant: %w", store.ErrInvalidArgument)
 	}
-	w, err := s.sessions.Watch(ctx, escape(q.TenantID)+".*", jetstream.IgnoreDeletes())
+	out, err := list(ctx, s.sessions, escape(q.TenantID)+".*", "sessions", q.Match)
 	if err != nil {
-		return nil, fmt.Errorf("embedded: list sessions: %w", err)
+		return nil, err
 	}
-	defer func() { _ = w.Stop() }()
-	var out []store.Session
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("embedded: watcher closed before initial values were delivered")
-			}
-			if e == nil {
-				slices.SortFunc(out, store.CompareSessionsNewestFirst)
-				return out[:min(len(out), q.EffectiveLimit())], nil
-			}
-			var sess store.Session
-			if err := json.Unmarshal(e.Value(), &sess); err != nil {
-				return nil, fmt.Errorf("embedded: decode session %s: %w", e.Key(), err)
-			}
-			if q.Match(sess) {
-				out = append(out, sess)
-			}
-		}
-	}
+	slices.SortFunc(out, store.CompareSessionsNewestFirst)
+	return out[:min(len(out), q.EffectiveLimit())], nil
 }

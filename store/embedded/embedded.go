@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
@@ -154,7 +156,12 @@ func (s *Store) Close() error { return nil }
 // scan calls fn with the latest entry of every live key of kv, stopping at the
 // first error. It terminates once the initial values have been delivered.
 func scan(ctx context.Context, kv jetstream.KeyValue, fn func(e jetstream.KeyValueEntry) error) error {
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	return scanKeys(ctx, kv, ">", fn)
+}
+
+// scanKeys is scan over the keys that match filter.
+func scanKeys(ctx context.Context, kv jetstream.KeyValue, filter string, fn func(e jetstream.KeyValueEntry) error) error {
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
 	if err != nil {
 		return err
 	}
@@ -178,6 +185,27 @@ func scan(ctx context.Context, kv jetstream.KeyValue, fn func(e jetstream.KeyVal
 			}
 		}
 	}
+}
+
+// list decodes the JSON values of the keys of kv that match filter and
+// returns those keep takes (every one when keep is nil); what names them
+// in errors.
+func list[T any](ctx context.Context, kv jetstream.KeyValue, filter, what string, keep func(T) bool) ([]T, error) {
+	var out []T
+	err := scanKeys(ctx, kv, filter, func(e jetstream.KeyValueEntry) error {
+		var v T
+		if err := json.Unmarshal(e.Value(), &v); err != nil {
+			return fmt.Errorf("embedded: decode %s: %w", e.Key(), err)
+		}
+		if keep == nil || keep(v) {
+			out = append(out, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded: list %s: %w", what, err)
+	}
+	return out, nil
 }
 
 // getEntry reads key from kv, mapping a missing key to store.ErrNotFound.

@@ -2,13 +2,11 @@ package embedded
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/store"
 )
@@ -66,31 +64,10 @@ func (s *Store) ListExecutions(ctx context.Context, q store.ExecutionQuery) ([]s
 	if q.TenantID == "" {
 		return nil, fmt.Errorf("embedded: executions need a tenant: %w", store.ErrInvalidArgument)
 	}
-	w, err := s.executions.Watch(ctx, escape(q.TenantID)+".*", jetstream.IgnoreDeletes())
+	out, err := list(ctx, s.executions, escape(q.TenantID)+".*", "executions", func(e store.Execution) bool { return q.Match(e) && s.live(e) })
 	if err != nil {
-		return nil, fmt.Errorf("embedded: list executions: %w", err)
+		return nil, err
 	}
-	defer func() { _ = w.Stop() }()
-	var out []store.Execution
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case ent, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("embedded: watcher closed before initial values were delivered")
-			}
-			if ent == nil {
-				slices.SortFunc(out, store.CompareExecutionsNewestFirst)
-				return out[:min(len(out), q.EffectiveLimit())], nil
-			}
-			var e store.Execution
-			if err := json.Unmarshal(ent.Value(), &e); err != nil {
-				return nil, fmt.Errorf("embedded: decode %s: %w", ent.Key(), err)
-			}
-			if q.Match(e) && s.live(e) {
-				out = append(out, e)
-			}
-		}
-	}
+	slices.SortFunc(out, store.CompareExecutionsNewestFirst)
+	return out[:min(len(out), q.EffectiveLimit())], nil
 }
