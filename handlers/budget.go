@@ -270,6 +270,11 @@ func (b *Budgets) cached(key string) (BudgetEntry, uint64, bool) {
 func (b *Budgets) remember(key string, e BudgetEntry, rev uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.rememberLocked(key, e, rev)
+}
+
+// rememberLocked is remember with b.mu held.
+func (b *Budgets) rememberLocked(key string, e BudgetEntry, rev uint64) {
 	if b.last == nil || len(b.last) >= maxCachedBudgets {
 		b.last = map[string]cachedEntry{}
 	}

@@ -50,11 +50,11 @@ func (b *Budgets) Marks(next events.Handler) events.Handler {
 		if err != nil {
 			return outs, err
 		}
-		c, ok := b.cachedEntry(key)
+		entry, rev, ok := b.cached(key)
 		if !ok {
 			return outs, nil
 		}
-		raw, merr := json.Marshal(LedgerMark{Rev: c.rev, Used: c.entry.Used})
+		raw, merr := json.Marshal(LedgerMark{Rev: rev, Used: entry.Used})
 		if merr != nil {
 			return outs, nil // a hint only
 		}
@@ -75,15 +75,5 @@ func (b *Budgets) seed(key string, mark LedgerMark) {
 	if c, ok := b.last[key]; ok && c.rev >= mark.Rev {
 		return
 	}
-	if b.last == nil || len(b.last) >= maxCachedBudgets {
-		b.last = map[string]cachedEntry{}
-	}
-	b.last[key] = cachedEntry{entry: BudgetEntry{Used: mark.Used}, rev: mark.Rev}
-}
-
-func (b *Budgets) cachedEntry(key string) (cachedEntry, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c, ok := b.last[key]
-	return c, ok
+	b.rememberLocked(key, BudgetEntry{Used: mark.Used}, mark.Rev)
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -138,7 +139,7 @@ func sentKind(subject, reply string) string {
 }
 
 // print writes the census as two rows of sorted counts.
-func (c Census) print(w interface{ Write([]byte) (int, error) }) {
+func (c Census) print(w io.Writer) {
 	if c.Runs == 0 {
 		return
 	}
