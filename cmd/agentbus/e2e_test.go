@@ -9,6 +9,7 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -67,6 +68,22 @@ func TestCoreFlow_ManagerDelegatesAndSynthesisesEndToEnd(t *testing.T) {
 	}
 	if !strings.HasSuffix(plan.Steps[0].MemoryKey, ":outlet_ids") || !strings.HasSuffix(plan.Steps[1].MemoryKey, ":results") {
 		t.Fatalf("memory labels: %s, %s", plan.Steps[0].MemoryKey, plan.Steps[1].MemoryKey)
+	}
+	// The all-in-one's roles talk to its embedded server in memory, not
+	// over a loopback socket: the server lists their connection without a
+	// address.
+	connz, err := s.Server.Connz(&server.ConnzOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []*server.ConnInfo
+	for _, c := range connz.Conns {
+		if c.Name == "agentbus-agentbus" {
+			roles = append(roles, c)
+		}
+	}
+	if len(roles) != 1 || roles[0].IP != "" || roles[0].Port != 0 {
+		t.Fatalf("the roles' connections: %+v", roles)
 	}
 	// The projector indexes a hop's audit events concurrently: wait for
 	// every one the run must have left, not just for the last.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/nats-io/nats.go"
 
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/skills"
@@ -78,6 +79,9 @@ type Config struct {
 	// generates one in its data directory).
 	SecretsKeyFile string
 	secretsKey     string
+	// inProcess, set by the all-in-one, is its embedded server: the
+	// process connects to it in memory rather than over loopback TCP.
+	inProcess nats.InProcessConnProvider
 }
 
 // Register adds the shared flags to fs, with defaults from the environment.

@@ -72,7 +72,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	}
 	s := &Stack{Server: ns, SkillsURL: cfg.SkillsURL}
 	pc := cfg.Process
-	pc.NATSURL = ns.ClientURL()
+	pc.NATSURL, pc.inProcess = ns.ClientURL(), ns
 	if cfg.ExternalSkills {
 		s.SkillsURL = pc.SkillServiceURL
 		if pc.SkillTransport == skills.TransportStdio {

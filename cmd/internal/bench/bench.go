@@ -137,11 +137,23 @@ func runMode(ctx context.Context, cfg Config, m mode) (*ModeReport, error) {
 	for _, ex := range cfg.Executors {
 		for _, c := range cfg.Concurrency {
 			step(fmt.Sprintf("throughput: %d executor(s), concurrency %d", ex, c))
-			tp, err := throughput(ctx, srv, ex, c, max(cfg.ThroughputMin, 3*c), mr.HopTCP.HopsPerRun)
+			tp, err := throughput(ctx, srv, ex, c, max(cfg.ThroughputMin, 3*c), mr.HopTCP.HopsPerRun, false)
 			if err != nil {
 				return nil, err
 			}
 			mr.Throughput = append(mr.Throughput, tp)
+		}
+	}
+	if !m.SyncAlways {
+		// The all-in-one (agentbus up, make run): every role in one
+		// process, connected to its embedded server in memory.
+		for _, c := range cfg.Concurrency {
+			step(fmt.Sprintf("throughput, all-in-one (in-memory connections): concurrency %d", c))
+			tp, err := throughput(ctx, srv, 1, c, max(cfg.ThroughputMin, 3*c), mr.HopTCP.HopsPerRun, true)
+			if err != nil {
+				return nil, err
+			}
+			mr.AllInOne = append(mr.AllInOne, tp)
 		}
 	}
 	step(fmt.Sprintf("LLM share: model sleeping %s per call", cfg.LLMLatency))

@@ -24,6 +24,13 @@ func (r *Report) chart() string {
 			}
 		}
 		all = append(all, s)
+		if len(m.AllInOne) > 0 {
+			s := series{name: "agentbus all-in-one"}
+			for _, tp := range m.AllInOne {
+				s.pts = append(s.pts, [2]float64{float64(tp.Concurrency), tp.Latency.P50})
+			}
+			all = append(all, s)
+		}
 	}
 	for _, cp := range []string{"memory", "sqlite"} {
 		s := series{name: "LangGraph " + cp}

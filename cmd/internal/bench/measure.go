@@ -125,9 +125,11 @@ type Throughput struct {
 	CPUPerRunMS float64 `json:"cpu_per_run_ms"`
 }
 
-// throughput keeps conc runs in flight until total runs have finished.
-func throughput(ctx context.Context, srv *benchServer, executors, conc, total int, hopsPerRun float64) (Throughput, error) {
-	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: executors, model: offline.New()})
+// throughput keeps conc runs in flight until total runs have finished,
+// with every role connected over TCP, or in memory (inProc: as the
+// all-in-one connects to its embedded server).
+func throughput(ctx context.Context, srv *benchServer, executors, conc, total int, hopsPerRun float64, inProc bool) (Throughput, error) {
+	d, err := deploy(ctx, srv, deployConfig{tcp: !inProc, executors: executors, model: offline.New()})
 	if err != nil {
 		return Throughput{}, err
 	}

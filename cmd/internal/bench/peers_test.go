@@ -2,6 +2,8 @@ package bench
 
 import (
 	"math"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -115,5 +117,56 @@ func TestSentKind(t *testing.T) {
 		if got := sentKind(c.subject, c.reply); got != c.want {
 			t.Errorf("sentKind(%q, %q) = %q, want %q", c.subject, c.reply, got, c.want)
 		}
+	}
+}
+
+// TestCompareBothDeployments: the LangGraph ratios are taken for the
+// processes' wiring (TCP) and for the all-in-one's (in memory), each at
+// the concurrencies it was measured at, and all of them are in the
+// summary line and the printed table.
+func TestCompareBothDeployments(t *testing.T) {
+	r := Report{
+		Modes: []ModeReport{{Mode: "default",
+			Throughput: []Throughput{
+				{Executors: 1, Concurrency: 1, RunsPerS: 50, Latency: Dist{P50: 20}},
+				{Executors: 1, Concurrency: 64, RunsPerS: 150, Latency: Dist{P50: 400}},
+				{Executors: 2, Concurrency: 64, RunsPerS: 170, Latency: Dist{P50: 380}},
+			},
+			AllInOne: []Throughput{{Executors: 1, Concurrency: 64, RunsPerS: 200, Latency: Dist{P50: 300}}},
+		}},
+		Peer: PeerReport{Available: true, Results: []PeerResult{
+			{Checkpointer: "memory", Concurrency: 1, RunsPerS: 250, P50: 4},
+			{Checkpointer: "memory", Concurrency: 64, RunsPerS: 400, P50: 150},
+		}},
+	}
+	r.compare()
+	want := []Comparison{
+		{Deployment: "tcp", Checkpointer: "memory", Concurrency: 1, RunsPerS: 0.2, P50Speedup: 0.2},
+		{Deployment: "tcp", Checkpointer: "memory", Concurrency: 64, RunsPerS: 0.375, P50Speedup: 0.375},
+		{Deployment: "all_in_one", Checkpointer: "memory", Concurrency: 64, RunsPerS: 0.5, P50Speedup: 0.5},
+	}
+	if len(r.Comparisons) != len(want) {
+		t.Fatalf("comparisons %+v", r.Comparisons)
+	}
+	for i, w := range want {
+		g := r.Comparisons[i]
+		if g.Deployment != w.Deployment || g.Checkpointer != w.Checkpointer || g.Concurrency != w.Concurrency ||
+			math.Abs(g.RunsPerS-w.RunsPerS) > 1e-9 || math.Abs(g.P50Speedup-w.P50Speedup) > 1e-9 {
+			t.Errorf("comparison %d = %+v, want %+v", i, g, w)
+		}
+	}
+	for _, field := range []string{"runs_per_s_c64=150.0", "vs_langgraph_memory_c1=0.20x", "vs_langgraph_memory_c64=0.38x",
+		"all_in_one_vs_langgraph_memory_c64=0.50x"} {
+		if !strings.Contains(r.Summary, field) {
+			t.Errorf("summary %q lacks %s", r.Summary, field)
+		}
+	}
+	if strings.Contains(r.Summary, "all_in_one_vs_langgraph_memory_c1=") {
+		t.Errorf("summary %q has a ratio that was not measured", r.Summary)
+	}
+	var out strings.Builder
+	r.Print(&out)
+	if !strings.Contains(out.String(), "all-in-one, in memory") || !regexp.MustCompile(`memory\s+1\s+250\.0\s+4\.0\s+0\.20x\s+0\.20x\s+-\s+-\n`).MatchString(out.String()) || !regexp.MustCompile(`memory\s+64\s+400\.0\s+150\.0\s+0\.38x\s+0\.38x\s+0\.50x\s+0\.50x`).MatchString(out.String()) {
+		t.Errorf("printed report:\n%s", out.String())
 	}
 }

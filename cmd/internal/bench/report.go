@@ -25,21 +25,25 @@ type Machine struct {
 
 // ModeReport holds every figure of one durability mode.
 type ModeReport struct {
-	Mode              string           `json:"mode"`
-	FloorInProc       Dist             `json:"floor_inprocess"`
-	FloorTCP          Dist             `json:"floor_tcp"`
-	HopInProc         hopResult        `json:"hop_inprocess"`
-	HopTCP            hopResult        `json:"hop_tcp"`
-	OverheadP50       float64          `json:"overhead_ratio_p50"`
-	OverheadP99       float64          `json:"overhead_ratio_p99"`
-	OverheadInProcP50 float64          `json:"overhead_ratio_inprocess_p50"`
-	OverheadInProcP99 float64          `json:"overhead_ratio_inprocess_p99"`
-	Throughput        []Throughput     `json:"throughput"`
-	LLM               LLMShare         `json:"llm_share"`
-	RunLength         RunLength        `json:"run_length"`
-	Supervisor        SupervisorFanOut `json:"supervisor"`
-	BudgetDraw        BudgetDraw       `json:"budget_draw"`
-	Census            Census           `json:"census"`
+	Mode              string       `json:"mode"`
+	FloorInProc       Dist         `json:"floor_inprocess"`
+	FloorTCP          Dist         `json:"floor_tcp"`
+	HopInProc         hopResult    `json:"hop_inprocess"`
+	HopTCP            hopResult    `json:"hop_tcp"`
+	OverheadP50       float64      `json:"overhead_ratio_p50"`
+	OverheadP99       float64      `json:"overhead_ratio_p99"`
+	OverheadInProcP50 float64      `json:"overhead_ratio_inprocess_p50"`
+	OverheadInProcP99 float64      `json:"overhead_ratio_inprocess_p99"`
+	Throughput        []Throughput `json:"throughput"`
+	// AllInOne is the throughput of the all-in-one's wiring: every role
+	// connected to the embedded server in memory rather than over TCP
+	// (default mode only).
+	AllInOne   []Throughput     `json:"all_in_one_throughput,omitempty"`
+	LLM        LLMShare         `json:"llm_share"`
+	RunLength  RunLength        `json:"run_length"`
+	Supervisor SupervisorFanOut `json:"supervisor"`
+	BudgetDraw BudgetDraw       `json:"budget_draw"`
+	Census     Census           `json:"census"`
 }
 
 // PeerReport holds the LangGraph figures, or why there are none.
@@ -62,6 +66,9 @@ type SandboxReport struct {
 
 // Comparison is agentbus over LangGraph at one concurrency.
 type Comparison struct {
+	// Deployment is how agentbus's roles were connected: "tcp" (as
+	// separate processes are) or "all_in_one" (in memory).
+	Deployment   string  `json:"deployment"`
 	Checkpointer string  `json:"checkpointer"`
 	Concurrency  int     `json:"concurrency"`
 	RunsPerS     float64 `json:"runs_per_s_ratio"`  // agentbus / LangGraph
@@ -90,24 +97,26 @@ func (r *Report) compare() {
 		return
 	}
 	m := r.Modes[0]
-	ours := map[int]Throughput{}
+	ours, aio := oneExecutor(m.Throughput), oneExecutor(m.AllInOne)
 	maxC := 0
-	for _, tp := range m.Throughput {
-		if tp.Executors == 1 {
-			ours[tp.Concurrency] = tp
-			maxC = max(maxC, tp.Concurrency)
-		}
+	for c := range ours {
+		maxC = max(maxC, c)
 	}
 	var vs []string // every LangGraph ratio, for the summary line
-	for _, pr := range r.Peer.Results {
-		tp, ok := ours[pr.Concurrency]
-		if !ok {
-			continue
+	for _, d := range []struct {
+		name, prefix string
+		tps          map[int]Throughput
+	}{{deploymentTCP, "", ours}, {deploymentAllInOne, "all_in_one_", aio}} {
+		for _, pr := range r.Peer.Results {
+			tp, ok := d.tps[pr.Concurrency]
+			if !ok {
+				continue
+			}
+			c := Comparison{Deployment: d.name, Checkpointer: pr.Checkpointer, Concurrency: pr.Concurrency,
+				RunsPerS: ratio(tp.RunsPerS, pr.RunsPerS), P50Speedup: ratio(pr.P50, tp.Latency.P50)}
+			r.Comparisons = append(r.Comparisons, c)
+			vs = append(vs, fmt.Sprintf("%svs_langgraph_%s_c%d=%.2fx", d.prefix, pr.Checkpointer, pr.Concurrency, c.RunsPerS))
 		}
-		c := Comparison{Checkpointer: pr.Checkpointer, Concurrency: pr.Concurrency,
-			RunsPerS: ratio(tp.RunsPerS, pr.RunsPerS), P50Speedup: ratio(pr.P50, tp.Latency.P50)}
-		r.Comparisons = append(r.Comparisons, c)
-		vs = append(vs, fmt.Sprintf("vs_langgraph_%s_c%d=%.2fx", pr.Checkpointer, pr.Concurrency, c.RunsPerS))
 	}
 	if len(vs) == 0 {
 		vs = []string{unavailable("vs_langgraph", r.Peer.Reason, "langgraph-unavailable:")}
@@ -116,6 +125,42 @@ func (r *Report) compare() {
 	vs = append(vs, restateSummary(r.Restate, r.VsRestate))
 	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f runs_per_s_c%d=%.1f %s supervisor_%d_lanes_speedup=%.1fx budget_draw_per_call_vs_hop=%.2f %s",
 		m.OverheadP50, maxC, ours[maxC].RunsPerS, r.Scaling.summary(), m.Supervisor.Lanes, m.Supervisor.Speedup, m.BudgetDraw.RatioToHop, strings.Join(vs, " "))
+}
+
+// The deployments a Comparison names.
+const (
+	deploymentTCP      = "tcp"
+	deploymentAllInOne = "all_in_one"
+)
+
+// oneExecutor is the one-executor load points of tps by concurrency.
+func oneExecutor(tps []Throughput) map[int]Throughput {
+	by := map[int]Throughput{}
+	for _, tp := range tps {
+		if tp.Executors == 1 {
+			by[tp.Concurrency] = tp
+		}
+	}
+	return by
+}
+
+// times prints a ratio, or "-" for one not measured.
+func times(x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", x)
+}
+
+// comparison is the comparison of a deployment with the peer result pr
+// (zero when that deployment was not measured at its concurrency).
+func (r *Report) comparison(deployment string, pr PeerResult) Comparison {
+	for _, c := range r.Comparisons {
+		if c.Deployment == deployment && c.Checkpointer == pr.Checkpointer && c.Concurrency == pr.Concurrency {
+			return c
+		}
+	}
+	return Comparison{}
 }
 
 // unavailable is a summary field saying a measurement is missing and why,
@@ -205,9 +250,12 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "overhead ratio (hop / floor): TCP p50 %.2f, p99 %.2f; in-process p50 %.2f, p99 %.2f\n",
 			m.OverheadP50, m.OverheadP99, m.OverheadInProcP50, m.OverheadInProcP99)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "executors\tconcurrency\truns/s\thops/s\trun p50 ms\trun p99 ms\tCPU ms/run")
+		fmt.Fprintln(tw, "executors\tconcurrency\truns/s\thops/s\trun p50 ms\trun p99 ms\tCPU ms/run\tconnections")
 		for _, tp := range m.Throughput {
-			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.1f\n", tp.Executors, tp.Concurrency, tp.RunsPerS, tp.HopsPerS, tp.Latency.P50, tp.Latency.P99, tp.CPUPerRunMS)
+			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.1f\tTCP\n", tp.Executors, tp.Concurrency, tp.RunsPerS, tp.HopsPerS, tp.Latency.P50, tp.Latency.P99, tp.CPUPerRunMS)
+		}
+		for _, tp := range m.AllInOne {
+			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.1f\tall-in-one, in memory\n", tp.Executors, tp.Concurrency, tp.RunsPerS, tp.HopsPerS, tp.Latency.P50, tp.Latency.P99, tp.CPUPerRunMS)
 		}
 		tw.Flush()
 		fmt.Fprintf(w, "LLM share at %d ms per call (%d calls/run, %d runs): %.2f%% of run time in the model; outside the model p50 %.1f ms per run\n",
@@ -234,13 +282,11 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "not measured: %s\n", r.Peer.Reason)
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "checkpointer\tconcurrency\truns/s\trun p50 ms\tagentbus/LangGraph runs/s\tLangGraph/agentbus p50")
-		for i, pr := range r.Peer.Results {
-			c := Comparison{}
-			if i < len(r.Comparisons) {
-				c = r.Comparisons[i]
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1fx\t%.1fx\n", pr.Checkpointer, pr.Concurrency, pr.RunsPerS, pr.P50, c.RunsPerS, c.P50Speedup)
+		fmt.Fprintln(tw, "checkpointer\tconcurrency\truns/s\trun p50 ms\tagentbus/LangGraph runs/s\tLangGraph/agentbus p50\tall-in-one/LangGraph runs/s\tLangGraph/all-in-one p50")
+		for _, pr := range r.Peer.Results {
+			tcp, aio := r.comparison(deploymentTCP, pr), r.comparison(deploymentAllInOne, pr)
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%s\n", pr.Checkpointer, pr.Concurrency, pr.RunsPerS, pr.P50,
+				times(tcp.RunsPerS), times(tcp.P50Speedup), times(aio.RunsPerS), times(aio.P50Speedup))
 		}
 		tw.Flush()
 		if wl := r.Peer.WithLatency; wl != nil {
