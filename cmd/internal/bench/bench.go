@@ -142,15 +142,14 @@ func runMode(ctx context.Context, cfg Config, m mode) (*ModeReport, error) {
 				return nil, err
 			}
 			mr.Throughput = append(mr.Throughput, tp)
-		}
-	}
-	if !m.SyncAlways {
-		// The all-in-one (agentbus up, make run): every role in one
-		// process, connected to its embedded server in memory.
-		for _, c := range cfg.Concurrency {
+			if ex != 1 || m.SyncAlways {
+				continue
+			}
+			// The all-in-one (agentbus up, make run): every role in one
+			// process, connected to its embedded server in memory;
+			// measured beside the same point over TCP.
 			step(fmt.Sprintf("throughput, all-in-one (in-memory connections): concurrency %d", c))
-			tp, err := throughput(ctx, srv, 1, c, max(cfg.ThroughputMin, 3*c), mr.HopTCP.HopsPerRun, true)
-			if err != nil {
+			if tp, err = throughput(ctx, srv, 1, c, max(cfg.ThroughputMin, 3*c), mr.HopTCP.HopsPerRun, true); err != nil {
 				return nil, err
 			}
 			mr.AllInOne = append(mr.AllInOne, tp)

@@ -250,12 +250,12 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "overhead ratio (hop / floor): TCP p50 %.2f, p99 %.2f; in-process p50 %.2f, p99 %.2f\n",
 			m.OverheadP50, m.OverheadP99, m.OverheadInProcP50, m.OverheadInProcP99)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "executors\tconcurrency\truns/s\thops/s\trun p50 ms\trun p99 ms\tCPU ms/run\tconnections")
+		fmt.Fprintln(tw, "executors\tconcurrency\truns/s\thops/s\trun p50 ms\trun p99 ms\tCPU ms/run\tprojector lag ms\tconnections")
 		for _, tp := range m.Throughput {
-			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.1f\tTCP\n", tp.Executors, tp.Concurrency, tp.RunsPerS, tp.HopsPerS, tp.Latency.P50, tp.Latency.P99, tp.CPUPerRunMS)
+			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.1f\t%.0f\tTCP\n", tp.Executors, tp.Concurrency, tp.RunsPerS, tp.HopsPerS, tp.Latency.P50, tp.Latency.P99, tp.CPUPerRunMS, tp.ProjectorLagMS)
 		}
 		for _, tp := range m.AllInOne {
-			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.1f\tall-in-one, in memory\n", tp.Executors, tp.Concurrency, tp.RunsPerS, tp.HopsPerS, tp.Latency.P50, tp.Latency.P99, tp.CPUPerRunMS)
+			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.1f\t%.0f\tall-in-one, in memory\n", tp.Executors, tp.Concurrency, tp.RunsPerS, tp.HopsPerS, tp.Latency.P50, tp.Latency.P99, tp.CPUPerRunMS, tp.ProjectorLagMS)
 		}
 		tw.Flush()
 		fmt.Fprintf(w, "LLM share at %d ms per call (%d calls/run, %d runs): %.2f%% of run time in the model; outside the model p50 %.1f ms per run\n",
