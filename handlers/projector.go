@@ -230,27 +230,48 @@ func (p *Projector) write(ctx context.Context, batch []*projection) {
 			newest[id] = it
 		}
 	}
+	// The append and each plan's write are independent: they go at once,
+	// so a batch costs about one round trip rather than one per plan.
+	var wg sync.WaitGroup
 	if len(docs) > 0 {
-		err := p.Store.AppendEvents(ctx, docs)
-		switch {
-		case errors.Is(err, store.ErrSchema):
-			err = events.Permanent(err) // each was validated alone first
-		case err != nil:
-			err = fmt.Errorf("handlers: index audit events: %w", err)
-		}
-		for _, it := range audits {
-			it.done <- err
-		}
+		wg.Go(func() {
+			err := recovered(func() error { return p.Store.AppendEvents(ctx, docs) })
+			switch {
+			case errors.Is(err, store.ErrSchema):
+				err = events.Permanent(err) // each was validated alone first
+			case err != nil:
+				err = fmt.Errorf("handlers: index audit events: %w", err)
+			}
+			for _, it := range audits {
+				it.done <- err
+			}
+		})
 	}
-	results := make(map[string]error, len(plans))
-	for _, id := range plans {
-		results[id] = p.putPlan(ctx, *newest[id].plan)
+	results := make([]error, len(plans))
+	for i, id := range plans {
+		wg.Go(func() { results[i] = recovered(func() error { return p.putPlan(ctx, *newest[id].plan) }) })
+	}
+	wg.Wait()
+	byPlan := make(map[string]error, len(plans))
+	for i, id := range plans {
+		byPlan[id] = results[i]
 	}
 	for _, it := range batch {
 		if it.plan != nil {
-			it.done <- results[it.plan.Plan.PlanID]
+			it.done <- byPlan[it.plan.Plan.PlanID]
 		}
 	}
+}
+
+// recovered is fn's error, or its panic as one: a store call that panics
+// fails its projections rather than the process.
+func recovered(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handlers: projector write panicked: %v", r)
+		}
+	}()
+	return fn()
 }
 
 // putPlan writes a plan snapshot. A stale write means a newer snapshot is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -218,6 +219,74 @@ func TestProjectorGroupCommits(t *testing.T) {
 	if a, w := st.appends.Load(), st.puts.Load(); a > 5 || w > 5 {
 		t.Errorf("%d appends and %d plan writes for 50 events, want a few group commits", a, w)
 	}
+}
+
+// overlapStore's plan writes take a while and record how many were under
+// way at once; a write of plan-boom panics.
+type overlapStore struct {
+	ProjectionStore
+	mu            sync.Mutex
+	inFlight, max int
+}
+
+func (s *overlapStore) PutPlan(ctx context.Context, p store.Plan, version int64) error {
+	if p.PlanID == "plan-boom" {
+		panic("the store broke")
+	}
+	s.mu.Lock()
+	s.inFlight++
+	s.max = max(s.max, s.inFlight)
+	s.mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	s.mu.Lock()
+	s.inFlight--
+	s.mu.Unlock()
+	return s.ProjectionStore.PutPlan(ctx, p, version)
+}
+
+// TestProjectorWritesABatchsPlansAtOnce: the snapshots of different plans
+// that queued up together are written concurrently, not one after the
+// other; a write that panics fails its own snapshot's handler only, and
+// the projector goes on.
+func TestProjectorWritesABatchsPlansAtOnce(t *testing.T) {
+	env := newEnv(t)
+	st := &overlapStore{ProjectionStore: env.st}
+	p := &Projector{Store: st}
+	snapshot := func(planID string) event.Event {
+		plan := store.Plan{PlanID: planID, TenantID: testTenant, SessionID: testSession, UserID: testUser,
+			Status: store.PlanStatusExecuting, CreatedAt: time.Now().UTC()}
+		return newEvent(t, "snap-"+planID, events.AuditType(AuditPlanProjected),
+			events.Audit{PlanID: planID, Payload: mustJSON(t, PlanProjected{Version: 1, Plan: plan})})
+	}
+	evs := []event.Event{snapshot("plan-boom")}
+	for i := range 8 {
+		evs = append(evs, snapshot(fmt.Sprintf("plan-%d", i)), newEvent(t, fmt.Sprintf("ev-%d", i), events.AuditType("step_1.started"),
+			events.Audit{PlanID: fmt.Sprintf("plan-%d", i)}))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(evs))
+	for i, ev := range evs {
+		wg.Go(func() { _, errs[i] = p.Handle(testCtx(t), ev) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case i == 0 && (err == nil || !strings.Contains(err.Error(), "panicked: the store broke")):
+			t.Errorf("the panicking write's handler: %v", err)
+		case i > 0 && err != nil:
+			t.Errorf("Handle %s: %v", evs[i].ID(), err)
+		}
+	}
+	for i := range 8 {
+		assertProjection(t, env, fmt.Sprintf("plan-%d", i), store.PlanStatusExecuting, 1)
+	}
+	if st.max < 2 {
+		t.Errorf("at most %d plan writes under way at once, want the batch's written together", st.max)
+	}
+	if _, err := p.Handle(testCtx(t), snapshot("plan-after")); err != nil {
+		t.Fatalf("the projector after a panicking write: %v", err)
+	}
+	assertProjection(t, env, "plan-after", store.PlanStatusExecuting, 1)
 }
 
 // hangingStore's appends block until their context ends, as a request
