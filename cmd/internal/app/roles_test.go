@@ -101,3 +101,17 @@ func TestUndeclaredEmitIsRefused(t *testing.T) {
 		t.Error("wrong error class")
 	}
 }
+
+// TestRoleConcurrency: a role takes the process's concurrency, the
+// projector (whose handlers wait on its group commit) four times it.
+func TestRoleConcurrency(t *testing.T) {
+	for _, r := range Roles {
+		want := 16
+		if r.Name == handlers.RoleProjector {
+			want = 64
+		}
+		if got := r.Concurrency(16); got != want {
+			t.Errorf("%s takes %d messages at once at concurrency 16, want %d", r.Name, got, want)
+		}
+	}
+}
