@@ -236,3 +236,56 @@ func TestEncodeUntypedStillValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckMatchesValidate generates documents of every typed index,
+// valid, invalid and not encodable, and requires Check, which encodes
+// nothing, to give Validate's verdict: nil for nil, the same *SchemaError
+// for a violation, a not-encodable *SchemaError where json.Marshal refuses.
+func TestCheckMatchesValidate(t *testing.T) {
+	n := 3000
+	if testing.Short() {
+		n = 300
+	}
+	makers := map[string]func(*gen) any{
+		IndexMemory:   func(g *gen) any { return g.memory() },
+		IndexPlans:    func(g *gen) any { return g.plan() },
+		IndexEvents:   func(g *gen) any { return g.event() },
+		IndexSouls:    func(g *gen) any { return g.soul() },
+		IndexSessions: func(g *gen) any { return g.session() },
+	}
+	const unencodable = "document is not JSON-encodable: "
+	for index, make := range makers {
+		t.Run(index, func(t *testing.T) {
+			g := &gen{r: rand.New(rand.NewPCG(20261126, uint64(len(index))))}
+			refused := 0
+			for range n {
+				g.bad = []float64{0, 0.1, 0.4, 1}[g.r.IntN(4)]
+				doc := make(g)
+				want, got := Validate(index, doc), Check(index, doc)
+				var ws, gs *SchemaError
+				switch {
+				case want == nil && got == nil:
+				case errors.As(want, &ws) && strings.HasPrefix(ws.Reason, unencodable):
+					refused++
+					if !errors.As(got, &gs) || !strings.HasPrefix(gs.Reason, unencodable) || gs.Index != index {
+						raw, _ := json.Marshal(doc)
+						t.Fatalf("json.Marshal refuses %+v (%v), Check gives %v (%s)", doc, want, got, raw)
+					}
+				case !reflect.DeepEqual(got, want):
+					raw, _ := json.Marshal(doc)
+					t.Fatalf("%s %s\n Check:    %v\n Validate: %v", index, raw, describe(got), describe(want))
+				}
+			}
+			if refused == 0 {
+				t.Errorf("no generated %s document was refused by json.Marshal", index)
+			}
+		})
+	}
+	// Any other value goes through Validate.
+	if err := Check(IndexEvents, map[string]any{"event_id": ""}); !errors.Is(err, ErrSchema) {
+		t.Errorf("an untyped document: %v", err)
+	}
+	if err := Check(IndexPlans, validDocs()[IndexEvents]); !errors.Is(err, ErrSchema) {
+		t.Errorf("an event as a plan: %v", err)
+	}
+}

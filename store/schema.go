@@ -51,6 +51,23 @@ func Validate(index string, doc any) error {
 	return err
 }
 
+// Check is Validate without the encoding, for a document a store write
+// encodes later anyway: a Memory, Plan, Event, Soul or Session value
+// checked for its own index is checked in Go, json.Marshal's refusals
+// included, with the verdict Validate gives; any other value is
+// Validate'd.
+func Check(index string, doc any) error {
+	if typed := typedIndex(doc); typed == "" || typed != index {
+		return Validate(index, doc)
+	}
+	if err := encodable(doc); err != nil {
+		return notEncodable(index, err)
+	}
+	var c checker
+	c.check(doc)
+	return c.err(index)
+}
+
 // Encode marshals doc to JSON, validates it against the schema of index
 // like Validate, and returns the JSON, so a backend encodes each document
 // once. A Memory, Plan, Event, Soul or Session value written to its own

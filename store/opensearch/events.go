@@ -72,16 +72,13 @@ type bulkDoc struct {
 func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 	docs := make([]bulkDoc, len(evs))
 	for i, ev := range evs {
-		if err := store.Validate(store.IndexEvents, ev); err != nil {
+		data, err := store.Encode(store.IndexEvents, ev)
+		if err != nil {
 			return err
 		}
 		id, err := docID("event id", ev.EventID)
 		if err != nil {
 			return err
-		}
-		data, err := json.Marshal(ev)
-		if err != nil {
-			return fmt.Errorf("opensearch: encode event %q: %w", ev.EventID, err)
 		}
 		docs[i] = bulkDoc{id: id, routing: ev.TenantID, source: data}
 	}

@@ -24,16 +24,13 @@ func (s *Store) PutPlan(ctx context.Context, p store.Plan, version int64) error 
 	if version < 0 {
 		return fmt.Errorf("opensearch: plan %q: negative version %d: %w", p.PlanID, version, store.ErrInvalidArgument)
 	}
-	if err := store.Validate(store.IndexPlans, p); err != nil {
+	doc, err := store.Encode(store.IndexPlans, p)
+	if err != nil {
 		return err
 	}
 	id, err := docID("plan id", p.PlanID)
 	if err != nil {
 		return err
-	}
-	doc, err := json.Marshal(p)
-	if err != nil {
-		return fmt.Errorf("opensearch: encode plan %q: %w", p.PlanID, err)
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
