@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -121,6 +122,11 @@ func TestCluster_AgentStreamLeaderKilledMidRun(t *testing.T) {
 		return err == nil && l != "" && l != leader
 	})
 	wg.Wait()
+	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		// While the roles still run: whether their pulls wait on the
+		// consumers that hold the runs' messages.
+		logTopology(t, js)
+	}
 	for i := range runs {
 		if errs[i] != nil {
 			t.Errorf("run %d: %v", i, errs[i])
