@@ -111,7 +111,7 @@ func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, e
 		if err != nil {
 			return nil, err
 		}
-		if err := store.Check(store.IndexEvents, doc); err != nil {
+		if err := store.Validate(store.IndexEvents, doc); err != nil {
 			return nil, events.Permanent(err)
 		}
 		it.doc = &doc
@@ -307,7 +307,7 @@ func (p *Projector) session(ctx context.Context, ev event.Event) error {
 		return events.Permanent(fmt.Errorf("%w: payload: session of tenant %q from run %q on an event of tenant %q",
 			events.ErrInvalidData, sess.TenantID, up.RunID, events.MetaOf(ev).Tenant))
 	}
-	if err := store.Check(store.IndexSessions, sess); err != nil {
+	if err := store.Validate(store.IndexSessions, sess); err != nil {
 		return events.Permanent(err)
 	}
 	// Bounded like a group write: a store request lost in a NATS restart
@@ -384,7 +384,7 @@ func planSnapshot(ev event.Event) (PlanProjected, error) {
 		return pp, events.Permanent(fmt.Errorf("%w: payload: plan %q of tenant %q at version %d does not match the event's plan %q of tenant %q",
 			events.ErrInvalidData, pp.Plan.PlanID, pp.Plan.TenantID, pp.Version, a.PlanID, events.MetaOf(ev).Tenant))
 	}
-	if err := store.Check(store.IndexPlans, pp.Plan); err != nil {
+	if err := store.Validate(store.IndexPlans, pp.Plan); err != nil {
 		return pp, events.Permanent(err)
 	}
 	return pp, nil

@@ -13,7 +13,7 @@ import (
 // types typedIndex names, without encoding it: a NaN or an infinity, a
 // json.RawMessage that is not JSON, a time outside RFC 3339 (a year
 // outside 0–9999, a zone offset of a day or more). Everything else in
-// these types encodes. TestCheckMatchesValidate holds it to json.Marshal.
+// these types encodes. TestValidateMatchesEncode holds it to json.Marshal.
 func encodable(doc any) error {
 	var e encodeCheck
 	switch d := doc.(type) {

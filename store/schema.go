@@ -42,23 +42,18 @@ func SchemaJSON(index string) ([]byte, error) {
 	return raw, nil
 }
 
-// Validate marshals doc to JSON and validates it against the schema of
-// index. A violation is returned as *SchemaError naming the first failing
-// field; an unknown index wraps ErrUnknownIndex. doc may be any value that
-// encodes to a JSON object, including json.RawMessage.
+// Validate checks doc against the schema of index, with the verdict
+// Encode gives, without keeping the JSON. A violation is returned as
+// *SchemaError naming the first failing field; an unknown index wraps
+// ErrUnknownIndex. doc may be any value that encodes to a JSON object,
+// including json.RawMessage. A Memory, Plan, Event, Soul or Session value
+// checked for its own index is not encoded at all: it is checked in Go,
+// json.Marshal's refusals included (encodable); any other value is
+// encoded and validated against the JSON Schema.
 func Validate(index string, doc any) error {
-	_, err := Encode(index, doc)
-	return err
-}
-
-// Check is Validate without the encoding, for a document a store write
-// encodes later anyway: a Memory, Plan, Event, Soul or Session value
-// checked for its own index is checked in Go, json.Marshal's refusals
-// included, with the verdict Validate gives; any other value is
-// Validate'd.
-func Check(index string, doc any) error {
 	if typed := typedIndex(doc); typed == "" || typed != index {
-		return Validate(index, doc)
+		_, err := encodeWithSchema(index, doc)
+		return err
 	}
 	if err := encodable(doc); err != nil {
 		return notEncodable(index, err)

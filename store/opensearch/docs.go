@@ -23,7 +23,7 @@ func soulID(tenantID, userID string) string {
 // PutSoul validates soul and stores it under (soul.TenantID, soul.UserID),
 // replacing any previous one.
 func (s *Store) PutSoul(ctx context.Context, soul store.Soul) error {
-	if err := store.Check(store.IndexSouls, soul); err != nil {
+	if err := store.Validate(store.IndexSouls, soul); err != nil {
 		return err
 	}
 	return s.putDoc(ctx, s.names.souls, "soul", soulID(soul.TenantID, soul.UserID), soul)
@@ -50,7 +50,7 @@ func sessionID(tenantID, sessionID string) string {
 // PutSession validates sess and stores it under (sess.TenantID,
 // sess.SessionID), replacing any previous one.
 func (s *Store) PutSession(ctx context.Context, sess store.Session) error {
-	if err := store.Check(store.IndexSessions, sess); err != nil {
+	if err := store.Validate(store.IndexSessions, sess); err != nil {
 		return err
 	}
 	return s.putDoc(ctx, s.names.sessions, "session", sessionID(sess.TenantID, sess.SessionID), sess)

@@ -169,7 +169,7 @@ func (s *Store) QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.M
 // encodeMemory validates m, checks what the knn_vector mapping would
 // refuse, and returns its document id and JSON.
 func (s *Store) encodeMemory(m store.Memory) (string, []byte, error) {
-	if err := store.Check(store.IndexMemory, m); err != nil {
+	if err := store.Validate(store.IndexMemory, m); err != nil {
 		return "", nil, err
 	}
 	if n := len(m.Embedding); n > 0 {
