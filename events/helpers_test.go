@@ -268,15 +268,21 @@ func (w *runningWorker) stop(t *testing.T) {
 // startWorker runs h on the durable consumer of role until the test ends.
 func startWorker(t *testing.T, js jetstream.JetStream, role string, h events.Handler, cfg events.WorkerConfig) *runningWorker {
 	t.Helper()
-	ctx := testCtx(t)
-	cons, err := js.Consumer(ctx, streamOf(role), role)
+	cons, err := js.Consumer(testCtx(t), streamOf(role), role)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runWorker(t, js, cons, h, cfg)
+}
+
+// runWorker runs h on cons (a role's consumer, or one wrapping it) until
+// the test ends.
+func runWorker(t *testing.T, js jetstream.JetStream, cons jetstream.Consumer, h events.Handler, cfg events.WorkerConfig) *runningWorker {
+	t.Helper()
 	if cfg.DrainWait == 0 {
 		cfg.DrainWait = 5 * time.Second
 	}
-	w, err := events.NewWorker(ctx, js, cons, h, cfg)
+	w, err := events.NewWorker(testCtx(t), js, cons, h, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

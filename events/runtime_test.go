@@ -542,20 +542,7 @@ func TestWorkerConsumesAnewWhenItsConsumptionStalls(t *testing.T) {
 	stalled := &stalledFirst{Consumer: cons}
 	var calls counter
 	rec := &errRecorder{}
-	w, err := events.NewWorker(ctx, js, stalled, twoResults(&calls), events.WorkerConfig{OnError: rec.OnError,
-		StallCheck: 200 * time.Millisecond, DrainWait: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runWorker(t, js, stalled, twoResults(&calls), events.WorkerConfig{OnError: rec.OnError, StallCheck: 200 * time.Millisecond})
 
 	publish(t, js, stepRequest(t, "acme", "run-stall", 1))
 	eventually(t, waitLong, "the message handled by a new consumption", func() bool {
@@ -609,20 +596,8 @@ func TestWorkerRedeliversWhatTheServerHolds(t *testing.T) {
 
 	var calls counter
 	rec := &errRecorder{}
-	w, err := events.NewWorker(ctx, js, cons, twoResults(&calls), events.WorkerConfig{OnError: rec.OnError,
-		StallCheck: 100 * time.Millisecond, StuckAfter: 300 * time.Millisecond, DrainWait: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runWorker(t, js, cons, twoResults(&calls), events.WorkerConfig{OnError: rec.OnError,
+		StallCheck: 100 * time.Millisecond, StuckAfter: 300 * time.Millisecond})
 	eventually(t, waitLong, "the held message handled", func() bool {
 		return calls.get() == 1 && settled(t, js, roleExecutor)
 	})

@@ -198,12 +198,7 @@ func TestProjectorGroupCommits(t *testing.T) {
 		evs = append(evs, newEvent(t, fmt.Sprintf("gc-snap-%d", v), events.AuditType(AuditPlanProjected),
 			events.Audit{PlanID: plan.PlanID, Payload: mustJSON(t, PlanProjected{Version: v, Plan: plan})}))
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(evs))
-	for i, ev := range evs {
-		wg.Go(func() { _, errs[i] = p.Handle(testCtx(t), ev) })
-	}
-	wg.Wait()
+	errs := handleAtOnce(t, p, evs)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("Handle %s: %v", evs[i].ID(), err)
@@ -219,6 +214,18 @@ func TestProjectorGroupCommits(t *testing.T) {
 	if a, w := st.appends.Load(), st.puts.Load(); a > 5 || w > 5 {
 		t.Errorf("%d appends and %d plan writes for 50 events, want a few group commits", a, w)
 	}
+}
+
+// handleAtOnce hands every event to p at once, as a worker's concurrent
+// handlers do, and returns each one's error.
+func handleAtOnce(t *testing.T, p *Projector, evs []event.Event) []error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(evs))
+	for i, ev := range evs {
+		wg.Go(func() { _, errs[i] = p.Handle(testCtx(t), ev) })
+	}
+	wg.Wait()
+	return errs
 }
 
 // overlapStore's plan writes take a while and record how many were under
@@ -263,12 +270,7 @@ func TestProjectorWritesABatchsPlansAtOnce(t *testing.T) {
 		evs = append(evs, snapshot(fmt.Sprintf("plan-%d", i)), newEvent(t, fmt.Sprintf("ev-%d", i), events.AuditType("step_1.started"),
 			events.Audit{PlanID: fmt.Sprintf("plan-%d", i)}))
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(evs))
-	for i, ev := range evs {
-		wg.Go(func() { _, errs[i] = p.Handle(testCtx(t), ev) })
-	}
-	wg.Wait()
+	errs := handleAtOnce(t, p, evs)
 	for i, err := range errs {
 		switch {
 		case i == 0 && (err == nil || !strings.Contains(err.Error(), "panicked: the store broke")):

@@ -117,21 +117,29 @@ func TestTypedCheckTable(t *testing.T) {
 	}
 }
 
+// typedMakers generate a document of each typed index.
+var typedMakers = map[string]func(*gen) any{
+	IndexMemory:   func(g *gen) any { return g.memory() },
+	IndexPlans:    func(g *gen) any { return g.plan() },
+	IndexEvents:   func(g *gen) any { return g.event() },
+	IndexSouls:    func(g *gen) any { return g.soul() },
+	IndexSessions: func(g *gen) any { return g.session() },
+}
+
+// generatedDocs is how many documents of each index a randomized test
+// generates.
+func generatedDocs() int {
+	if testing.Short() {
+		return 300
+	}
+	return 3000
+}
+
 // TestTypedCheckMatchesSchema generates documents of every typed index,
 // valid and invalid, and compares the Go check with the JSON Schema. It
 // also requires every check to have been exercised.
 func TestTypedCheckMatchesSchema(t *testing.T) {
-	n := 3000
-	if testing.Short() {
-		n = 300
-	}
-	makers := map[string]func(*gen) any{
-		IndexMemory:   func(g *gen) any { return g.memory() },
-		IndexPlans:    func(g *gen) any { return g.plan() },
-		IndexEvents:   func(g *gen) any { return g.event() },
-		IndexSouls:    func(g *gen) any { return g.soul() },
-		IndexSessions: func(g *gen) any { return g.session() },
-	}
+	n := generatedDocs()
 	wantFields := map[string][]string{
 		IndexMemory: {"", "/created_at", "/id", "/key", "/step_index", "/tenant_id"},
 		IndexPlans: {"", "/plan_id", "/replan_count", "/replan_history/N/attempt", "/session_id", "/status",
@@ -144,7 +152,7 @@ func TestTypedCheckMatchesSchema(t *testing.T) {
 		IndexSessions: {"", "/session_id", "/tenant_id"},
 	}
 	digits := regexp.MustCompile(`/[0-9]+`)
-	for index, make := range makers {
+	for index, make := range typedMakers {
 		t.Run(index, func(t *testing.T) {
 			g := &gen{r: rand.New(rand.NewPCG(20250102, uint64(len(index))))}
 			seen := map[string]bool{}
@@ -242,19 +250,9 @@ func TestEncodeUntypedStillValidated(t *testing.T) {
 // nothing, to give Encode's verdict: nil for nil, the same *SchemaError
 // for a violation, a not-encodable *SchemaError where json.Marshal refuses.
 func TestValidateMatchesEncode(t *testing.T) {
-	n := 3000
-	if testing.Short() {
-		n = 300
-	}
-	makers := map[string]func(*gen) any{
-		IndexMemory:   func(g *gen) any { return g.memory() },
-		IndexPlans:    func(g *gen) any { return g.plan() },
-		IndexEvents:   func(g *gen) any { return g.event() },
-		IndexSouls:    func(g *gen) any { return g.soul() },
-		IndexSessions: func(g *gen) any { return g.session() },
-	}
+	n := generatedDocs()
 	const unencodable = "document is not JSON-encodable: "
-	for index, make := range makers {
+	for index, make := range typedMakers {
 		t.Run(index, func(t *testing.T) {
 			g := &gen{r: rand.New(rand.NewPCG(20261126, uint64(len(index))))}
 			refused := 0
