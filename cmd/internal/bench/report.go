@@ -251,11 +251,14 @@ func (r *Report) Print(w io.Writer) {
 			m.OverheadP50, m.OverheadP99, m.OverheadInProcP50, m.OverheadInProcP99)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "executors\tconcurrency\truns/s\thops/s\trun p50 ms\trun p99 ms\tCPU ms/run\tprojector lag ms\tconnections")
-		for _, tp := range m.Throughput {
-			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.1f\t%.0f\tTCP\n", tp.Executors, tp.Concurrency, tp.RunsPerS, tp.HopsPerS, tp.Latency.P50, tp.Latency.P99, tp.CPUPerRunMS, tp.ProjectorLagMS)
-		}
-		for _, tp := range m.AllInOne {
-			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.1f\t%.0f\tall-in-one, in memory\n", tp.Executors, tp.Concurrency, tp.RunsPerS, tp.HopsPerS, tp.Latency.P50, tp.Latency.P99, tp.CPUPerRunMS, tp.ProjectorLagMS)
+		for _, set := range []struct {
+			connections string
+			tps         []Throughput
+		}{{"TCP", m.Throughput}, {"all-in-one, in memory", m.AllInOne}} {
+			for _, tp := range set.tps {
+				fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.1f\t%.0f\t%s\n", tp.Executors, tp.Concurrency, tp.RunsPerS, tp.HopsPerS,
+					tp.Latency.P50, tp.Latency.P99, tp.CPUPerRunMS, tp.ProjectorLagMS, set.connections)
+			}
 		}
 		tw.Flush()
 		fmt.Fprintf(w, "LLM share at %d ms per call (%d calls/run, %d runs): %.2f%% of run time in the model; outside the model p50 %.1f ms per run\n",
