@@ -28,6 +28,9 @@ type ServerConfig struct {
 	// MonitorAddr, when set, is the host:port of the HTTP monitoring
 	// endpoint (/healthz answers 200 once JetStream is current).
 	MonitorAddr string
+	// Logger, when set, receives the server's own notices, warnings and
+	// errors (its debug and trace lines stay off); none keeps it silent.
+	Logger server.Logger
 }
 
 // ClusterConfig makes an embedded nats-server one node of a JetStream
@@ -82,6 +85,9 @@ func RunServer(cfg ServerConfig) (*server.Server, error) {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("events: embedded server: %w", err)
+	}
+	if cfg.Logger != nil {
+		s.SetLogger(cfg.Logger, false, false)
 	}
 	go s.Start()
 	// A listener that cannot bind (a cluster port in use) leaves the

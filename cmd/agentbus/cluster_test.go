@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +42,12 @@ func TestCluster_AgentStreamLeaderKilledMidRun(t *testing.T) {
 	defer cancel()
 	if err := events.WaitJetStream(ctx, js); err != nil {
 		t.Fatal(err)
+	}
+	for _, nd := range nodes {
+		// The node's own nats-server reports into the process's log.
+		if !strings.Contains(nd.p.logs.String(), `"component":"nats-server"`) {
+			t.Errorf("node %s logged none of its nats-server's lines", nd.name)
+		}
 	}
 
 	// A topology set up on one replica is raised to three in place.

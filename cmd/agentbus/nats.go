@@ -116,6 +116,7 @@ Flags:
 		fmt.Fprintln(os.Stderr, "agentbus nats:", err)
 		return 2
 	}
+	sc.Logger = app.ServerLogger(log)
 	var passwords map[string]string
 	if f.perms {
 		if f.usersFile == "" {

@@ -66,7 +66,8 @@ var AllRoles = func() []string {
 
 // StartStack starts everything and returns once the ingress listens.
 func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
-	ns, err := events.RunServer(events.ServerConfig{Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), SyncAlways: cfg.SyncAlways})
+	ns, err := events.RunServer(events.ServerConfig{Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), SyncAlways: cfg.SyncAlways,
+		Logger: ServerLogger(cfg.Log)})
 	if err != nil {
 		return nil, err
 	}
