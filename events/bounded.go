@@ -2,6 +2,8 @@ package events
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,8 +21,12 @@ const CallTimeout = 10 * time.Second
 
 // BoundKV returns kv with each single-key read and write (Get,
 // GetRevision, Put, PutString, Create, Update, Delete, Purge) bounded by
-// d (CallTimeout when d is 0) within the caller's context. Watches,
-// listings and history are left as they are.
+// d (CallTimeout when d is 0) within the caller's context, and the start
+// of each watch and listing (Watch, WatchAll, WatchFiltered, ListKeys,
+// ListKeysFiltered) too: starting one creates its consumer, a request
+// like any other, and on a cluster that request can be lost with a dying
+// node. Once started, a watch lives as long as the caller's context.
+// History and Keys are left as they are.
 func BoundKV(kv jetstream.KeyValue, d time.Duration) jetstream.KeyValue {
 	if kv == nil {
 		return nil
@@ -85,4 +91,85 @@ func (b boundedKV) Purge(ctx context.Context, key string, opts ...jetstream.KVDe
 	ctx, cancel := context.WithTimeout(ctx, b.d)
 	defer cancel()
 	return b.KeyValue.Purge(ctx, key, opts...)
+}
+
+func (b boundedKV) Watch(ctx context.Context, keys string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	return startWatcher(ctx, b.d, func(ctx context.Context) (jetstream.KeyWatcher, error) { return b.KeyValue.Watch(ctx, keys, opts...) })
+}
+
+func (b boundedKV) WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	return startWatcher(ctx, b.d, func(ctx context.Context) (jetstream.KeyWatcher, error) { return b.KeyValue.WatchAll(ctx, opts...) })
+}
+
+func (b boundedKV) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	return startWatcher(ctx, b.d, func(ctx context.Context) (jetstream.KeyWatcher, error) {
+		return b.KeyValue.WatchFiltered(ctx, keys, opts...)
+	})
+}
+
+func (b boundedKV) ListKeys(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyLister, error) {
+	return startLister(ctx, b.d, func(ctx context.Context) (jetstream.KeyLister, error) { return b.KeyValue.ListKeys(ctx, opts...) })
+}
+
+func (b boundedKV) ListKeysFiltered(ctx context.Context, filters ...string) (jetstream.KeyLister, error) {
+	return startLister(ctx, b.d, func(ctx context.Context) (jetstream.KeyLister, error) {
+		return b.KeyValue.ListKeysFiltered(ctx, filters...)
+	})
+}
+
+// ErrWatchNotStarted is the error of a watch or listing whose start took
+// longer than its bound.
+var ErrWatchNotStarted = errors.New("events: watch not started in time")
+
+// boundWatcher and boundLister end the context their watch lives on
+// when stopped.
+type boundWatcher struct {
+	jetstream.KeyWatcher
+	end context.CancelCauseFunc
+}
+
+func (w boundWatcher) Stop() error { defer w.end(nil); return w.KeyWatcher.Stop() }
+
+type boundLister struct {
+	jetstream.KeyLister
+	end context.CancelCauseFunc
+}
+
+func (l boundLister) Stop() error { defer l.end(nil); return l.KeyLister.Stop() }
+
+func startWatcher(ctx context.Context, d time.Duration, start func(context.Context) (jetstream.KeyWatcher, error)) (jetstream.KeyWatcher, error) {
+	w, end, err := startWatch(ctx, d, start)
+	if err != nil {
+		return nil, err
+	}
+	return boundWatcher{w, end}, nil
+}
+
+func startLister(ctx context.Context, d time.Duration, start func(context.Context) (jetstream.KeyLister, error)) (jetstream.KeyLister, error) {
+	l, end, err := startWatch(ctx, d, start)
+	if err != nil {
+		return nil, err
+	}
+	return boundLister{l, end}, nil
+}
+
+// startWatch runs start on a context of its own, ended with ctx, or with
+// ErrWatchNotStarted when start has not returned within d. A watch
+// started in time lives on that context until ctx ends or end is called.
+func startWatch[W interface{ Stop() error }](ctx context.Context, d time.Duration, start func(context.Context) (W, error)) (w W, end context.CancelCauseFunc, err error) {
+	wctx, end := context.WithCancelCause(ctx)
+	late := time.AfterFunc(d, func() { end(fmt.Errorf("%w (%s): %w", ErrWatchNotStarted, d, context.DeadlineExceeded)) })
+	w, err = start(wctx)
+	if !late.Stop() { // the bound ran out, maybe as start returned
+		if err == nil {
+			_ = w.Stop()
+		}
+		var none W
+		return none, end, context.Cause(wctx)
+	}
+	if err != nil {
+		end(nil)
+		return w, end, err
+	}
+	return w, end, nil
 }

@@ -48,10 +48,6 @@ type WorkerConfig struct {
 	// StallCheck is how often the worker checks that its consumption has
 	// not stalled (see Run); default 2 × PullExpiry.
 	StallCheck time.Duration
-	// StuckAfter is how long the consumer's ack floor may stand still
-	// while messages await acks before the worker reports them in
-	// progress (see Run); default 3 × StallCheck.
-	StuckAfter time.Duration
 }
 
 // PullExpiry bounds each pull request of a worker (and of a run client's
@@ -107,9 +103,6 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, cons jetstream.Consu
 	if cfg.StallCheck <= 0 {
 		cfg.StallCheck = 2 * PullExpiry
 	}
-	if cfg.StuckAfter <= 0 {
-		cfg.StuckAfter = 3 * cfg.StallCheck
-	}
 	if cfg.Role == "" {
 		cfg.Role = info.Name
 	}
@@ -128,17 +121,6 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, cons jetstream.Consu
 // a consumer's leader changed, the client library's consumption was seen
 // to stop pulling for good (every role's consumer without a waiting pull,
 // messages pending), and nothing else would restart it.
-//
-// The watch also follows the consumer's ack floor. When it has not moved
-// for StuckAfter while messages await acks, the worker tells the server
-// that every message delivered past the floor is in progress (the "+WPI"
-// of the ack protocol). A message a handler holds is heartbeated so
-// already; one nobody holds is delivered again once its ack wait runs
-// out. On a cluster, after a consumer's leader changed, the server was
-// seen to keep such messages for minutes, never delivering them again to
-// the pulls waiting, through another change of leader, until the cluster
-// restarted; a progress report resets the time their redelivery is
-// reckoned from.
 func (w *Worker) Run(ctx context.Context) error {
 	stopAdvisories, err := w.watchMaxDeliveries(ctx)
 	if err != nil {
@@ -203,7 +185,6 @@ func (w *Worker) watchStalls(ctx context.Context, cc jetstream.ConsumeContext, c
 	t := time.NewTicker(w.cfg.StallCheck)
 	defer t.Stop()
 	seen := received.Load()
-	var floor floorWatch
 	for {
 		select {
 		case <-ctx.Done():
@@ -212,19 +193,15 @@ func (w *Worker) watchStalls(ctx context.Context, cc jetstream.ConsumeContext, c
 		}
 		now := received.Load()
 		busy := len(sem)
-		idle := now == seen && busy < cap(sem)
-		seen = now
+		if now != seen || busy >= cap(sem) {
+			seen = now
+			continue
+		}
 		ictx, cancel := context.WithTimeout(ctx, CallTimeout)
 		info, err := w.cons.Info(ictx)
 		cancel()
-		if err != nil {
-			continue // the server cannot say
-		}
-		if floor.stuck(info, time.Now(), w.cfg.StuckAfter) {
-			w.inProgress(info)
-		}
-		if !idle || info.NumWaiting > 0 || info.NumPending == 0 && info.NumAckPending <= busy {
-			continue // not stalled
+		if err != nil || info.NumWaiting > 0 || info.NumPending == 0 && info.NumAckPending <= busy {
+			continue // not stalled, or the server cannot say
 		}
 		next, err := consume()
 		if err != nil {
@@ -243,63 +220,6 @@ func (w *Worker) watchStalls(ctx context.Context, cc jetstream.ConsumeContext, c
 		w.report(nil, "", fmt.Errorf("events: %s consumed nothing for %s with %d messages pending and no pull waiting: consuming anew",
 			w.durable, w.cfg.StallCheck, info.NumPending+uint64(info.NumAckPending)))
 	}
-}
-
-// floorWatch follows a consumer's ack floor across the stall checks.
-type floorWatch struct {
-	floor    uint64
-	since    time.Time // when the floor was first seen where it is
-	reported time.Time // the last report of the messages past it
-}
-
-// stuck takes the consumer's info at now and reports whether its ack
-// floor has stood still for stuckAfter while messages await acks. After
-// a report it waits stuckAfter plus twice the consumer's ack wait: the
-// report restarts the ack wait of the messages it covers, and those
-// nobody holds must have their ack wait run out before they are
-// delivered again.
-func (f *floorWatch) stuck(info *jetstream.ConsumerInfo, now time.Time, stuckAfter time.Duration) bool {
-	switch {
-	case info.NumAckPending == 0:
-		f.since, f.reported = time.Time{}, time.Time{}
-		return false
-	case f.since.IsZero() || info.AckFloor.Stream != f.floor:
-		f.floor, f.since, f.reported = info.AckFloor.Stream, now, time.Time{}
-		return false
-	case now.Sub(f.since) < stuckAfter:
-		return false
-	case !f.reported.IsZero() && now.Sub(f.reported) < stuckAfter+2*info.Config.AckWait:
-		return false
-	}
-	f.reported = now
-	return true
-}
-
-// maxInProgress bounds the messages one report covers.
-const maxInProgress = 10000
-
-// inProgress reports every message delivered past the consumer's ack
-// floor in progress, by the ack protocol: "+WPI" on the ack subject
-// $JS.ACK.<stream>.<consumer>.<deliveries>.<stream seq>.<consumer seq>.
-// <time>.<pending>, of which the server reads the stream sequence. The
-// server ignores it for a message no longer awaiting an ack.
-func (w *Worker) inProgress(info *jetstream.ConsumerInfo) {
-	nc := w.js.Conn()
-	from, to := info.AckFloor.Stream+1, min(info.Delivered.Stream, info.AckFloor.Stream+maxInProgress)
-	var err error
-	for seq := from; seq <= to && err == nil; seq++ {
-		err = nc.Publish(fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.0", w.stream, w.durable, seq, info.Delivered.Consumer, time.Now().UnixNano()),
-			[]byte("+WPI"))
-	}
-	if err == nil {
-		err = nc.FlushTimeout(CallTimeout)
-	}
-	what := fmt.Errorf("events: %s's ack floor stood still for %s with %d messages awaiting acks: reported stream messages %d to %d in progress, so the ones nobody holds are delivered again",
-		w.durable, w.cfg.StuckAfter, info.NumAckPending, from, to)
-	if err != nil {
-		what = fmt.Errorf("%w: %w", what, err)
-	}
-	w.report(nil, "", what)
 }
 
 func (w *Worker) report(ev *event.Event, subject string, err error) {
@@ -434,8 +354,9 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 	return func() { close(done) }
 }
 
-// Publish publishes ev with Nats-Msg-Id = its id and waits for the PubAck.
-// A PubAck that reports a duplicate is success: the event is stored.
+// Publish publishes ev with Nats-Msg-Id = its id and waits for the PubAck,
+// at most CallTimeout. A PubAck that reports a duplicate is success: the
+// event is stored.
 func Publish(ctx context.Context, js jetstream.JetStream, ev event.Event) error {
 	_, err := PublishOnce(ctx, js, ev)
 	return err
@@ -449,6 +370,8 @@ func PublishOnce(ctx context.Context, js jetstream.JetStream, ev event.Event) (d
 	if err != nil {
 		return false, Permanent(err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout) // a PubAck lost with a dying server
+	defer cancel()
 	ack, err := js.PublishMsg(ctx, m)
 	if err != nil {
 		return false, fmt.Errorf("%w: %s %s: %v", ErrPublish, m.Subject, ev.ID(), err)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -556,57 +555,5 @@ func TestWorkerConsumesAnewWhenItsConsumptionStalls(t *testing.T) {
 	}
 	if !slices.ContainsFunc(rec.all(), func(err error) bool { return strings.Contains(err.Error(), "consuming anew") }) {
 		t.Errorf("the restart was not reported: %v", rec.all())
-	}
-}
-
-// TestWorkerRedeliversWhatTheServerHolds: a message awaiting an ack that
-// the server would not deliver again for an hour (negatively acknowledged
-// with that delay: the state a cluster's consumer was seen to keep
-// messages in after a change of leader) is handled once the worker has
-// seen the ack floor stand still for StuckAfter and reported the
-// messages past it in progress.
-func TestWorkerRedeliversWhatTheServerHolds(t *testing.T) {
-	t.Parallel()
-	_, nc, js := eventstest.Bootstrap(t, testTopology())
-	ctx := testCtx(t)
-	cons, err := js.Consumer(ctx, streamOf(roleExecutor), roleExecutor)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq := publish(t, js, stepRequest(t, "acme", "run-held", 1))
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for m := range batch.Messages() {
-		if err := m.NakWithDelay(time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var reported atomic.Int32
-	sub, err := nc.Subscribe(fmt.Sprintf("$JS.ACK.%s.%s.>", streamOf(roleExecutor), roleExecutor), func(m *nats.Msg) {
-		if string(m.Data) == "+WPI" && strings.Contains(m.Subject, fmt.Sprintf(".1.%d.", seq)) {
-			reported.Add(1)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-
-	var calls counter
-	rec := &errRecorder{}
-	runWorker(t, js, cons, twoResults(&calls), events.WorkerConfig{OnError: rec.OnError,
-		StallCheck: 100 * time.Millisecond, StuckAfter: 300 * time.Millisecond})
-	eventually(t, waitLong, "the held message handled", func() bool {
-		return calls.get() == 1 && settled(t, js, roleExecutor)
-	})
-	if reported.Load() == 0 {
-		t.Error("no progress report for the held message")
-	}
-	if !slices.ContainsFunc(rec.all(), func(err error) bool {
-		return strings.Contains(err.Error(), "1 messages awaiting acks") && strings.Contains(err.Error(), "in progress")
-	}) {
-		t.Errorf("the progress report was not reported: %v", rec.all())
 	}
 }

@@ -62,7 +62,9 @@ func (s *Attachments) Put(ctx context.Context, tenant string, a skills.Attachmen
 	}
 	sum := sha256.Sum256(data)
 	name := tenant + "/" + hex.EncodeToString(sum[:])
-	info, err := s.obs.GetInfo(ctx, name)
+	ictx, cancel := context.WithTimeout(ctx, events.CallTimeout) // one request: its reply may be lost with a dying node
+	info, err := s.obs.GetInfo(ictx, name)
+	cancel()
 	switch {
 	case err == nil && (s.ttl == 0 || time.Since(info.ModTime) < s.ttl/2):
 		return ArtifactScheme + name, nil
