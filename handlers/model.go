@@ -131,6 +131,8 @@ func (s *replyStream) close(ctx context.Context) error {
 		return nil
 	}
 	s.write("", true)
+	ctx, cancel := context.WithTimeout(ctx, events.CallTimeout) // a PubAck lost with a dying node
+	defer cancel()
 	for _, f := range s.futures {
 		if s.err != nil {
 			break

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -70,6 +71,10 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 		m.Data = append(append(append(m.Data[:len(m.Data)-1], ','), payloads[i]...), ']')
 		ids[at] += "\x00" + ev.EventID
 	}
+	// A PubAck lost with a dying node fails the append in CallTimeout
+	// rather than holding its caller for the caller's whole deadline.
+	ctx, cancel := context.WithTimeout(ctx, events.CallTimeout)
+	defer cancel()
 	futures := make([]jetstream.PubAckFuture, len(msgs))
 	for i, m := range msgs {
 		f, err := s.js.PublishMsgAsync(m, jetstream.WithMsgID(batchID(ids[i])), jetstream.WithExpectStream(stream))
@@ -180,7 +185,9 @@ func (s *Store) readSubjectFrom(ctx context.Context, filter string, from time.Ti
 	if !from.IsZero() {
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &from
 	}
-	cons, err := s.events.CreateConsumer(ctx, cfg)
+	cctx, cancel := context.WithTimeout(ctx, events.CallTimeout) // one request: its reply may be lost with a dying node
+	cons, err := s.events.CreateConsumer(cctx, cfg)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
