@@ -48,6 +48,14 @@ type WorkerConfig struct {
 	// StallCheck is how often the worker checks that its consumption has
 	// not stalled (see Run); default 2 × PullExpiry.
 	StallCheck time.Duration
+	// OnSlow, when set, is told once of each message still being handled
+	// (its handler, publish or deferred waits) SlowAfter after it started.
+	// Its heartbeats keep such a message from redelivery until the
+	// handler's deadline, so a hop that hangs would otherwise show only as
+	// a run that never ends. It must not block.
+	OnSlow func(ev event.Event, held time.Duration)
+	// SlowAfter is when OnSlow is told; default 3 × CallTimeout.
+	SlowAfter time.Duration
 }
 
 // PullExpiry bounds each pull request of a worker (and of a run client's
@@ -102,6 +110,9 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, cons jetstream.Consu
 	}
 	if cfg.StallCheck <= 0 {
 		cfg.StallCheck = 2 * PullExpiry
+	}
+	if cfg.SlowAfter <= 0 {
+		cfg.SlowAfter = 3 * CallTimeout
 	}
 	if cfg.Role == "" {
 		cfg.Role = info.Name
@@ -273,7 +284,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 			return
 		}
 	}
-	stop := w.heartbeat(msg)
+	stop := w.heartbeat(msg, ev)
 	d := &deferred{}
 	hctx := context.WithValue(ctx, deferredKey{}, d)
 	if len(batch) == 1 {
@@ -335,19 +346,29 @@ func (w *Worker) backoff(delivered uint64) time.Duration {
 	return w.cfg.Backoff[max(i, 0)]
 }
 
-// heartbeat tells JetStream the message is still being worked on until the
-// returned stop function is called.
-func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
+// heartbeat tells JetStream the message (whose first event is ev) is still
+// being worked on until the returned stop function is called, and OnSlow
+// when that lasts SlowAfter.
+func (w *Worker) heartbeat(msg jetstream.Msg, ev event.Event) (stop func()) {
 	done := make(chan struct{})
 	go func() {
+		start := time.Now()
 		t := time.NewTicker(w.cfg.Heartbeat)
 		defer t.Stop()
+		var slow <-chan time.Time
+		if w.cfg.OnSlow != nil {
+			st := time.NewTimer(w.cfg.SlowAfter)
+			defer st.Stop()
+			slow = st.C
+		}
 		for {
 			select {
 			case <-done:
 				return
 			case <-t.C:
 				_ = msg.InProgress()
+			case <-slow:
+				w.cfg.OnSlow(ev, time.Since(start))
 			}
 		}
 	}()

@@ -557,3 +557,50 @@ func TestWorkerConsumesAnewWhenItsConsumptionStalls(t *testing.T) {
 		t.Errorf("the restart was not reported: %v", rec.all())
 	}
 }
+
+// TestWorkerTellsOfAMessageStillBeingHandled: a handler that runs past
+// SlowAfter is reported once, with its event, while its heartbeats keep
+// the message from redelivery; when it returns, the message is acked.
+func TestWorkerTellsOfAMessageStillBeingHandled(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t, testTopology())
+	cons, err := js.Consumer(testCtx(t), streamOf(roleExecutor), roleExecutor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var calls counter
+	inner := twoResults(&calls)
+	hang := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		<-release
+		return inner(ctx, ev)
+	}
+	type slowReport struct {
+		id   string
+		held time.Duration
+	}
+	reports := make(chan slowReport, 4)
+	runWorker(t, js, cons, hang, events.WorkerConfig{SlowAfter: 300 * time.Millisecond,
+		OnSlow: func(ev event.Event, held time.Duration) { reports <- slowReport{ev.ID(), held} }})
+	in := stepRequest(t, "acme", "run-slow", 1)
+	publish(t, js, in)
+	select {
+	case r := <-reports:
+		if r.id != in.ID() || r.held < 300*time.Millisecond {
+			t.Fatalf("reported %s held %s, want %s held at least 300ms", r.id, r.held, in.ID())
+		}
+	case <-time.After(waitLong):
+		t.Fatal("a message held past SlowAfter was not reported")
+	}
+	time.Sleep(2500 * time.Millisecond) // past the 2 s ack wait: the heartbeats keep it
+	if info := consumerInfo(t, js, roleExecutor); info.NumRedelivered != 0 || info.NumAckPending != 1 {
+		t.Fatalf("while handled: %d redelivered, %d awaiting an ack; want 0 and 1", info.NumRedelivered, info.NumAckPending)
+	}
+	close(release)
+	eventually(t, waitLong, "the message acked", func() bool { return calls.get() == 1 && settled(t, js, roleExecutor) })
+	select {
+	case r := <-reports:
+		t.Fatalf("reported twice: %v", r)
+	default:
+	}
+}

@@ -287,6 +287,10 @@ func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
 					}
 					l.Msg("message not handled")
 				},
+				OnSlow: func(ev event.Event, held time.Duration) {
+					log.Warn().Str("type", ev.Type()).Str("event_id", ev.ID()).Str("run_id", events.Ext(ev, events.ExtRun)).
+						Dur("held_ms", held).Msg("message still being handled; its heartbeats keep it from redelivery")
+				},
 			})
 		})
 		if err != nil {
