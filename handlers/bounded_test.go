@@ -409,6 +409,63 @@ func TestBreakers_AFailingSkillFailsFastThenRecovers(t *testing.T) {
 	}
 }
 
+// notCalledFirst fails the first n calls before they reach any skill, as
+// a tool registry that cannot be read does.
+type notCalledFirst struct {
+	SkillCaller
+	n atomic.Int32
+}
+
+func (c *notCalledFirst) Call(ctx context.Context, tenant, name string, args json.RawMessage, key string) ([]byte, error) {
+	if c.n.Add(-1) >= 0 {
+		return nil, fmt.Errorf("%w: tool definitions: %w", skills.ErrNotCalled, context.DeadlineExceeded)
+	}
+	return c.SkillCaller.Call(ctx, tenant, name, args, key)
+}
+
+// TestBreakers_ACallThatNeverReachedTheSkillLeavesItsCircuit: calls that
+// fail before they reach the skill (its registry unreadable, as on a
+// cluster's leader change) are retried as a failed hop, and count
+// neither toward opening the skill's circuit nor as a half-open trial.
+func TestBreakers_ACallThatNeverReachedTheSkillLeavesItsCircuit(t *testing.T) {
+	env := newEnv(t)
+	breakers := &Breakers{Failures: 2, Cooldown: time.Minute}
+	f := patternFlow(t, env, calling(t, "active"))
+	f.exec.Breakers = breakers
+	caller := &notCalledFirst{SkillCaller: f.exec.Skills}
+	caller.n.Store(3)
+	f.exec.Skills, f.redeliveries = caller, 3
+	res, seen := f.drive(t, newEvent(t, "run-nc", events.TypeRunRequested, runRequest("run-nc", rankTask)))
+	if res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	if f.redeliveries != 0 {
+		t.Fatalf("%d of 3 redeliveries left: the calls did not fail", f.redeliveries)
+	}
+	k := testTenant + "/" + demo.SkillOutletList
+	if st := breakers.State(k); st != CircuitClosed || slices.Contains(traceNames(seen), "circuit.open") {
+		t.Fatalf("the circuit is %s after calls that never reached the skill (trace %v)", st, traceNames(seen))
+	}
+
+	// Half-open: a call that never reached the skill does not spend the
+	// trial; the next call is the trial.
+	for range 2 {
+		_ = breakers.Allow(k)
+		breakers.Done(k, false)
+	}
+	breakers.Now = func() time.Time { return time.Now().Add(time.Minute) }
+	if err := breakers.Allow(k); err != nil {
+		t.Fatal(err)
+	}
+	breakers.Skip(k)
+	if st := breakers.State(k); st != CircuitHalfOpen {
+		t.Fatalf("a skipped trial left the circuit %s", st)
+	}
+	if err := breakers.Allow(k); err != nil {
+		t.Fatalf("the trial was spent by a call that never reached the skill: %v", err)
+	}
+}
+
 // countingKV counts the reads of a bucket.
 type countingKV struct {
 	jetstream.KeyValue

@@ -110,6 +110,18 @@ func (b *Breakers) Done(key string, ok bool) string {
 	return c.state
 }
 
+// Skip ends an allowed call that never reached the skill (refused by the
+// run's budget, or failed before it was made): the circuit keeps its
+// state and count, and a half-open circuit's trial is not spent.
+func (b *Breakers) Skip(key string) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.circuit(key).probing = false
+}
+
 // State is key's circuit state.
 func (b *Breakers) State(key string) string {
 	if b == nil {

@@ -49,6 +49,10 @@ type flow struct {
 	proj    *Projector
 	// maxEvents bounds the events one drive handles; default 500.
 	maxEvents int
+	// redeliveries is how many failed hops a drive delivers again, as
+	// the broker would after a transient failure; past them a failure
+	// fails the test.
+	redeliveries int
 }
 
 // newFlow wires every role on st: the handlers see only the store
@@ -137,6 +141,11 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 			t.Fatalf("no handler for %s", typ)
 		}
 		outs, err := h(ctx, ev)
+		if err != nil && f.redeliveries > 0 && !events.IsPermanent(err) {
+			f.redeliveries--
+			queue = append([]event.Event{ev}, queue...)
+			continue
+		}
 		if err != nil {
 			t.Fatalf("Handle %s: %v", ev.Type(), err)
 		}

@@ -612,7 +612,7 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 			"skill_id": c.Name, "circuit": CircuitOpen})
 	}
 	if err := t.took(want, drawErr); err != nil {
-		t.x.Breakers.Done(circuit, true) // no call was made: the trial, if any, is not spent
+		t.x.Breakers.Skip(circuit) // no call was made: the trial, if any, is not spent
 		return nil, false, err
 	}
 	audited := len(t.out.audits)
@@ -708,10 +708,14 @@ func (t *turn) progress(ctx context.Context, c llm.ToolCall, key string) (contex
 }
 
 // circuitDone records a call's result in its skill's circuit: a failure
-// of the skill (not of the model's arguments, a refusal, nor a question
-// to the user) counts
-// toward opening it. A change of state is audited.
+// of the skill (not of the model's arguments, a refusal, a question to
+// the user, nor a call that never reached the skill) counts toward
+// opening it. A change of state is audited.
 func (t *turn) circuitDone(circuit, skill string, err error) {
+	if errors.Is(err, skills.ErrNotCalled) { // an outage of ours, not the skill's
+		t.x.Breakers.Skip(circuit)
+		return
+	}
 	ok := err == nil || errors.Is(err, skills.ErrInvalidArguments) || errors.Is(err, skills.ErrSkillNotFound) ||
 		errors.Is(err, skills.ErrPermissionDenied) || errors.Is(err, skills.ErrElicitation)
 	if st := t.x.Breakers.Done(circuit, ok); st != "" {

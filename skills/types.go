@@ -108,6 +108,10 @@ var (
 	ErrInvalidResponse = errors.New("skills: invalid response")
 	// ErrClosed reports use of a Client after Close.
 	ErrClosed = errors.New("skills: client closed")
+	// ErrNotCalled reports a call that failed before it reached any skill
+	// (the caller could not read what it needed to route the call): it
+	// says nothing of the skill's health.
+	ErrNotCalled = errors.New("skills: the call did not reach the skill")
 )
 
 var tenantPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

@@ -100,7 +100,7 @@ func (l *Layer) own(ctx context.Context, tenant, name string) (agents.Tool, bool
 	}
 	list, err := l.tenantTools(ctx, tenant)
 	if err != nil {
-		return agents.Tool{}, false, err
+		return agents.Tool{}, false, fmt.Errorf("%w: %w", skills.ErrNotCalled, err)
 	}
 	i := slices.IndexFunc(list, func(t agents.Tool) bool { return t.Name == name })
 	if i < 0 {

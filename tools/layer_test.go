@@ -1,6 +1,7 @@
 package tools_test
 
 import (
+	"context"
 	"errors"
 	"net/http/httptest"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
+	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/tools"
 )
 
@@ -103,5 +105,34 @@ func TestLayer(t *testing.T) {
 	if found, _ := layer.Find(ctx, "acme", "shipping status of my order", 5); slices.ContainsFunc(found,
 		func(s skills.Summary) bool { return s.Name == "lookup_order" }) {
 		t.Fatalf("inactive tool found: %v", found)
+	}
+}
+
+// unreadableDefs is a definitions store that cannot be read.
+type unreadableDefs struct{}
+
+func (unreadableDefs) ListDefinitions(context.Context, string, string) ([]store.Definition, error) {
+	return nil, context.DeadlineExceeded
+}
+
+// TestLayer_AnUnreadableRegistryCallsNoSkill: when the tenant's tool
+// definitions cannot be read, a call fails as one that never reached a
+// skill (skills.ErrNotCalled, not a skill failure), and is not handed on.
+func TestLayer_AnUnreadableRegistryCallsNoSkill(t *testing.T) {
+	svc := demo.NewService(demo.Config{})
+	hs := httptest.NewServer(svc.Handler())
+	t.Cleanup(hs.Close)
+	sk, err := skills.NewClient(skills.Config{URL: hs.URL + "/tenants/{tenant}/mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sk.Close() })
+	layer := &tools.Layer{Next: sk, Defs: unreadableDefs{}, Webhooks: &tools.Webhooks{}}
+	_, err = layer.Call(testCtx(t), "acme", demo.SkillOutletList, json.RawMessage(`{}`), "k1")
+	if !errors.Is(err, skills.ErrNotCalled) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, skills.ErrSkillFailed) {
+		t.Fatalf("call with the registry unreadable: %v, want ErrNotCalled", err)
+	}
+	if n := svc.Calls(demo.SkillOutletList); n != 0 {
+		t.Fatalf("the skill ran %d times", n)
 	}
 }
