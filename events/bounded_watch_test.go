@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,7 +56,7 @@ func TestBoundKV_AWatchWhoseStartGetsNoReplyFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const bound = 300 * time.Millisecond
+	const bound = 2 * time.Second // a start through the relay takes far less, even under load
 	kv := events.BoundKV(raw, bound)
 
 	starts := map[string]func() error{
@@ -65,16 +66,20 @@ func TestBoundKV_AWatchWhoseStartGetsNoReplyFails(t *testing.T) {
 		"ListKeys":         func() error { _, err := kv.ListKeys(ctx); return err },
 		"ListKeysFiltered": func() error { _, err := kv.ListKeysFiltered(ctx, "a.>"); return err },
 	}
+	var wg sync.WaitGroup
 	for name, start := range starts {
-		began := time.Now()
-		err := start()
-		if !errors.Is(err, events.ErrWatchNotStarted) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("%s with its start unanswered: %v, want ErrWatchNotStarted and a deadline", name, err)
-		}
-		if took := time.Since(began); took > 10*bound {
-			t.Fatalf("%s failed after %s, bound %s", name, took, bound)
-		}
+		wg.Go(func() {
+			began := time.Now()
+			err := start()
+			if !errors.Is(err, events.ErrWatchNotStarted) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s with its start unanswered: %v, want ErrWatchNotStarted and a deadline", name, err)
+			}
+			if took := time.Since(began); took > 5*bound {
+				t.Errorf("%s failed after %s, bound %s", name, took, bound)
+			}
+		})
 	}
+	wg.Wait()
 	if _, err := kv.Get(ctx, "a.x"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("a single call through the relay: %v", err)
 	}
@@ -85,7 +90,7 @@ func TestBoundKV_AWatchWhoseStartGetsNoReplyFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * bound) // past the bound, the watch goes on
+	time.Sleep(bound + 500*time.Millisecond) // past the bound, the watch goes on
 	if _, err := direct.Put(ctx, "a.x", []byte("1")); err != nil {
 		t.Fatal(err)
 	}

@@ -580,7 +580,7 @@ func TestWorkerTellsOfAMessageStillBeingHandled(t *testing.T) {
 		held time.Duration
 	}
 	reports := make(chan slowReport, 4)
-	runWorker(t, js, cons, hang, events.WorkerConfig{SlowAfter: 300 * time.Millisecond,
+	runWorker(t, js, cons, hang, events.WorkerConfig{SlowAfter: 300 * time.Millisecond, Heartbeat: 200 * time.Millisecond,
 		OnSlow: func(ev event.Event, held time.Duration) { reports <- slowReport{ev.ID(), held} }})
 	in := stepRequest(t, "acme", "run-slow", 1)
 	publish(t, js, in)
