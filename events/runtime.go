@@ -49,7 +49,8 @@ type WorkerConfig struct {
 	// not stalled (see Run); default 2 × PullExpiry.
 	StallCheck time.Duration
 	// OnSlow, when set, is told once of each message still being handled
-	// (its handler, publish or deferred waits) SlowAfter after it started.
+	// (its handler, publish or deferred waits) SlowAfter after it started,
+	// at the first heartbeat past it.
 	// Its heartbeats keep such a message from redelivery until the
 	// handler's deadline, so a hop that hangs would otherwise show only as
 	// a run that never ends. It must not block.
@@ -348,27 +349,24 @@ func (w *Worker) backoff(delivered uint64) time.Duration {
 
 // heartbeat tells JetStream the message (whose first event is ev) is still
 // being worked on until the returned stop function is called, and OnSlow
-// when that lasts SlowAfter.
+// at the first heartbeat once that has lasted SlowAfter.
 func (w *Worker) heartbeat(msg jetstream.Msg, ev event.Event) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		start := time.Now()
 		t := time.NewTicker(w.cfg.Heartbeat)
 		defer t.Stop()
-		var slow <-chan time.Time
-		if w.cfg.OnSlow != nil {
-			st := time.NewTimer(w.cfg.SlowAfter)
-			defer st.Stop()
-			slow = st.C
-		}
+		told := w.cfg.OnSlow == nil
 		for {
 			select {
 			case <-done:
 				return
 			case <-t.C:
 				_ = msg.InProgress()
-			case <-slow:
-				w.cfg.OnSlow(ev, time.Since(start))
+				if held := time.Since(start); !told && held >= w.cfg.SlowAfter {
+					told = true
+					w.cfg.OnSlow(ev, held)
+				}
 			}
 		}
 	}()
