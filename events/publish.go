@@ -42,16 +42,16 @@ func NewPublisher(js jetstream.JetStream) *Publisher {
 // stream already holds (same id within the duplicate window) counts as
 // stored.
 func (p *Publisher) PublishAll(ctx context.Context, outs []event.Event) error {
-	// A PubAck lost with a dying server fails the hop in CallTimeout
-	// instead of holding it for its whole deadline.
-	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
-	defer cancel()
 	switch len(outs) {
 	case 0:
 		return nil
 	case 1:
-		return Publish(ctx, p.js, outs[0])
+		return Publish(ctx, p.js, outs[0]) // bounded by CallTimeout itself
 	}
+	// A PubAck lost with a dying server fails the hop in CallTimeout
+	// instead of holding it for its whole deadline.
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
 	var streams []string
 	byStream := map[string][]*nats.Msg{}
 	ids := make(map[string]bool, len(outs))
