@@ -155,6 +155,23 @@ func runMode(ctx context.Context, cfg Config, m mode) (*ModeReport, error) {
 			mr.AllInOne = append(mr.AllInOne, tp)
 		}
 	}
+	if !m.SyncAlways {
+		for _, traffic := range []skelTraffic{skelCensus, skelMinimum} {
+			for _, c := range cfg.Concurrency {
+				for _, tcp := range []bool{true, false} {
+					p := SkeletonPoint{Traffic: traffic.name, Connections: deploymentTCP}
+					if !tcp {
+						p.Connections = "in_memory"
+					}
+					step(fmt.Sprintf("skeleton runs: %s traffic, %s, concurrency %d", p.Traffic, p.Connections, c))
+					if p.Throughput, err = skeleton(ctx, srv, traffic, tcp, c, 4*max(cfg.ThroughputMin, 3*c)); err != nil { // a skeleton run is cheap: more of them, steadier figures
+						return nil, err
+					}
+					mr.Skeleton = append(mr.Skeleton, p)
+				}
+			}
+		}
+	}
 	step(fmt.Sprintf("LLM share: model sleeping %s per call", cfg.LLMLatency))
 	if mr.LLM, err = llmShare(ctx, srv, cfg.LLMLatency, cfg.LLMRuns); err != nil {
 		return nil, err

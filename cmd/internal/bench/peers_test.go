@@ -133,6 +133,12 @@ func TestCompareBothDeployments(t *testing.T) {
 				{Executors: 2, Concurrency: 64, RunsPerS: 170, Latency: Dist{P50: 380}},
 			},
 			AllInOne: []Throughput{{Executors: 1, Concurrency: 64, RunsPerS: 200, Latency: Dist{P50: 300}}},
+			FloorTCP: Dist{P50: 0.05},
+			Skeleton: []SkeletonPoint{
+				{Traffic: "census", Connections: "tcp", Throughput: Throughput{Concurrency: 1, RunsPerS: 100, Latency: Dist{P50: 9}}},
+				{Traffic: "census", Connections: "in_memory", Throughput: Throughput{Concurrency: 64, RunsPerS: 400, Latency: Dist{P50: 150}}},
+				{Traffic: "minimum", Connections: "tcp", Throughput: Throughput{Concurrency: 64, RunsPerS: 600, Latency: Dist{P50: 100}}},
+			},
 		}},
 		Peer: PeerReport{Available: true, Results: []PeerResult{
 			{Checkpointer: "memory", Concurrency: 1, RunsPerS: 250, P50: 4},
@@ -144,6 +150,8 @@ func TestCompareBothDeployments(t *testing.T) {
 		{Deployment: "tcp", Checkpointer: "memory", Concurrency: 1, RunsPerS: 0.2, P50Speedup: 0.2},
 		{Deployment: "tcp", Checkpointer: "memory", Concurrency: 64, RunsPerS: 0.375, P50Speedup: 0.375},
 		{Deployment: "all_in_one", Checkpointer: "memory", Concurrency: 64, RunsPerS: 0.5, P50Speedup: 0.5},
+		{Deployment: "skeleton_census_tcp", Checkpointer: "memory", Concurrency: 1, RunsPerS: 0.4, P50Speedup: 4.0 / 9},
+		{Deployment: "skeleton_minimum_tcp", Checkpointer: "memory", Concurrency: 64, RunsPerS: 1.5, P50Speedup: 1.5},
 	}
 	if len(r.Comparisons) != len(want) {
 		t.Fatalf("comparisons %+v", r.Comparisons)
@@ -156,17 +164,24 @@ func TestCompareBothDeployments(t *testing.T) {
 		}
 	}
 	for _, field := range []string{"runs_per_s_c64=150.0", "vs_langgraph_memory_c1=0.20x", "vs_langgraph_memory_c64=0.38x",
-		"all_in_one_vs_langgraph_memory_c64=0.50x"} {
+		"all_in_one_vs_langgraph_memory_c64=0.50x", "skeleton_census_vs_langgraph_memory_c1=0.40x",
+		"skeleton_minimum_vs_langgraph_memory_c64=1.50x", "skeleton_census_overhead_ratio_p50=10.00"} {
 		if !strings.Contains(r.Summary, field) {
 			t.Errorf("summary %q lacks %s", r.Summary, field)
 		}
 	}
-	if strings.Contains(r.Summary, "all_in_one_vs_langgraph_memory_c1=") {
+	if strings.Contains(r.Summary, "all_in_one_vs_langgraph_memory_c1=") || strings.Contains(r.Summary, "skeleton_minimum_overhead") {
 		t.Errorf("summary %q has a ratio that was not measured", r.Summary)
 	}
 	var out strings.Builder
 	r.Print(&out)
-	if !strings.Contains(out.String(), "all-in-one, in memory") || !regexp.MustCompile(`memory\s+1\s+250\.0\s+4\.0\s+0\.20x\s+0\.20x\s+-\s+-\n`).MatchString(out.String()) || !regexp.MustCompile(`memory\s+64\s+400\.0\s+150\.0\s+0\.38x\s+0\.38x\s+0\.50x\s+0\.50x`).MatchString(out.String()) {
+	if !strings.Contains(out.String(), "all-in-one, in memory") ||
+		!regexp.MustCompile(`memory\s+1\s+250\.0\s+4\.0\s+0\.20x\s+0\.20x\s+-\s+-\s+0\.40x\s+-\n`).MatchString(out.String()) ||
+		!regexp.MustCompile(`memory\s+64\s+400\.0\s+150\.0\s+0\.38x\s+0\.38x\s+0\.50x\s+0\.50x\s+-\s+1\.50x\n`).MatchString(out.String()) ||
+		// agentbus beside each skeleton point of the same connections
+		!regexp.MustCompile(`census\s+tcp\s+1\s+100\.0\s+9\.0\s+0\.00\s+0\.50x\n`).MatchString(out.String()) ||
+		!regexp.MustCompile(`census\s+in_memory\s+64\s+400\.0\s+150\.0\s+0\.00\s+0\.50x\n`).MatchString(out.String()) ||
+		!strings.Contains(out.String(), "skeleton census hop (sequential run p50 / 18 hops, TCP) over the floor: 10.00") {
 		t.Errorf("printed report:\n%s", out.String())
 	}
 }

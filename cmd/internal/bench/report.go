@@ -44,6 +44,34 @@ type ModeReport struct {
 	Supervisor SupervisorFanOut `json:"supervisor"`
 	BudgetDraw BudgetDraw       `json:"budget_draw"`
 	Census     Census           `json:"census"`
+	// Skeleton is the skeleton runs' throughput (default mode only):
+	// a run's traffic with handlers that do nothing (see skeleton.go).
+	Skeleton []SkeletonPoint `json:"skeleton,omitempty"`
+}
+
+// SkeletonPoint is one load point of skeleton runs.
+type SkeletonPoint struct {
+	Traffic     string `json:"traffic"`     // "census" or "minimum"
+	Connections string `json:"connections"` // deploymentTCP or "in_memory"
+	Throughput
+}
+
+// deployment is the Comparison deployment of the skeleton point.
+func (p SkeletonPoint) deployment() string {
+	return "skeleton_" + p.Traffic + "_" + p.Connections
+}
+
+// skeletonHopOverhead is a skeleton hop's share of a sequential skeleton
+// run's p50 over TCP, against the TCP floor: the overhead ratio no
+// agentbus hop making that traffic can go below. Zero without a c1
+// point.
+func (m ModeReport) skeletonHopOverhead(traffic string) float64 {
+	for _, p := range m.Skeleton {
+		if p.Traffic == traffic && p.Connections == deploymentTCP && p.Concurrency == 1 {
+			return ratio(p.Latency.P50/skelHops, m.FloorTCP.P50)
+		}
+	}
+	return 0
 }
 
 // PeerReport holds the LangGraph figures, or why there are none.
@@ -88,6 +116,7 @@ type Report struct {
 	Restate     RestateReport       `json:"restate"`
 	VsRestate   []RestateComparison `json:"vs_restate"`
 	Summary     string              `json:"summary"`
+	written     string              // the directory write wrote to
 }
 
 // compare computes the LangGraph ratios (default mode, one executor) and
@@ -103,10 +132,21 @@ func (r *Report) compare() {
 		maxC = max(maxC, c)
 	}
 	var vs []string // every LangGraph ratio, for the summary line
-	for _, d := range []struct {
+	type deployed struct {
 		name, prefix string
 		tps          map[int]Throughput
-	}{{deploymentTCP, "", ours}, {deploymentAllInOne, "all_in_one_", aio}} {
+	}
+	sets := []deployed{{deploymentTCP, "", ours}, {deploymentAllInOne, "all_in_one_", aio}}
+	for _, traffic := range []string{"census", "minimum"} {
+		tps := map[int]Throughput{}
+		for _, p := range m.Skeleton {
+			if p.Traffic == traffic && p.Connections == deploymentTCP {
+				tps[p.Concurrency] = p.Throughput
+			}
+		}
+		sets = append(sets, deployed{SkeletonPoint{Traffic: traffic, Connections: deploymentTCP}.deployment(), "skeleton_" + traffic + "_", tps})
+	}
+	for _, d := range sets {
 		for _, pr := range r.Peer.Results {
 			tp, ok := d.tps[pr.Concurrency]
 			if !ok {
@@ -123,8 +163,14 @@ func (r *Report) compare() {
 	}
 	r.VsRestate = compareRestate(r.Modes, r.Restate)
 	vs = append(vs, restateSummary(r.Restate, r.VsRestate))
-	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f runs_per_s_c%d=%.1f %s supervisor_%d_lanes_speedup=%.1fx budget_draw_per_call_vs_hop=%.2f %s",
-		m.OverheadP50, maxC, ours[maxC].RunsPerS, r.Scaling.summary(), m.Supervisor.Lanes, m.Supervisor.Speedup, m.BudgetDraw.RatioToHop, strings.Join(vs, " "))
+	skel := ""
+	for _, traffic := range []string{"census", "minimum"} {
+		if o := m.skeletonHopOverhead(traffic); o > 0 {
+			skel += fmt.Sprintf(" skeleton_%s_overhead_ratio_p50=%.2f", traffic, o)
+		}
+	}
+	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f%s runs_per_s_c%d=%.1f %s supervisor_%d_lanes_speedup=%.1fx budget_draw_per_call_vs_hop=%.2f %s",
+		m.OverheadP50, skel, maxC, ours[maxC].RunsPerS, r.Scaling.summary(), m.Supervisor.Lanes, m.Supervisor.Speedup, m.BudgetDraw.RatioToHop, strings.Join(vs, " "))
 }
 
 // The deployments a Comparison names.
@@ -196,6 +242,28 @@ func (s ScalingReport) print(w io.Writer) {
 	tw.Flush()
 }
 
+// printSkeleton writes the skeleton runs' table: each point beside
+// agentbus's at the same concurrency and connections.
+func (m ModeReport) printSkeleton(w io.Writer) {
+	if len(m.Skeleton) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "skeleton runs (a run's traffic, handlers doing nothing else; census: as agentbus sends it, minimum: less than the design allows):\n")
+	ours := map[string]map[int]Throughput{deploymentTCP: oneExecutor(m.Throughput), "in_memory": oneExecutor(m.AllInOne)}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "traffic\tconnections\tconcurrency\truns/s\trun p50 ms\tCPU ms/run\tagentbus/skeleton runs/s")
+	for _, p := range m.Skeleton {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t%.2f\t%s\n", p.Traffic, p.Connections, p.Concurrency, p.RunsPerS, p.Latency.P50, p.CPUPerRunMS,
+			times(ratio(ours[p.Connections][p.Concurrency].RunsPerS, p.RunsPerS)))
+	}
+	tw.Flush()
+	for _, traffic := range []string{"census", "minimum"} {
+		if o := m.skeletonHopOverhead(traffic); o > 0 {
+			fmt.Fprintf(w, "skeleton %s hop (sequential run p50 / %d hops, TCP) over the floor: %.2f\n", traffic, skelHops, o)
+		}
+	}
+}
+
 // printRestate writes the Restate table.
 func (r *Report) printRestate(w io.Writer) {
 	fmt.Fprintf(w, "\n== Restate peer %s, same 5-step plan as durable steps (%d journaled per run), zero latency ==\n",
@@ -223,6 +291,7 @@ func (r *Report) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	r.written = dir
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
@@ -272,6 +341,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "run length: hop p50 %.3f ms over iterations 1-%d, %.3f ms over the last %d of %d (ratio %.2f)\n",
 			m.RunLength.Early.P50, m.RunLength.Window, m.RunLength.Late.P50, m.RunLength.Window, m.RunLength.Iterations, m.RunLength.Ratio)
 		m.Census.print(w)
+		m.printSkeleton(w)
 	}
 	r.Scaling.print(w)
 	if r.Sandbox.Reason != "" {
@@ -285,11 +355,13 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "not measured: %s\n", r.Peer.Reason)
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "checkpointer\tconcurrency\truns/s\trun p50 ms\tagentbus/LangGraph runs/s\tLangGraph/agentbus p50\tall-in-one/LangGraph runs/s\tLangGraph/all-in-one p50")
+		fmt.Fprintln(tw, "checkpointer\tconcurrency\truns/s\trun p50 ms\tagentbus/LangGraph runs/s\tLangGraph/agentbus p50\tall-in-one/LangGraph runs/s\tLangGraph/all-in-one p50\tskeleton census/LangGraph runs/s\tskeleton minimum/LangGraph runs/s")
 		for _, pr := range r.Peer.Results {
 			tcp, aio := r.comparison(deploymentTCP, pr), r.comparison(deploymentAllInOne, pr)
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%s\n", pr.Checkpointer, pr.Concurrency, pr.RunsPerS, pr.P50,
-				times(tcp.RunsPerS), times(tcp.P50Speedup), times(aio.RunsPerS), times(aio.P50Speedup))
+			census := r.comparison(SkeletonPoint{Traffic: "census", Connections: deploymentTCP}.deployment(), pr)
+			minimum := r.comparison(SkeletonPoint{Traffic: "minimum", Connections: deploymentTCP}.deployment(), pr)
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\n", pr.Checkpointer, pr.Concurrency, pr.RunsPerS, pr.P50,
+				times(tcp.RunsPerS), times(tcp.P50Speedup), times(aio.RunsPerS), times(aio.P50Speedup), times(census.RunsPerS), times(minimum.RunsPerS))
 		}
 		tw.Flush()
 		if wl := r.Peer.WithLatency; wl != nil {
@@ -297,5 +369,8 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	r.printRestate(w)
-	fmt.Fprintf(w, "\nwritten: bench/out/bench.json, bench/out/latency.svg\n%s\n", r.Summary)
+	if r.written != "" {
+		fmt.Fprintf(w, "\nwritten: %s, %s\n", filepath.Join(r.written, "bench.json"), filepath.Join(r.written, "latency.svg"))
+	}
+	fmt.Fprintf(w, "\n%s\n", r.Summary)
 }
