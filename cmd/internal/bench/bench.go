@@ -156,12 +156,12 @@ func runMode(ctx context.Context, cfg Config, m mode) (*ModeReport, error) {
 		}
 	}
 	if !m.SyncAlways {
-		for _, traffic := range []skelTraffic{skelCensus, skelMinimum} {
+		for _, traffic := range skelTraffics {
 			for _, c := range cfg.Concurrency {
 				for _, tcp := range []bool{true, false} {
 					p := SkeletonPoint{Traffic: traffic.name, Connections: deploymentTCP}
 					if !tcp {
-						p.Connections = "in_memory"
+						p.Connections = connectionsInMemory
 					}
 					step(fmt.Sprintf("skeleton runs: %s traffic, %s, concurrency %d", p.Traffic, p.Connections, c))
 					if p.Throughput, err = skeleton(ctx, srv, traffic, tcp, c, 4*max(cfg.ThroughputMin, 3*c)); err != nil { // a skeleton run is cheap: more of them, steadier figures

@@ -51,8 +51,8 @@ type ModeReport struct {
 
 // SkeletonPoint is one load point of skeleton runs.
 type SkeletonPoint struct {
-	Traffic     string `json:"traffic"`     // "census" or "minimum"
-	Connections string `json:"connections"` // deploymentTCP or "in_memory"
+	Traffic     string `json:"traffic"`     // a skelTraffic's name: "census" or "minimum"
+	Connections string `json:"connections"` // deploymentTCP or connectionsInMemory
 	Throughput
 }
 
@@ -137,14 +137,14 @@ func (r *Report) compare() {
 		tps          map[int]Throughput
 	}
 	sets := []deployed{{deploymentTCP, "", ours}, {deploymentAllInOne, "all_in_one_", aio}}
-	for _, traffic := range []string{"census", "minimum"} {
+	for _, traffic := range skelTraffics {
 		tps := map[int]Throughput{}
 		for _, p := range m.Skeleton {
-			if p.Traffic == traffic && p.Connections == deploymentTCP {
+			if p.Traffic == traffic.name && p.Connections == deploymentTCP {
 				tps[p.Concurrency] = p.Throughput
 			}
 		}
-		sets = append(sets, deployed{SkeletonPoint{Traffic: traffic, Connections: deploymentTCP}.deployment(), "skeleton_" + traffic + "_", tps})
+		sets = append(sets, deployed{SkeletonPoint{Traffic: traffic.name, Connections: deploymentTCP}.deployment(), "skeleton_" + traffic.name + "_", tps})
 	}
 	for _, d := range sets {
 		for _, pr := range r.Peer.Results {
@@ -164,9 +164,9 @@ func (r *Report) compare() {
 	r.VsRestate = compareRestate(r.Modes, r.Restate)
 	vs = append(vs, restateSummary(r.Restate, r.VsRestate))
 	skel := ""
-	for _, traffic := range []string{"census", "minimum"} {
-		if o := m.skeletonHopOverhead(traffic); o > 0 {
-			skel += fmt.Sprintf(" skeleton_%s_overhead_ratio_p50=%.2f", traffic, o)
+	for _, traffic := range skelTraffics {
+		if o := m.skeletonHopOverhead(traffic.name); o > 0 {
+			skel += fmt.Sprintf(" skeleton_%s_overhead_ratio_p50=%.2f", traffic.name, o)
 		}
 	}
 	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f%s runs_per_s_c%d=%.1f %s supervisor_%d_lanes_speedup=%.1fx budget_draw_per_call_vs_hop=%.2f %s",
@@ -178,6 +178,13 @@ const (
 	deploymentTCP      = "tcp"
 	deploymentAllInOne = "all_in_one"
 )
+
+// connectionsInMemory names skeleton points connected in memory, like
+// the all-in-one.
+const connectionsInMemory = "in_memory"
+
+// skelTraffics are the skeleton runs' traffics, in the report's order.
+var skelTraffics = []skelTraffic{skelCensus, skelMinimum}
 
 // oneExecutor is the one-executor load points of tps by concurrency.
 func oneExecutor(tps []Throughput) map[int]Throughput {
@@ -249,7 +256,7 @@ func (m ModeReport) printSkeleton(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "skeleton runs (a run's traffic, handlers doing nothing else; census: as agentbus sends it, minimum: less than the design allows):\n")
-	ours := map[string]map[int]Throughput{deploymentTCP: oneExecutor(m.Throughput), "in_memory": oneExecutor(m.AllInOne)}
+	ours := map[string]map[int]Throughput{deploymentTCP: oneExecutor(m.Throughput), connectionsInMemory: oneExecutor(m.AllInOne)}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "traffic\tconnections\tconcurrency\truns/s\trun p50 ms\tCPU ms/run\tagentbus/skeleton runs/s")
 	for _, p := range m.Skeleton {
@@ -257,9 +264,9 @@ func (m ModeReport) printSkeleton(w io.Writer) {
 			times(ratio(ours[p.Connections][p.Concurrency].RunsPerS, p.RunsPerS)))
 	}
 	tw.Flush()
-	for _, traffic := range []string{"census", "minimum"} {
-		if o := m.skeletonHopOverhead(traffic); o > 0 {
-			fmt.Fprintf(w, "skeleton %s hop (sequential run p50 / %d hops, TCP) over the floor: %.2f\n", traffic, skelHops, o)
+	for _, traffic := range skelTraffics {
+		if o := m.skeletonHopOverhead(traffic.name); o > 0 {
+			fmt.Fprintf(w, "skeleton %s hop (sequential run p50 / %d hops, TCP) over the floor: %.2f\n", traffic.name, skelHops, o)
 		}
 	}
 }
@@ -358,8 +365,8 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintln(tw, "checkpointer\tconcurrency\truns/s\trun p50 ms\tagentbus/LangGraph runs/s\tLangGraph/agentbus p50\tall-in-one/LangGraph runs/s\tLangGraph/all-in-one p50\tskeleton census/LangGraph runs/s\tskeleton minimum/LangGraph runs/s")
 		for _, pr := range r.Peer.Results {
 			tcp, aio := r.comparison(deploymentTCP, pr), r.comparison(deploymentAllInOne, pr)
-			census := r.comparison(SkeletonPoint{Traffic: "census", Connections: deploymentTCP}.deployment(), pr)
-			minimum := r.comparison(SkeletonPoint{Traffic: "minimum", Connections: deploymentTCP}.deployment(), pr)
+			census := r.comparison(SkeletonPoint{Traffic: skelCensus.name, Connections: deploymentTCP}.deployment(), pr)
+			minimum := r.comparison(SkeletonPoint{Traffic: skelMinimum.name, Connections: deploymentTCP}.deployment(), pr)
 			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\n", pr.Checkpointer, pr.Concurrency, pr.RunsPerS, pr.P50,
 				times(tcp.RunsPerS), times(tcp.P50Speedup), times(aio.RunsPerS), times(aio.P50Speedup), times(census.RunsPerS), times(minimum.RunsPerS))
 		}
