@@ -28,10 +28,11 @@ import (
 // is stored, and starts its next run while the last hop still finishes:
 // anything that flatters the skeleton only makes it a safer bound.
 const (
-	skelHops      = 18
-	skelHopBytes  = 3725 // an AGENT message
-	skelAuditSize = 3087 // an AUDIT message (a hop's trail)
-	skelEventSize = 1705 // the store's copy of a hop's trail
+	skelHops       = 18
+	skelHopBytes   = 3725 // an AGENT message
+	skelAuditSize  = 3087 // an AUDIT message (a hop's trail)
+	skelEventSize  = 1705 // the store's copy of a hop's trail
+	skelMemorySize = 6693 // a memory record with its embedding, the largest
 )
 
 // skelWrite is a KV write or read a run makes: its bucket, count and
@@ -57,8 +58,8 @@ var (
 	// (2026-11-26, `agentbus bench`), at the sizes measured then.
 	skelCensus = skelTraffic{name: "census",
 		hopWrites: []skelWrite{{"budgets", 26, 378}, {"locks", 10, 34}, {"sessions", 1, 828},
-			{"executions", 1, 792}, {"memory", 6, 6693}, {"toolcalls", 5, 934}},
-		hopReads:   []skelWrite{{"config", 3, 512}, {"sessions", 1, 828}, {"memory", 9, 6693}, {"souls", 2, 512}, {"toolcalls", 5, 934}},
+			{"executions", 1, 792}, {"memory", 6, skelMemorySize}, {"toolcalls", 5, 934}},
+		hopReads:   []skelWrite{{"config", 3, 512}, {"sessions", 1, 828}, {"memory", 9, skelMemorySize}, {"souls", 2, 512}, {"toolcalls", 5, 934}},
 		projWrites: []skelWrite{{"plans", 7, 2412}, {"ssessions", 1, 792}},
 		copies:     16, extras: 2}
 	// skelMinimum is less than the design lets a run send, so its
@@ -71,8 +72,8 @@ var (
 	// (all cached); the audit trail indexed where it lies (no store
 	// copies); a plan projected twice and the session once.
 	skelMinimum = skelTraffic{name: "minimum",
-		hopWrites:  []skelWrite{{"budgets", 18, 378}, {"memory", 6, 6693}, {"toolcalls", 5, 934}},
-		hopReads:   []skelWrite{{"memory", 9, 6693}},
+		hopWrites:  []skelWrite{{"budgets", 18, 378}, {"memory", 6, skelMemorySize}, {"toolcalls", 5, 934}},
+		hopReads:   []skelWrite{{"memory", 9, skelMemorySize}},
 		projWrites: []skelWrite{{"plans", 2, 2412}, {"ssessions", 1, 792}}}
 )
 
@@ -91,17 +92,16 @@ func skelOps(list []skelWrite) [skelHops][]skelWrite {
 }
 
 type skeletonRig struct {
-	js      jetstream.JetStream
-	kv      map[string]jetstream.KeyValue
-	hopR    [skelHops][]skelWrite
-	hopW    [skelHops][]skelWrite
-	projW   [skelHops][]skelWrite
-	copies  int
-	extras  int
-	payload map[int][]byte
-	mu      sync.Mutex
-	done    map[string]chan struct{}
-	failed  error // the first hop or projection that failed: the point fails
+	js     jetstream.JetStream
+	kv     map[string]jetstream.KeyValue
+	hopR   [skelHops][]skelWrite
+	hopW   [skelHops][]skelWrite
+	projW  [skelHops][]skelWrite
+	copies int
+	extras int
+	mu     sync.Mutex
+	done   map[string]chan struct{}
+	failed error // the first hop or projection that failed: the point fails
 }
 
 // fail records err, nak's m for a redelivery and reports whether it
@@ -125,16 +125,14 @@ func (r *skeletonRig) err() error {
 	return r.failed
 }
 
+// bytes is a payload of n bytes: a prefix of one shared filler, since
+// the messages' contents do not matter, only their sizes.
 func (r *skeletonRig) bytes(n int) []byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, ok := r.payload[n]
-	if !ok {
-		b = []byte(strings.Repeat("x", n))
-		r.payload[n] = b
-	}
-	return b
+	return skelFiller[:n]
 }
+
+// skelFiller holds the largest payload a skeleton run sends.
+var skelFiller = []byte(strings.Repeat("x", skelMemorySize))
 
 // skeleton measures the skeleton run at concurrency conc over total runs,
 // on its own streams and buckets of srv, the same way throughput measures
@@ -148,7 +146,7 @@ func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bo
 	defer nc.Close()
 	name := fmt.Sprintf("SKEL_%s_%v_%d", strings.ToUpper(traffic.name), tcp, conc)
 	r := &skeletonRig{js: js, kv: map[string]jetstream.KeyValue{}, hopR: skelOps(traffic.hopReads), hopW: skelOps(traffic.hopWrites),
-		projW: skelOps(traffic.projWrites), copies: traffic.copies, extras: traffic.extras, payload: map[int][]byte{}, done: map[string]chan struct{}{}}
+		projW: skelOps(traffic.projWrites), copies: traffic.copies, extras: traffic.extras, done: map[string]chan struct{}{}}
 	for _, s := range []string{"", "_AUDIT", "_STORE"} {
 		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name + s, Subjects: []string{strings.ToLower(name+s) + ".>"},
 			Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute}); err != nil {
