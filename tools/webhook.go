@@ -167,6 +167,12 @@ func (w *Webhooks) attempt(ctx context.Context, t agents.Tool, secret, body []by
 		return nil, &attemptError{err: fmt.Errorf("%w: webhook tool %s: reading the answer: %v", skills.ErrSkillFailed, t.Name, err),
 			retryable: true}
 	}
+	// The timeout is the tool's contract: an answer whose reading ended
+	// after it (one the transport had in hand as it hung up) is a
+	// timeout too, so a call's outcome never rests on that race.
+	if te := timedOut(context.DeadlineExceeded); te != nil {
+		return nil, te
+	}
 	if len(data) > MaxResponseBytes {
 		return nil, &attemptError{err: fmt.Errorf("%w: tool_response_too_large: webhook tool %s answered more than %d bytes; the answer was refused",
 			skills.ErrResultTooLarge, t.Name, MaxResponseBytes)}

@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -64,8 +65,12 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	case "/big":
 		_, _ = w.Write(bytes.Repeat([]byte("x"), tools.MaxResponseBytes+1))
 	case "/slow":
+		// Never answers in time: once the caller hangs up, the exchange
+		// is aborted rather than answered (an answer written as the
+		// caller closes can reach it).
 		select {
 		case <-r.Context().Done():
+			panic(http.ErrAbortHandler)
 		case <-time.After(3 * time.Second):
 		}
 	case "/flaky":
@@ -258,6 +263,34 @@ func TestWebhookTimeoutAndRetries(t *testing.T) {
 		if a.Header.Get(agents.HeaderIdempotencyKey) != "k-retry" || sent.CallID != "k-retry" || sent.Attempt != i+1 {
 			t.Fatalf("attempt %d: key %q, body %s", i+1, a.Header.Get(agents.HeaderIdempotencyKey), bodies[i])
 		}
+	}
+}
+
+// lateTransport is the receiver's real client whose answers are handed
+// over only once the attempt's deadline has passed: the transport had
+// the answer in hand as the call timed out.
+type lateTransport struct{ next http.RoundTripper }
+
+func (l lateTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(r.WithContext(context.WithoutCancel(r.Context())))
+	<-r.Context().Done()
+	return resp, err
+}
+
+// TestWebhookAnswerAfterTimeout: an answer read after the tool's timeout
+// is a timeout, not a result, however complete it is.
+func TestWebhookAnswerAfterTimeout(t *testing.T) {
+	e, rc := newEnv(t), newReceiver(t)
+	client := rc.srv.Client()
+	client.Transport = lateTransport{next: client.Transport}
+	hooks := &tools.Webhooks{Secrets: e.secrets, Client: client}
+	tool := hookTool(t, e, rc, "tool-late", "/text", agents.ToolHandler{TimeoutMS: 100})
+	out, err := hooks.Call(testCtx(t), "acme", tool, json.RawMessage(`{}`), "k-late")
+	if out != nil || !errors.Is(err, skills.ErrTimeout) {
+		t.Fatalf("late answer: %s, %v", out, err)
+	}
+	if n, _ := rc.counts(); n != 1 {
+		t.Fatalf("%d requests sent", n)
 	}
 }
 
