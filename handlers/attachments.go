@@ -74,7 +74,12 @@ func (s *Attachments) Put(ctx context.Context, tenant string, a skills.Attachmen
 	meta := jetstream.ObjectMeta{Name: name,
 		Headers:  nats.Header{"Content-Type": []string{cmp.Or(a.MimeType, "application/octet-stream")}},
 		Metadata: map[string]string{"kind": a.Kind, "uri": a.URI}}
-	if _, err := s.obs.Put(ctx, meta, bytes.NewReader(data)); err != nil {
+	// The chunks are published at once and their acks awaited at the
+	// end, until the context's deadline: bound that wait, or an ack lost
+	// with a dying node holds the step until the handler's deadline.
+	pctx, cancel := context.WithTimeout(ctx, transferBound(len(data), putMinRate))
+	defer cancel()
+	if _, err := s.obs.Put(pctx, meta, bytes.NewReader(data)); err != nil {
 		return "", fmt.Errorf("handlers: store artifact %s: %w", name, err)
 	}
 	return ArtifactScheme + name, nil
@@ -88,16 +93,49 @@ func (s *Attachments) Open(ctx context.Context, tenant, digest string) (jetstrea
 	if !skills.ValidTenant(tenant) || !isDigest(digest) {
 		return nil, "", fmt.Errorf("handlers: artifact %s/%s: %w", tenant, digest, jetstream.ErrObjectNotFound)
 	}
-	res, err := s.obs.Get(ctx, tenant+"/"+digest)
+	name := tenant + "/" + digest
+	ictx, cancel := context.WithTimeout(ctx, events.CallTimeout)
+	info, err := s.obs.GetInfo(ictx, name)
+	cancel()
 	if err != nil {
-		return nil, "", fmt.Errorf("handlers: artifact %s/%s: %w", tenant, digest, err)
+		return nil, "", fmt.Errorf("handlers: artifact %s: %w", name, err)
 	}
-	info, err := res.Info()
+	// The whole read is bounded by its context's deadline (without one,
+	// nats.go's default of 5 s, which would cut a slow reader's download
+	// of a large object): allow the object's size at a slow reader's
+	// pace, so a chunk lost with a dying node still ends the read.
+	rctx, cancel := context.WithTimeout(ctx, transferBound(int(info.Size), readMinRate))
+	res, err := s.obs.Get(rctx, name)
 	if err != nil {
-		_ = res.Close()
-		return nil, "", fmt.Errorf("handlers: artifact %s/%s: %w", tenant, digest, err)
+		cancel()
+		return nil, "", fmt.Errorf("handlers: artifact %s: %w", name, err)
 	}
-	return res, cmp.Or(info.Headers.Get("Content-Type"), "application/octet-stream"), nil
+	return boundResult{res, cancel}, cmp.Or(info.Headers.Get("Content-Type"), "application/octet-stream"), nil
+}
+
+// The slowest transfers an attachment is given time for: storing it
+// (between a role and NATS) and reading it (to an HTTP client).
+const (
+	putMinRate  = 1 << 20  // bytes a second
+	readMinRate = 64 << 10 // bytes a second
+)
+
+// transferBound is the time n bytes may take at rate bytes a second,
+// plus one call's.
+func transferBound(n, rate int) time.Duration {
+	return events.CallTimeout + time.Duration(n)*time.Second/time.Duration(rate)
+}
+
+// boundResult is an object being read whose context ends when it is
+// closed.
+type boundResult struct {
+	jetstream.ObjectResult
+	cancel context.CancelFunc
+}
+
+func (r boundResult) Close() error {
+	defer r.cancel()
+	return r.ObjectResult.Close()
 }
 
 // isDigest reports whether s is a lowercase hex SHA-256.

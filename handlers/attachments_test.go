@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -182,5 +183,71 @@ func TestIngressServesArtifactsToTheirTenant(t *testing.T) {
 	}
 	if code, _, _ := get("", digest); code != http.StatusBadRequest {
 		t.Errorf("no tenant: %d", code)
+	}
+}
+
+// deadlineObs is a real object store that records the deadline each Put
+// and Get was given, and the Get's context.
+type deadlineObs struct {
+	jetstream.ObjectStore
+	put, get time.Time
+	getCtx   context.Context
+}
+
+func (d *deadlineObs) Put(ctx context.Context, meta jetstream.ObjectMeta, r io.Reader) (*jetstream.ObjectInfo, error) {
+	d.put, _ = ctx.Deadline()
+	return d.ObjectStore.Put(ctx, meta, r)
+}
+
+func (d *deadlineObs) Get(ctx context.Context, name string, opts ...jetstream.GetObjectOpt) (jetstream.ObjectResult, error) {
+	d.get, _ = ctx.Deadline()
+	d.getCtx = ctx
+	return d.ObjectStore.Get(ctx, name, opts...)
+}
+
+// TestAttachmentsTransfersAreBounded: storing an attachment waits for its
+// acks no longer than one call plus its size at 1 MiB/s, however long
+// the caller's context lives (an ack lost with a dying node must not
+// hold the step until the handler's deadline); reading one is given its
+// size at a slow reader's pace, not nats.go's 5 s default, and its
+// context ends when it is closed.
+func TestAttachmentsTransfersAreBounded(t *testing.T) {
+	_, _, js := eventstest.Bootstrap(t, testTopology())
+	ctx := testCtx(t)
+	store, err := NewAttachments(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &deadlineObs{ObjectStore: store.obs}
+	store.obs = obs
+	data := bytes.Repeat([]byte("chart "), 1<<20) // 6 MiB
+	start := time.Now()
+	ref, err := store.Put(context.Background(), testTenant, skills.Attachment{Kind: "image", MimeType: "image/png"}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The deadline was set between start and now.
+	if want := events.CallTimeout + 6*time.Second; obs.put.IsZero() || obs.put.Before(start.Add(want)) || obs.put.After(time.Now().Add(want)) {
+		t.Fatalf("Put's deadline %v after its start, want %s after the bound was set", obs.put.Sub(start), want)
+	}
+
+	start = time.Now()
+	res, typ, err := store.Open(context.Background(), testTenant, ref[strings.LastIndex(ref, "/")+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := time.Now()
+	got, err := io.ReadAll(res)
+	if err != nil || !bytes.Equal(got, data) || typ != "image/png" {
+		t.Fatalf("read %d of %d bytes as %s: %v", len(got), len(data), typ, err)
+	}
+	if want := events.CallTimeout + 96*time.Second; obs.get.IsZero() || obs.get.Before(start.Add(want)) || obs.get.After(opened.Add(want)) {
+		t.Fatalf("Get's deadline %v after its start, want %s after the bound was set", obs.get.Sub(start), want)
+	}
+	if obs.getCtx.Err() != nil {
+		t.Fatal("the read's context ended before it was closed")
+	}
+	if err := res.Close(); err != nil || obs.getCtx.Err() == nil {
+		t.Fatalf("Close: %v; the read's context is %v", err, obs.getCtx.Err())
 	}
 }
