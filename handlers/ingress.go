@@ -44,6 +44,9 @@ type IngressStore interface {
 type IngressConfig struct {
 	RunTimeout   time.Duration // how long POST /agent/run waits; default 5m
 	MaxBodyBytes int64         // default 64 KiB
+	// BodyTimeout bounds reading a request's body (default 30s): a client
+	// that trickles it gets 408 instead of holding the handler.
+	BodyTimeout time.Duration
 	// ServiceToken, when set, admits a trusted front end that presents it
 	// as a bearer token and names the tenant in X-Tenant-Id.
 	ServiceToken string
@@ -99,6 +102,9 @@ func NewIngress(js jetstream.JetStream, st IngressStore, log zerolog.Logger, cfg
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 30 * time.Second
 	}
 	return &Ingress{js: js, nc: js.Conn(), store: st, log: log, cfg: cfg}
 }
@@ -245,19 +251,22 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 // parseRun decodes and validates the request body and identity headers.
 func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequest, string, error) {
 	var body runclient.Request
-	in := &bodyReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)}
+	in := g.body(w, r)
 	dec := json.NewDecoder(in)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
 		switch {
 		case in.tooLarge():
 			return orch.RunRequest{}, "body_too_large", fmt.Errorf("the body is larger than %d bytes", g.cfg.MaxBodyBytes)
+		case in.timedOut():
+			return orch.RunRequest{}, "body_timeout", fmt.Errorf("the body was not received within %s", g.cfg.BodyTimeout)
 		case strings.Contains(err.Error(), "unknown field"):
 			return orch.RunRequest{}, "unknown_field", err
 		default:
 			return orch.RunRequest{}, "invalid_json", err
 		}
 	}
+	in.done()
 	for _, h := range []struct {
 		header string
 		field  *string
@@ -434,6 +443,8 @@ func statusOf(code string) int {
 	switch code {
 	case "body_too_large":
 		return http.StatusRequestEntityTooLarge
+	case "body_timeout":
+		return http.StatusRequestTimeout
 	case "identity_mismatch":
 		return http.StatusForbidden
 	case "agent_inactive", orch.SessionRefusedHandedOff, orch.SessionRefusedCompleted, orch.SessionRefusedAgent:

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 
@@ -103,6 +105,22 @@ type bodyReader struct {
 	err error
 }
 
+// body is r's body, at most MaxBodyBytes of it, to be read within
+// BodyTimeout: the connection's read deadline, which net/http lifts once
+// the body has been read to its end (see done), so that a long or
+// streamed answer keeps its request's context. (A server-wide
+// ReadTimeout would bound every route alike.)
+func (g *Ingress) body(w http.ResponseWriter, r *http.Request) *bodyReader {
+	if r.Body != nil && r.Body != http.NoBody { // with no body, net/http already reads the connection for its close
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.cfg.BodyTimeout))
+	}
+	return &bodyReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)}
+}
+
+// done reads what is left of a decoded body (what follows its JSON
+// value) within its deadline.
+func (b *bodyReader) done() { _, _ = io.Copy(io.Discard, b) }
+
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if err != nil && err != io.EOF {
@@ -117,18 +135,26 @@ func (b *bodyReader) tooLarge() bool {
 	return errors.As(b.err, &tooBig)
 }
 
+// timedOut reports whether the body was cut at its read deadline.
+func (b *bodyReader) timedOut() bool {
+	return errors.Is(b.err, os.ErrDeadlineExceeded)
+}
+
 // decodeBody decodes a JSON body strictly into v, answering the request
 // itself when it cannot.
 func (g *Ingress) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	body := &bodyReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)}
+	body := g.body(w, r)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	switch {
 	case err == nil:
+		body.done()
 		return true
 	case body.tooLarge():
 		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", g.cfg.MaxBodyBytes))
+	case body.timedOut():
+		writeError(w, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the body was not received within %s", g.cfg.BodyTimeout))
 	case strings.Contains(err.Error(), "unknown field"):
 		writeError(w, http.StatusBadRequest, "unknown_field", err.Error())
 	default:

@@ -225,7 +225,9 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
 	mux.Handle("/", g.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: answers stream for as long as a run
+	// does; the ingress bounds each body's read itself (BodyTimeout).
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -251,12 +253,16 @@ func ServeMetrics(ctx context.Context, addr string, log zerolog.Logger) (stop fu
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info().Str("addr", ln.Addr().String()).Msg("metrics listening")
 	done := context.AfterFunc(ctx, func() { _ = srv.Close() })
 	return func() { done(); _ = srv.Close() }, nil
 }
+
+// idleTimeout closes a kept-alive HTTP connection that sent no request
+// for this long (net/http keeps them forever by default).
+const idleTimeout = 2 * time.Minute
 
 func checkBind(addr string, authenticated bool) error {
 	host, _, err := net.SplitHostPort(addr)
