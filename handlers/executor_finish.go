@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,8 @@ func (t *turn) answer(ctx context.Context, content string) error {
 		return t.finish(orch.StepResult{Outcome: orch.OutcomeInsufficient, Reason: a.Reason, Suggestion: a.Suggestion})
 	case "failed":
 		return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed, Reason: a.Reason, Suggestion: a.Suggestion})
+	case "conflict":
+		return t.conflict(content, a)
 	}
 	if !t.grounded() {
 		// Nothing the step observed supports the answer: it is refused,
@@ -54,6 +57,16 @@ func (t *turn) answer(ctx context.Context, content string) error {
 		return stop(orch.OutcomeUnsafe, "unsafe: the step's output carries a credential of the run", "", ev)
 	}
 	run := t.req.Run
+	if c, min := a.Confidence, run.MinConfidence(); c != nil && *c < min {
+		// Not accepted, so not written: the critic gives the step one
+		// reflection pass on what the answer misses, then halts.
+		ev := map[string]any{"step": t.step.Index, "confidence": *c, "threshold": min, "unmet": a.Reason}
+		t.out.audit("critic.low_confidence", lin, ev)
+		evidence, _ := json.Marshal(ev)
+		return t.finish(orch.StepResult{Outcome: orch.OutcomeLowConfidence, Confidence: c, Evidence: evidence,
+			Reason:     fmt.Sprintf("the answer's confidence %g is below %g: %s", *c, min, cmp.Or(a.Reason, "the model said not why")),
+			Suggestion: "revise the step so that its skills can establish the answer"})
+	}
 	scope := MemoryScope{TenantID: run.Request.TenantID, SessionID: run.Request.SessionID, TaskID: t.step.TaskID,
 		UserID: run.Request.UserID, PlanID: run.Plan.PlanID, StepIndex: t.step.Index}
 	// The write is drawn from the budget while its key is locked; a
@@ -75,7 +88,24 @@ func (t *turn) answer(ctx context.Context, content string) error {
 	}
 	t.out.audit("memory.written", lin, map[string]any{"key": key, "size_bytes": len(a.Data), "validated": true,
 		"lock_wait_ms": waited.Milliseconds()})
-	return t.finish(orch.StepResult{Outcome: orch.OutcomeComplete, MemoryKey: key, Validated: true})
+	return t.finish(orch.StepResult{Outcome: orch.OutcomeComplete, MemoryKey: key, Validated: true, Confidence: a.Confidence})
+}
+
+// conflict finishes a step whose sources contradict each other: nothing
+// is written, and the conflicting claims go to the critic as evidence. A
+// conflict is one the step observed, so a step that called no skill is
+// told to observe first.
+func (t *turn) conflict(content string, a llm.ActOutput) error {
+	if !t.grounded() {
+		t.out.audit("grounding.refused", t.lineage(), map[string]any{"step": t.step.Index, "observations": 0,
+			"reason": "a source conflict with no tool observation in this step"})
+		return t.repair(content, errUngrounded, "Call one of the step's skills and report only conflicts in what it returns.")
+	}
+	ev := map[string]any{"step": t.step.Index, "fact": a.Reason, "conflicts": a.Conflicts}
+	t.out.audit("critic.source_conflict", t.lineage(), ev)
+	evidence, _ := json.Marshal(ev)
+	return t.finish(orch.StepResult{Outcome: orch.OutcomeSourceConflict, Reason: "sources conflict on " + a.Reason,
+		Evidence: evidence, Suggestion: "cross-check the conflicting sources with a skill that can settle the fact"})
 }
 
 // errUngrounded rejects an answer with no tool observation behind it.

@@ -25,11 +25,6 @@ import (
 // JetStream buckets and the real demo Skill Service over MCP; only the
 // model is scripted. Each subtest asserts the code, its reason and the
 // trace's evidence of why the run stopped.
-//
-// Not triggerable yet, so not covered: LOW_CONFIDENCE and SOURCE_CONFLICT
-// need a critic (seed 004), which no role implements; nothing in the
-// product ends a run with either code.
-var untriggerableCodes = []string{orch.CodeLowConfidence, orch.CodeSourceConflict}
 
 func TestTerminalCodes(t *testing.T) {
 	covered := map[string]bool{}
@@ -303,10 +298,33 @@ func TestTerminalCodes(t *testing.T) {
 		}
 	})
 
-	// Every terminal code is either reached above or named as not
-	// triggerable: a new code fails this test until it is covered.
+	run(orch.CodeLowConfidence, func(t *testing.T) {
+		env := newEnv(t)
+		f := patternFlow(t, env, quality(t, nil, map[string]any{"status": "complete", "label": "answer",
+			"data": map[string]any{"answer": "o-1"}, "confidence": 0.1, "reason": "a guess"}))
+		res, seen := f.drive(t, runStart(t, "run-tc-lowconf", rankTask))
+		assertEnded(t, res, seen, orch.CodeLowConfidence, "stayed below the confidence threshold after a reflection pass: the answer's confidence 0.1 is below 0.5: a guess")
+		if len(auditPayloads(t, seen, "critic.escalated")) != 1 {
+			t.Errorf("trace %v", traceNames(seen))
+		}
+	})
+
+	run(orch.CodeSourceConflict, func(t *testing.T) {
+		env := newEnv(t)
+		conflict := map[string]any{"status": "conflict", "reason": "the status of o-1", "conflicts": []map[string]any{
+			{"source": "outlet_list", "claim": "active"}, {"source": "crm", "claim": "closed"}}}
+		f := patternFlow(t, env, quality(t, nil, conflict))
+		res, seen := f.drive(t, runStart(t, "run-tc-conflict", rankTask))
+		assertEnded(t, res, seen, orch.CodeSourceConflict, "found its sources still in conflict after a cross-check pass: sources conflict on the status of o-1")
+		if len(auditPayloads(t, seen, "critic.escalated")) != 1 || !strings.Contains(string(res.Detail), `"claim":"closed"`) {
+			t.Errorf("trace %v, detail %s", traceNames(seen), res.Detail)
+		}
+	})
+
+	// Every terminal code is reached above: a new code fails this test
+	// until it is covered.
 	for _, code := range orch.TerminalCodes {
-		if !covered[code] && !slices.Contains(untriggerableCodes, code) {
+		if !covered[code] {
 			t.Errorf("terminal code %s has no subtest", code)
 		}
 	}

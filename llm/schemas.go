@@ -29,6 +29,10 @@ var (
 		"language":{"enum":["python","jq"]},"script":{"type":"string","minLength":1,"maxLength":20000}}}`)
 	// ActSchema constrains an executor's final answer.
 	ActSchema = json.RawMessage(`{"type":"object","required":["status"],"properties":{
-		"status":{"enum":["complete","insufficient","failed"]},"label":{"type":"string","pattern":"^[a-z0-9_]{1,64}$"},
-		"data":{},"reason":{"type":"string"},"suggestion":{"type":"string"}}}`)
+		"status":{"enum":["complete","insufficient","failed","conflict"]},"label":{"type":"string","pattern":"^[a-z0-9_]{1,64}$"},
+		"data":{},"reason":{"type":"string"},"suggestion":{"type":"string"},
+		"confidence":{"type":"number","minimum":0,"maximum":1},
+		"conflicts":{"type":"array","minItems":2,"maxItems":10,"items":{"type":"object","required":["source","claim"],
+			"properties":{"source":{"type":"string","minLength":1,"maxLength":500},"claim":{"type":"string","minLength":1,"maxLength":2000}}}}},
+		"if":{"properties":{"status":{"const":"conflict"}}},"then":{"required":["reason","conflicts"]}}`)
 )

@@ -135,6 +135,13 @@ func TestSchemas(t *testing.T) {
 		{"bad status", string(llm.ActSchema), `{"status":"done"}`, true},
 		{"bad label", string(llm.ActSchema), `{"status":"complete","label":"../x"}`, true},
 		{"not JSON", string(llm.ActSchema), `{`, true},
+		{"answer with confidence", string(llm.ActSchema), `{"status":"complete","label":"x","data":{},"confidence":0.4}`, false},
+		{"confidence over 1", string(llm.ActSchema), `{"status":"complete","label":"x","data":{},"confidence":1.5}`, true},
+		{"conflict", string(llm.ActSchema), `{"status":"conflict","reason":"the count","conflicts":[{"source":"crm","claim":"12"},{"source":"erp","claim":"14"}]}`, false},
+		{"conflict of one source", string(llm.ActSchema), `{"status":"conflict","reason":"the count","conflicts":[{"source":"crm","claim":"12"}]}`, true},
+		{"conflict without sources", string(llm.ActSchema), `{"status":"conflict","reason":"the count"}`, true},
+		{"conflict without the fact", string(llm.ActSchema), `{"status":"conflict","conflicts":[{"source":"a","claim":"1"},{"source":"b","claim":"2"}]}`, true},
+		{"claim without source", string(llm.ActSchema), `{"status":"conflict","reason":"r","conflicts":[{"claim":"1"},{"source":"b","claim":"2"}]}`, true},
 		{"plan over 10 steps", string(llm.PlanSchema), `{"steps":[` + strings.Repeat(`{"step":1,"task":"t","skills":["s"],"return_spec":{"shape":{}}},`, 10) +
 			`{"step":1,"task":"t","skills":["s"],"return_spec":{"shape":{}}}]}`, true},
 		{"plan step without return_spec", string(llm.PlanSchema), `{"steps":[{"step":1,"task":"t","skills":["s"]}]}`, true},

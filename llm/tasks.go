@@ -42,6 +42,10 @@ type Pattern struct {
 	// the run waits for a decision before it expires. Zero uses the
 	// default (1 hour); a gate never outlives the run's deadline.
 	GateTTLS int `json:"gate_ttl_s,omitempty"`
+	// MinConfidence is the confidence a step's answer must state, when it
+	// states one, to be accepted: below it the step gets one reflection
+	// pass, then the run ends LOW_CONFIDENCE. Zero uses the default, 0.5.
+	MinConfidence float64 `json:"min_confidence,omitempty"`
 }
 
 // RouteInput asks the model to pick a task type and one of its patterns.
@@ -141,13 +145,26 @@ type ActInput struct {
 }
 
 // ActOutput is an executor's final answer for a step: the data to write
-// under Label, or an insufficient signal.
+// under Label, or an insufficient, failed or conflict signal.
 type ActOutput struct {
-	Status     string          `json:"status"` // complete | insufficient
+	Status     string          `json:"status"` // complete | insufficient | failed | conflict
 	Label      string          `json:"label,omitempty"`
 	Data       json.RawMessage `json:"data,omitempty"`
 	Reason     string          `json:"reason,omitempty"`
 	Suggestion string          `json:"suggestion,omitempty"`
+	// Confidence is how sure the model is that a complete answer meets
+	// the step's task, from 0 to 1; absent, it is not judged.
+	Confidence *float64 `json:"confidence,omitempty"`
+	// Conflicts, with status conflict, are the sources that disagree on
+	// the fact Reason names: what each of them says.
+	Conflicts []SourceClaim `json:"conflicts,omitempty"`
+}
+
+// SourceClaim is what one source (a tool, a document, a record) says of
+// a fact.
+type SourceClaim struct {
+	Source string `json:"source"`
+	Claim  string `json:"claim"`
 }
 
 // SuperviseInput asks a supervisor to decompose Task into independent

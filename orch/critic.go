@@ -86,12 +86,54 @@ func (d *decision) score(r StepResult) StepScore {
 		utility = 0.5
 	}
 	sc := StepScore{Step: r.Step, Outcome: r.Outcome, Scores: map[string]float64{"policy": policy, "utility": utility}}
+	if r.Confidence != nil {
+		sc.Scores["confidence"] = *r.Confidence
+	}
 	for _, a := range d.State.Approvals {
 		if a.Decision == GateApproved && slices.Contains(a.Steps, r.Step) {
 			sc.Gate, sc.Approver = a.Gate, a.By
 		}
 	}
 	return sc
+}
+
+// qualityPasses are the step outcomes the critic gives one pass (a
+// reflection on an answer below the confidence threshold, a cross-check
+// of sources that conflict) before it halts the run with their code
+// (seed 003: at most one pass before escalation).
+var qualityPasses = map[string]string{OutcomeLowConfidence: CodeLowConfidence, OutcomeSourceConflict: CodeSourceConflict}
+
+// halts is the terminal code the critic halts the run with on failure f,
+// or "" when f is replanned: f's outcome has a quality pass the run has
+// spent already, or the run has no replan left to spend on it.
+func (d *decision) halts(f StepResult) string {
+	code, ok := qualityPasses[f.Outcome]
+	if !ok {
+		return ""
+	}
+	plan := d.State.Plan
+	spent := slices.ContainsFunc(plan.ReplanHistory, func(r ReplanRecord) bool { return r.Trigger == f.Outcome })
+	if !spent && plan.ReplanCount < d.State.maxReplans() {
+		return ""
+	}
+	return code
+}
+
+// qualityHalt ends the run with f's quality code once its pass is spent,
+// freezing the step's answer with the evidence (the confidence and what
+// it misses; the conflicting sources and their claims) for review.
+func (d *decision) qualityHalt(f StepResult) bool {
+	code := d.halts(f)
+	if code == "" {
+		return false
+	}
+	what := "stayed below the confidence threshold after a reflection pass"
+	if code == CodeSourceConflict {
+		what = "found its sources still in conflict after a cross-check pass"
+	}
+	d.audit("critic.escalated", "", map[string]any{"code": code, "step": f.Step, "reason": f.Reason})
+	d.finish(code, fmt.Sprintf("step %d %s: %s", f.Step, what, f.Reason), f.Evidence)
+	return true
 }
 
 // verdict records the critic's verdict on a join: its step scores and

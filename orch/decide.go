@@ -24,6 +24,15 @@ func (s State) maxReplans() int {
 	return MaxReplans
 }
 
+// MinConfidence is the run's confidence threshold, as recorded in its
+// state.
+func (s RunState) MinConfidence() float64 {
+	if c := s.PatternDef.MinConfidence; c > 0 {
+		return c
+	}
+	return DefaultMinConfidence
+}
+
 // Input is one thing that happened to a run. Each carries its own time: the
 // decider reads no clock.
 type Input interface{ at() time.Time }
@@ -631,6 +640,8 @@ func (d *decision) joined(in Joined) {
 		d.verdict(VerdictEscalate, end.Reason, in.Results)
 	case handedOff:
 		d.verdict(VerdictEscalate, "handoff to "+handoff.Handoff.To, in.Results)
+	case len(failed) > 0 && d.halts(failed[0]) != "":
+		d.verdict(VerdictEscalate, failed[0].Reason, in.Results)
 	case len(failed) > 0:
 		d.verdict(VerdictReplan, failed[0].Reason, in.Results)
 	case len(parked) > 0:
@@ -770,6 +781,9 @@ func (d *decision) record(results []StepResult) ([]StepResult, Failure) {
 // with the structured failure once the run's replan limit was spent.
 func (d *decision) replan(f StepResult) {
 	plan := &d.State.Plan
+	if d.qualityHalt(f) {
+		return
+	}
 	if d.repeatsFailure(f) {
 		return
 	}

@@ -241,3 +241,79 @@ func TestDecideRecordsTheRunsQuotas(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideGivesOneQualityPassThenHalts: an answer below the confidence
+// threshold, or sources in conflict, get one replan (a reflection pass,
+// a cross-check pass) with the critic's verdict replan; the same outcome
+// again halts the run with its code (LOW_CONFIDENCE, SOURCE_CONFLICT),
+// the verdict escalate and the step's evidence as the detail, even when
+// the revision repeats the step (the repeated-step guard would say
+// REPEATED_FAILURE) and with replans left.
+func TestDecideGivesOneQualityPassThenHalts(t *testing.T) {
+	low := 0.3
+	for outcome, code := range map[string]string{OutcomeLowConfidence: CodeLowConfidence, OutcomeSourceConflict: CodeSourceConflict} {
+		t.Run(outcome, func(t *testing.T) {
+			sr := started(t, "run-"+outcome, BudgetPolicy{}, twoSteps()[:1])
+			ev := json.RawMessage(`{"step":1,"conflicts":[{"source":"crm","claim":"12"},{"source":"erp","claim":"14"}]}`)
+			fail := StepResult{Step: 1, Outcome: outcome, Reason: "the outlet count", Evidence: ev, Confidence: &low}
+			d := Decide(sr.Run, Joined{Results: []StepResult{fail}, At: t0})
+			rp := only[PlanRequest](t, d)
+			if rp.Failure == nil || rp.Failure.Outcome != outcome || rp.Run.Plan.ReplanCount != 1 ||
+				rp.Run.Plan.ReplanHistory[0].Trigger != outcome {
+				t.Fatalf("first %s: %+v, history %+v", outcome, rp.Failure, rp.Run.Plan.ReplanHistory)
+			}
+			if v := verdicts(d); len(v) != 1 || v[0].Verdict != VerdictReplan || v[0].StepScores[0].Scores["confidence"] != low {
+				t.Fatalf("first verdict %+v", v)
+			}
+			same := twoSteps()[0]
+			same.Index = 2
+			sr = only[StepRequest](t, Decide(rp.Run, Planned{Proposal: PlanProposal{Steps: []Step{same}}, At: t0}))
+			fail.Step = 2
+			d = Decide(sr.Run, Joined{Results: []StepResult{fail}, At: t0})
+			res := only[RunResult](t, d)
+			if res.TerminalCode != code || !strings.Contains(res.Reason, "step 2") || !strings.Contains(res.Reason, "the outlet count") ||
+				string(res.Detail) != string(ev) {
+				t.Fatalf("second %s ended %s: %s, detail %s", outcome, res.TerminalCode, res.Reason, res.Detail)
+			}
+			if v := verdicts(d); len(v) != 1 || v[0].Verdict != VerdictEscalate {
+				t.Fatalf("second verdict %+v", v)
+			}
+			if !slices.Contains(auditNames(d), "critic.escalated") || d.State.Plan.ReplanCount != 1 {
+				t.Errorf("trace %v, replans %d", auditNames(d), d.State.Plan.ReplanCount)
+			}
+		})
+	}
+	// A pass spent on one outcome does not spend the other's.
+	sr := started(t, "run-both", BudgetPolicy{}, twoSteps()[:1])
+	rp := only[PlanRequest](t, Decide(sr.Run, Joined{Results: []StepResult{{Step: 1, Outcome: OutcomeLowConfidence, Reason: "unsure"}}, At: t0}))
+	sr = only[StepRequest](t, Decide(rp.Run, Planned{Proposal: PlanProposal{Steps: []Step{{Index: 2, Task: "b", Skills: []string{"x"}, ReturnSpec: shape}}}, At: t0}))
+	if rp := only[PlanRequest](t, Decide(sr.Run, Joined{Results: []StepResult{{Step: 2, Outcome: OutcomeSourceConflict, Reason: "count"}}, At: t0})); rp.Run.Plan.ReplanCount != 2 {
+		t.Fatalf("replans %d", rp.Run.Plan.ReplanCount)
+	}
+	// With no replan left, the first one halts at once.
+	run := sr.Run
+	run.PatternDef.MaxReplans = 1
+	if res := only[RunResult](t, Decide(run, Joined{Results: []StepResult{{Step: 2, Outcome: OutcomeSourceConflict, Reason: "count"}}, At: t0})); res.TerminalCode != CodeSourceConflict {
+		t.Fatalf("with no replan left ended %s: %s", res.TerminalCode, res.Reason)
+	}
+}
+
+// verdicts are the critic's verdicts a decision records.
+func verdicts(d Decision) []DecisionRecord {
+	var out []DecisionRecord
+	for _, a := range d.Audits {
+		if rec, ok := a.Payload.(DecisionRecord); ok && a.Name == "critic.verdict" {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func TestRunMinConfidence(t *testing.T) {
+	if c := (RunState{}).MinConfidence(); c != DefaultMinConfidence {
+		t.Errorf("default %g", c)
+	}
+	if c := (RunState{PatternDef: llm.Pattern{MinConfidence: 0.8}}).MinConfidence(); c != 0.8 {
+		t.Errorf("pattern's %g", c)
+	}
+}

@@ -61,7 +61,19 @@ const (
 	// OutcomeUnsafe: a safety guard stopped the step (a run's secret in
 	// tool arguments); the run ends UNSAFE_DETECTION, failing closed.
 	OutcomeUnsafe = "unsafe"
+	// OutcomeLowConfidence: the step's answer stated a confidence below
+	// the run's threshold and was not written; the step gets one
+	// reflection pass (a replan), then the run ends LOW_CONFIDENCE.
+	OutcomeLowConfidence = "low_confidence"
+	// OutcomeSourceConflict: the sources the step observed contradict
+	// each other on a fact its task depends on; the step gets one
+	// cross-check pass (a replan), then the run ends SOURCE_CONFLICT.
+	OutcomeSourceConflict = "source_conflict"
 )
+
+// DefaultMinConfidence is the confidence a step's answer must state, when
+// it states one, if the run's pattern sets no min_confidence.
+const DefaultMinConfidence = 0.5
 
 // Terminal codes (seed 003). Every run ends with exactly one.
 const (
@@ -375,6 +387,8 @@ type StepResult struct {
 	Handoff *Handoff `json:"handoff,omitempty"`
 	// Tools counts the tool calls the step made, by tool name.
 	Tools ToolUses `json:"tools,omitempty"`
+	// Confidence is the confidence the step's answer stated, if any.
+	Confidence *float64 `json:"confidence,omitempty"`
 }
 
 // StepFinished is the data of step.finished.

@@ -15,7 +15,8 @@ import (
 var (
 	outcomes = []string{OutcomeComplete, OutcomeFailed, OutcomeInsufficient, OutcomeContractViolation,
 		OutcomeInvalidOutput, OutcomeUnavailable, OutcomeCancelled, OutcomeBudgetExhausted, OutcomeTimedOut,
-		OutcomeRepeatedCall, OutcomePermissionDenied, OutcomeUnsafe, OutcomeAwaitingGate, OutcomeHandoff}
+		OutcomeRepeatedCall, OutcomePermissionDenied, OutcomeUnsafe, OutcomeAwaitingGate, OutcomeHandoff,
+		OutcomeLowConfidence, OutcomeSourceConflict}
 	stepStates = []string{StepPending, StepRunning, StepComplete, StepFailed, StepRevised, StepAwaitingGate}
 	planStates = []string{PlanPending, PlanPlanning, PlanExecuting, PlanReplanning, PlanComplete, PlanFailed,
 		PlanAwaitingGate, PlanPaused, PlanRejected, PlanExpired}
