@@ -36,8 +36,8 @@ const maxLeaseTTL = 23 * time.Hour
 // TenantLimits are a tenant's request limits; 0 is "not set" in an
 // override and "unlimited" nowhere: a resolved limit is at least 1.
 type TenantLimits struct {
-	// RequestsPerMinute bounds the runs a tenant may submit per
-	// calendar minute (UTC), across every ingress.
+	// RequestsPerMinute bounds the runs a tenant may submit in any
+	// minute (a sliding window), across every ingress.
 	RequestsPerMinute int `json:"requests_per_minute,omitempty"`
 	// ConcurrentRuns bounds the tenant's runs in flight.
 	ConcurrentRuns int `json:"concurrent_runs,omitempty"`
@@ -105,6 +105,54 @@ func (a Admission) RetryAfterSeconds() int {
 type rateEntry struct {
 	Window int64 `json:"window"` // unix seconds of the window's start
 	Count  int   `json:"count"`
+	// Prev is the count of the minute before Window (0 when that minute
+	// saw none, or is older).
+	Prev int `json:"prev,omitempty"`
+}
+
+// rateWindow is the length of a rate window.
+const rateWindow = time.Minute
+
+// roll moves e to the window starting at start, keeping the count of the
+// minute just before it.
+func (e *rateEntry) roll(start time.Time) {
+	switch {
+	case e.Window == start.Unix():
+		return
+	case e.Window == start.Add(-rateWindow).Unix():
+		*e = rateEntry{Window: start.Unix(), Prev: e.Count}
+	default:
+		*e = rateEntry{Window: start.Unix()}
+	}
+}
+
+// rate is the requests of the minute up to now: this window's, plus the
+// last window's weighted by how much of it the minute still covers (the
+// sliding-window estimate, which assumes the last window's requests came
+// evenly). It bounds a burst across a window's turn by the limit, not
+// twice it.
+func (e rateEntry) rate(now time.Time) float64 {
+	left := 1 - float64(now.Sub(time.Unix(e.Window, 0)))/float64(rateWindow)
+	return float64(e.Prev)*left + float64(e.Count)
+}
+
+// retry is how long from now until one more request fits under limit,
+// rounded up to the millisecond.
+func (e rateEntry) retry(now time.Time, limit int) time.Duration {
+	start := time.Unix(e.Window, 0)
+	var at time.Time
+	if e.Count < limit {
+		// This window's count leaves room: wait for the last window's
+		// weight to fall under it.
+		f := 1 - float64(limit-e.Count-1)/float64(e.Prev)
+		at = start.Add(time.Duration(f * float64(rateWindow)))
+	} else {
+		// This window is full: the next one starts with it as its
+		// last, whose weight must fall under the limit.
+		f := 1 - float64(limit-1)/float64(e.Count)
+		at = start.Add(rateWindow + time.Duration(f*float64(rateWindow)))
+	}
+	return max(0, (at.Sub(now) + time.Millisecond - 1).Truncate(time.Millisecond))
 }
 
 type runsEntry struct {
@@ -161,15 +209,12 @@ func (l *Limiter) Admit(ctx context.Context, tenant, runID string) (Admission, e
 			return Admission{}, err
 		}
 	}
-	const window = time.Minute
-	start := now.Truncate(window)
+	start := now.Truncate(rateWindow)
 	err = casJSON(ctx, l.KV, "rate."+tenant, func(e *rateEntry) (bool, error) {
 		refused = nil
-		if e.Window != start.Unix() {
-			*e = rateEntry{Window: start.Unix()}
-		}
-		if e.Count >= lim.RequestsPerMinute {
-			refused = &Admission{Code: "rate_limited", Limit: lim.RequestsPerMinute, RetryAfter: start.Add(window).Sub(now),
+		e.roll(start)
+		if e.rate(now)+1 > float64(lim.RequestsPerMinute)+1e-9 {
+			refused = &Admission{Code: "rate_limited", Limit: lim.RequestsPerMinute, RetryAfter: e.retry(now, lim.RequestsPerMinute),
 				Message: fmt.Sprintf("the tenant's limit of %d requests per minute is reached", lim.RequestsPerMinute)}
 			return false, nil
 		}

@@ -187,9 +187,9 @@ func setLimits(t *testing.T, env *testEnv, policy string) {
 // TestRateLimitSharedAcrossTwoIngresses: two ingress replicas, each with
 // its own connection and limiter, admit exactly the tenant's configured
 // runs per minute between them; the others get 429 rate_limited with
-// Retry-After the seconds until the window turns; another tenant's
-// override is its own; POST /agent/events draws from the same window;
-// the next minute admits again.
+// Retry-After the seconds until one more fits in the sliding minute;
+// another tenant's override is its own; POST /agent/events draws from the
+// same window; the next minute admits again as the last one slides out.
 func TestRateLimitSharedAcrossTwoIngresses(t *testing.T) {
 	env := newEnv(t)
 	clock := newTestClock(time.Date(2026, 3, 10, 12, 0, 20, 0, time.UTC))
@@ -217,23 +217,28 @@ func TestRateLimitSharedAcrossTwoIngresses(t *testing.T) {
 			t.Fatalf("%d admitted and %d limited of %d, want exactly %d admitted", ok, limited, len(answers), admitted)
 		}
 	}
-	check(burst(t, replicas, "acme", 12), 5, "40")
-	check(burst(t, replicas, "beta", 4), 2, "40") // beta's own override, untouched by acme's window
+	// At 12:00:20, five requests in the window: the sixth fits when 4/5
+	// of them still count, 12 s into the next window; beta's two, when
+	// half of them do.
+	check(burst(t, replicas, "acme", 12), 5, "52")
+	check(burst(t, replicas, "beta", 4), 2, "70") // beta's own override, untouched by acme's window
 
 	// A triggered run draws from the same window.
 	agent := call(t, replicas[0], "acme", "POST", "/agent/agents", `{"name":"Support","system_prompt":"Help."}`).want(t, "agent", http.StatusCreated).str("agent_id")
 	call(t, replicas[1], "acme", "POST", "/agent/triggers", `{"name":"any","agent_id":"`+agent+`","event_type":"message.new","conditions":{}}`).
 		want(t, "trigger", http.StatusCreated)
 	ev := `{"event_type":"message.new","session_id":"s2","data":{"message":{"text":"help"}}}`
-	if a := postJSON(t, replicas[1], "acme", "/agent/events", ev); a.status != http.StatusTooManyRequests || a.code != "rate_limited" || a.retryAfter != "40" {
-		t.Fatalf("POST /agent/events in a spent window = %+v, want 429 rate_limited after 40 s", a)
+	if a := postJSON(t, replicas[1], "acme", "/agent/events", ev); a.status != http.StatusTooManyRequests || a.code != "rate_limited" || a.retryAfter != "52" {
+		t.Fatalf("POST /agent/events in a spent window = %+v, want 429 rate_limited after 52 s", a)
 	}
 
-	clock.set(time.Date(2026, 3, 10, 12, 1, 5, 0, time.UTC))
+	clock.set(time.Date(2026, 3, 10, 12, 1, 12, 0, time.UTC))
 	if a := postJSON(t, replicas[1], "acme", "/agent/events", ev); a.status != http.StatusAccepted {
-		t.Fatalf("POST /agent/events in a new window = %+v, want 202", a)
+		t.Fatalf("POST /agent/events once one more fits = %+v, want 202", a)
 	}
-	check(burst(t, replicas, "acme", 6), 4, "55")
+	check(burst(t, replicas, "acme", 3), 0, "12")
+	clock.set(time.Date(2026, 3, 10, 12, 2, 30, 0, time.UTC)) // the 12:01 window's one request counts half
+	check(burst(t, replicas, "acme", 6), 4, "30")
 }
 
 // TestConcurrencyLimitSharedAcrossTwoIngresses: with 3 concurrent runs
@@ -471,9 +476,58 @@ func TestLimiterRefusalsSpendNothing(t *testing.T) {
 	if n, _ := l.InFlight(ctx, "acme"); n != 0 {
 		t.Fatalf("%d runs in flight after a rate refusal, want 0: the slot was not given back", n)
 	}
-	clock.add(time.Minute)
+	// A minute and a half on, half of the last window's two requests
+	// still count: one more fits.
+	clock.add(time.Minute + 30*time.Second)
 	if a := admit("run-3"); !a.Allowed {
-		t.Fatalf("run-3 in the next minute = %+v", a)
+		t.Fatalf("run-3 half a minute into the next window = %+v", a)
+	}
+}
+
+// TestRateWindowSlides: the rate is a sliding minute, so a burst at the
+// end of one window and another at the start of the next admit the limit
+// between them, not twice it; Retry-After is when one more request fits,
+// and a request then is admitted.
+func TestRateWindowSlides(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	l, clock := newTestLimiter(t, env, TenantLimits{ConcurrentRuns: 100, RequestsPerMinute: 10})
+	burst := func(n int) (admitted int, retry time.Duration) {
+		t.Helper()
+		for range n {
+			a, err := l.Admit(ctx, "acme", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Allowed {
+				admitted++
+			} else {
+				retry = a.RetryAfter
+			}
+		}
+		return admitted, retry
+	}
+	clock.add(59 * time.Second) // 12:00:59
+	if n, _ := burst(10); n != 10 {
+		t.Fatalf("%d of 10 admitted in a fresh minute", n)
+	}
+	clock.add(2 * time.Second) // 12:01:01: 59/60 of the last window's 10 still count
+	n, retry := burst(10)
+	if n != 0 {
+		t.Fatalf("%d more admitted two seconds after a full burst, across the window's turn", n)
+	}
+	if retry != 5*time.Second { // at 12:01:06, 9 of the 10 count
+		t.Fatalf("Retry-After %s, want 5s", retry)
+	}
+	clock.add(retry)
+	if n, retry = burst(3); n != 1 || retry != 6*time.Second {
+		t.Fatalf("after Retry-After: %d admitted (want 1), then Retry-After %s (want 6s)", n, retry)
+	}
+	// Once the last window has slid out, the limit is whole again but
+	// for this window's own request.
+	clock.set(time.Date(2026, 3, 10, 12, 2, 30, 0, time.UTC))
+	if n, _ := burst(12); n != 9 { // the 12:01 window's 1 counts half
+		t.Fatalf("%d admitted at 12:02:30, want 9", n)
 	}
 }
 

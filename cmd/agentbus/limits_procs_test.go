@@ -66,7 +66,8 @@ func TestRateLimitAcrossTwoIngressProcesses(t *testing.T) {
 			t.Fatalf("%s: create trigger = %d %v", tenant, st, trig)
 		}
 	}
-	// The window is the calendar minute: keep the burst inside one.
+	// Keep the burst inside one calendar minute: across a minute's turn
+	// the sliding window counts the last minute's requests in part.
 	if s := time.Now().Second(); s > 50 {
 		time.Sleep(time.Duration(61-s) * time.Second)
 	}
@@ -84,8 +85,9 @@ func TestRateLimitAcrossTwoIngressProcesses(t *testing.T) {
 			limited++
 			code, _ := body["error"].(map[string]any)
 			ra, err := strconv.Atoi(h.Get("Retry-After"))
-			if code["code"] != "rate_limited" || err != nil || ra < 1 || ra > 60 {
-				t.Fatalf("event %d: 429 with code %v and Retry-After %q; want rate_limited within the minute", i, code["code"], h.Get("Retry-After"))
+			// One more fits once the burst's minute has mostly slid out.
+			if code["code"] != "rate_limited" || err != nil || ra < 1 || ra > 60+60/limit+1 {
+				t.Fatalf("event %d: 429 with code %v and Retry-After %q; want rate_limited within the sliding minute", i, code["code"], h.Get("Retry-After"))
 			}
 		default:
 			t.Fatalf("event %d: status %d %v", i, st, body)
