@@ -554,3 +554,64 @@ func TestBudget_MarksSaveTheNextHopsRead(t *testing.T) {
 		t.Fatalf("ledger %+v (%v), want the four draws counted", e.Used, err)
 	}
 }
+
+// TestBreakers_SharedAcrossExecutors: two executors share their circuits
+// through the circuits bucket. The one that finds the skill failing
+// opens the circuit for both: a run on the other is refused at once,
+// without calling the skill; after the cooldown the other's trial
+// succeeds and closes the circuit in the first as well.
+func TestBreakers_SharedAcrossExecutors(t *testing.T) {
+	env := newEnvWith(t, demo.Config{FailFirst: map[string]int{demo.SkillOutletList: 2}})
+	ctx := testCtx(t)
+	shared, err := env.js.KeyValue(ctx, BucketCircuits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newTestClock(time.Now())
+	a := &Breakers{Failures: 2, Cooldown: time.Minute, Now: clock.now, Shared: shared}
+	b := &Breakers{Failures: 2, Cooldown: time.Minute, Now: clock.now, Shared: shared}
+	for _, br := range []*Breakers{a, b} {
+		if err := br.Follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := testTenant + "/" + demo.SkillOutletList
+	eventually := func(br *Breakers, want string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); br.State(k) != want; {
+			if time.Now().After(deadline) {
+				t.Fatalf("the circuit is %s, want %s", br.State(k), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	f := patternFlow(t, env, calling(t, "active", "inactive", "all"))
+	f.exec.Breakers = a
+	if res, _ := f.drive(t, newEvent(t, "run-sh1", events.TypeRunRequested, runRequest("run-sh1", rankTask))); res.TerminalCode != orch.CodeUnavailableDep {
+		t.Fatalf("run on executor a ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	eventually(b, CircuitOpen)
+	f = patternFlow(t, env, calling(t, "active"))
+	f.exec.Breakers = b
+	res, seen := f.drive(t, newEvent(t, "run-sh2", events.TypeRunRequested, runRequest("run-sh2", rankTask)))
+	if res.TerminalCode != orch.CodeUnavailableDep || !strings.Contains(res.Reason, "circuit open") ||
+		!slices.Contains(traceNames(seen), "circuit.refused") {
+		t.Fatalf("run on executor b ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	if n := env.svc.Calls(demo.SkillOutletList); n != 2 {
+		t.Fatalf("the skill ran %d times; executor b must refuse it once executor a opened the circuit", n)
+	}
+
+	clock.add(time.Minute)
+	f = patternFlow(t, env, calling(t, "active"))
+	f.exec.Breakers = b
+	if res, seen := f.drive(t, newEvent(t, "run-sh3", events.TypeRunRequested, runRequest("run-sh3", rankTask))); res.TerminalCode != orch.CodeSuccess ||
+		!slices.Contains(traceNames(seen), "circuit.closed") {
+		t.Fatalf("b's trial run ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	eventually(a, CircuitClosed)
+	if err := a.Allow(k); err != nil {
+		t.Fatalf("a refuses a closed circuit: %v", err)
+	}
+}

@@ -628,7 +628,7 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	endProgress(ctx)
 	endSpan(err)
 	cancel()
-	t.circuitDone(circuit, c.Name, err)
+	t.circuitDone(ctx, circuit, c.Name, err)
 	var asked *skills.ElicitationError
 	if errors.As(err, &asked) {
 		return nil, false, t.elicited(c, hash, mode, answers, asked.Elicitation)
@@ -711,7 +711,7 @@ func (t *turn) progress(ctx context.Context, c llm.ToolCall, key string) (contex
 // of the skill (not of the model's arguments, a refusal, a question to
 // the user, nor a call that never reached the skill) counts toward
 // opening it. A change of state is audited.
-func (t *turn) circuitDone(circuit, skill string, err error) {
+func (t *turn) circuitDone(ctx context.Context, circuit, skill string, err error) {
 	if errors.Is(err, skills.ErrNotCalled) { // an outage of ours, not the skill's
 		t.x.Breakers.Skip(circuit)
 		return
@@ -719,6 +719,7 @@ func (t *turn) circuitDone(circuit, skill string, err error) {
 	ok := err == nil || errors.Is(err, skills.ErrInvalidArguments) || errors.Is(err, skills.ErrSkillNotFound) ||
 		errors.Is(err, skills.ErrPermissionDenied) || errors.Is(err, skills.ErrElicitation)
 	if st := t.x.Breakers.Done(circuit, ok); st != "" {
+		t.x.Breakers.Publish(ctx, circuit, st)
 		lin := t.lineage()
 		lin.SkillID = skill
 		t.out.audit("circuit."+st, lin, map[string]any{"skill_id": skill, "state": st})

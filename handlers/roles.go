@@ -71,4 +71,5 @@ var Buckets = []events.Bucket{
 	{Name: BucketToolSecrets},
 	{Name: BucketLimits, TTL: 24 * time.Hour},
 	{Name: BucketQuotas, TTL: QuotaEntryTTL},
+	{Name: BucketCircuits, TTL: time.Hour},
 }

@@ -64,7 +64,8 @@ var Roles = []Role{
 		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined, events.TypeReplyChunk},
 		Buckets: []string{handlers.BucketLocks, handlers.BucketToolcalls, handlers.BucketCredentials, handlers.BucketCancels,
 			handlers.BucketBudgets, handlers.BucketQuotas, handlers.BucketConfig, handlers.BucketGates,
-			handlers.BucketToolSecrets, handlers.BucketSessions}, // the webhook and system tools (tools.Layer)
+			handlers.BucketToolSecrets, handlers.BucketSessions, // the webhook and system tools (tools.Layer)
+			handlers.BucketCircuits},
 		Publishes:    tools.Subjects,                     // send_message, trigger_flow
 		ObjectStores: []string{handlers.BucketArtifacts}, // the skill results' attachments (Deps.Skills)
 		Build:        buildExecutor},
@@ -268,7 +269,15 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	if x.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
-	x.Breakers = &handlers.Breakers{Failures: d.Config.BreakerFailures, Cooldown: d.Config.BreakerCooldown}
+	circuits, err := d.bucket(ctx, handlers.BucketCircuits)
+	if err != nil {
+		return nil, err
+	}
+	x.Breakers = &handlers.Breakers{Failures: d.Config.BreakerFailures, Cooldown: d.Config.BreakerCooldown,
+		Shared: circuits, Log: log}
+	if err := retry(ctx, func() error { return x.Breakers.Follow(ctx) }); err != nil {
+		return nil, fmt.Errorf("circuits: %w", err)
+	}
 	cfg, err := d.bucket(ctx, handlers.BucketConfig)
 	if err != nil {
 		return nil, err
