@@ -152,6 +152,7 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("PUT /agent/souls/{tenant_id}", g.putSoul)
 	mux.HandleFunc("GET /agent/souls/{tenant_id}", g.getSoul)
 	mux.HandleFunc("GET /agent/sessions/{session_id}", g.session)
+	mux.HandleFunc("GET /agent/sessions/{session_id}/trace", g.sessionTrace)
 	mux.HandleFunc("POST /agent/sessions/{session_id}/reply", g.reply)
 	mux.HandleFunc("POST /agent/sessions/{session_id}/handoff", g.handoffSession)
 	mux.HandleFunc("GET /agent/sessions", g.listSessions)
@@ -243,8 +244,9 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		writeJSON(w, http.StatusOK, runclient.ResponseOf(res))
 	default:
-		writeJSON(w, http.StatusGatewayTimeout, map[string]any{"run_id": req.RunID, "error": map[string]string{
-			"code": "run_timeout", "message": "the run is still in progress; it continues and its plan can be read later"}})
+		writeJSON(w, http.StatusGatewayTimeout, map[string]any{"run_id": req.RunID, "plan_id": orch.PlanID(req.RunID),
+			"error": map[string]string{"code": "run_timeout",
+				"message": "the run is still in progress; it continues, and its plan (plan_id) can be read later"}})
 	}
 }
 

@@ -219,6 +219,25 @@ func (g *Ingress) session(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// sessionTrace serves GET /agent/sessions/{session_id}/trace: every
+// event of the session's runs, in order, to the caller the session is
+// readable by (another tenant's, or another user's for a credential
+// bound to a user, is not found).
+func (g *Ingress) sessionTrace(w http.ResponseWriter, r *http.Request) {
+	tenant, sess, ok := g.callerSession(w, r)
+	if !ok {
+		return
+	}
+	evs, err := g.store.Trace(r.Context(), store.TraceQuery{TenantID: tenant, SessionID: sess.SessionID})
+	if g.storeError(w, err, "trace") {
+		return
+	}
+	if evs == nil {
+		evs = []store.Event{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"session_id": sess.SessionID, "events": evs})
+}
+
 // callerSession reads the session {session_id} of the caller's tenant,
 // answering the error itself when it cannot: 503 without sessions, 404
 // for another tenant's session or, for a credential bound to a user,

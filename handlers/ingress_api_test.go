@@ -91,6 +91,28 @@ func TestIngressSoulsSessionsMemory(t *testing.T) {
 		t.Errorf("session = %v, want the run's two messages", sess)
 	}
 
+	// The session's trace: its runs' events in order, none of another
+	// session's or tenant's (acme's event names the same session id).
+	at := time.Now().UTC()
+	if err := env.st.AppendEvents(ctx, []store.Event{
+		{EventID: "s-e2", TenantID: testTenant, SessionID: testSession, PlanID: "plan-2", EventType: "run.finished", TS: at.Add(time.Second)},
+		{EventID: "s-e1", TenantID: testTenant, SessionID: testSession, PlanID: "plan-1", EventType: "plan.received", TS: at},
+		{EventID: "s-other", TenantID: testTenant, SessionID: "another-session", PlanID: "plan-3", EventType: "plan.received", TS: at},
+		{EventID: "s-acme", TenantID: "acme", SessionID: testSession, PlanID: "plan-4", EventType: "plan.received", TS: at},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tr := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/sessions/" + testSession + "/trace", headers: beta, wantStatus: 200})
+	var ids []string
+	evs, _ := tr["events"].([]any)
+	for _, e := range evs {
+		ids = append(ids, e.(map[string]any)["event_id"].(string))
+	}
+	if tr["session_id"] != testSession || strings.Join(ids, ",") != "s-e1,s-e2" {
+		t.Errorf("session trace %v: events %v, want s-e1,s-e2", tr["session_id"], ids)
+	}
+	checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/sessions/" + testSession + "/trace", headers: acme, wantStatus: 404, wantCode: "not_found"})
+
 	hitKeys := func(body map[string]any) []string {
 		var keys []string
 		hits, _ := body["hits"].([]any)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -80,6 +81,9 @@ func TestIngressTenantCredentials(t *testing.T) {
 	body := checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/run", headers: bearer(acmeKey),
 		body: `{"session_id":"s1","message":"hi"}`, wantStatus: 504, wantCode: "run_timeout"})
 	runID, _ := body["run_id"].(string)
+	if body["plan_id"] != orch.PlanID(runID) {
+		t.Errorf("504 run_timeout names plan %v, want %s: the caller reads the run's plan with it", body["plan_id"], orch.PlanID(runID))
+	}
 	msg, err := env.js.Stream(ctx, events.StreamAgent)
 	if err != nil {
 		t.Fatal(err)
