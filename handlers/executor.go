@@ -1,11 +1,13 @@
 package handlers
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -266,9 +268,40 @@ func (t *turn) run(ctx context.Context) error {
 		return fmt.Errorf("handlers: act: %w", err)
 	}
 	if len(resp.Message.ToolCalls) > 0 {
+		t.say(ctx, runclient.ChunkThought, runclient.ChunkThought, resp.Message.Content)
 		return t.callTools(ctx, resp.Message.ToolCalls)
 	}
 	return t.answer(ctx, resp.Message.Content)
+}
+
+// say streams one whole message of msgType, named name among the hop's
+// messages, to a run that streams: the model's thoughts and the tool
+// results it observes (seed 001's thought and observation messages), as
+// they happen. A chunk that cannot be stored is logged: the caller misses
+// it, the step goes on.
+func (t *turn) say(ctx context.Context, msgType, name, content string) {
+	if !t.req.Run.Request.Stream || t.x.Replies == nil || strings.TrimSpace(content) == "" {
+		return
+	}
+	s := t.x.Replies.openNamed(t.in, msgType, name)
+	s.write(content, true)
+	if err := s.wait(ctx); err != nil {
+		t.x.Log.Warn().Err(err).Str("message_type", msgType).Msg("chunk not streamed")
+	}
+}
+
+// observe streams the result of call c to a run that streams.
+func (t *turn) observe(ctx context.Context, c llm.ToolCall, result []byte, isErr bool) {
+	if !t.req.Run.Request.Stream || t.x.Replies == nil {
+		return
+	}
+	o := runclient.Observation{RunID: t.req.Run.Request.RunID, StepIndex: t.step.Index, SkillID: c.Name, CallID: c.ID, IsError: isErr}
+	if len(result) > runclient.MaxObservationBytes {
+		result, o.Truncated = result[:runclient.MaxObservationBytes], true
+	}
+	o.Result = string(bytes.ToValidUTF8(result, nil))
+	body, _ := json.Marshal(o)
+	t.say(ctx, runclient.ChunkObservation, runclient.ChunkObservation+"/"+c.ID, string(body))
 }
 
 // maxTurns bounds the step's model turns: a loop step's own bound (the
@@ -368,6 +401,7 @@ func (t *turn) call(ctx context.Context, n int, c llm.ToolCall, turns []orch.Tur
 		return orch.Turn{}, "", false, err
 	}
 	t.tally(c.Name, isErr)
+	t.observe(ctx, c, result, isErr)
 	return orch.Turn{Role: "tool", ToolCallID: c.ID, ToolName: c.Name, Content: string(result), IsError: isErr}, invalid, false, nil
 }
 

@@ -131,6 +131,11 @@ func (s *replyStream) close(ctx context.Context) error {
 		return nil
 	}
 	s.write("", true)
+	return s.wait(ctx)
+}
+
+// wait waits for the PubAck of every chunk written.
+func (s *replyStream) wait(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, events.CallTimeout) // a PubAck lost with a dying node
 	defer cancel()
 	for _, f := range s.futures {

@@ -3,6 +3,8 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,26 +70,7 @@ func TestStreaming_ToolProgressChunksOnTheReplyStream(t *testing.T) {
 		if res, seen := f.drive(t, ev); res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run ended %s: %s; trace %v", res.TerminalCode, res.Response, traceNames(seen))
 		}
-		ctx := testCtx(t)
-		c, err := env.js.OrderedConsumer(ctx, events.StreamReply, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{events.ReplySubject(testTenant, testSession)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []runclient.Chunk
-		for {
-			msg, err := c.Next(jetstream.FetchMaxWait(500 * time.Millisecond))
-			if err != nil {
-				return out
-			}
-			ev, err := events.FromMsg(msg.Headers(), msg.Data())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ch := decode[runclient.Chunk](t, ev); ch.MessageType == runclient.ChunkToolProgress {
-				out = append(out, ch)
-			}
-		}
+		return replyChunks(t, env, runclient.ChunkToolProgress)
 	}
 	chunks := run(t, "run-progress", true)
 	if len(chunks) != 4 || !chunks[3].EndOfMessage || chunks[3].Content != "" {
@@ -105,6 +88,80 @@ func TestStreaming_ToolProgressChunksOnTheReplyStream(t *testing.T) {
 		}
 	}
 	if chunks := run(t, "run-quiet", false); len(chunks) != 0 {
+		t.Fatalf("a run that does not stream got %+v", chunks)
+	}
+}
+
+// replyChunks are the chunks of the given types on the test session's
+// reply subject, in order.
+func replyChunks(t *testing.T, env *testEnv, types ...string) []runclient.Chunk {
+	t.Helper()
+	c, err := env.js.OrderedConsumer(testCtx(t), events.StreamReply, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{events.ReplySubject(testTenant, testSession)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []runclient.Chunk
+	for {
+		msg, err := c.Next(jetstream.FetchMaxWait(500 * time.Millisecond))
+		if err != nil {
+			return out
+		}
+		ev, err := events.FromMsg(msg.Headers(), msg.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch := decode[runclient.Chunk](t, ev); slices.Contains(types, ch.MessageType) {
+			out = append(out, ch)
+		}
+	}
+}
+
+// TestStreaming_ThoughtsAndObservations: a run that asked to stream gets
+// each step's thoughts (what its model said while it called a tool) and
+// observations (each tool result, naming the run, step, skill and call)
+// as messages of their own, in the order they happened, before the
+// answer; a run that did not ask gets none.
+func TestStreaming_ThoughtsAndObservations(t *testing.T) {
+	run := func(t *testing.T, runID string, stream bool) []runclient.Chunk {
+		env := newEnv(t)
+		model := llmtest.New()
+		model.Default = offline.New()
+		model.On(llm.TaskRoute, routeTo("research", PatternReact))
+		call := toolCallResp("c1", "export_report", `{}`)
+		call.Message.Content = "The report has to be exported first."
+		model.On(llm.TaskAct, llmtest.Reply{Response: call}, loopAnswer(t, "exported"))
+		f := patternFlow(t, env, model)
+		sk := longJob(t)
+		f.planner.Skills, f.exec.Skills = sk, sk
+		f.exec.Replies = &Replies{JS: env.js}
+		ev := runEvent(t, runID, stream)
+		req := runRequest(runID, "Export the outlet's monthly report")
+		req.Stream = stream
+		if err := ev.SetData("application/json", req); err != nil {
+			t.Fatal(err)
+		}
+		if res, seen := f.drive(t, ev); res.TerminalCode != orch.CodeSuccess {
+			t.Fatalf("run ended %s: %s; trace %v", res.TerminalCode, res.Response, traceNames(seen))
+		}
+		return replyChunks(t, env, runclient.ChunkThought, runclient.ChunkObservation)
+	}
+	chunks := run(t, "run-thinks", true)
+	if len(chunks) != 2 || chunks[0].MessageType != runclient.ChunkThought || chunks[1].MessageType != runclient.ChunkObservation {
+		t.Fatalf("chunks %+v, want a thought then an observation", chunks)
+	}
+	if c := chunks[0]; c.Content != "The report has to be exported first." || !c.EndOfMessage || c.SessionID != testSession {
+		t.Fatalf("thought %+v", c)
+	}
+	var o runclient.Observation
+	if err := json.Unmarshal([]byte(chunks[1].Content), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.RunID != "run-thinks" || o.StepIndex == 0 || o.SkillID != "export_report" || o.CallID != "c1" || o.IsError ||
+		!strings.Contains(o.Result, "exported") || !chunks[1].EndOfMessage || chunks[1].MessageID == chunks[0].MessageID {
+		t.Fatalf("observation %+v (%+v)", o, chunks[1])
+	}
+	if chunks := run(t, "run-silent", false); len(chunks) != 0 {
 		t.Fatalf("a run that does not stream got %+v", chunks)
 	}
 }

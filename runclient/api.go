@@ -143,13 +143,38 @@ type ToolProgress struct {
 	Message   string  `json:"message,omitempty"`
 }
 
+// ChunkThought is the message type of what an executor's model said
+// while it called tools in a step of a run that streams (seed 001): its
+// content is the model's text, one message per turn.
+const ChunkThought = "thought"
+
+// ChunkObservation is the message type of a tool result a step of a run
+// that streams observed (seed 001): its content is an Observation, one
+// message per call.
+const ChunkObservation = "observation"
+
+// Observation is one tool result of a step, as a streaming caller sees
+// it: the result's first MaxObservationBytes, Truncated when it had more.
+type Observation struct {
+	RunID     string `json:"run_id"`
+	StepIndex int    `json:"step_index"`
+	SkillID   string `json:"skill_id"`
+	CallID    string `json:"call_id,omitempty"`
+	IsError   bool   `json:"is_error,omitempty"`
+	Result    string `json:"result"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// MaxObservationBytes bounds the result an observation chunk carries.
+const MaxObservationBytes = 2000
+
 // Chunk is one piece of a streamed run (seed 001 streaming protocol), as
 // the REPLY stream carries it and the ingress forwards it as a server-sent
 // event: chunks of one message share MessageID.
 type Chunk struct {
 	MessageID    string `json:"message_id"`
 	SessionID    string `json:"session_id"`
-	MessageType  string `json:"message_type"` // progress | session_progress | tool_progress | answer | awaiting_gate | result | error
+	MessageType  string `json:"message_type"` // progress | session_progress | thought | observation | tool_progress | answer | awaiting_gate | result | error
 	Content      string `json:"content"`
 	EndOfMessage bool   `json:"end_of_message"`
 	EndOfDialog  bool   `json:"end_of_dialog"`

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/runclient"
@@ -18,7 +21,22 @@ func (p *printer) chunk(c runclient.Chunk) {
 	if c.MessageType == runclient.ChunkProgress || c.MessageType == runclient.ChunkAwaitingGate {
 		return // the trace's progress chunks say the same; a gate is reported with the result
 	}
-	if c.MessageType != "answer" {
+	switch c.MessageType {
+	case runclient.ChunkThought:
+		fmt.Printf("  thought: %s\n", oneLine(c.Content, 200))
+		return
+	case runclient.ChunkObservation:
+		var o runclient.Observation
+		if json.Unmarshal([]byte(c.Content), &o) == nil {
+			what := "observed"
+			if o.IsError {
+				what = "failed"
+			}
+			fmt.Printf("  step_%d %s %s: %s\n", o.StepIndex, o.SkillID, what, oneLine(o.Result, 120))
+		}
+		return
+	case "answer":
+	default:
 		p.progress(c)
 		return
 	}
@@ -30,6 +48,15 @@ func (p *printer) chunk(c runclient.Chunk) {
 	if c.EndOfMessage {
 		fmt.Println()
 	}
+}
+
+// oneLine is s on one line, cut to at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }
 
 // usageLine summarises a run's model usage.
