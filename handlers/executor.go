@@ -284,7 +284,7 @@ func (t *turn) say(ctx context.Context, msgType, name, content string) {
 		return
 	}
 	s := t.x.Replies.openNamed(t.in, msgType, name)
-	s.write(content, true)
+	s.write(t.withoutSecrets(ctx, content), true)
 	if err := s.wait(ctx); err != nil {
 		t.x.Log.Warn().Err(err).Str("message_type", msgType).Msg("chunk not streamed")
 	}
@@ -296,10 +296,12 @@ func (t *turn) observe(ctx context.Context, c llm.ToolCall, result []byte, isErr
 		return
 	}
 	o := runclient.Observation{RunID: t.req.Run.Request.RunID, StepIndex: t.step.Index, SkillID: c.Name, CallID: c.ID, IsError: isErr}
-	if len(result) > runclient.MaxObservationBytes {
-		result, o.Truncated = result[:runclient.MaxObservationBytes], true
+	// Secrets out first, so that the cut cannot leave part of one.
+	r := []byte(t.withoutSecrets(ctx, string(result)))
+	if len(r) > runclient.MaxObservationBytes {
+		r, o.Truncated = r[:runclient.MaxObservationBytes], true
 	}
-	o.Result = string(bytes.ToValidUTF8(result, nil))
+	o.Result = string(bytes.ToValidUTF8(r, nil))
 	body, _ := json.Marshal(o)
 	t.say(ctx, runclient.ChunkObservation, runclient.ChunkObservation+"/"+c.ID, string(body))
 }

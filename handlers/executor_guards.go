@@ -261,8 +261,23 @@ func (t *turn) denied(name string) error {
 // leaksSecret reports whether b carries a credential of the run: the
 // caller's forwarded API key or one of the executor's configured secrets.
 func (t *turn) leaksSecret(ctx context.Context, b []byte) bool {
-	secrets := append([]string{skills.APIKeyOf(ctx)}, t.x.Secrets...)
-	return slices.ContainsFunc(secrets, func(s string) bool { return len(s) >= 8 && bytes.Contains(b, []byte(s)) })
+	return slices.ContainsFunc(t.secrets(ctx), func(s string) bool { return bytes.Contains(b, []byte(s)) })
+}
+
+// secrets are the run's credential and the executor's own secrets that
+// are long enough to look for.
+func (t *turn) secrets(ctx context.Context) []string {
+	return slices.DeleteFunc(append([]string{skills.APIKeyOf(ctx)}, t.x.Secrets...), func(s string) bool { return len(s) < 8 })
+}
+
+// withoutSecrets is s with every secret of the run replaced by
+// [redacted]: text that leaves the step as an event (a streamed thought
+// or observation).
+func (t *turn) withoutSecrets(ctx context.Context, s string) string {
+	for _, sec := range t.secrets(ctx) {
+		s = strings.ReplaceAll(s, sec, "[redacted]")
+	}
+	return s
 }
 
 // grounded reports whether the step may commit an answer: a model-only

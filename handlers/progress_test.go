@@ -121,7 +121,8 @@ func replyChunks(t *testing.T, env *testEnv, types ...string) []runclient.Chunk 
 // each step's thoughts (what its model said while it called a tool) and
 // observations (each tool result, naming the run, step, skill and call)
 // as messages of their own, in the order they happened, before the
-// answer; a run that did not ask gets none.
+// answer, with the run's secrets redacted; a run that did not ask gets
+// none.
 func TestStreaming_ThoughtsAndObservations(t *testing.T) {
 	run := func(t *testing.T, runID string, stream bool) []runclient.Chunk {
 		env := newEnv(t)
@@ -129,12 +130,13 @@ func TestStreaming_ThoughtsAndObservations(t *testing.T) {
 		model.Default = offline.New()
 		model.On(llm.TaskRoute, routeTo("research", PatternReact))
 		call := toolCallResp("c1", "export_report", `{}`)
-		call.Message.Content = "The report has to be exported first."
+		call.Message.Content = "The report has to be exported first, with key whsec-0123456789."
 		model.On(llm.TaskAct, llmtest.Reply{Response: call}, loopAnswer(t, "exported"))
 		f := patternFlow(t, env, model)
 		sk := longJob(t)
 		f.planner.Skills, f.exec.Skills = sk, sk
 		f.exec.Replies = &Replies{JS: env.js}
+		f.exec.Secrets = []string{"whsec-0123456789"}
 		ev := runEvent(t, runID, stream)
 		req := runRequest(runID, "Export the outlet's monthly report")
 		req.Stream = stream
@@ -150,7 +152,8 @@ func TestStreaming_ThoughtsAndObservations(t *testing.T) {
 	if len(chunks) != 2 || chunks[0].MessageType != runclient.ChunkThought || chunks[1].MessageType != runclient.ChunkObservation {
 		t.Fatalf("chunks %+v, want a thought then an observation", chunks)
 	}
-	if c := chunks[0]; c.Content != "The report has to be exported first." || !c.EndOfMessage || c.SessionID != testSession {
+	// A secret of the executor's is not streamed.
+	if c := chunks[0]; c.Content != "The report has to be exported first, with key [redacted]." || !c.EndOfMessage || c.SessionID != testSession {
 		t.Fatalf("thought %+v", c)
 	}
 	var o runclient.Observation
