@@ -72,4 +72,5 @@ var Buckets = []events.Bucket{
 	{Name: BucketLimits, TTL: 24 * time.Hour},
 	{Name: BucketQuotas, TTL: QuotaEntryTTL},
 	{Name: BucketCircuits, TTL: time.Hour},
+	{Name: BucketSessionRuns, TTL: events.KeepWithRuns},
 }

@@ -55,6 +55,9 @@ type Router struct {
 	// Gates keeps the runs parked at a gate; a run that would park
 	// without it fails its hop.
 	Gates *Gates
+	// SessionRuns, when set, runs each session's runs one at a time, in
+	// the order they arrive; nil runs them as they come.
+	SessionRuns *SessionRuns
 }
 
 // NewRouter returns a router.
@@ -66,6 +69,9 @@ func NewRouter(model llm.Model, st RouterStore, config jetstream.KeyValue, log z
 func (r *Router) Routes() []events.Route {
 	return []events.Route{
 		events.On(events.TypeRunRequested, func(ctx context.Context, ev event.Event, req orch.RunRequest) ([]event.Event, error) {
+			if out, queued, err := r.queue(ctx, ev, req); queued || err != nil {
+				return out, err
+			}
 			in := r.unlessCancelled(req, orch.Requested{Request: req, At: r.at(ev)}, r.at(ev))
 			if _, cancelled := in.(orch.Cancelled); !cancelled {
 				var err error
@@ -240,14 +246,65 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 			return nil, err
 		}
 	}
+	var next *orch.RunRequest
 	if d.Ended != nil {
 		r.Credentials.Forget(ctx, d.Ended.RunID, d.State.Request)
 		if err := r.keepExchange(ctx, &d); err != nil {
 			return nil, err
 		}
+		if orch.ValidateRequest(d.State.Request) == nil {
+			var err error
+			if next, err = r.SessionRuns.Next(ctx, d.State.Request); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return publish(ev, d, state.Plan.Status)
+	out, err := publish(ev, d, state.Plan.Status)
+	if err != nil || next == nil {
+		return out, err
+	}
+	// The session's next run: its request again, under an id of its own
+	// (the first was taken when it was queued), the same whichever hop
+	// submits it.
+	again, err := events.New(events.DeriveID(next.RunID, "session/dequeued"), events.TypeRunRequested,
+		events.Meta{Tenant: next.TenantID, Session: next.SessionID, Run: next.RunID, SourceProcess: RoleRouter}, *next)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, again), nil
 }
+
+// queue holds a valid request back while another run of its session is in
+// flight: the hop then only records where the run waits (run.queued, also
+// a progress chunk of a run that streams). The run starts when the runs
+// ahead of it have ended (SessionRuns.Next).
+func (r *Router) queue(ctx context.Context, ev event.Event, req orch.RunRequest) ([]event.Event, bool, error) {
+	if r.SessionRuns == nil || orch.ValidateRequest(req) != nil {
+		return nil, false, nil
+	}
+	q, err := r.SessionRuns.Admit(ctx, req)
+	if errors.Is(err, errSessionQueueFull) {
+		r.Log.Warn().Str("run_id", req.RunID).Str("session_id", req.SessionID).
+			Msgf("the session queues %d runs already: this one starts out of order", MaxSessionQueue)
+		return nil, false, nil
+	}
+	if err != nil || q == nil {
+		return nil, false, err
+	}
+	out := outbox{in: ev}
+	out.audit(AuditRunQueued, events.Audit{PlanID: orch.PlanID(req.RunID), UserID: req.UserID}, q)
+	if req.Stream {
+		payload, _ := json.Marshal(q)
+		out.emit("reply/queued", events.TypeReplyChunk, runclient.Chunk{MessageID: events.DeriveID(ev.ID(), "reply/queued"),
+			SessionID: req.SessionID, MessageType: "progress", Content: AuditRunQueued + " " + string(payload), EndOfMessage: true})
+	}
+	evs, err := out.result()
+	return evs, true, err
+}
+
+// AuditRunQueued names the audit event of a run queued behind another run
+// of its session (payload Queued).
+const AuditRunQueued = "run.queued"
 
 // keepExchange appends a finished run's message and answer to its session
 // before the caller gets the answer, and records the session in the trace.

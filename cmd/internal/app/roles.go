@@ -53,9 +53,10 @@ func (r Role) Concurrency(process int) int { return process * max(r.Batching, 1)
 var Roles = []Role{
 	{Name: handlers.RoleRouter, Routes: (&handlers.Router{}).Routes(),
 		Emits: []string{events.TypePlanRequested, events.TypeStepRequested, events.TypeRunFinished, events.TypeReplyChunk,
-			events.TypeGroupDeadline, events.TypeRunDeadline, events.TypeApprovalDecided, events.TypeRunParked},
+			events.TypeGroupDeadline, events.TypeRunDeadline, events.TypeApprovalDecided, events.TypeRunParked,
+			events.TypeRunRequested}, // a session's next run, once the one before it ended
 		Buckets: []string{handlers.BucketConfig, handlers.BucketCredentials, handlers.BucketSessions, handlers.BucketCancels,
-			handlers.BucketLocks, handlers.BucketBudgets, handlers.BucketQuotas, handlers.BucketGates},
+			handlers.BucketLocks, handlers.BucketBudgets, handlers.BucketQuotas, handlers.BucketGates, handlers.BucketSessionRuns},
 		Build: buildRouter},
 	{Name: handlers.RolePlanner, Routes: (&handlers.Planner{}).Routes(), Emits: []string{events.TypePlanProposed},
 		Buckets: []string{handlers.BucketCredentials, handlers.BucketBudgets, handlers.BucketQuotas, handlers.BucketToolSecrets, handlers.BucketSessions},
@@ -216,6 +217,11 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 		return nil, err
 	}
 	r.Gates = &handlers.Gates{KV: gates}
+	sessionRuns, err := d.bucket(ctx, handlers.BucketSessionRuns)
+	if err != nil {
+		return nil, err
+	}
+	r.SessionRuns = &handlers.SessionRuns{KV: sessionRuns}
 	if r.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -87,7 +88,11 @@ func (w *watcher) add(msg *jetstream.RawStreamMsg) {
 			w.bad++
 			return
 		}
-		w.sessions[req.SessionID] = append(w.sessions[req.SessionID], req.RunID)
+		// A run queued behind another of its session is requested
+		// again when its turn comes: it is one run.
+		if !slices.Contains(w.sessions[req.SessionID], req.RunID) {
+			w.sessions[req.SessionID] = append(w.sessions[req.SessionID], req.RunID)
+		}
 	case strings.HasPrefix(msg.Subject, "agent.run.finished."):
 		var res orch.RunResult
 		if events.Decode(ev, &res) != nil {

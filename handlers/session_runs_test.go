@@ -1,0 +1,103 @@
+package handlers
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/orch"
+)
+
+// TestSessionRuns_OneAtATimeInArrivalOrder: runs of one session that
+// arrive while one of them is in flight are queued (run.queued, with
+// their place and the run ahead) and start in arrival order, each once
+// the one before it ended, so each sees the exchange before it in its
+// history; a run of another session is not held; a redelivered request
+// of a queued run stays where it is.
+func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	kv, err := env.js.KeyValue(ctx, BucketSessionRuns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFlow(t, env, env.st)
+	f.router.SessionRuns = &SessionRuns{KV: kv}
+	messages := map[string]string{"run-a": rankTask + " for the first report", "run-b": rankTask + " for the second report",
+		"run-c": rankTask + " for the third report"}
+	req := func(id string) event.Event { return newEvent(t, id, events.TypeRunRequested, runRequest(id, messages[id])) }
+	queuedAs := func(outs []event.Event) map[string]any {
+		t.Helper()
+		if len(outs) != 1 || len(auditPayloads(t, outs, AuditRunQueued)) != 1 {
+			t.Fatalf("a queued run's hop emitted %v, want its run.queued alone", types(outs))
+		}
+		return auditPayloads(t, outs, AuditRunQueued)[0]
+	}
+
+	if _, err := f.router.Handle(ctx, req("run-a")); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"run-b", "run-c", "run-b"} {
+		outs, err := f.router.Handle(ctx, req(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"position": float64(1 + i%2), "behind": "run-a"}
+		if q := queuedAs(outs); q["position"] != want["position"] || q["behind"] != want["behind"] {
+			t.Fatalf("%s queued as %v, want %v", id, q, want)
+		}
+	}
+	// Another session's run starts at once.
+	other := runRequest("run-other", rankTask)
+	other.SessionID = "another-session"
+	outs, err := f.router.Handle(ctx, newEvent(t, "run-other", events.TypeRunRequested, other))
+	if err != nil || len(ofType(outs, events.TypePlanRequested)) != 1 {
+		t.Fatalf("another session's run: %v, %v", types(outs), err)
+	}
+
+	// run-a's request again (as a redelivery would bring it) drives it;
+	// each end starts the next.
+	f.runs = 3
+	_, seen := f.drive(t, req("run-a"))
+	var ended []string
+	for _, res := range f.finished {
+		if res.TerminalCode != orch.CodeSuccess {
+			t.Fatalf("%s ended %s: %s", res.RunID, res.TerminalCode, res.Reason)
+		}
+		ended = append(ended, res.RunID)
+	}
+	if !slices.Equal(ended, []string{"run-a", "run-b", "run-c"}) {
+		t.Fatalf("runs ended in the order %v", ended)
+	}
+	// Each run started with the exchanges of the runs before it.
+	for _, id := range []string{"run-b", "run-c"} {
+		var history []string
+		for _, ev := range ofType(seen, events.TypePlanRequested) {
+			if events.MetaOf(ev).Run != id {
+				continue
+			}
+			for _, m := range decode[orch.PlanRequest](t, ev).Run.Context.History {
+				history = append(history, m.Content)
+			}
+			break
+		}
+		if !strings.Contains(strings.Join(history, "\n"), messages["run-a"]) ||
+			id == "run-c" && !strings.Contains(strings.Join(history, "\n"), messages["run-b"]) {
+			t.Errorf("%s started with the history %q", id, history)
+		}
+	}
+	e, err := kv.Get(ctx, sessionRunsKey(testTenant, testSession))
+	if err != nil || string(e.Value()) != "{}" {
+		t.Fatalf("the session's entry after its runs: %s, %v", e.Value(), err)
+	}
+	if keys, _ := kv.ListKeys(ctx); keys != nil {
+		for k := range keys.Keys() {
+			if strings.Count(k, ".") == 2 {
+				t.Errorf("a queued request is still kept: %s", k)
+			}
+		}
+	}
+}
