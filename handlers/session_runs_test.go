@@ -28,7 +28,9 @@ func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
 	f.router.SessionRuns = &SessionRuns{KV: kv}
 	messages := map[string]string{"run-a": rankTask + " for the first report", "run-b": rankTask + " for the second report",
 		"run-c": rankTask + " for the third report"}
-	req := func(id string) event.Event { return newEvent(t, id, events.TypeRunRequested, runRequest(id, messages[id])) }
+	req := func(id string) event.Event {
+		return newEvent(t, id, events.TypeRunRequested, runRequest(id, messages[id]))
+	}
 	queuedAs := func(outs []event.Event) map[string]any {
 		t.Helper()
 		if len(outs) != 1 || len(auditPayloads(t, outs, AuditRunQueued)) != 1 {
