@@ -252,9 +252,12 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 		if err := r.keepExchange(ctx, &d); err != nil {
 			return nil, err
 		}
-		if orch.ValidateRequest(d.State.Request) == nil {
+		// Whatever ended it (a dead-lettered request carries only its
+		// ids), the run frees its session for the next.
+		if q := d.State.Request; orch.ValidateID("tenant_id", q.TenantID) == nil && orch.ValidateID("session_id", q.SessionID) == nil &&
+			orch.ValidateID("run_id", q.RunID) == nil {
 			var err error
-			if next, err = r.SessionRuns.Next(ctx, d.State.Request); err != nil {
+			if next, err = r.SessionRuns.Next(ctx, q); err != nil {
 				return nil, err
 			}
 		}

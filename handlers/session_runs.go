@@ -109,7 +109,8 @@ func (s *SessionRuns) Admit(ctx context.Context, req orch.RunRequest) (*Queued, 
 
 var errSessionQueueFull = errors.New("handlers: the session's queue is full")
 
-// Next ends req's run in its session and returns the request of the run
+// Next ends req's run (its tenant, session and run id are all it reads)
+// in its session and returns the request of the run
 // whose turn it now is, if any, for the caller to submit again. It returns
 // it as long as that run has not started (a redelivered end submits it
 // again, under the same id), and nil once another run is in flight.
@@ -127,8 +128,12 @@ func (s *SessionRuns) Next(ctx context.Context, req orch.RunRequest) (*orch.RunR
 			if e.Active == req.RunID {
 				e.Active, write = "", true
 			}
-			if lost != "" && len(e.Queue) > 0 && e.Queue[0] == lost {
-				e.Queue, write = e.Queue[1:], true
+			// An ended run waits no more (one ended while queued: its
+			// request dead-lettered), nor does one nothing can start.
+			for _, gone := range []string{req.RunID, lost} {
+				if i := slices.Index(e.Queue, gone); gone != "" && i >= 0 {
+					e.Queue, write = slices.Delete(slices.Clone(e.Queue), i, i+1), true
+				}
 			}
 			if e.Active == "" && len(e.Queue) > 0 {
 				head = e.Queue[0]

@@ -103,3 +103,68 @@ func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionRuns_EndsWhileQueuedAndLostRequests: a run that ends while
+// queued (its request dead-lettered) leaves the queue; a queued run whose
+// kept request is gone is skipped rather than holding the session; the
+// end of a run that is not the session's (or a second end of one) starts
+// nothing new while another run is in flight.
+func TestSessionRuns_EndsWhileQueuedAndLostRequests(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	kv, err := env.js.KeyValue(ctx, BucketSessionRuns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &SessionRuns{KV: kv}
+	admit := func(id string) *Queued {
+		t.Helper()
+		q, err := s.Admit(ctx, runRequest(id, "hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	next := func(id string) string {
+		t.Helper()
+		r, err := s.Next(ctx, runRequest(id, "hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r == nil {
+			return ""
+		}
+		return r.RunID
+	}
+	if admit("r1") != nil {
+		t.Fatal("r1 queued in an idle session")
+	}
+	for i, id := range []string{"r2", "r3", "r4"} {
+		if q := admit(id); q == nil || q.Position != i+1 || q.Behind != "r1" {
+			t.Fatalf("%s: %+v", id, q)
+		}
+	}
+	// r2's request is dead-lettered: it ends while queued.
+	if n := next("r2"); n != "" {
+		t.Fatalf("r2's end, with r1 in flight, started %q", n)
+	}
+	// r3's kept request expired.
+	if err := kv.Purge(ctx, queuedRunKey(runRequest("r3", ""))); err != nil {
+		t.Fatal(err)
+	}
+	if n := next("r1"); n != "r4" {
+		t.Fatalf("after r1 the next run is %q, want r4 (r2 ended, r3 lost)", n)
+	}
+	if n := next("r1"); n != "r4" {
+		t.Fatalf("r1's end again submits %q, want r4 once more (same id)", n)
+	}
+	if admit("r4") != nil {
+		t.Fatal("r4 still queued on its turn")
+	}
+	if n := next("r1"); n != "" {
+		t.Fatalf("r1's end, with r4 in flight, started %q", n)
+	}
+	if _, err := kv.Get(ctx, queuedRunKey(runRequest("r4", ""))); err == nil {
+		t.Fatal("r4's request is still kept once it started")
+	}
+}
