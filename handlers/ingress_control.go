@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,13 @@ type runTarget struct {
 // target resolves the run of a control request, answering the request
 // itself when it cannot.
 func (g *Ingress) target(w http.ResponseWriter, r *http.Request) (runTarget, bool) {
+	return g.targetOf(w, r, false)
+}
+
+// targetOf is target; with queued, a run that waits behind another run of
+// its session (its run.queued is in its trace, and it has no plan yet) is
+// found too.
+func (g *Ingress) targetOf(w http.ResponseWriter, r *http.Request, queued bool) (runTarget, bool) {
 	tenant, ok := readScope(w, r)
 	if !ok {
 		return runTarget{}, false
@@ -49,10 +57,27 @@ func (g *Ingress) target(w http.ResponseWriter, r *http.Request) (runTarget, boo
 		return runTarget{}, false
 	}
 	p, _, err := g.store.GetPlan(r.Context(), tenant, orch.PlanID(runID))
+	if errors.Is(err, store.ErrNotFound) && queued {
+		p, err = g.queuedRun(r.Context(), tenant, runID)
+	}
 	if g.storeError(w, err, "run") {
 		return runTarget{}, false
 	}
 	return runTarget{tenant: tenant, runID: runID, by: by, plan: p}, true
+}
+
+// queuedRun is the plan-to-be of tenant's run runID while it is queued:
+// its trace holds run.queued and nothing else has made it a plan yet.
+func (g *Ingress) queuedRun(ctx context.Context, tenant, runID string) (store.Plan, error) {
+	evs, err := g.store.Trace(ctx, store.TraceQuery{TenantID: tenant, PlanID: orch.PlanID(runID)})
+	if err != nil {
+		return store.Plan{}, err
+	}
+	i := slices.IndexFunc(evs, func(ev store.Event) bool { return ev.EventType == AuditRunQueued })
+	if i < 0 {
+		return store.Plan{}, store.ErrNotFound
+	}
+	return store.Plan{PlanID: orch.PlanID(runID), TenantID: tenant, SessionID: evs[i].SessionID, Status: store.PlanStatusPending}, nil
 }
 
 // running answers 409 run_finished for a finished run.
@@ -293,7 +318,7 @@ func (g *Ingress) steer(w http.ResponseWriter, r *http.Request) {
 // ended. A run parked at a gate has nothing in flight to see the cancel:
 // its gate is resolved cancelled.
 func (g *Ingress) cancel(w http.ResponseWriter, r *http.Request) {
-	t, ok := g.target(w, r)
+	t, ok := g.targetOf(w, r, true)
 	if !ok || !running(w, t) {
 		return
 	}

@@ -168,3 +168,59 @@ func TestSessionRuns_EndsWhileQueuedAndLostRequests(t *testing.T) {
 		t.Fatal("r4's request is still kept once it started")
 	}
 }
+
+// TestSessionRuns_CancelAQueuedRun: a queued run, which has no plan yet,
+// is found by POST /agent/runs/{id}/cancel of its tenant (another
+// tenant's caller gets 404); it ends USER_CANCEL when its turn comes,
+// without routing, and the session goes on.
+func TestSessionRuns_CancelAQueuedRun(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	kv, err := env.js.KeyValue(ctx, BucketSessionRuns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFlow(t, env, env.st)
+	f.router.SessionRuns = &SessionRuns{KV: kv}
+	f.router.Cancels = startCancels(t, env)
+	srv := newIngressServer(t, env, IngressConfig{Cancels: NewCancels(env.cancels)})
+	req := func(id string) event.Event { return newEvent(t, id, events.TypeRunRequested, runRequest(id, rankTask)) }
+	if _, err := f.router.Handle(ctx, req("run-first")); err != nil {
+		t.Fatal(err)
+	}
+	outs, err := f.router.Handle(ctx, req("run-waiting"))
+	if err != nil || len(auditPayloads(t, outs, AuditRunQueued)) != 1 {
+		t.Fatalf("run-waiting: %v, %v", types(outs), err)
+	}
+	for _, ev := range outs { // the projector records run.queued
+		if _, err := f.proj.Handle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/runs/run-waiting/cancel", headers: asTenant("acme"),
+		wantStatus: 404, wantCode: "not_found"})
+	body := checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/runs/run-waiting/cancel", headers: asTenant(testTenant),
+		wantStatus: 202})
+	if body["plan_id"] != orch.PlanID("run-waiting") || body["status"] != "cancelling" {
+		t.Fatalf("cancel of a queued run: %v", body)
+	}
+	waitFor(t, "the cancel of run-waiting", func() bool { _, ok := f.router.Cancels.Lookup(testTenant, "run-waiting"); return ok })
+
+	f.runs = 2
+	_, seen := f.drive(t, req("run-first"))
+	if a, b := f.finished[0], f.finished[1]; a.RunID != "run-first" || a.TerminalCode != orch.CodeSuccess ||
+		b.RunID != "run-waiting" || b.TerminalCode != orch.CodeUserCancel {
+		t.Fatalf("ended %s %s, then %s %s", a.RunID, a.TerminalCode, b.RunID, b.TerminalCode)
+	}
+	for _, ev := range ofType(seen, events.AuditType("routing.decided")) {
+		if events.MetaOf(ev).Run == "run-waiting" {
+			t.Fatal("the cancelled run was routed")
+		}
+	}
+	if n := len(ofType(seen, events.AuditType("routing.decided"))); n != 1 {
+		t.Fatalf("%d runs routed, want run-first's alone", n)
+	}
+	if e, err := kv.Get(ctx, sessionRunsKey(testTenant, testSession)); err != nil || string(e.Value()) != "{}" {
+		t.Fatalf("the session after its runs: %v", err)
+	}
+}
