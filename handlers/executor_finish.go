@@ -64,7 +64,7 @@ func (t *turn) answer(ctx context.Context, content string) error {
 		t.out.audit("critic.low_confidence", lin, ev)
 		evidence, _ := json.Marshal(ev)
 		return t.finish(orch.StepResult{Outcome: orch.OutcomeLowConfidence, Confidence: c, Evidence: evidence,
-			Reason:     fmt.Sprintf("the answer's confidence %g is below %g: %s", *c, min, cmp.Or(a.Reason, "the model said not why")),
+			Reason:     fmt.Sprintf("the answer's confidence %g is below %g: %s", *c, min, cmp.Or(a.Reason, "no reason given")),
 			Suggestion: "revise the step so that its skills can establish the answer"})
 	}
 	scope := MemoryScope{TenantID: run.Request.TenantID, SessionID: run.Request.SessionID, TaskID: t.step.TaskID,
