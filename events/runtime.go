@@ -154,6 +154,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		wg       sync.WaitGroup
 		busy     atomic.Int64 // messages being handled, for the stall check
 		received atomic.Int64 // messages received, for the stall check
+		handing  atomic.Int64 // callbacks handing a message to the pool
 	)
 	flights := newFlights(w)
 	for range w.cfg.Concurrency {
@@ -175,6 +176,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopBeats()
 	consume := func() (jetstream.ConsumeContext, error) {
 		return w.cons.Consume(func(msg jetstream.Msg) {
+			handing.Add(1)
+			defer handing.Add(-1)
 			received.Add(1)
 			busy.Add(1)
 			select {
@@ -202,8 +205,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		// Drain still hands the messages already buffered to the callback;
-		// wait until it has before the pool is told to quit.
+		// wait until it has, and until no callback still waits for a
+		// goroutine of the pool to take its message (every one busy),
+		// before the pool is told to quit.
 		<-cc.Closed()
+		for handing.Load() > 0 {
+			time.Sleep(time.Millisecond)
+		}
 		close(quit)
 		wg.Wait()
 		close(done)
