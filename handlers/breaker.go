@@ -95,27 +95,12 @@ func (b *Breakers) Follow(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("handlers: watch %s: %w", BucketCircuits, err)
 	}
-	first := make(chan struct{})
-	go func() {
-		defer w.Stop()
-		for e := range w.Updates() {
-			if e == nil { // the states shared so far are in
-				close(first)
-				continue
-			}
-			var sc sharedCircuit
-			if e.Operation() != jetstream.KeyValuePut || json.Unmarshal(e.Value(), &sc) != nil || sharedKey(sc.Key) != e.Key() {
-				continue
-			}
+	return followKV(ctx, w, func(e jetstream.KeyValueEntry) {
+		var sc sharedCircuit
+		if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &sc) == nil && sharedKey(sc.Key) == e.Key() {
 			b.adopt(sc)
 		}
-	}()
-	select {
-	case <-first:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	})
 }
 
 // adopt takes a shared state newer than what this process knows of the

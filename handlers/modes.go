@@ -47,33 +47,42 @@ func (a *ApprovalModes) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("handlers: watch %s: %w", ConfigKeyApprovalModes, err)
 	}
+	return followKV(ctx, w, func(e jetstream.KeyValueEntry) {
+		deleted := e.Operation() != jetstream.KeyValuePut
+		if e.Key() == ConfigKeyApprovalGates {
+			g, err := ParseApprovalGates(e.Value())
+			if deleted {
+				g, err = nil, nil
+			}
+			if err == nil {
+				a.gates.Store(&g)
+			}
+			return
+		}
+		o, err := ParseApprovalModes(e.Value())
+		if deleted {
+			o, err = nil, nil // deleted: no overrides
+		}
+		if err == nil { // an invalid edit keeps the overrides in force
+			mo := modeOverrides(o)
+			a.cur.Store(&mo)
+		}
+	})
+}
+
+// followKV applies w's entries with apply, in a goroutine, until the
+// watcher ends (with its context), and returns once the values stored
+// when it started have been applied, or ctx ends first.
+func followKV(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry)) error {
 	first := make(chan struct{})
 	go func() {
 		defer w.Stop()
 		for e := range w.Updates() {
-			if e == nil { // the initial values are in
+			if e == nil { // the stored values are in
 				close(first)
 				continue
 			}
-			deleted := e.Operation() != jetstream.KeyValuePut
-			if e.Key() == ConfigKeyApprovalGates {
-				g, err := ParseApprovalGates(e.Value())
-				if deleted {
-					g, err = nil, nil
-				}
-				if err == nil {
-					a.gates.Store(&g)
-				}
-				continue
-			}
-			o, err := ParseApprovalModes(e.Value())
-			if deleted {
-				o, err = nil, nil // deleted: no overrides
-			}
-			if err == nil { // an invalid edit keeps the overrides in force
-				mo := modeOverrides(o)
-				a.cur.Store(&mo)
-			}
+			apply(e)
 		}
 	}()
 	select {
