@@ -52,25 +52,7 @@ func longJob(t *testing.T) *skills.Client {
 // ask to stream asks the skill for no progress and gets no such chunk.
 func TestStreaming_ToolProgressChunksOnTheReplyStream(t *testing.T) {
 	run := func(t *testing.T, runID string, stream bool) []runclient.Chunk {
-		env := newEnv(t)
-		model := llmtest.New()
-		model.Default = offline.New()
-		model.On(llm.TaskRoute, routeTo("research", PatternReact))
-		model.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp("c1", "export_report", `{}`)}, loopAnswer(t, "exported"))
-		f := patternFlow(t, env, model)
-		sk := longJob(t)
-		f.planner.Skills, f.exec.Skills = sk, sk
-		f.exec.Replies = &Replies{JS: env.js}
-		ev := runEvent(t, runID, stream)
-		req := runRequest(runID, "Export the outlet's monthly report")
-		req.Stream = stream
-		if err := ev.SetData("application/json", req); err != nil {
-			t.Fatal(err)
-		}
-		if res, seen := f.drive(t, ev); res.TerminalCode != orch.CodeSuccess {
-			t.Fatalf("run ended %s: %s; trace %v", res.TerminalCode, res.Response, traceNames(seen))
-		}
-		return replyChunks(t, env, runclient.ChunkToolProgress)
+		return exportRun(t, runID, stream, "", runclient.ChunkToolProgress)
 	}
 	chunks := run(t, "run-progress", true)
 	if len(chunks) != 4 || !chunks[3].EndOfMessage || chunks[3].Content != "" {
@@ -125,28 +107,8 @@ func replyChunks(t *testing.T, env *testEnv, types ...string) []runclient.Chunk 
 // none.
 func TestStreaming_ThoughtsAndObservations(t *testing.T) {
 	run := func(t *testing.T, runID string, stream bool) []runclient.Chunk {
-		env := newEnv(t)
-		model := llmtest.New()
-		model.Default = offline.New()
-		model.On(llm.TaskRoute, routeTo("research", PatternReact))
-		call := toolCallResp("c1", "export_report", `{}`)
-		call.Message.Content = "The report has to be exported first, with key whsec-0123456789."
-		model.On(llm.TaskAct, llmtest.Reply{Response: call}, loopAnswer(t, "exported"))
-		f := patternFlow(t, env, model)
-		sk := longJob(t)
-		f.planner.Skills, f.exec.Skills = sk, sk
-		f.exec.Replies = &Replies{JS: env.js}
-		f.exec.Secrets = []string{"whsec-0123456789"}
-		ev := runEvent(t, runID, stream)
-		req := runRequest(runID, "Export the outlet's monthly report")
-		req.Stream = stream
-		if err := ev.SetData("application/json", req); err != nil {
-			t.Fatal(err)
-		}
-		if res, seen := f.drive(t, ev); res.TerminalCode != orch.CodeSuccess {
-			t.Fatalf("run ended %s: %s; trace %v", res.TerminalCode, res.Response, traceNames(seen))
-		}
-		return replyChunks(t, env, runclient.ChunkThought, runclient.ChunkObservation)
+		return exportRun(t, runID, stream, "The report has to be exported first, with key whsec-0123456789.",
+			runclient.ChunkThought, runclient.ChunkObservation)
 	}
 	chunks := run(t, "run-thinks", true)
 	if len(chunks) != 2 || chunks[0].MessageType != runclient.ChunkThought || chunks[1].MessageType != runclient.ChunkObservation {
@@ -167,4 +129,34 @@ func TestStreaming_ThoughtsAndObservations(t *testing.T) {
 	if chunks := run(t, "run-silent", false); len(chunks) != 0 {
 		t.Fatalf("a run that does not stream got %+v", chunks)
 	}
+}
+
+// exportRun is a ReACT run whose one step calls export_report on the
+// longJob server, saying thought as it does, then answers; the executor
+// keeps the secret whsec-0123456789 and streams to runs that ask. It
+// returns the chunks of the given types the run left on the reply stream.
+func exportRun(t *testing.T, runID string, stream bool, thought string, types ...string) []runclient.Chunk {
+	t.Helper()
+	env := newEnv(t)
+	model := llmtest.New()
+	model.Default = offline.New()
+	model.On(llm.TaskRoute, routeTo("research", PatternReact))
+	call := toolCallResp("c1", "export_report", `{}`)
+	call.Message.Content = thought
+	model.On(llm.TaskAct, llmtest.Reply{Response: call}, loopAnswer(t, "exported"))
+	f := patternFlow(t, env, model)
+	sk := longJob(t)
+	f.planner.Skills, f.exec.Skills = sk, sk
+	f.exec.Replies = &Replies{JS: env.js}
+	f.exec.Secrets = []string{"whsec-0123456789"}
+	ev := runEvent(t, runID, stream)
+	req := runRequest(runID, "Export the outlet's monthly report")
+	req.Stream = stream
+	if err := ev.SetData("application/json", req); err != nil {
+		t.Fatal(err)
+	}
+	if res, seen := f.drive(t, ev); res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("run ended %s: %s; trace %v", res.TerminalCode, res.Response, traceNames(seen))
+	}
+	return replyChunks(t, env, types...)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/orch"
@@ -20,10 +21,7 @@ import (
 func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
 	env := newEnv(t)
 	ctx := testCtx(t)
-	kv, err := env.js.KeyValue(ctx, BucketSessionRuns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := sessionRunsBucket(t, env)
 	f := newFlow(t, env, env.st)
 	f.router.SessionRuns = &SessionRuns{KV: kv}
 	messages := map[string]string{"run-a": rankTask + " for the first report", "run-b": rankTask + " for the second report",
@@ -112,10 +110,7 @@ func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
 func TestSessionRuns_EndsWhileQueuedAndLostRequests(t *testing.T) {
 	env := newEnv(t)
 	ctx := testCtx(t)
-	kv, err := env.js.KeyValue(ctx, BucketSessionRuns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := sessionRunsBucket(t, env)
 	s := &SessionRuns{KV: kv}
 	admit := func(id string) *Queued {
 		t.Helper()
@@ -176,10 +171,7 @@ func TestSessionRuns_EndsWhileQueuedAndLostRequests(t *testing.T) {
 func TestSessionRuns_CancelAQueuedRun(t *testing.T) {
 	env := newEnv(t)
 	ctx := testCtx(t)
-	kv, err := env.js.KeyValue(ctx, BucketSessionRuns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := sessionRunsBucket(t, env)
 	f := newFlow(t, env, env.st)
 	f.router.SessionRuns = &SessionRuns{KV: kv}
 	f.router.Cancels = startCancels(t, env)
@@ -223,4 +215,14 @@ func TestSessionRuns_CancelAQueuedRun(t *testing.T) {
 	if e, err := kv.Get(ctx, sessionRunsKey(testTenant, testSession)); err != nil || string(e.Value()) != "{}" {
 		t.Fatalf("the session after its runs: %v", err)
 	}
+}
+
+// sessionRunsBucket is env's session_runs bucket.
+func sessionRunsBucket(t *testing.T, env *testEnv) jetstream.KeyValue {
+	t.Helper()
+	kv, err := env.js.KeyValue(testCtx(t), BucketSessionRuns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
 }
