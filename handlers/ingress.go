@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -253,22 +252,9 @@ func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
 // parseRun decodes and validates the request body and identity headers.
 func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequest, string, error) {
 	var body runclient.Request
-	in := g.body(w, r)
-	dec := json.NewDecoder(in)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		switch {
-		case in.tooLarge():
-			return orch.RunRequest{}, "body_too_large", fmt.Errorf("the body is larger than %d bytes", g.cfg.MaxBodyBytes)
-		case in.timedOut():
-			return orch.RunRequest{}, "body_timeout", fmt.Errorf("the body was not received within %s", g.cfg.BodyTimeout)
-		case strings.Contains(err.Error(), "unknown field"):
-			return orch.RunRequest{}, "unknown_field", err
-		default:
-			return orch.RunRequest{}, "invalid_json", err
-		}
+	if code, err := g.decode(w, r, &body); err != nil {
+		return orch.RunRequest{}, code, err
 	}
-	in.done()
 	for _, h := range []struct {
 		header string
 		field  *string

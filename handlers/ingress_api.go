@@ -143,6 +143,17 @@ func (b *bodyReader) timedOut() bool {
 // decodeBody decodes a JSON body strictly into v, answering the request
 // itself when it cannot.
 func (g *Ingress) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	code, err := g.decode(w, r, v)
+	if err != nil {
+		writeError(w, statusOf(code), code, err.Error())
+	}
+	return err == nil
+}
+
+// decode reads r's body (see body) and decodes it strictly into v. A body
+// it cannot take is an error with its code: body_too_large,
+// body_timeout, unknown_field or invalid_json.
+func (g *Ingress) decode(w http.ResponseWriter, r *http.Request, v any) (string, error) {
 	body := g.body(w, r)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
@@ -150,17 +161,16 @@ func (g *Ingress) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 	switch {
 	case err == nil:
 		body.done()
-		return true
+		return "", nil
 	case body.tooLarge():
-		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body is larger than %d bytes", g.cfg.MaxBodyBytes))
+		return "body_too_large", fmt.Errorf("the body is larger than %d bytes", g.cfg.MaxBodyBytes)
 	case body.timedOut():
-		writeError(w, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the body was not received within %s", g.cfg.BodyTimeout))
+		return "body_timeout", fmt.Errorf("the body was not received within %s", g.cfg.BodyTimeout)
 	case strings.Contains(err.Error(), "unknown field"):
-		writeError(w, http.StatusBadRequest, "unknown_field", err.Error())
+		return "unknown_field", err
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_json", err.Error())
+		return "invalid_json", err
 	}
-	return false
 }
 
 func (g *Ingress) putSoul(w http.ResponseWriter, r *http.Request) {
