@@ -19,25 +19,29 @@ import (
 // structured mode).
 const ContentTypeBatch = "application/cloudevents-batch+json"
 
-// batchToken ends the subject of an audit batch: audit.<tenant>.batch.
-const batchToken = "batch"
+// HeaderTrail is the header in which a hop's first output on AGENT
+// carries the hop's audit trail: its audit events in the CloudEvents JSON
+// batch format (compact JSON, one line). The output stays a binary-mode
+// event whose body is its own data; the projector reads the trail from
+// the header (Trail). So a hop's outputs and its trail are stored by one
+// publish, and nothing is indexed before it is durable in the stream.
+const HeaderTrail = "Agentbus-Trail"
 
-// packAudit returns one message holding the audit events evs, all of one
-// tenant, in the CloudEvents JSON batch format: a hop's audit trail costs
-// the server one message, not one per event. Its id derives from the
-// events' ids, so a redelivered hop that emits them again is dropped as a
-// duplicate.
-func packAudit(evs []event.Event) (*nats.Msg, error) {
+// encodeTrail encodes the audit events evs, all of one tenant, in the
+// CloudEvents JSON batch format, and derives the trail's id from the
+// events' ids, so a redelivered hop that emits them again is dropped as
+// a duplicate.
+func encodeTrail(evs []event.Event) (data []byte, id string, err error) {
 	tenant := Ext(evs[0], ExtTenant)
 	var buf bytes.Buffer
 	ids := sha256.New()
 	buf.WriteByte('[')
 	for i, ev := range evs {
 		if err := ev.Validate(); err != nil {
-			return nil, fmt.Errorf("events: invalid event: %w", err)
+			return nil, "", fmt.Errorf("events: invalid event: %w", err)
 		}
 		if Ext(ev, ExtTenant) != tenant {
-			return nil, fmt.Errorf("%w: one hop's audit events name tenants %q and %q", ErrInvalidData, tenant, Ext(ev, ExtTenant))
+			return nil, "", fmt.Errorf("%w: one hop's audit events name tenants %q and %q", ErrInvalidData, tenant, Ext(ev, ExtTenant))
 		}
 		if i > 0 {
 			buf.WriteByte(',')
@@ -45,20 +49,66 @@ func packAudit(evs []event.Event) (*nats.Msg, error) {
 		// WriteJson writes the structured form directly; json.Marshal
 		// would then validate and compact it a second time.
 		if err := event.WriteJson(&ev, &buf); err != nil {
-			return nil, fmt.Errorf("events: encode %s: %w", ev.ID(), err)
+			return nil, "", fmt.Errorf("events: encode %s: %w", ev.ID(), err)
 		}
 		ids.Write([]byte(ev.ID()))
 		ids.Write([]byte{0})
 	}
 	buf.WriteByte(']')
 	if !ValidToken(tenant) {
-		return nil, fmt.Errorf("%w: audit batch of tenant %q", ErrInvalidToken, tenant)
+		return nil, "", fmt.Errorf("%w: audit trail of tenant %q", ErrInvalidToken, tenant)
 	}
-	m := nats.NewMsg(auditSubjectRoot + "." + tenant + "." + batchToken)
+	data = buf.Bytes()
+	if bytes.ContainsAny(data, "\r\n") {
+		// A header holds one line: data set from indented JSON is
+		// compacted (JSON strings escape their line breaks).
+		var c bytes.Buffer
+		if err := json.Compact(&c, data); err != nil {
+			return nil, "", fmt.Errorf("events: audit trail: %w", err)
+		}
+		data = c.Bytes()
+	}
+	return data, "trail-" + hex.EncodeToString(ids.Sum(nil)[:16]), nil
+}
+
+// packAudit returns one message holding the audit events evs, all of one
+// tenant, in the CloudEvents JSON batch format, on the tenant's
+// TrailSubject: the trail of a hop that has no output on AGENT to carry
+// it (AttachTrail).
+func packAudit(evs []event.Event) (*nats.Msg, error) {
+	data, id, err := encodeTrail(evs)
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(TrailSubject(Ext(evs[0], ExtTenant)))
 	m.Header.Set(headerContentType, ContentTypeBatch)
-	m.Header.Set(nats.MsgIdHdr, "batch-"+hex.EncodeToString(ids.Sum(nil)[:16]))
-	m.Data = buf.Bytes()
+	m.Header.Set(nats.MsgIdHdr, id)
+	m.Data = data
 	return m, nil
+}
+
+// attachTrail sets the audit events evs as m's trail (HeaderTrail).
+func attachTrail(m *nats.Msg, evs []event.Event) error {
+	data, _, err := encodeTrail(evs)
+	if err != nil {
+		return err
+	}
+	m.Header.Set(HeaderTrail, string(data))
+	return nil
+}
+
+// Trail decodes the audit events a message of AGENT carries: the trail in
+// its header, or, on a TrailSubject, the events it holds. A message with
+// no trail has none (nil). Any failure wraps ErrDecode and is permanent.
+func Trail(header nats.Header, subject string, data []byte) ([]event.Event, error) {
+	if IsTrailSubject(subject) {
+		return FromMsgs(header, data)
+	}
+	t := header.Get(HeaderTrail)
+	if t == "" {
+		return nil, nil
+	}
+	return unpackBatch([]byte(t))
 }
 
 // FromMsgs decodes the events a message holds: a batch's (see

@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
@@ -36,13 +38,28 @@ func hopOutputs(t *testing.T, in event.Event) []event.Event {
 	return outs
 }
 
-// TestPublisherPacksAHopsAuditTrail: a hop's audit events are one message
-// on audit.<tenant>.batch (the CloudEvents JSON batch format) while its
-// orchestration message goes alone; publishing the hop again stores
-// nothing new; and a worker on AUDIT hands each event, in order and
-// intact, to its handler, then runs the waits they deferred before it
-// acknowledges the batch.
-func TestPublisherPacksAHopsAuditTrail(t *testing.T) {
+// lastMsg is the last message stream holds on subject.
+func lastMsg(t *testing.T, js jetstream.JetStream, stream, subject string) *jetstream.RawStreamMsg {
+	t.Helper()
+	st, err := js.Stream(testCtx(t), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetLastMsgForSubject(testCtx(t), subject)
+	if err != nil {
+		t.Fatalf("last message on %s: %v", subject, err)
+	}
+	return m
+}
+
+// TestPublisherCarriesAHopsTrailInItsOutput: a hop's audit events ride in
+// its orchestration message (the Agentbus-Trail header, in the CloudEvents
+// JSON batch format) whose body stays the output's own data; publishing
+// the hop again stores nothing new; a worker reading trails hands each
+// audit event, in order and intact, to its handler, then runs the waits
+// they deferred before it acknowledges the message. A hop with no output
+// to carry its trail publishes it on the tenant's trail subject.
+func TestPublisherCarriesAHopsTrailInItsOutput(t *testing.T) {
 	t.Parallel()
 	_, _, js := eventstest.Bootstrap(t, testTopology())
 	pub := events.NewPublisher(js)
@@ -53,11 +70,26 @@ func TestPublisherPacksAHopsAuditTrail(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := subjectCount(t, js, events.StreamAudit, "audit.acme.batch"); n != 1 {
-		t.Fatalf("AUDIT holds %d messages, want the hop's trail as one", n)
-	}
 	if n := subjectCount(t, js, events.StreamAgent, "agent.step.finished.acme"); n != 1 {
 		t.Fatalf("AGENT holds %d step.finished, want 1", n)
+	}
+	if n := subjectCount(t, js, events.StreamAgent, events.TrailSubject("acme")); n != 0 {
+		t.Fatalf("AGENT holds %d trails of their own, want the trail in the output", n)
+	}
+	m := lastMsg(t, js, events.StreamAgent, "agent.step.finished.acme")
+	if !bytes.Equal(m.Data, outs[0].Data()) || m.Header.Get(events.HeaderTrail) == "" {
+		t.Fatalf("the output's body %s and trail %q, want its own data and the trail", m.Data, m.Header.Get(events.HeaderTrail))
+	}
+	if ev, err := events.FromMsg(m.Header, m.Data); err != nil || ev.ID() != outs[0].ID() {
+		t.Fatalf("the output decodes as %v (%v), want itself", ev, err)
+	}
+	// A hop whose only outputs are audit events: their own message.
+	alone := hopOutputs(t, stepRequest(t, "acme", "run-1b", 1))[1:]
+	if err := pub.PublishAll(testCtx(t), alone); err != nil {
+		t.Fatal(err)
+	}
+	if n := subjectCount(t, js, events.StreamAgent, events.TrailSubject("acme")); n != 1 {
+		t.Fatalf("AGENT holds %d trails of their own, want 1", n)
 	}
 
 	var mu sync.Mutex
@@ -74,27 +106,43 @@ func TestPublisherPacksAHopsAuditTrail(t *testing.T) {
 			waited = append(waited, id)
 			return nil
 		}) {
-			t.Errorf("%s: not deferred inside a batch", id)
+			t.Errorf("%s: not deferred inside a trail", id)
 		}
 		return nil, nil
 	}
-	startWorker(t, js, roleProjector, h, events.WorkerConfig{})
-	eventually(t, waitLong, "the batch handled and acked", func() bool { return settled(t, js, roleProjector) })
+	startWorker(t, js, roleProjector, h, events.WorkerConfig{Trails: true})
+	eventually(t, waitLong, "the trails handled and acked", func() bool { return settled(t, js, roleProjector) })
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != 3 {
-		t.Fatalf("handled %d events, want 3", len(got))
+	// The two messages may be handled at once; each one's events come in
+	// its order.
+	byRun := func(evs []event.Event, run string) []event.Event {
+		return slices.DeleteFunc(slices.Clone(evs), func(e event.Event) bool { return events.MetaOf(e).Run != run })
 	}
-	for i, ev := range got {
-		want := outs[i+1]
-		var a, b events.Audit
-		if ev.ID() != want.ID() || ev.Type() != want.Type() || events.MetaOf(ev) != events.MetaOf(want) || !ev.Time().Equal(want.Time()) ||
-			events.Decode(ev, &a) != nil || events.Decode(want, &b) != nil || a.PlanID != b.PlanID {
-			t.Errorf("event %d: %s %s %+v, want %s %s %+v", i, ev.ID(), ev.Type(), events.MetaOf(ev), want.ID(), want.Type(), events.MetaOf(want))
+	if len(got) != len(outs)-1+len(alone) {
+		t.Fatalf("handled %d events, want %d", len(got), len(outs)-1+len(alone))
+	}
+	for run, want := range map[string][]event.Event{"run-1": outs[1:], "run-1b": alone} {
+		handled := byRun(got, run)
+		if len(handled) != len(want) {
+			t.Fatalf("%s: handled %d events, want %d", run, len(handled), len(want))
+		}
+		for i, ev := range handled {
+			var a, b events.Audit
+			if ev.ID() != want[i].ID() || ev.Type() != want[i].Type() || events.MetaOf(ev) != events.MetaOf(want[i]) || !ev.Time().Equal(want[i].Time()) ||
+				events.Decode(ev, &a) != nil || events.Decode(want[i], &b) != nil || a.PlanID != b.PlanID {
+				t.Errorf("%s event %d: %s %s %+v, want %s %s %+v", run, i, ev.ID(), ev.Type(), events.MetaOf(ev), want[i].ID(), want[i].Type(), events.MetaOf(want[i]))
+			}
 		}
 	}
-	if !slices.Equal(waited, []string{outs[1].ID(), outs[2].ID(), outs[3].ID()}) {
-		t.Fatalf("waits ran for %v", waited)
+	var handledIDs []string
+	for _, ev := range got {
+		handledIDs = append(handledIDs, ev.ID())
+	}
+	slices.Sort(handledIDs)
+	slices.Sort(waited)
+	if !slices.Equal(waited, handledIDs) {
+		t.Fatalf("waits ran for %v, want the handled events' %v", waited, handledIDs)
 	}
 }
 
@@ -119,7 +167,7 @@ func TestWorkerBatchFailures(t *testing.T) {
 		})
 		return nil, nil
 	}
-	startWorker(t, js, roleProjector, h, events.WorkerConfig{Backoff: []time.Duration{10 * time.Millisecond}})
+	startWorker(t, js, roleProjector, h, events.WorkerConfig{Backoff: []time.Duration{10 * time.Millisecond}, Trails: true})
 	if err := events.NewPublisher(js).PublishAll(testCtx(t), hopOutputs(t, stepRequest(t, "acme", "run-2", 1))); err != nil {
 		t.Fatal(err)
 	}
@@ -129,21 +177,27 @@ func TestWorkerBatchFailures(t *testing.T) {
 		return calls == 6 && settled(t, js, roleProjector)
 	})
 
-	forged := nats.NewMsg("audit.acme.batch")
+	forged := nats.NewMsg(events.TrailSubject("acme"))
 	forged.Header.Set("content-type", events.ContentTypeBatch)
 	other := hopOutputs(t, stepRequest(t, "beta", "run-3", 1))[1]
 	b, _ := other.MarshalJSON()
 	forged.Data = []byte("[" + string(b) + "]")
-	broken := nats.NewMsg("audit.acme.batch")
+	broken := nats.NewMsg(events.TrailSubject("acme"))
 	broken.Header.Set("content-type", events.ContentTypeBatch)
 	broken.Data = []byte(`[{"specversion":"1.0"}]`)
-	for _, m := range []*nats.Msg{forged, broken} {
+	// A trail in an output's header that names another tenant.
+	carrier, err := events.ToMsg(stepRequest(t, "acme", "run-4", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	carrier.Header.Set(events.HeaderTrail, "["+string(b)+"]")
+	for _, m := range []*nats.Msg{forged, broken, carrier} {
 		if _, err := js.PublishMsg(testCtx(t), m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, waitLong, "both dead-lettered", func() bool {
-		return subjectCount(t, js, events.StreamAgent, events.DeadSubject("acme")) == 2 && settled(t, js, roleProjector)
+	eventually(t, waitLong, "the three dead-lettered", func() bool {
+		return subjectCount(t, js, events.StreamAgent, events.DeadSubject("acme")) == 3 && settled(t, js, roleProjector)
 	})
 	mu.Lock()
 	defer mu.Unlock()

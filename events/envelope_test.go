@@ -357,8 +357,8 @@ func TestSubject(t *testing.T) {
 		{events.TypeStepFinished, "acme", "agent.step.finished.acme"},
 		{events.TypeGroupJoined, "acme", "agent.group.joined.acme"},
 		{events.TypeDeadLettered, "acme", "agent.dead.acme"},
-		{events.AuditType("skill.called"), "acme", "audit.acme.skill.called"},
-		{events.AuditType("plan"), "acme", "audit.acme.plan"},
+		{events.AuditType("skill.called"), "acme", "agent.trail.recorded.acme"},
+		{events.AuditType("plan"), "acme", "agent.trail.recorded.acme"},
 		{events.TypeStepRequested, strings.Repeat("a", 64), "agent.step.requested." + strings.Repeat("a", 64)},
 	}
 	for _, c := range ok {
@@ -402,8 +402,8 @@ func TestTenantOfSubject(t *testing.T) {
 		"agent.step.requested.acme": "acme",
 		"agent.run.finished.t_1":    "t_1",
 		"agent.dead.acme":           "acme",
-		"audit.acme.skill.called":   "acme",
-		"audit.acme.plan":           "acme",
+		"agent.trail.recorded.acme": "acme",
+		"audit.acme.skill.called":   "unknown",
 		"reply.acme.s1":             "unknown",
 		"agent.step":                "unknown",
 		"audit.acme":                "unknown",

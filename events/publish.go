@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -25,8 +24,9 @@ const errCodeBatchDuplicate jetstream.ErrorCode = 10201
 // stages every batch in a file store of its own, which costs milliseconds
 // per hop, so there the outputs are pipelined instead; a redelivered input
 // then re-publishes the same derived ids and the duplicate window keeps
-// one copy of each. Across streams (AGENT and AUDIT) the batches go
+// one copy of each. Across streams (AGENT and REPLY) the batches go
 // concurrently and the redelivery completes a hop one of them missed.
+// The hop's audit trail rides in its first output on AGENT (HeaderTrail).
 type Publisher struct {
 	js     jetstream.JetStream
 	mu     sync.Mutex
@@ -63,6 +63,7 @@ func (p *Publisher) PublishAll(ctx context.Context, outs []event.Event) error {
 		byStream[s] = append(byStream[s], m)
 	}
 	var audits []event.Event
+	var carrier *nats.Msg // the hop's first output on AGENT that is not scheduled
 	for _, out := range outs {
 		if ids[out.ID()] {
 			return Permanent(fmt.Errorf("%w: two outputs of one hop share the id %s", ErrPublish, out.ID()))
@@ -76,27 +77,25 @@ func (p *Publisher) PublishAll(ctx context.Context, outs []event.Event) error {
 		if err != nil {
 			return Permanent(err)
 		}
-		add(m)
-	}
-	switch len(audits) {
-	case 0:
-	case 1:
-		m, err := ToMsg(audits[0])
-		if err != nil {
-			return Permanent(err)
-		}
-		add(m)
-	default:
-		m, err := packAudit(audits) // the hop's audit trail is one message
-		if err != nil {
-			return Permanent(err)
+		if carrier == nil && StreamOfSubject(m.Subject) == StreamAgent && Ext(out, ExtDeliverAt) == "" {
+			carrier = m
 		}
 		add(m)
 	}
-	// The audit trail goes last: the next role can start on the hop's
-	// orchestration message while the server still stores the trail.
-	if i := slices.Index(streams, StreamAudit); i >= 0 {
-		streams = append(slices.Delete(streams, i, i+1), StreamAudit)
+	if len(audits) > 0 {
+		// The hop's audit trail rides in its first output: one message
+		// stores both. A hop with nothing to carry it publishes it alone.
+		if carrier != nil {
+			if err := attachTrail(carrier, audits); err != nil {
+				return Permanent(err)
+			}
+		} else {
+			m, err := packAudit(audits)
+			if err != nil {
+				return Permanent(err)
+			}
+			add(m)
+		}
 	}
 	// Batches go concurrently; every other message is sent before any
 	// PubAck is awaited, so a hop costs about one round trip either way.
@@ -174,11 +173,7 @@ func (p *Publisher) pipeline(ctx context.Context, msgs []*nats.Msg) error {
 
 // StreamOfSubject names the stream that stores subject.
 func StreamOfSubject(subject string) string {
-	root, _, _ := strings.Cut(subject, ".")
-	switch root {
-	case auditSubjectRoot:
-		return StreamAudit
-	case replySubjectRoot:
+	if root, _, _ := strings.Cut(subject, "."); root == replySubjectRoot {
 		return StreamReply
 	}
 	return StreamAgent

@@ -95,20 +95,20 @@ func (r Route) Matches(typ string) bool {
 func (r Route) Filter() string {
 	switch {
 	case r.Prefix && r.Type == TypeAuditPrefix:
-		return auditSubjectRoot + ".>"
+		return agentSubjectRoot + ".>" // every output may carry a trail
 	case r.Type == TypeDeadLettered:
 		return agentSubjectRoot + ".dead.*"
 	}
 	return agentSubjectRoot + "." + strings.TrimPrefix(r.Type, typePrefix) + ".*"
 }
 
-// Stream is the stream that stores the route's events.
-func (r Route) Stream() string {
-	if r.Prefix && r.Type == TypeAuditPrefix {
-		return StreamAudit
-	}
-	return StreamAgent
-}
+// Stream is the stream that stores the route's events: AGENT, whose
+// messages carry the audit trails too.
+func (r Route) Stream() string { return StreamAgent }
+
+// ReadsTrails reports whether the route takes audit events: its worker
+// reads the trail each message carries (see Trail), not the message.
+func (r Route) ReadsTrails() bool { return r.Prefix && r.Type == TypeAuditPrefix }
 
 // Dispatch returns the Handler of a role that consumes routes: each event
 // goes to the route of its type; an event of no route is a permanent

@@ -57,6 +57,11 @@ type WorkerConfig struct {
 	OnSlow func(ev event.Event, held time.Duration)
 	// SlowAfter is when OnSlow is told; default 3 × CallTimeout.
 	SlowAfter time.Duration
+	// Trails makes the worker hand its handler the audit trail each
+	// message carries (Trail), in order, instead of the message's own
+	// event; a message with no trail is acked unhandled. The projector's
+	// worker reads AGENT this way.
+	Trails bool
 }
 
 // PullExpiry bounds each pull request of a worker (and of a run client's
@@ -306,9 +311,20 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, flights *flight
 		_ = msg.Term()
 		return
 	}
-	batch, err := FromMsgs(msg.Headers(), msg.Data())
+	var batch []event.Event
+	if w.cfg.Trails {
+		batch, err = Trail(msg.Headers(), msg.Subject(), msg.Data())
+	} else {
+		batch, err = FromMsgs(msg.Headers(), msg.Data())
+	}
 	if err != nil {
 		outcome = w.deadLetter(ctx, msg, md, nil, err)
+		return
+	}
+	if len(batch) == 0 { // a message that carries no trail
+		if err := msg.Ack(); err != nil {
+			w.report(nil, msg.Subject(), fmt.Errorf("events: ack: %w", err))
+		}
 		return
 	}
 	ev, decoded = batch[0], true

@@ -11,7 +11,7 @@ import (
 )
 
 // Topology configures the streams, consumers and buckets agentbus needs.
-// The streams are fixed (AGENT, REPLY, AUDIT); the consumers and buckets
+// The streams are fixed (AGENT, REPLY); the consumers and buckets
 // are the application's, declared with its roles.
 type Topology struct {
 	Consumers       []Consumer    // one durable pull consumer each
@@ -21,7 +21,6 @@ type Topology struct {
 	MemoryStorage   bool          // memory instead of file storage (benchmarks only)
 	AgentMaxAge     time.Duration // default 7 days
 	ReplyMaxAge     time.Duration // default 1 hour
-	AuditMaxAge     time.Duration // default 7 days
 	DuplicateWindow time.Duration // default 15 minutes; at least 10 minutes
 	AckWait         time.Duration // default 30s; heartbeats keep long work alive
 	MaxDeliver      int           // default 10; the projector's is unlimited
@@ -39,7 +38,6 @@ func (t Topology) withDefaults() Topology {
 	}
 	def(&t.AgentMaxAge, 7*24*time.Hour)
 	def(&t.ReplyMaxAge, time.Hour)
-	def(&t.AuditMaxAge, 7*24*time.Hour)
 	def(&t.DuplicateWindow, 15*time.Minute)
 	def(&t.AckWait, 30*time.Second)
 	if t.MaxDeliver == 0 {
@@ -111,7 +109,6 @@ func Bootstrap(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	streams := []jetstream.StreamConfig{
 		{Name: StreamAgent, Subjects: []string{"agent.>"}, MaxAge: t.AgentMaxAge, AllowMsgSchedules: true},
 		{Name: StreamReply, Subjects: []string{"reply.>"}, MaxAge: t.ReplyMaxAge},
-		{Name: StreamAudit, Subjects: []string{"audit.>"}, MaxAge: t.AuditMaxAge},
 	}
 	for _, sc := range streams {
 		sc.Storage = storage

@@ -29,7 +29,6 @@ func TestBootstrapIsIdempotentAndCreatesTopology(t *testing.T) {
 	streams := map[string][]string{
 		events.StreamAgent: {"agent.>"},
 		events.StreamReply: {"reply.>"},
-		events.StreamAudit: {"audit.>"},
 	}
 	for name, subjects := range streams {
 		s, err := js.Stream(ctx, name)
@@ -81,7 +80,7 @@ func TestBootstrapIsIdempotentAndCreatesTopology(t *testing.T) {
 				want.Name, cfg.Durable, cfg.AckPolicy, cfg.AckWait, cfg.MaxDeliver, cfg.MaxAckPending)
 		}
 	}
-	for _, stream := range []string{events.StreamAgent, events.StreamReply, events.StreamAudit} {
+	for _, stream := range []string{events.StreamAgent, events.StreamReply} {
 		st, err := js.Stream(ctx, stream)
 		if err != nil {
 			t.Fatal(err)
@@ -94,7 +93,7 @@ func TestBootstrapIsIdempotentAndCreatesTopology(t *testing.T) {
 		if err := names.Err(); err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]int{events.StreamAgent: 2, events.StreamReply: 0, events.StreamAudit: 1}[stream]
+		want := map[string]int{events.StreamAgent: 3, events.StreamReply: 0}[stream]
 		if n != want {
 			t.Errorf("stream %s has %d consumers, want %d", stream, n, want)
 		}

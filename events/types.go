@@ -44,7 +44,9 @@ const (
 	// reply.<tenant>.<session> (see ReplySubject), in the REPLY stream.
 	TypeReplyChunk = "io.agentbus.reply.chunk"
 	// TypeAuditPrefix starts every audit event type, for example
-	// io.agentbus.audit.skill.called; its subject is audit.<tenant>.skill.called.
+	// io.agentbus.audit.skill.called. A hop's audit events ride in its
+	// first output (HeaderTrail); a hop with no output to carry them
+	// publishes them on agent.trail.recorded.<tenant> (TrailSubject).
 	TypeAuditPrefix = "io.agentbus.audit."
 )
 
@@ -52,7 +54,6 @@ const (
 const (
 	StreamAgent = "AGENT"
 	StreamReply = "REPLY"
-	StreamAudit = "AUDIT"
 )
 
 // Extension attribute names carried on every agentbus event.
@@ -71,8 +72,10 @@ const (
 	sourcePrefix     = "agentbus/"
 	typePrefix       = "io.agentbus."
 	agentSubjectRoot = "agent"
-	auditSubjectRoot = "audit"
 	replySubjectRoot = "reply"
+	// trailSubjectStem starts the subject of a trail published on its
+	// own: agent.trail.recorded.<tenant>.
+	trailSubjectStem = agentSubjectRoot + ".trail.recorded."
 )
 
 var (
@@ -87,7 +90,7 @@ func ValidToken(s string) bool { return tokenRE.MatchString(s) }
 
 // Subject returns the NATS subject an event of type typ for tenant is
 // published on: agent.<noun>.<verb>.<tenant> for orchestration events and
-// audit.<tenant>.<event_type> for audit events.
+// agent.trail.recorded.<tenant> for an audit event published on its own.
 func Subject(typ, tenant string) (string, error) {
 	if !ValidToken(tenant) {
 		return "", fmt.Errorf("%w: tenant %q", ErrInvalidToken, tenant)
@@ -99,7 +102,7 @@ func Subject(typ, tenant string) (string, error) {
 		if !nameRE.MatchString(name) {
 			return "", fmt.Errorf("%w: %q", ErrUnknownType, typ)
 		}
-		return auditSubjectRoot + "." + tenant + "." + name, nil
+		return TrailSubject(tenant), nil
 	}
 	rest, ok := strings.CutPrefix(typ, typePrefix)
 	if !ok || !typeRE.MatchString(rest) {
@@ -107,6 +110,13 @@ func Subject(typ, tenant string) (string, error) {
 	}
 	return agentSubjectRoot + "." + rest + "." + tenant, nil
 }
+
+// TrailSubject is the subject of a hop's audit trail published on its own
+// (a hop with no output on AGENT to carry it): agent.trail.recorded.<tenant>.
+func TrailSubject(tenant string) string { return trailSubjectStem + tenant }
+
+// IsTrailSubject reports whether subject is a TrailSubject.
+func IsTrailSubject(subject string) bool { return strings.HasPrefix(subject, trailSubjectStem) }
 
 // AuditType returns the event type of the audit event name, for example
 // AuditType("skill.called") = "io.agentbus.audit.skill.called".
@@ -123,8 +133,6 @@ func IsAuditType(typ string) bool { return strings.HasPrefix(typ, TypeAuditPrefi
 func TenantOfSubject(subject string) string {
 	toks := strings.Split(subject, ".")
 	switch {
-	case len(toks) >= 3 && toks[0] == auditSubjectRoot && ValidToken(toks[1]):
-		return toks[1]
 	case len(toks) >= 3 && toks[0] == agentSubjectRoot && ValidToken(toks[len(toks)-1]):
 		return toks[len(toks)-1]
 	}

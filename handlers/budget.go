@@ -13,61 +13,110 @@ import (
 	"github.com/agentbus/agentbus/orch"
 )
 
-// BucketBudgets is the budgets ledger: what each run has drawn, keyed
-// <tenant>.<run_id>.
+// BucketBudgets holds the pools of parallel groups: what the members of
+// a group dispatched together drew beyond their shares, keyed
+// <tenant>.<run_id>.<group_id>.
 const BucketBudgets = "budgets"
 
-// Budgets is the budget ledger of runs (seed 003's budget vector): one
-// entry per run in the budgets bucket holding what the run has drawn in
-// each dimension, reservations included until they are settled. Every
-// draw is a compare-and-swap on that entry, so every lane of a run, on
-// any process, draws from one budget, and no draw takes a counter past
-// its limit: a call that would is not made. A nil Budgets enforces
-// nothing.
+// Budgets enforces runs' budgets (seed 003's budget vector). A run's
+// ledger is its state: what its finished work drew (orch.State.Known)
+// travels in every message, so a hop draws from its own copy in memory,
+// with no round trip, and reports what it drew with its result. Only the
+// members of a group dispatched together share anything: each draws its
+// share (orch.LaneShare) in memory and tops up from the group's pool, an
+// entry of the budgets bucket moved by compare-and-set, only when it
+// needs more than its share. No draw takes a counter past its limit: a
+// call that would is not made. A nil Budgets enforces nothing.
 type Budgets struct {
+	// KV is the budgets bucket (the groups' pools); nil leaves each
+	// member of a group its share alone.
 	KV jetstream.KeyValue
 	// Quotas is the quotas bucket: the token quotas' ledgers (see
 	// DrawQuotas); nil enforces no quota.
 	Quotas jetstream.KeyValue
 	Now    func() time.Time
-
-	// last caches each run's entry as this process last wrote it, so a
-	// draw usually costs one round trip (an update at the known
-	// revision) rather than a read and an update.
-	mu   sync.Mutex
-	last map[string]cachedEntry
 }
 
-type cachedEntry struct {
-	entry BudgetEntry
-	rev   uint64
-}
-
-// BudgetEntry is a run's ledger entry: its limits (as the drawing state
-// recorded them) and what it has drawn.
-type BudgetEntry struct {
-	Limits orch.Vector `json:"limits"`
-	Used   orch.Vector `json:"used"`
-}
-
-// RunBudget names a run's budget: its ledger key, its limits and its
-// deadline (the wall-clock dimension), as its state records them.
+// RunBudget is one hop's ledger of a run: its limits, deadline and quotas
+// as its state records them, and what the run has drawn, this hop's draws
+// included. Build it once per hop (BudgetOf, StepBudget) and draw from
+// that value: its copies share one ledger.
 type RunBudget struct {
 	Tenant, RunID string
 	Limits        orch.Vector
 	Deadline      time.Time
 	// Quotas are the token quotas the run's model calls draw from too.
 	Quotas []orch.Quota
-	// New says the run's ledger entry most likely does not exist yet (its
-	// first hop's draw): the first draw creates it without reading it
-	// first, and reads it only if it was there after all.
-	New bool
+
+	l *ledger
 }
 
-// BudgetOf is the budget of a run state.
+// ledger is what a hop's draws move.
+type ledger struct {
+	mu   sync.Mutex
+	used orch.Vector // what the run has drawn, as far as this hop knows
+	lane *lane       // set for a member of a group of several
+}
+
+// lane is a group member's share of its run's budget.
+type lane struct {
+	key    string      // the group's pool entry
+	base   orch.Vector // what the run had drawn when the group was dispatched
+	share  orch.Vector // what the member may draw without asking
+	pool   orch.Vector // the group's pool, what no share holds
+	pooled orch.Vector // what the member has drawn from the pool so far
+}
+
+// NewRunBudget is the ledger of a run that has drawn nothing yet.
+func NewRunBudget(tenant, runID string, limits orch.Vector, deadline time.Time, quotas []orch.Quota) RunBudget {
+	return RunBudget{Tenant: tenant, RunID: runID, Limits: limits, Deadline: deadline, Quotas: quotas,
+		l: &ledger{used: orch.Vector{}}}
+}
+
+// BudgetOf is the ledger of a hop that works on the run as its state
+// records it (the router's, the planner's).
 func BudgetOf(s orch.RunState) RunBudget {
-	return RunBudget{Tenant: s.Request.TenantID, RunID: s.Request.RunID, Limits: s.Budget.Limits, Deadline: s.Deadline,
-		Quotas: s.Budget.Quotas}
+	rb := NewRunBudget(s.Request.TenantID, s.Request.RunID, s.Budget.Limits, s.Deadline, s.Budget.Quotas)
+	rb.l.used = s.Known()
+	return rb
+}
+
+// StepBudget is the ledger of an executor's turn: the run as dispatched,
+// plus what the step's earlier turns drew; a member of a group of several
+// draws from its share and the group's pool.
+func StepBudget(req orch.StepRequest) RunBudget {
+	rb := BudgetOf(req.Run)
+	rb.l.used = rb.l.used.Add(req.Spent).Add(orch.UsageVector(req.Usage.InputTokens, req.Usage.OutputTokens, req.Usage.Calls, req.Usage.CostUSD))
+	if req.Group.Expected > 1 {
+		share, pool := orch.LaneShare(req.Run.Remaining(), req.Group.Expected)
+		rb.l.lane = &lane{key: kvKey(rb.Tenant + "." + rb.RunID + "." + req.Group.ID), base: req.Run.Known(),
+			share: share, pool: pool, pooled: req.Pooled.Add(nil)}
+	}
+	return rb
+}
+
+// Used is what the run has drawn as far as this hop knows.
+func (rb RunBudget) Used() orch.Vector {
+	if rb.l == nil {
+		return orch.Vector{}
+	}
+	rb.l.mu.Lock()
+	defer rb.l.mu.Unlock()
+	return rb.l.used.Add(nil)
+}
+
+// Pooled is what a group member has drawn from its group's pool, its
+// earlier turns' included: its next turn carries it (StepRequest.Pooled).
+func (rb RunBudget) Pooled() orch.Vector {
+	if rb.l == nil || rb.l.lane == nil {
+		return nil
+	}
+	rb.l.mu.Lock()
+	defer rb.l.mu.Unlock()
+	if len(rb.l.lane.pooled) == 0 {
+		return nil
+	}
+	return rb.l.lane.pooled.Add(nil)
 }
 
 // ErrBudgetExhausted is wrapped by every refused draw.
@@ -86,6 +135,9 @@ type Exhausted struct {
 	// Quota, when set, is the token quota the draw would pass (Dim is
 	// then quota_tokens, Limit and Used its tokens).
 	Quota *QuotaHit `json:"quota,omitempty"`
+	// Group says the draw was a group member's: Limit is what its share
+	// and its group's pool let it reach, not the run's limit.
+	Group bool `json:"group,omitempty"`
 }
 
 // QuotaHit names a spent quota: which one, its ledger key and period.
@@ -102,6 +154,10 @@ func (e *Exhausted) Error() string {
 	if e.Dim == orch.DimWallClockS {
 		return fmt.Sprintf("budget exhausted: the run's wall clock of %gs ran out", e.Limit)
 	}
+	if e.Group {
+		return fmt.Sprintf("budget exhausted: %s would reach %g, past the %g this lane may draw (its share and what its group's pool has left; %g used, %g more needed)",
+			e.Dim, e.Used+e.Want, e.Limit, e.Used, e.Want)
+	}
 	return fmt.Sprintf("budget exhausted: %s would reach %g of its limit %g (%g used, %g more needed)",
 		e.Dim, e.Used+e.Want, e.Limit, e.Used, e.Want)
 }
@@ -115,9 +171,6 @@ func (e *Exhausted) Evidence() json.RawMessage {
 	return b
 }
 
-// ledger key of a run.
-func budgetKey(tenant, runID string) string { return kvKey(tenant + "." + runID) }
-
 // maxDrawAttempts bounds the compare-and-swap retries of one draw.
 const maxDrawAttempts = 64
 
@@ -129,46 +182,90 @@ func (b *Budgets) Reserve(ctx context.Context, rb RunBudget, want orch.Vector) e
 	return err
 }
 
-// Draw is Reserve returning the run's entry after the draw.
-func (b *Budgets) Draw(ctx context.Context, rb RunBudget, want orch.Vector) (BudgetEntry, error) {
-	if b == nil || b.KV == nil || len(rb.Limits) == 0 {
-		return BudgetEntry{}, nil
+// Draw is Reserve returning what the run has drawn after the draw.
+func (b *Budgets) Draw(ctx context.Context, rb RunBudget, want orch.Vector) (orch.Vector, error) {
+	if b == nil || rb.l == nil || len(rb.Limits) == 0 {
+		return orch.Vector{}, nil
 	}
 	if !rb.Deadline.IsZero() && !b.now().Before(rb.Deadline) {
 		lim := rb.Limits[orch.DimWallClockS]
-		return BudgetEntry{}, &Exhausted{Dim: orch.DimWallClockS, Limit: lim, Used: lim, Limits: rb.Limits}
+		return orch.Vector{}, &Exhausted{Dim: orch.DimWallClockS, Limit: lim, Used: lim, Limits: rb.Limits}
 	}
-	entry, err := b.update(ctx, rb, func(e *BudgetEntry) error {
-		if d := orch.Over(rb.Limits, e.Used, want); d != "" {
-			return &Exhausted{Dim: d, Limit: rb.Limits[d], Used: e.Used[d], Want: want[d], Limits: rb.Limits, Spent: e.Used}
+	l := rb.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := orch.Over(rb.Limits, l.used, want); d != "" {
+		return orch.Vector{}, &Exhausted{Dim: d, Limit: rb.Limits[d], Used: l.used[d], Want: want[d], Limits: rb.Limits, Spent: l.used.Add(nil)}
+	}
+	if l.lane != nil {
+		if err := b.topUp(ctx, rb, want); err != nil {
+			return orch.Vector{}, err
 		}
-		e.Used = e.Used.Add(want)
-		return nil
-	})
-	if err != nil {
-		return entry, err
 	}
+	l.used = l.used.Add(want)
 	if err := b.DrawQuotas(ctx, rb, quotaTokens(want), true); err != nil {
-		// The run's draw is taken back: nothing is drawn on a refusal.
-		if _, uerr := b.update(context.WithoutCancel(ctx), rb, func(e *BudgetEntry) error {
-			e.Used = e.Used.Sub(want)
-			return nil
-		}); uerr != nil {
-			return BudgetEntry{}, errors.Join(err, uerr)
-		}
+		// The run's draw is taken back: nothing is drawn on a refusal
+		// (what a lane took from its pool stays taken: the pool then
+		// understates what is left, never overstates it).
+		l.used = l.used.Sub(want)
 		var ex *Exhausted
 		if errors.As(err, &ex) {
-			ex.Limits, ex.Spent = rb.Limits, entry.Used.Sub(want)
+			ex.Limits, ex.Spent = rb.Limits, l.used.Add(nil)
 		}
-		return BudgetEntry{}, err
+		return orch.Vector{}, err
 	}
-	return entry, nil
+	return l.used.Add(nil), nil
+}
+
+// topUp draws from the group's pool what want takes the member past its
+// share and what it already took from the pool; with l.mu held.
+func (b *Budgets) topUp(ctx context.Context, rb RunBudget, want orch.Vector) error {
+	ln := rb.l.lane
+	own := rb.l.used.Sub(ln.base) // what the member has drawn since dispatch
+	need := orch.Vector{}
+	for d, w := range want {
+		if over := own[d] + w - ln.share[d] - ln.pooled[d]; w > 0 && over > 1e-9 {
+			need[d] = over
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	if b.KV == nil {
+		d := orch.Over(ln.share.Add(ln.pooled), own, want)
+		return &Exhausted{Dim: d, Limit: ln.base[d] + ln.share[d] + ln.pooled[d], Used: rb.l.used[d], Want: want[d],
+			Limits: rb.Limits, Spent: rb.l.used.Add(nil), Group: true}
+	}
+	var hit *Exhausted
+	err := casJSON(ctx, b.KV, ln.key, func(p *poolEntry) (bool, error) {
+		hit = nil
+		if d := orch.Over(ln.pool, p.Drawn, need); d != "" {
+			hit = &Exhausted{Dim: d, Limit: ln.base[d] + ln.share[d] + ln.pooled[d] + ln.pool[d] - p.Drawn[d],
+				Used: rb.l.used[d], Want: want[d], Limits: rb.Limits, Spent: rb.l.used.Add(nil), Group: true}
+			return false, nil
+		}
+		p.Drawn = p.Drawn.Add(need)
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("handlers: draw from the group's pool: %w", err)
+	}
+	if hit != nil {
+		return hit
+	}
+	ln.pooled = ln.pooled.Add(need)
+	return nil
+}
+
+// poolEntry is a group's pool: what its members drew beyond their shares.
+type poolEntry struct {
+	Drawn orch.Vector `json:"drawn"`
 }
 
 // Settle replaces a reservation by what the call actually used: the
 // counters move by actual minus reserved in each dimension.
 func (b *Budgets) Settle(ctx context.Context, rb RunBudget, reserved, actual orch.Vector) error {
-	if b == nil || b.KV == nil || len(rb.Limits) == 0 {
+	if b == nil || rb.l == nil || len(rb.Limits) == 0 {
 		return nil
 	}
 	delta := actual.Sub(reserved)
@@ -179,106 +276,15 @@ func (b *Budgets) Settle(ctx context.Context, rb RunBudget, reserved, actual orc
 	if !changed {
 		return nil
 	}
-	_, err := b.update(ctx, rb, func(e *BudgetEntry) error {
-		e.Used = e.Used.Add(delta)
-		for d, x := range e.Used {
-			if x < 0 {
-				e.Used[d] = 0
-			}
+	rb.l.mu.Lock()
+	rb.l.used = rb.l.used.Add(delta)
+	for d, x := range rb.l.used {
+		if x < 0 {
+			rb.l.used[d] = 0
 		}
-		return nil
-	})
-	return errors.Join(err, b.DrawQuotas(ctx, rb, quotaTokens(delta), false))
-}
-
-// Get reads a run's ledger entry.
-func (b *Budgets) Get(ctx context.Context, tenant, runID string) (BudgetEntry, error) {
-	if b == nil || b.KV == nil {
-		return BudgetEntry{}, jetstream.ErrKeyNotFound
 	}
-	e, _, err := b.read(ctx, budgetKey(tenant, runID))
-	return e, err
-}
-
-// update applies change to the run's entry by compare-and-swap, from the
-// cached entry first, and retries on a concurrent writer. It returns the
-// entry it wrote.
-func (b *Budgets) update(ctx context.Context, rb RunBudget, change func(*BudgetEntry) error) (BudgetEntry, error) {
-	key := budgetKey(rb.Tenant, rb.RunID)
-	cur, rev, cached := b.cached(key)
-	// A new run's entry: a create at revision 0 (below) needs no read.
-	cached = cached || rb.New
-	for range maxDrawAttempts {
-		if !cached {
-			var err error
-			if cur, rev, err = b.read(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-				return BudgetEntry{}, fmt.Errorf("handlers: read budget: %w", err)
-			}
-		}
-		next := BudgetEntry{Limits: rb.Limits, Used: cur.Used.Add(nil)}
-		if err := change(&next); err != nil {
-			if cached {
-				cached = false // the cache may be stale: refuse only on the stored entry
-				continue
-			}
-			return BudgetEntry{}, err
-		}
-		val, err := json.Marshal(next)
-		if err != nil {
-			return BudgetEntry{}, err
-		}
-		var nrev uint64
-		if rev == 0 {
-			nrev, err = b.KV.Create(ctx, key, val)
-		} else {
-			nrev, err = b.KV.Update(ctx, key, val, rev)
-		}
-		if err == nil {
-			b.remember(key, next, nrev)
-			return next, nil
-		}
-		if !isConflict(err) {
-			return BudgetEntry{}, fmt.Errorf("handlers: draw budget: %w", err)
-		}
-		cached = false // another draw came first: read and try again
-	}
-	return BudgetEntry{}, fmt.Errorf("handlers: draw budget: %d concurrent attempts lost the race", maxDrawAttempts)
-}
-
-func (b *Budgets) read(ctx context.Context, key string) (BudgetEntry, uint64, error) {
-	e, err := b.KV.Get(ctx, key)
-	if err != nil {
-		return BudgetEntry{}, 0, err
-	}
-	var be BudgetEntry
-	if err := json.Unmarshal(e.Value(), &be); err != nil {
-		return BudgetEntry{}, 0, fmt.Errorf("handlers: budget entry %s: %w", key, err)
-	}
-	return be, e.Revision(), nil
-}
-
-// maxCachedBudgets bounds the cache; past it the cache starts over.
-const maxCachedBudgets = 4096
-
-func (b *Budgets) cached(key string) (BudgetEntry, uint64, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c, ok := b.last[key]
-	return c.entry, c.rev, ok
-}
-
-func (b *Budgets) remember(key string, e BudgetEntry, rev uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.rememberLocked(key, e, rev)
-}
-
-// rememberLocked is remember with b.mu held.
-func (b *Budgets) rememberLocked(key string, e BudgetEntry, rev uint64) {
-	if b.last == nil || len(b.last) >= maxCachedBudgets {
-		b.last = map[string]cachedEntry{}
-	}
-	b.last[key] = cachedEntry{entry: e, rev: rev}
+	rb.l.mu.Unlock()
+	return b.DrawQuotas(ctx, rb, quotaTokens(delta), false)
 }
 
 func (b *Budgets) now() time.Time {

@@ -18,26 +18,25 @@ import (
 // is made with max_tokens capped at what is left.
 // The call's max_tokens is what the budget had left, so no answer runs past
 // it. After the call the reservation is settled with the call's reported
-// usage. The call's context ends at the run's deadline. Without a ledger or
-// limits, m is returned as it is.
-func (b *Budgets) Model(m llm.Model, rb RunBudget) llm.Model { return b.DeferredModel(m, rb, nil) }
+// usage. The call's context ends at the run's deadline. Without limits, m
+// is returned as it is.
+func (b *Budgets) Model(m llm.Model, rb RunBudget) llm.Model { return b.ReportingModel(m, rb, nil) }
 
-// DeferredModel is Model whose settlements, when settle is set, are not
-// written after each call but handed to settle, as the change they make to
-// the counters: the caller folds them into its next draw, or writes them
-// when its hop ends (one round trip instead of two).
-func (b *Budgets) DeferredModel(m llm.Model, rb RunBudget, settle func(delta orch.Vector)) llm.Model {
-	if b == nil || b.KV == nil || len(rb.Limits) == 0 {
+// ReportingModel is Model that hands spent, after each call, what the
+// call drew besides its model usage (the retry of a repair), for the hop
+// to report with its result: usage is reported by the calls' records.
+func (b *Budgets) ReportingModel(m llm.Model, rb RunBudget, spent func(orch.Vector)) llm.Model {
+	if b == nil || rb.l == nil || len(rb.Limits) == 0 {
 		return m
 	}
-	return budgetedModel{model: m, ledger: b, run: rb, deferred: settle}
+	return budgetedModel{model: m, ledger: b, run: rb, spent: spent}
 }
 
 type budgetedModel struct {
-	model    llm.Model
-	ledger   *Budgets
-	run      RunBudget
-	deferred func(delta orch.Vector)
+	model  llm.Model
+	ledger *Budgets
+	run    RunBudget
+	spent  func(orch.Vector)
 }
 
 // Complete reserves, calls and settles.
@@ -54,7 +53,7 @@ func (m budgetedModel) Complete(ctx context.Context, req llm.Request) (llm.Respo
 		return v
 	}
 	reserved := want(out)
-	entry, err := m.ledger.Draw(ctx, m.run, reserved)
+	used, err := m.ledger.Draw(ctx, m.run, reserved)
 	capped := false
 	for range len(m.run.Quotas) + 1 {
 		// Less output than the model's maximum is left (of the run's
@@ -73,7 +72,7 @@ func (m budgetedModel) Complete(ctx context.Context, req llm.Request) (llm.Respo
 		}
 		out, capped = int(left), true
 		reserved = want(out)
-		entry, err = m.ledger.Draw(ctx, m.run, reserved)
+		used, err = m.ledger.Draw(ctx, m.run, reserved)
 	}
 	if err != nil {
 		return llm.Response{}, err
@@ -83,7 +82,7 @@ func (m budgetedModel) Complete(ctx context.Context, req llm.Request) (llm.Respo
 	}
 	if lim, ok := m.run.Limits[orch.DimOutputTokens]; ok {
 		// What was left before this call: its answer may not pass it.
-		req.MaxTokens = llm.CapTokens(int(lim-entry.Used[orch.DimOutputTokens])+out, req.MaxTokens)
+		req.MaxTokens = llm.CapTokens(int(lim-used[orch.DimOutputTokens])+out, req.MaxTokens)
 	}
 	if !m.run.Deadline.IsZero() {
 		var cancel context.CancelFunc
@@ -91,16 +90,17 @@ func (m budgetedModel) Complete(ctx context.Context, req llm.Request) (llm.Respo
 		defer cancel()
 	}
 	resp, err := m.model.Complete(ctx, req)
-	actual := orch.Vector{orch.DimModelCalls: 1, orch.DimRetries: reserved[orch.DimRetries]}
+	extra := orch.Vector{}
+	if r := reserved[orch.DimRetries]; r > 0 {
+		extra[orch.DimRetries] = r
+	}
+	actual := orch.Vector{orch.DimModelCalls: 1}.Add(extra)
 	if err == nil {
 		actual = actual.Add(orch.UsageVector(resp.Usage.InputTokens, resp.Usage.OutputTokens, 0, resp.Usage.CostUSD))
 	}
-	if m.deferred != nil {
-		m.deferred(actual.Sub(reserved))
-		return resp, err
-	}
-	// A settle that fails leaves the reservation drawn: the ledger then
-	// overstates the run's use, never understates it.
 	_ = m.ledger.Settle(context.WithoutCancel(ctx), m.run, reserved, actual)
+	if m.spent != nil && len(extra) > 0 {
+		m.spent(extra)
+	}
 	return resp, err
 }

@@ -670,6 +670,7 @@ func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
 			x := newTestExecutor(env, model, env.toolcalls)
 			req := execRequest(fmt.Sprintf("run-validate-%d", i), 1)
 			req.Run.Plan.Steps[0].TaskID = fmt.Sprintf("task-validate-%d", i)
+			req.Group.Expected = 2 // a member of a group of several: its key is locked
 			key := MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: req.Run.Plan.Steps[0].TaskID}.Key("outlet_ids")
 
 			// Turn 1 calls the skill; nothing is written yet.
@@ -707,7 +708,7 @@ func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
 			if owner := lockOwner(t, env, key); owner != req.Run.Plan.Steps[0].TaskID {
 				t.Errorf("after the write the lock is held by %q, want the writing task until the router reads", owner)
 			}
-			ReleaseMemoryLocks(testCtx(t), env.locks, []orch.StepResult{sf.Result})
+			ReleaseMemoryLocks(testCtx(t), env.locks, req.Group, []orch.StepResult{sf.Result})
 			if err := lockReleased(t, env, key); err != nil {
 				t.Errorf("after the router's confirmation: %v", err)
 			}
@@ -911,7 +912,7 @@ func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
 	for _, sess := range sessions {
 		for i := range perSession {
 			scope := MemoryScope{TenantID: testTenant, SessionID: sess, TaskID: fmt.Sprintf("task-%s-%02d", sess, i),
-				UserID: testUser, PlanID: "plan-" + sess, StepIndex: 1}
+				UserID: testUser, PlanID: "plan-" + sess, StepIndex: 1, Shared: true}
 			writes = append(writes, write{scope: scope,
 				data: fmt.Sprintf(`{"outlet_ids":["%s-%02d-first","%s-%02d-second"]}`, sess, i, sess, i)})
 		}
@@ -968,7 +969,7 @@ func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
 		}
 		results = append(results, orch.StepResult{TaskID: wr.scope.TaskID, MemoryKey: wr.key})
 	}
-	ReleaseMemoryLocks(ctx, env.locks, results)
+	ReleaseMemoryLocks(ctx, env.locks, orch.Group{ID: "grp-many", Expected: len(results)}, results)
 	for _, wr := range writes {
 		if err := lockReleased(t, env, wr.key); err != nil {
 			t.Errorf("after the router's confirmation: %v", err)

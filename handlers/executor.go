@@ -118,11 +118,8 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 	if step == nil {
 		return nil, events.Permanent(fmt.Errorf("handlers: step %d is not in plan %s", req.Step, req.Run.Plan.PlanID))
 	}
-	t := turn{x: x, in: ev, req: req, step: *step, out: outbox{in: ev}, rec: llm.Record(x.Model)}
-	// The model calls' settlements ride on the hop's next draw (a skill
-	// call, a memory write), or are written when the hop ends.
-	t.model = AgentModel(x.Budgets.DeferredModel(t.rec, BudgetOf(req.Run), func(d orch.Vector) { t.unsettled = t.unsettled.Add(d) }), req.Run.Agent)
-	defer t.settle(ctx)
+	t := turn{x: x, in: ev, req: req, step: *step, out: outbox{in: ev}, rec: llm.Record(x.Model), budget: StepBudget(req)}
+	t.model = AgentModel(x.Budgets.ReportingModel(t.rec, t.budget, func(d orch.Vector) { t.drawn = t.drawn.Add(d) }), req.Run.Agent)
 	tenant, runID := req.Run.Request.TenantID, req.Run.Request.RunID
 	ctx, release := x.Cancels.Watch(ctx, tenant, runID)
 	defer release()
@@ -186,7 +183,7 @@ type turn struct {
 	observed  int                        // this hop's successful tool observations
 	calls     map[string]int             // this hop's calls by skill and argument hash
 	deniedN   int                        // this hop's calls outside the allowed skills
-	unsettled orch.Vector                // model-call settlements not yet written to the ledger
+	budget    RunBudget                  // the run's ledger as this hop draws from it
 	inputData map[string]json.RawMessage // the outputs of the steps this one depends on
 	approved  *orch.Approved             // the approval of the call a resumed step holds, once checked
 	steered   int                        // the run's steering messages the step has seen, with this hop's
@@ -467,6 +464,7 @@ func (t *turn) carry(next *orch.StepRequest) {
 	next.InputData = carriedInputs(t.inputData)
 	next.Usage = t.spent()
 	next.Spent = t.spentSoFar()
+	next.Pooled = t.budget.Pooled()
 	next.Observed = t.req.Observed + t.observed
 	next.Calls = t.callCounts()
 	next.Denied = t.req.Denied + t.deniedN
@@ -615,14 +613,15 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	if mode != skills.ModeReadOnly {
 		want[orch.DimSideEffects] = 1
 	}
-	// The call is drawn from the budget while its idempotency record is
-	// looked up: two round trips at once. A recorded call (a redelivered
+	// The call is drawn from the budget while its idempotency record, if
+	// it has side effects, is looked up. A recorded call (a redelivered
 	// turn) is not made again, so what was just drawn for it is given
-	// back; its recorded result wins even when the draw was refused.
-	rec, ok, drawErr := t.recordedDrawing(ctx, key, want)
+	// back; its recorded result wins even when the draw was refused. A
+	// read-only call keeps no record: its redelivery simply calls again.
+	rec, ok, drawErr := t.recordedDrawing(ctx, key, mode, want)
 	if ok {
 		if drawErr == nil {
-			t.giveBack(want)
+			t.giveBack(ctx, want)
 		}
 		// Emit the call's audit events again: if the first attempt's
 		// outputs were stored, their derived ids make these duplicates;
@@ -641,7 +640,7 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	circuit := t.req.Run.Request.TenantID + "/" + c.Name
 	if err := t.x.Breakers.Allow(circuit); err != nil {
 		if drawErr == nil {
-			t.giveBack(want) // the call is not made
+			t.giveBack(ctx, want) // the call is not made
 		}
 		t.out.audit("circuit.refused", lin, map[string]any{"skill_id": c.Name, "reason": err.Error()})
 		return nil, false, stop(orch.OutcomeUnavailable, "unavailable: "+err.Error(), "plan around "+c.Name, map[string]any{
@@ -701,7 +700,9 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 			return nil, false, err
 		}
 	}
-	t.record(ctx, key, toolRecord{Result: result, IsError: isErr, Audits: t.out.auditsSince(audited), Drawn: want})
+	if mode != skills.ModeReadOnly {
+		t.record(ctx, key, toolRecord{Result: result, IsError: isErr, Audits: t.out.auditsSince(audited), Drawn: want})
+	}
 	if !isErr {
 		t.observed++
 	}
@@ -785,11 +786,12 @@ func (t *turn) recorded(ctx context.Context, key string) (toolRecord, bool) {
 	return rec, json.Unmarshal(e.Value(), &rec) == nil
 }
 
-// recordedDrawing looks up the record of call key while it reserves want
-// from the run's budget, and returns both outcomes: the reservation's
-// refusal as the ledger gave it (reserve), not yet booked (took).
-func (t *turn) recordedDrawing(ctx context.Context, key string, want orch.Vector) (toolRecord, bool, error) {
-	if t.x.ToolCalls == nil {
+// recordedDrawing looks up the record of call key, unless its approval
+// mode is read-only (such a call keeps none), while it reserves want from
+// the run's budget, and returns both outcomes: the reservation's refusal
+// as the ledger gave it (reserve), not yet booked (took).
+func (t *turn) recordedDrawing(ctx context.Context, key, mode string, want orch.Vector) (toolRecord, bool, error) {
+	if t.x.ToolCalls == nil || mode == skills.ModeReadOnly {
 		return toolRecord{}, false, t.reserve(ctx, want)
 	}
 	type found struct {

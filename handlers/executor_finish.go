@@ -68,9 +68,10 @@ func (t *turn) answer(ctx context.Context, content string) error {
 			Suggestion: "revise the step so that its skills can establish the answer"})
 	}
 	scope := MemoryScope{TenantID: run.Request.TenantID, SessionID: run.Request.SessionID, TaskID: t.step.TaskID,
-		UserID: run.Request.UserID, PlanID: run.Plan.PlanID, StepIndex: t.step.Index}
-	// The write is drawn from the budget while its key is locked; a
-	// refused draw writes nothing and releases the lock it took.
+		UserID: run.Request.UserID, PlanID: run.Plan.PlanID, StepIndex: t.step.Index, Shared: t.req.Group.Expected > 1}
+	// The write is drawn from the budget while its key is locked (in a
+	// group of several); a refused draw writes nothing and releases the
+	// lock it took.
 	key, waited, err := t.x.Writer.WriteDrawn(ctx, scope, a.Label, a.Data, t.step.ReturnSpec.Shape, func(ctx context.Context) error {
 		return t.draw(ctx, orch.Vector{orch.DimMemoryWrites: 1})
 	})

@@ -81,20 +81,11 @@ func (t *turn) draw(ctx context.Context, want orch.Vector) error {
 	return t.took(want, t.reserve(ctx, want))
 }
 
-// reserve is draw's ledger write alone: it takes want, with the hop's
-// unsettled model calls, from the run's budget, and returns the ledger's
-// refusal (*Exhausted) as it is. took books its outcome.
+// reserve is draw's ledger draw alone: it takes want from the run's
+// budget and returns the ledger's refusal (*Exhausted) as it is. took
+// books its outcome.
 func (t *turn) reserve(ctx context.Context, want orch.Vector) error {
-	err := t.x.Budgets.Reserve(ctx, BudgetOf(t.req.Run), want.Add(t.unsettled))
-	var ex *Exhausted
-	if errors.As(err, &ex) && want[ex.Dim] <= 0 {
-		// Refused for the earlier calls' settlement alone (input tokens
-		// past their estimate): draw want by itself.
-		err = t.x.Budgets.Reserve(ctx, BudgetOf(t.req.Run), want)
-	} else if err == nil {
-		t.unsettled = nil
-	}
-	return err
+	return t.x.Budgets.Reserve(ctx, t.budget, want)
 }
 
 // took books the outcome of reserving want: a refusal is the step's
@@ -112,24 +103,9 @@ func (t *turn) took(want orch.Vector, err error) error {
 }
 
 // giveBack returns want, reserved but not spent (the call it was drawn
-// for was not made), to the run's budget: it rides on the hop's next
-// draw, or is written when the hop ends, as the model calls'
-// settlements are.
-func (t *turn) giveBack(want orch.Vector) {
-	t.unsettled = t.unsettled.Sub(want)
-}
-
-// settle writes what the hop's model calls still owe the ledger, before
-// the hop's outputs are published. A failed write leaves their
-// reservations drawn: the ledger then overstates the run's use.
-func (t *turn) settle(ctx context.Context) {
-	if len(t.unsettled) == 0 {
-		return
-	}
-	if err := t.x.Budgets.Settle(context.WithoutCancel(ctx), BudgetOf(t.req.Run), nil, t.unsettled); err != nil {
-		t.x.Log.Warn().Err(err).Str("run_id", t.req.Run.Request.RunID).Msg("budget settlement not written")
-	}
-	t.unsettled = nil
+// for was not made), to the run's budget.
+func (t *turn) giveBack(ctx context.Context, want orch.Vector) {
+	_ = t.x.Budgets.Settle(context.WithoutCancel(ctx), t.budget, want, nil)
 }
 
 // spentSoFar is what the step drew besides model usage: its earlier

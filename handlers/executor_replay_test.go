@@ -12,14 +12,14 @@ import (
 	"github.com/agentbus/agentbus/skills/demo"
 )
 
-// TestExecutorRedeliveryReemitsSkillAudit: when a turn's outputs were
-// never stored (NATS went down after the skill call was recorded, before
+// TestExecutorRedeliveryReemitsSkillAudit: when a turn of a call with
+// side effects had its outputs never stored (NATS went down after the skill call was recorded, before
 // the publish), the redelivery reuses the recorded result and emits the
 // call's skill.called audit event again, with the same id and payload, so
 // the trace keeps exactly one record of the side effect. Found by
 // `make chaos`: traces lacked skill.called after a NATS restart.
 func TestExecutorRedeliveryReemitsSkillAudit(t *testing.T) {
-	env := newEnv(t)
+	env := newEnvWith(t, localWriteOutlets())
 	x := newTestExecutor(env, offline.New(), env.toolcalls)
 	ev := newEvent(t, "step-lost-outputs", events.TypeStepRequested, execRequest("run-lost-outputs", 1))
 	first := handle(t, x, ev)  // its outputs are lost: never published

@@ -44,12 +44,13 @@ func inboundIngress(t *testing.T, env *testEnv, cfg IngressConfig) *httptest.Ser
 }
 
 // recordedEvaluations reads the trigger.evaluated audit events of tenant
-// from the AUDIT stream, in order, keeping those of eventID.
+// from the AGENT stream (each a trail of its own), in order, keeping those
+// of eventID.
 func recordedEvaluations(t *testing.T, js jetstream.JetStream, tenant, eventID string) []Evaluation {
 	t.Helper()
 	ctx := testCtx(t)
-	cons, err := js.OrderedConsumer(ctx, events.StreamAudit, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"audit." + tenant + "." + AuditTriggerEvaluated}})
+	cons, err := js.OrderedConsumer(ctx, events.StreamAgent, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{events.TrailSubject(tenant)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +63,9 @@ func recordedEvaluations(t *testing.T, js jetstream.JetStream, tenant, eventID s
 		ev, err := events.FromMsg(msg.Headers(), msg.Data())
 		if err != nil {
 			t.Fatal(err)
+		}
+		if ev.Type() != events.AuditType(AuditTriggerEvaluated) {
+			continue
 		}
 		var a events.Audit
 		if err := events.Decode(ev, &a); err != nil {

@@ -53,12 +53,6 @@ type SessionList struct {
 	Sessions []store.Session `json:"sessions"`
 }
 
-// IngressAudits are the audit events the ingress publishes itself, for
-// the session changes an operator makes (no run's hop records them) and
-// the evaluations of inbound events against the triggers; its NATS user
-// may publish exactly these on the AUDIT stream.
-var IngressAudits = []string{"session.handoff.human", "handoff.accepted", AuditSessionUpdated, AuditTriggerEvaluated}
-
 // OperatorHandoff is the trigger of a human handoff an operator asked for.
 const OperatorHandoff = "operator"
 
@@ -352,8 +346,8 @@ func (g *Ingress) publishSession(ctx context.Context, sess store.Session, rev ui
 	}
 }
 
-// publishAudit publishes one audit event of a session to the AUDIT
-// stream.
+// publishAudit publishes one audit event of a session, a trail of its
+// own on the AGENT stream.
 func (g *Ingress) publishAudit(ctx context.Context, sess store.Session, userID, id string, a orch.Audit) error {
 	data, err := json.Marshal(a.Payload)
 	if err != nil {

@@ -66,6 +66,11 @@ var labelRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_]{0,63}$`)
 type MemoryScope struct {
 	TenantID, SessionID, TaskID, UserID, PlanID string
 	StepIndex                                   int
+	// Shared says another live member of the step's group may write in
+	// the same scope (a group of several): only then is the key locked.
+	// A step dispatched alone is its key's only writer (its task id is
+	// the run's and the step's), so its write takes no lock.
+	Shared bool
 }
 
 // Key returns the namespaced memory key of label.
@@ -119,7 +124,11 @@ func (w *MemoryWriter) WriteDrawn(ctx context.Context, scope MemoryScope, label 
 		return "", 0, invalid
 	}
 	key := scope.Key(label)
-	waited, took, err := w.lockDrawn(ctx, key, scope.TaskID, draw)
+	lockDrawn := w.lockDrawn
+	if !scope.Shared {
+		lockDrawn = drawUnlocked
+	}
+	waited, took, err := lockDrawn(ctx, key, scope.TaskID, draw)
 	if err != nil {
 		return "", waited, err
 	}
@@ -169,6 +178,15 @@ func (w *MemoryWriter) lockDrawn(ctx context.Context, key, owner string, draw fu
 		return l.waited, false, derr
 	}
 	return l.waited, l.took, l.err
+}
+
+// drawUnlocked is lockDrawn for a key no other live task writes: it
+// draws and takes no lock.
+func drawUnlocked(ctx context.Context, _, _ string, draw func(context.Context) error) (time.Duration, bool, error) {
+	if draw == nil {
+		return 0, false, nil
+	}
+	return 0, false, draw(ctx)
 }
 
 // release deletes the lock of key when took (this write created it); a
@@ -226,12 +244,13 @@ func (w *MemoryWriter) lock(ctx context.Context, key, owner string) (waited time
 	}
 }
 
-// ReleaseMemoryLocks frees the memory locks of the steps whose results the
-// router has taken into the plan: the value under each key has been
-// confirmed, so another task may write it. The deletes are not awaited: a
-// lost one only leaves the lock to the bucket's TTL.
-func ReleaseMemoryLocks(ctx context.Context, locks jetstream.KeyValue, results []orch.StepResult) {
-	if locks == nil {
+// ReleaseMemoryLocks frees the memory locks of the steps of a group whose
+// results the router has taken into the plan: the value under each key
+// has been confirmed, so another task may write it. Only the members of
+// a group of several lock their keys (MemoryScope.Shared). The deletes
+// are not awaited: a lost one only leaves the lock to the bucket's TTL.
+func ReleaseMemoryLocks(ctx context.Context, locks jetstream.KeyValue, g orch.Group, results []orch.StepResult) {
+	if locks == nil || g.Expected <= 1 {
 		return
 	}
 	for _, r := range results {

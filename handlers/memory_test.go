@@ -8,6 +8,7 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/orch"
@@ -15,7 +16,7 @@ import (
 )
 
 func memScope(task string) MemoryScope {
-	return MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: task, UserID: testUser, PlanID: "plan-m", StepIndex: 1}
+	return MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: task, UserID: testUser, PlanID: "plan-m", StepIndex: 1, Shared: true}
 }
 
 const outletIDsData = `{"outlet_ids":["out-001","out-002"]}`
@@ -126,23 +127,34 @@ func TestMemoryWriterWithoutLocks(t *testing.T) {
 	}
 }
 
-// TestMemoryLocksHeldUntilTheRouterHasTheResult: in a whole run every step
-// output goes through its lock, and every lock is free once the run is
-// over: the router released each when it took the step's result.
-func TestMemoryLocksHeldUntilTheRouterHasTheResult(t *testing.T) {
+// TestMemoryLocksOnlyWhereWritersCanMeet: in a whole sequential run each
+// step is dispatched alone and is its key's only writer (its task id is
+// the run's and the step's), so no step output takes a lock and the
+// locks bucket is never written; a member of a group of several locks its
+// key until the router has its result (TestCoreFlow_ExecutorValidatesBeforeWriteMemory,
+// TestMemory_ConcurrentSessionsDoNotCollide).
+func TestMemoryLocksOnlyWhereWritersCanMeet(t *testing.T) {
 	env := newEnv(t)
+	before, err := env.locks.Status(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := newFlow(t, env, env.st)
 	res, _ := f.drive(t, newEvent(t, "run-locks", events.TypeRunRequested, runRequest("run-locks", rankTask)))
 	if res.TerminalCode != orch.CodeSuccess || len(res.Steps) == 0 {
 		t.Fatalf("run ended %s with %d steps", res.TerminalCode, len(res.Steps))
 	}
 	for _, s := range res.Steps {
-		if !lockTaken(t, env, s.MemoryKey) {
-			t.Errorf("step %d's output %s was written without its lock", s.Index, s.MemoryKey)
+		if lockTaken(t, env, s.MemoryKey) {
+			t.Errorf("step %d's output %s took a lock, alone in its group", s.Index, s.MemoryKey)
 		}
-		if err := lockReleased(t, env, s.MemoryKey); err != nil {
-			t.Errorf("step %d: %v", s.Index, err)
-		}
+	}
+	after, err := env.locks.Status(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, a := before.(*jetstream.KeyValueBucketStatus).StreamInfo().State.LastSeq, after.(*jetstream.KeyValueBucketStatus).StreamInfo().State.LastSeq; a != b {
+		t.Errorf("the locks bucket was written %d times by a sequential run", a-b)
 	}
 }
 

@@ -52,7 +52,7 @@ func TestApprovalModes_ATenantOverrideRelaxesOrTightensASkill(t *testing.T) {
 		if len(called) == 0 || called[0]["approval_mode"] != skills.ModeLocalWrite {
 			t.Fatalf("skill.called %v, want approval_mode local_write", called)
 		}
-		if e := ledger(t, env, "run-relaxed"); e.Used[orch.DimSideEffects] != 1 {
+		if e := runBudgetOf(t, seen); e.Used[orch.DimSideEffects] != 1 {
 			t.Errorf("a local write drew %g side effects, want 1", e.Used[orch.DimSideEffects])
 		}
 	})

@@ -60,16 +60,21 @@ func (p *Planner) planRequested(ctx context.Context, ev event.Event, req orch.Pl
 	rb := BudgetOf(run)
 	var steps []orch.Step
 	var infeasible string
+	var spent orch.Vector // what the hop drew besides model usage, reported with the proposal
 	if req.Failure != nil && req.Failure.Outcome != orch.OutcomeHandoff {
 		// A replan is a reflection pass: it draws on its own budget (a
 		// handoff's new plan is the target agent's first, not one).
-		err = p.Budgets.Reserve(ctx, rb, orch.Vector{orch.DimReflectionPasses: 1})
+		pass := orch.Vector{orch.DimReflectionPasses: 1}
+		if err = p.Budgets.Reserve(ctx, rb, pass); err == nil {
+			spent = pass
+		}
 	}
 	if err == nil {
-		steps, infeasible, err = p.plan(ctx, AgentModel(p.Budgets.Model(rec, rb), run.Agent), run, req.Failure)
+		model := p.Budgets.ReportingModel(rec, rb, func(v orch.Vector) { spent = spent.Add(v) })
+		steps, infeasible, err = p.plan(ctx, AgentModel(model, run.Agent), run, req.Failure)
 	}
 	lin := events.Audit{PlanID: run.Plan.PlanID, UserID: run.Request.UserID}
-	prop := orch.PlanProposal{Run: run, Steps: steps, Infeasible: infeasible, Usage: out.modelCalls(lin, rec)}
+	prop := orch.PlanProposal{Run: run, Steps: steps, Infeasible: infeasible, Usage: out.modelCalls(lin, rec), Spent: spent}
 	if err != nil {
 		f := failureOf(err)
 		if f == nil {

@@ -16,8 +16,8 @@ import (
 	"github.com/agentbus/agentbus/store"
 )
 
-// Projector writes the store's projections from the AUDIT stream: it
-// indexes audit events into agent_events (the document id is the event id,
+// Projector writes the store's projections from the audit trails the
+// messages of the AGENT stream carry (events.Trail): it indexes audit events into agent_events (the document id is the event id,
 // so redelivery never duplicates) and writes the plan projection of every
 // plan.projected event with version = seq, so a stale snapshot, however
 // late or reordered, never overwrites a newer one. Each run.finished also

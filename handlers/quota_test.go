@@ -127,8 +127,7 @@ func TestQuota_AgentSessionAndMonthlyQuotas(t *testing.T) {
 	}
 	*offset = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC).Sub(time.Now())
 	run := func(id, agent, session string) RunBudget {
-		return RunBudget{Tenant: testTenant, RunID: id, Limits: orch.DefaultLimits, Quotas: policy.QuotasFor(testTenant, agent, session),
-			Deadline: env.budgets.Now().Add(time.Hour)}
+		return NewRunBudget(testTenant, id, orch.DefaultLimits, env.budgets.Now().Add(time.Hour), policy.QuotasFor(testTenant, agent, session))
 	}
 	tokens := func(n float64) orch.Vector { return orch.Vector{orch.DimInputTokens: n, orch.DimModelCalls: 1} }
 	used := func(q orch.Quota) float64 {
@@ -155,8 +154,8 @@ func TestQuota_AgentSessionAndMonthlyQuotas(t *testing.T) {
 	if u := used(tenantDay); u != 250 {
 		t.Fatalf("tenant's day ledger %g after a refused draw, want 250", u)
 	}
-	if e, _ := env.budgets.Get(ctx, testTenant, "run-q1"); e.Used[orch.DimInputTokens] != 250 || e.Used[orch.DimModelCalls] != 1 {
-		t.Fatalf("run ledger %+v after a refused draw, want the first draw only", e.Used)
+	if e := r1.Used(); e[orch.DimInputTokens] != 250 || e[orch.DimModelCalls] != 1 {
+		t.Fatalf("run ledger %+v after a refused draw, want the first draw only", e)
 	}
 	// Another agent in the same session: the session's total binds.
 	r2 := run("run-q2", "agent-2", "s1")
@@ -221,8 +220,7 @@ func TestQuota_ModelCallCappedAtWhatTheQuotaLeaves(t *testing.T) {
 	// its input. Third: less than its input left.
 	daily := float64(2*in + 700)
 	p := orch.BudgetPolicy{Quotas: &orch.Quotas{Tenants: map[string]orch.TokenQuota{testTenant: {DailyTokens: daily}}}}
-	rb := RunBudget{Tenant: testTenant, RunID: "run-capped", Limits: orch.DefaultLimits, Quotas: p.QuotasFor(testTenant, "", "s1"),
-		Deadline: env.budgets.Now().Add(time.Hour)}
+	rb := NewRunBudget(testTenant, "run-capped", orch.DefaultLimits, env.budgets.Now().Add(time.Hour), p.QuotasFor(testTenant, "", "s1"))
 	var maxTokens []int
 	m := env.budgets.Model(maxed{&maxTokens}, rb)
 	for i := range 2 {

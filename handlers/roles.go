@@ -12,7 +12,8 @@ const (
 	RolePlanner    = "planner"
 	RoleExecutor   = "executor"
 	RoleAggregator = "aggregator"
-	// RoleProjector writes the store's projections from the AUDIT stream.
+	// RoleProjector writes the store's projections from the audit trails
+	// the messages of the AGENT stream carry.
 	RoleProjector = "projector"
 	// RoleInbound consumes the inbound events published on
 	// agent.inbound.<tenant> (InboundConsumer); the ingress hosts it.

@@ -110,7 +110,7 @@ func (r *Router) joined(ctx context.Context, ev event.Event, run orch.RunState, 
 	}
 	out, err := r.decide(ctx, ev, run, r.control(run, j, j.At))
 	if err == nil {
-		ReleaseMemoryLocks(ctx, r.Locks, j.Results)
+		ReleaseMemoryLocks(ctx, r.Locks, j.Group, j.Results)
 	}
 	return out, err
 }
@@ -483,9 +483,8 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 	if in.Agent != nil {
 		agent = in.Agent.ID
 	}
-	rb := RunBudget{Tenant: req.TenantID, RunID: req.RunID, Limits: limits,
-		Deadline: in.At.Add(time.Duration(limits[orch.DimWallClockS] * float64(time.Second))),
-		Quotas:   in.Policy.QuotasFor(req.TenantID, agent, req.SessionID), New: true}
+	rb := NewRunBudget(req.TenantID, req.RunID, limits, in.At.Add(time.Duration(limits[orch.DimWallClockS]*float64(time.Second))),
+		in.Policy.QuotasFor(req.TenantID, agent, req.SessionID))
 	rec := llm.Record(r.Model)
 	mreq := llm.NewRequest(llm.TaskRoute, llm.RouteInput{Task: req.Message, TaskTypes: tts, Patterns: in.Patterns})
 	mreq.Schema = llm.RouteSchema

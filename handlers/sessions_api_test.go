@@ -9,6 +9,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/events"
@@ -45,22 +46,34 @@ func detailCode(t *testing.T, res orch.RunResult) string {
 }
 
 // lastAudit is the last audit event name the ingress published for the
-// test tenant, read back from the AUDIT stream.
+// test tenant, read back from the AGENT stream (each a trail of its own).
 func lastAudit(t *testing.T, env *testEnv, name string) event.Event {
 	t.Helper()
-	stream, err := env.js.Stream(testCtx(t), events.StreamAudit)
+	cons, err := env.js.OrderedConsumer(testCtx(t), events.StreamAgent, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{events.TrailSubject(testTenant)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := stream.GetLastMsgForSubject(testCtx(t), "audit."+testTenant+"."+name)
-	if err != nil {
-		t.Fatalf("no %s published: %v", name, err)
+	var last *event.Event
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
+		if err != nil {
+			break
+		}
+		evs, err := events.FromMsgs(m.Headers(), m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Type() == events.AuditType(name) {
+				last = &ev
+			}
+		}
 	}
-	ev, err := events.FromMsg(m.Header, m.Data)
-	if err != nil {
-		t.Fatal(err)
+	if last == nil {
+		t.Fatalf("no %s published", name)
 	}
-	return ev
+	return *last
 }
 
 // TestSessions_NextRunContinuesWithTheCurrentAgent: a session whose first

@@ -291,13 +291,15 @@ func (p BudgetPolicy) Limits(tenant, taskType string, runTimeoutS int, request V
 }
 
 // Budget is what a run's state records of its budget: the resolved
-// limits (every process checks its draws against them), what the router
-// has been told the run spent, and the escalation policy it runs under.
+// limits (every process checks its draws against them), what the run's
+// finished work drew, and the escalation policy it runs under. The state
+// is the run's ledger: a hop draws from the copy its message carries, in
+// memory, and reports what it drew with its result; the router adds it.
 type Budget struct {
 	Limits Vector `json:"limits,omitempty"`
-	// Spent sums what finished steps reported (tool calls, memory
-	// writes, side effects …); model usage is in RunState.Usage. It lags
-	// the budgets ledger, which is the authority.
+	// Spent sums what finished work reported besides model usage (tool
+	// calls, memory writes, side effects, retries, reflection passes);
+	// model usage is in RunState.Usage.
 	Spent      Vector      `json:"spent,omitempty"`
 	Escalation *Escalation `json:"escalation,omitempty"`
 	// Quotas are the token quotas the run's model calls draw from
@@ -312,18 +314,43 @@ func UsageVector(inTok, outTok, calls int, cost float64) Vector {
 }
 
 // Remaining is what the run has left of its limits, as far as its state
-// knows (the ledger may have drawn more for work in flight).
+// knows (work in flight may have drawn more).
 func (s State) Remaining() Vector {
 	out := Vector{}
-	known := s.known()
+	known := s.Known()
 	for d, lim := range s.Budget.Limits {
 		out[d] = max(0, lim-known[d])
 	}
 	return out
 }
 
-// known is what the state knows the run has drawn: the model usage the
-// router was told of and what finished steps reported.
-func (s State) known() Vector {
+// Known is what the state knows the run has drawn: the model usage the
+// router was told of and what finished work reported.
+func (s State) Known() Vector {
 	return s.Budget.Spent.Add(UsageVector(s.Usage.InputTokens, s.Usage.OutputTokens, s.Usage.Calls, s.Usage.CostUSD))
+}
+
+// LaneShare divides what a run has left among the n members of a group
+// dispatched together (seed 003's per-lane budget): each member may draw
+// share without asking anyone, and pool, the rest, is shared by the
+// members through one compare-and-set entry, drawn only by a member that
+// needs more than its share. A share is half of remaining split n ways,
+// in whole units for the counted dimensions, so together the shares and
+// the pool are exactly remaining and no lane is starved while another
+// has left its share unused: the pool alone is at least half of it. A
+// group of one gets everything as its share.
+func LaneShare(remaining Vector, n int) (share, pool Vector) {
+	if n <= 1 {
+		return remaining.Add(nil), Vector{}
+	}
+	share, pool = Vector{}, Vector{}
+	for d, r := range remaining {
+		s := r / float64(2*n)
+		if d != DimCostUSD {
+			s = math.Floor(s)
+		}
+		share[d] = s
+		pool[d] = max(0, r-s*float64(n))
+	}
+	return share, pool
 }

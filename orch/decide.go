@@ -416,6 +416,9 @@ func ConstrainRoute(dec llm.RouteOutput, tts []llm.TaskType) llm.RouteOutput {
 
 func (d *decision) planned(p PlanProposal) {
 	d.State.Usage = d.State.Usage.Add(p.Usage)
+	if len(p.Spent) > 0 {
+		d.State.Budget.Spent = d.State.Budget.Spent.Add(p.Spent)
+	}
 	switch {
 	case p.Code != "":
 		d.finish(p.Code, p.Infeasible, p.Evidence)
@@ -872,7 +875,7 @@ func (d *decision) end(code, response, reason string, detail any) {
 	fin := map[string]any{"status": res.Status, "terminal_code": code, "reason": reason, "usage": d.State.Usage,
 		"decision": res.Decision, "task_type": d.State.TaskType, "pattern": d.State.Pattern, "replans": d.State.Plan.ReplanCount}
 	if lim := d.State.Budget.Limits; len(lim) > 0 {
-		fin["budget"] = map[string]any{"limits": lim, "used": d.State.known()}
+		fin["budget"] = map[string]any{"limits": lim, "used": d.State.Known()}
 	}
 	d.execution(fin, response)
 	d.audit("run.finished", "", fin)

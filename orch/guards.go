@@ -61,7 +61,7 @@ func (d *decision) earlyStop() bool {
 			need[DimToolCalls]++
 		}
 	}
-	known := d.State.known()
+	known := d.State.Known()
 	for _, dim := range []Dim{DimModelCalls, DimToolCalls} {
 		lim, ok := limits[dim]
 		if !ok || lim-known[dim] >= need[dim] {
@@ -151,7 +151,7 @@ func (d *decision) escalate(e Escalation, code, reason string, detail any) {
 	packet := map[string]any{"target": e.Target, "code": code, "reason": reason, "task": d.State.Request.Message,
 		"task_type": d.State.TaskType, "pattern": d.State.Pattern, "completed_steps": done,
 		"replan_history": d.State.Plan.ReplanHistory, "evidence": detail,
-		"budget": map[string]any{"limits": d.State.Budget.Limits, "used": d.State.known()}}
+		"budget": map[string]any{"limits": d.State.Budget.Limits, "used": d.State.Known()}}
 	d.audit("escalation.raised", "", packet)
 	d.State.Plan.Status = PlanFailed
 	d.end(CodeReviewRequired, "The task needs review ("+e.Target+"): "+reason, reason, packet)

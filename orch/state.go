@@ -286,6 +286,9 @@ type PlanProposal struct {
 	Code string `json:"code,omitempty"`
 	// Usage sums the planner's model calls.
 	Usage llm.Usage `json:"usage,omitzero"`
+	// Spent is what else the planner's hop drew from the run's budget (a
+	// reflection pass, retries).
+	Spent Vector `json:"spent,omitempty"`
 	// Evidence is the structured reason of a Code (a refused budget draw).
 	Evidence json.RawMessage `json:"evidence,omitempty"`
 }
@@ -324,6 +327,9 @@ type StepRequest struct {
 	// Spent sums what the step's turns drew besides model usage: tool
 	// calls, external calls, side effects, retries.
 	Spent Vector `json:"spent,omitempty"`
+	// Pooled, for a member of a group of several, is what its turns have
+	// drawn from the group's pool beyond their share (LaneShare).
+	Pooled Vector `json:"pooled,omitempty"`
 	// Observed counts the step's successful tool observations so far
 	// (kept when old turns are compressed): its answer is grounded only
 	// if there is one.

@@ -132,6 +132,9 @@ func (p PlanProposal) Validate() error {
 	if p.Code != "" && !ValidCode(p.Code) {
 		return field("code", fmt.Errorf("%w %q", errUnknown, p.Code))
 	}
+	if err := p.Spent.Validate(); err != nil {
+		return field("spent", err)
+	}
 	if len(p.Steps) > MaxPlanSteps {
 		return field("steps", fmt.Errorf("has %d steps, at most %d are allowed", len(p.Steps), MaxPlanSteps))
 	}
@@ -162,6 +165,12 @@ func (r StepRequest) Validate() error {
 	}
 	if r.Iteration < 0 || r.Repairs < 0 {
 		return field("iteration", errors.New("must not be negative"))
+	}
+	if err := r.Spent.Validate(); err != nil {
+		return field("spent", err)
+	}
+	if err := r.Pooled.Validate(); err != nil {
+		return field("pooled", err)
 	}
 	for key := range r.InputData {
 		if !slices.Contains(r.Inputs, key) {

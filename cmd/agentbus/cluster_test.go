@@ -169,7 +169,7 @@ func TestCluster_AgentStreamLeaderKilledMidRun(t *testing.T) {
 // consumers' groups and a KV bucket.
 func assertReplicas(t *testing.T, ctx context.Context, js jetstream.JetStream, want int) {
 	t.Helper()
-	for _, name := range []string{events.StreamAgent, events.StreamAudit, "KV_" + handlers.BucketBudgets} {
+	for _, name := range []string{events.StreamAgent, events.StreamReply, "KV_" + handlers.BucketBudgets} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -269,7 +269,7 @@ func logTopology(t *testing.T, js jetstream.JetStream) {
 	if l.Err() != nil {
 		t.Logf("list: %v", l.Err())
 	}
-	for _, stream := range []string{events.StreamAgent, events.StreamAudit} {
+	for _, stream := range []string{events.StreamAgent} {
 		s, err := js.Stream(ctx, stream)
 		if err != nil {
 			t.Logf("stream %s: %v", stream, err)

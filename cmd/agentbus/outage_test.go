@@ -151,7 +151,7 @@ func TestOpenSearchOutageLosesNoAuditEvent(t *testing.T) {
 
 	// Every audit event the run produced is in agent_events exactly once;
 	// its plan snapshots went to agent_plans, the last one included.
-	want := auditIDs(t, s.Deps.JS, "audit.demo.>", events.AuditType(handlers.AuditPlanProjected))
+	want := auditIDs(t, s.Deps.JS, events.AuditType(handlers.AuditPlanProjected))
 	if p, _ := finalPlan(t, s, res.TenantID, res.PlanID); p.Status != store.PlanStatusComplete {
 		t.Fatalf("plan projection %s after the outage, want complete", p.Status)
 	}
@@ -173,13 +173,13 @@ func TestOpenSearchOutageLosesNoAuditEvent(t *testing.T) {
 	}
 }
 
-// auditIDs returns the ids of the audit events stored on subject (alone
-// or in a hop's batch), but those of type except.
-func auditIDs(t *testing.T, js jetstream.JetStream, subject, except string) map[string]bool {
+// auditIDs returns the ids of the audit events the AGENT stream holds (in
+// its outputs' trails, or on their own), but those of type except.
+func auditIDs(t *testing.T, js jetstream.JetStream, except string) map[string]bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := js.OrderedConsumer(ctx, events.StreamAudit, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	c, err := js.OrderedConsumer(ctx, events.StreamAgent, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func auditIDs(t *testing.T, js jetstream.JetStream, subject, except string) map[
 		if err != nil {
 			return ids
 		}
-		evs, err := events.FromMsgs(msg.Headers(), msg.Data())
+		evs, err := events.Trail(msg.Headers(), msg.Subject(), msg.Data())
 		if err != nil {
 			t.Fatal(err)
 		}

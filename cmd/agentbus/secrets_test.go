@@ -145,7 +145,7 @@ func TestTenantCredentialsNeverRecorded(t *testing.T) {
 			streams = append(streams, name)
 		}
 	}
-	if names.Err() != nil || !slices.Contains(streams, events.StreamAudit) || !slices.Contains(streams, "KV_"+handlers.BucketSessions) {
+	if names.Err() != nil || !slices.Contains(streams, events.StreamReply) || !slices.Contains(streams, "KV_"+handlers.BucketSessions) {
 		t.Fatalf("streams %v (%v)", streams, names.Err())
 	}
 	var messages [][]byte // every message of every stream, headers and data

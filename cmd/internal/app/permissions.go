@@ -93,15 +93,13 @@ func Permissions(user, storePrefix string) (*server.Permissions, error) {
 	var buckets []string
 	if user == UserIngress {
 		g.publish(subjectOf(events.TypeRunRequested), subjectOf(events.TypeApprovalDecided))
-		for _, name := range handlers.IngressAudits {
-			// An operator's session changes (handoff, reply to it).
-			g.publish("audit.*." + name)
-		}
+		// The audit events no run's hop records (an operator's session
+		// changes, the trigger evaluations), as trails of their own.
+		g.publish(events.TrailSubject("*"))
 		g.readStream(events.StreamAgent) // run.finished, for the callers it holds; the inbound events it consumes
 		// Malformed inbound events (agent.inbound.<tenant>), dead-lettered.
 		g.publish(subjectOf(events.TypeDeadLettered))
-		// Streamed runs' chunks, served (and resumed) from the stream; the
-		// AUDIT stream is never readable by the ingress.
+		// Streamed runs' chunks, served (and resumed) from the stream.
 		g.readStream(events.StreamReply)
 		// Attachments' data, served to the tenant that holds them.
 		g.readStream("OBJ_" + handlers.BucketArtifacts)
@@ -146,7 +144,9 @@ func roleGrant(g *grant, r Role) {
 			g.publish(events.ScheduleSubject("*", "*"))
 		}
 	}
-	g.publish("audit.*.>", subjectOf(events.TypeDeadLettered))
+	// A hop's trail rides in its output; one with no output publishes it
+	// on its own.
+	g.publish(events.TrailSubject("*"), subjectOf(events.TypeDeadLettered))
 	g.publish(r.Publishes...)
 }
 

@@ -120,6 +120,12 @@ func (r Role) Consumer() events.Consumer {
 	return c
 }
 
+// ReadsTrails reports whether the role consumes audit events: its worker
+// reads the trail each message of its stream carries.
+func (r Role) ReadsTrails() bool {
+	return slices.ContainsFunc(r.Routes, events.Route.ReadsTrails)
+}
+
 // consumes reports whether any route of the role takes events of typ.
 func (r Role) consumes(typ string) bool {
 	return slices.ContainsFunc(r.Routes, func(rt events.Route) bool { return rt.Matches(typ) })
@@ -127,7 +133,7 @@ func (r Role) consumes(typ string) bool {
 
 // CheckRoles reports a declaration that would lose events: a type some
 // role emits that no role (nor the ingress) consumes, or a role whose
-// routes span two streams (one consumer reads one stream). Every process
+// routes span two streams (one consumer reads one stream) or mix audit trails with events (one worker reads one or the other). Every process
 // runs it at start.
 func CheckRoles(roles []Role) error {
 	for _, r := range roles {
@@ -144,6 +150,9 @@ func CheckRoles(roles []Role) error {
 		for _, rt := range r.Routes {
 			if rt.Stream() != r.Routes[0].Stream() {
 				return fmt.Errorf("role %s consumes from %s and %s: one consumer reads one stream", r.Name, r.Routes[0].Stream(), rt.Stream())
+			}
+			if rt.ReadsTrails() != r.Routes[0].ReadsTrails() {
+				return fmt.Errorf("role %s consumes audit trails and events: one worker reads a message's trail or the message", r.Name)
 			}
 		}
 	}
@@ -225,7 +234,7 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	if r.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
-	return events.Wrap(r.Routes(), r.Budgets.Marks), nil
+	return r.Routes(), nil
 }
 
 func buildPlanner(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
@@ -242,7 +251,7 @@ func buildPlanner(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Ro
 	if p.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
-	return events.Wrap(p.Routes(), p.Budgets.Marks), nil
+	return p.Routes(), nil
 }
 
 func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
@@ -304,7 +313,7 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	if sb := d.sandbox(ctx, log); sb != nil {
 		x.Sandbox = sb
 	}
-	return events.Wrap(x.Routes(), x.Budgets.Marks), nil
+	return x.Routes(), nil
 }
 
 func buildAggregator(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {

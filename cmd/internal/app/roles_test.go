@@ -36,13 +36,14 @@ func TestUndeclaredEmitFailsStartup(t *testing.T) {
 		t.Fatalf("CheckRoles = %v, want the undeclared type named", err)
 	}
 
-	// A role whose routes span two streams cannot have one consumer.
+	// A role that reads trails reads nothing else: its worker hands over
+	// a message's trail, not the message.
 	roles = slices.Clone(Roles)
 	i = slices.IndexFunc(roles, func(r Role) bool { return r.Name == handlers.RolePlanner })
 	projector, _ := RoleNamed(handlers.RoleProjector)
 	roles[i].Routes = append(slices.Clone(roles[i].Routes), projector.Routes...)
-	if err := CheckRoles(roles); err == nil || !strings.Contains(err.Error(), "planner consumes from AGENT and AUDIT") {
-		t.Fatalf("CheckRoles = %v, want the two streams named", err)
+	if err := CheckRoles(roles); err == nil || !strings.Contains(err.Error(), "planner consumes audit trails and events") {
+		t.Fatalf("CheckRoles = %v, want the mix named", err)
 	}
 }
 
@@ -69,7 +70,7 @@ func TestTopologyDerivesFromRoles(t *testing.T) {
 		handlers.RolePlanner:    {Name: handlers.RolePlanner, Stream: events.StreamAgent, Filters: []string{"agent.plan.requested.*"}},
 		handlers.RoleExecutor:   {Name: handlers.RoleExecutor, Stream: events.StreamAgent, Filters: []string{"agent.step.requested.*", "agent.step.iterated.*"}},
 		handlers.RoleAggregator: {Name: handlers.RoleAggregator, Stream: events.StreamAgent, Filters: []string{"agent.step.finished.*", "agent.group.deadline.*"}},
-		handlers.RoleProjector:  {Name: handlers.RoleProjector, Stream: events.StreamAudit, Filters: []string{"audit.>"}, Unlimited: true},
+		handlers.RoleProjector:  {Name: handlers.RoleProjector, Stream: events.StreamAgent, Filters: []string{"agent.>"}, Unlimited: true},
 		handlers.RoleMonitor:    {Name: handlers.RoleMonitor, Stream: events.StreamAgent, Filters: []string{"agent.alert.evaluate.*"}},
 		// The ingress's: inbound events, plain JSON from outside.
 		handlers.RoleInbound: {Name: handlers.RoleInbound, Stream: events.StreamAgent, Filters: []string{"agent.inbound.*"}, Unlimited: true},

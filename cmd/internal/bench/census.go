@@ -128,8 +128,6 @@ func sentKind(subject, reply string) string {
 		return "other"
 	case len(t) > 0 && t[0] == "agent":
 		return "publish.AGENT"
-	case len(t) > 0 && t[0] == "audit":
-		return "publish.AUDIT"
 	case len(t) > 0 && t[0] == "store":
 		return "publish.STORE_EVENTS"
 	case len(t) > 0 && t[0] == "reply":

@@ -107,10 +107,10 @@ func TestSentKind(t *testing.T) {
 	for _, c := range []struct{ subject, reply, want string }{
 		{"agent.step.requested.acme", "_INBOX.x", "publish.AGENT"},
 		{"agent.step.requested.acme", "$JS.ACK.AGENT.executor.1.2.3.4.0", ""}, // a consumer's delivery
-		{"audit.acme.batch", "_INBOX.y", "publish.AUDIT"},
+		{"agent.trail.recorded.acme", "_INBOX.y", "publish.AGENT"},
 		{"$KV.budgets.acme_run", "_INBOX.z", "kv.write.budgets"},
 		{"$JS.API.DIRECT.GET.KV_toolcalls.$KV.toolcalls.k", "_INBOX.z", "kv.read.toolcalls"},
-		{"$JS.ACK.AUDIT.projector.1.19.19.17.0", "", "ack.AUDIT"},
+		{"$JS.ACK.AGENT.projector.1.19.19.17.0", "", "ack.AGENT"},
 		{"$JS.API.CONSUMER.MSG.NEXT.AGENT.router", "_INBOX.p", "pull.AGENT"},
 		{"_INBOX.abc.def", "", ""},
 	} {

@@ -343,7 +343,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "supervisor: %d lanes of %d ms skill latency p50 %.0f ms, one lane p50 %.0f ms: %.1fx faster than %d lanes one after another\n",
 			sv.Lanes, sv.SkillLatencyMS, sv.LanesMS.P50, sv.OneLaneMS.P50, sv.Speedup, sv.Lanes)
 		bd := m.BudgetDraw
-		fmt.Fprintf(w, "budget per call (reserve + settle, TCP): p50 %.3f ms warm, %.3f ms cold: %.2f of a hop's p50\n",
+		fmt.Fprintf(w, "budget per call (reserve + settle): p50 %.3f ms from the run state, %.3f ms for a lane topping up from its group's pool (TCP): %.2f of a hop's p50\n",
 			bd.Warm.P50, bd.Cold.P50, bd.RatioToHop)
 		fmt.Fprintf(w, "run length: hop p50 %.3f ms over iterations 1-%d, %.3f ms over the last %d of %d (ratio %.2f)\n",
 			m.RunLength.Early.P50, m.RunLength.Window, m.RunLength.Late.P50, m.RunLength.Window, m.RunLength.Iterations, m.RunLength.Ratio)

@@ -160,7 +160,7 @@ func (h *harness) printTails(recs []*runRec) {
 func (h *harness) checkProjections(ctx context.Context, recs []*runRec, sum *Summary) {
 	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer wcancel()
-	if err := h.waitConsumerIdle(wctx, events.StreamAudit, handlers.RoleProjector); err != nil {
+	if err := h.waitConsumerIdle(wctx, events.StreamAgent, handlers.RoleProjector); err != nil {
 		sum.Problems = append(sum.Problems, "the projector did not catch up: "+err.Error())
 	}
 	// The reads have a budget of their own: a thousand plan and trace
