@@ -205,3 +205,29 @@ func TestWorkerBatchFailures(t *testing.T) {
 		t.Fatalf("the handler saw %d events, want the first batch's twice only", calls)
 	}
 }
+
+// TestTrailReaderFlushesWhatCallersWaitFor: a reader that would linger a
+// minute for more trails writes a batch at once when a trail holds an
+// event its FlushOn names.
+func TestTrailReaderFlushesWhatCallersWaitFor(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t, testTopology())
+	var mu sync.Mutex
+	var got []string
+	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, events.AuditName(ev.Type()))
+		return nil, nil
+	}
+	startWorker(t, js, roleProjector, h, events.WorkerConfig{Trails: true, Linger: time.Minute,
+		FlushOn: func(ev event.Event) bool { return events.AuditName(ev.Type()) == "step_1.complete" }})
+	if err := events.NewPublisher(js).PublishAll(testCtx(t), hopOutputs(t, stepRequest(t, "acme", "run-flush", 1))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "the trail written without the minute's linger", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 3 && settled(t, js, roleProjector)
+	})
+}

@@ -56,7 +56,7 @@ func testTopology() events.Topology {
 		{Name: roleRouter, Stream: events.StreamAgent,
 			Filters: []string{"agent.run.requested.*", "agent.plan.proposed.*", "agent.group.joined.*", "agent.dead.*"}},
 		{Name: roleExecutor, Stream: events.StreamAgent, Filters: []string{"agent.step.requested.*", "agent.step.iterated.*"}},
-		{Name: roleProjector, Stream: events.StreamAgent, Filters: []string{"agent.>"}, Unlimited: true},
+		{Name: roleProjector, Stream: events.StreamAgent, Filters: []string{"agent.>"}, Unlimited: true, Single: true},
 	}
 	t.Buckets = []events.Bucket{{Name: "fanin", TTL: events.KeepWithRuns}, {Name: "locks", TTL: time.Minute}, {Name: "config", History: 5}}
 	t.ObjectStores = []events.ObjectStore{{Name: "artifacts", TTL: events.KeepWithRuns}}

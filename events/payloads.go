@@ -20,6 +20,9 @@ type DeadLetter struct {
 	RunID     string              `json:"run_id,omitempty"`
 	Headers   map[string][]string `json:"headers,omitempty"`
 	Original  []byte              `json:"original"`
+	// Trail: the message's audit trail could not be indexed; the message
+	// itself was its role's to handle, so no run ends for it.
+	Trail bool `json:"trail,omitempty"`
 }
 
 // Audit is the data of an audit event (Layer 1–3 monitoring): the lineage

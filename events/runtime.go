@@ -60,8 +60,17 @@ type WorkerConfig struct {
 	// Trails makes the worker hand its handler the audit trail each
 	// message carries (Trail), in order, instead of the message's own
 	// event; a message with no trail is acked unhandled. The projector's
-	// worker reads AGENT this way.
+	// worker reads AGENT this way. Its consumer must be a
+	// Consumer.Single: the worker reads it in batches and acknowledges
+	// them cumulatively.
 	Trails bool
+	// Linger is how long a trail reader gathers a batch after its first
+	// message; default TrailLinger.
+	Linger time.Duration
+	// FlushOn, when set, ends a trail reader's gathering at once when a
+	// trail holds an event it reports: what callers wait for is written
+	// without the linger.
+	FlushOn func(event.Event) bool
 }
 
 // PullExpiry bounds each pull request of a worker (and of a run client's
@@ -123,6 +132,9 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, cons jetstream.Consu
 	if cfg.Role == "" {
 		cfg.Role = info.Name
 	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = TrailLinger
+	}
 	return &Worker{js: js, pub: NewPublisher(js), cons: cons, handler: h, cfg: cfg, stream: info.Stream, durable: info.Name, maxDeliv: info.Config.MaxDeliver}, nil
 }
 
@@ -139,6 +151,9 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, cons jetstream.Consu
 // to stop pulling for good (every role's consumer without a waiting pull,
 // messages pending), and nothing else would restart it.
 func (w *Worker) Run(ctx context.Context) error {
+	if w.cfg.Trails {
+		return w.runTrails(ctx)
+	}
 	stopAdvisories, err := w.watchMaxDeliveries(ctx)
 	if err != nil {
 		return err

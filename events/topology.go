@@ -72,7 +72,16 @@ type Consumer struct {
 	// for as long as a dependency is down; only a permanent error
 	// dead-letters.
 	Unlimited bool
+	// Single: one process at a time reads the consumer (the server pins
+	// its priority group, SingleGroup, to one client, and moves the pin
+	// when that client stops pulling for SinglePinnedTTL), and it is
+	// acknowledged cumulatively (AckAll). The trail reader's.
+	Single bool
 }
+
+// SinglePinnedTTL is how long a Consumer.Single stays pinned to a client
+// that stopped pulling before another may take it over.
+const SinglePinnedTTL = 3 * PullExpiry
 
 // Bucket declares a KV bucket.
 type Bucket struct {
@@ -166,11 +175,18 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, c Consumer, t T
 		FilterSubjects: c.Filters,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
+	if c.Single {
+		want.AckPolicy = jetstream.AckAllPolicy
+		want.PriorityGroups = []string{SingleGroup}
+		want.PriorityPolicy = jetstream.PriorityPolicyPinned
+		want.PinnedTTL = SinglePinnedTTL
+	}
 	// An unchanged consumer is left alone, like an unchanged stream.
 	if have, err := js.Consumer(ctx, c.Stream, c.Name); err == nil {
 		cfg := have.CachedInfo().Config
 		if cfg.AckWait == want.AckWait && cfg.MaxDeliver == want.MaxDeliver && cfg.MaxAckPending == want.MaxAckPending &&
-			slices.Equal(cfg.FilterSubjects, want.FilterSubjects) {
+			slices.Equal(cfg.FilterSubjects, want.FilterSubjects) && cfg.AckPolicy == want.AckPolicy &&
+			cfg.PriorityPolicy == want.PriorityPolicy {
 			return have, nil
 		}
 	}

@@ -75,7 +75,15 @@ func TestBootstrapIsIdempotentAndCreatesTopology(t *testing.T) {
 		if want.Unlimited {
 			wantMax = -1 // its events wait out a dependency's outage
 		}
-		if cfg.Durable != want.Name || cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.AckWait != 2*time.Second || cfg.MaxDeliver != wantMax || cfg.MaxAckPending != 1000 {
+		wantAck := jetstream.AckExplicitPolicy
+		if want.Single {
+			// One reader at a time, acknowledging cumulatively.
+			wantAck = jetstream.AckAllPolicy
+			if cfg.PriorityPolicy != jetstream.PriorityPolicyPinned || !slices.Equal(cfg.PriorityGroups, []string{events.SingleGroup}) {
+				t.Errorf("consumer %s priority %v groups %v, want pinned to one client", want.Name, cfg.PriorityPolicy, cfg.PriorityGroups)
+			}
+		}
+		if cfg.Durable != want.Name || cfg.AckPolicy != wantAck || cfg.AckWait != 2*time.Second || cfg.MaxDeliver != wantMax || cfg.MaxAckPending != 1000 {
 			t.Errorf("consumer %s config durable=%q ack=%v wait=%v maxdeliver=%d maxackpending=%d",
 				want.Name, cfg.Durable, cfg.AckPolicy, cfg.AckWait, cfg.MaxDeliver, cfg.MaxAckPending)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync"
 	"time"
 
@@ -89,11 +90,25 @@ func StepBudget(req orch.StepRequest) RunBudget {
 	rb.l.used = rb.l.used.Add(req.Spent).Add(orch.UsageVector(req.Usage.InputTokens, req.Usage.OutputTokens, req.Usage.Calls, req.Usage.CostUSD))
 	if req.Group.Expected > 1 {
 		share, pool := orch.LaneShare(req.Run.Remaining(), req.Group.Expected)
-		rb.l.lane = &lane{key: kvKey(rb.Tenant + "." + rb.RunID + "." + req.Group.ID), base: req.Run.Known(),
+		rb.l.lane = &lane{key: poolKey(rb.Tenant, rb.RunID, req.Group.ID), base: req.Run.Known(),
 			share: share, pool: pool, pooled: req.Pooled.Add(nil)}
 	}
 	return rb
 }
+
+// poolKey is the budgets bucket's key of a group's pool:
+// <tenant>.<run_id>.<group_id>, or its digest when an id holds a
+// character a key may not.
+func poolKey(tenant, runID, group string) string {
+	key := tenant + "." + runID + "." + group
+	if !kvKeyRE.MatchString(key) {
+		return kvKey(key)
+	}
+	return key
+}
+
+// kvKeyRE matches what a KV key may be.
+var kvKeyRE = regexp.MustCompile(`^[-/_=a-zA-Z0-9]+(\.[-/_=a-zA-Z0-9]+)*$`)
 
 // Used is what the run has drawn as far as this hop knows.
 func (rb RunBudget) Used() orch.Vector {

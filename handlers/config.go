@@ -9,6 +9,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
 )
@@ -74,6 +75,40 @@ func SeedConfig(ctx context.Context, kv jetstream.KeyValue) error {
 	return nil
 }
 
+// runConfig is what a run's first hop reads from the config bucket.
+type runConfig struct {
+	taskTypes []llm.TaskType
+	patterns  []llm.Pattern
+	policy    orch.BudgetPolicy
+}
+
+// loadRunConfig reads the task types, the patterns and the budget policy
+// with one request when js is set (a batched direct get of the bucket's
+// last values), else with one read each.
+func loadRunConfig(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) (runConfig, error) {
+	var rc runConfig
+	var err error
+	if js == nil || kv == nil {
+		if rc.taskTypes, err = loadTaskTypes(ctx, kv); err != nil {
+			return rc, err
+		}
+		if rc.patterns, err = loadPatterns(ctx, kv); err != nil {
+			return rc, err
+		}
+		rc.policy, err = loadPolicy(ctx, kv)
+		return rc, err
+	}
+	keys := []string{ConfigKeyTaskTypes, ConfigKeyPatterns, ConfigKeyBudgets}
+	vals, err := events.LastValues(ctx, js, kv.Bucket(), keys)
+	if err != nil {
+		return rc, fmt.Errorf("handlers: config: %w", err)
+	}
+	rc.taskTypes = parseConfig(vals[ConfigKeyTaskTypes], DefaultTaskTypes)
+	rc.patterns = parseConfig(vals[ConfigKeyPatterns], DefaultPatterns)
+	rc.policy, err = parsePolicy(vals[ConfigKeyBudgets])
+	return rc, err
+}
+
 // loadTaskTypes reads the task types, falling back to the defaults when
 // the bucket has none (seed 001 fallback behaviour).
 func loadTaskTypes(ctx context.Context, kv jetstream.KeyValue) ([]llm.TaskType, error) {
@@ -90,18 +125,26 @@ func loadPatterns(ctx context.Context, kv jetstream.KeyValue) ([]llm.Pattern, er
 // ignored: runs wait (and are redelivered) until it is fixed, rather than
 // run without the caps it was meant to set.
 func loadPolicy(ctx context.Context, kv jetstream.KeyValue) (orch.BudgetPolicy, error) {
-	var p orch.BudgetPolicy
 	if kv == nil {
-		return p, nil
+		return orch.BudgetPolicy{}, nil
 	}
 	e, err := kv.Get(ctx, ConfigKeyBudgets)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return p, nil
+		return orch.BudgetPolicy{}, nil
 	}
 	if err != nil {
-		return p, fmt.Errorf("handlers: config %s: %w", ConfigKeyBudgets, err)
+		return orch.BudgetPolicy{}, fmt.Errorf("handlers: config %s: %w", ConfigKeyBudgets, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(e.Value()))
+	return parsePolicy(e.Value())
+}
+
+// parsePolicy decodes a stored budget policy (nil: none) strictly.
+func parsePolicy(b []byte) (orch.BudgetPolicy, error) {
+	var p orch.BudgetPolicy
+	if b == nil {
+		return p, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
 		return p, fmt.Errorf("handlers: config %s: %w", ConfigKeyBudgets, err)
@@ -125,9 +168,15 @@ func loadConfig[T any](ctx context.Context, kv jetstream.KeyValue, key string, d
 	if err != nil {
 		return nil, fmt.Errorf("handlers: config %s: %w", key, err)
 	}
+	return parseConfig(e.Value(), def), nil
+}
+
+// parseConfig decodes a stored JSON array, or is def when there is no
+// usable one.
+func parseConfig[T any](b []byte, def []T) []T {
 	var v []T
-	if err := json.Unmarshal(e.Value(), &v); err != nil || len(v) == 0 {
-		return def, nil
+	if err := json.Unmarshal(b, &v); err != nil || len(v) == 0 {
+		return def
 	}
-	return v, nil
+	return v
 }

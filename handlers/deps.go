@@ -44,7 +44,9 @@ type EventStore interface {
 // writes nothing.
 type RouterStore interface {
 	GetMemory(ctx context.Context, key string) (store.Memory, error)
-	GetSoul(ctx context.Context, tenantID, userID string) (store.Soul, error)
+	// SoulFor is the soul a run of userID sees: the user's, else the
+	// tenant's.
+	SoulFor(ctx context.Context, tenantID, userID string) (store.Soul, error)
 	GetPlan(ctx context.Context, tenantID, planID string) (store.Plan, int64, error)
 	DefinitionReader
 }

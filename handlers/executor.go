@@ -327,6 +327,10 @@ func (t *turn) readInputs(ctx context.Context) (wait func() (map[string]json.Raw
 			in[key] = v // carried from the step's first turn
 			continue
 		}
+		if v := t.req.Run.Plan.Carried(key); v != nil {
+			in[key] = v // carried by the run state: a small output
+			continue
+		}
 		read = append(read, key)
 	}
 	if len(read) == 0 {

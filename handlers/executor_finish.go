@@ -89,7 +89,11 @@ func (t *turn) answer(ctx context.Context, content string) error {
 	}
 	t.out.audit("memory.written", lin, map[string]any{"key": key, "size_bytes": len(a.Data), "validated": true,
 		"lock_wait_ms": waited.Milliseconds()})
-	return t.finish(orch.StepResult{Outcome: orch.OutcomeComplete, MemoryKey: key, Validated: true, Confidence: a.Confidence})
+	res := orch.StepResult{Outcome: orch.OutcomeComplete, MemoryKey: key, Validated: true, Confidence: a.Confidence}
+	if len(a.Data) <= orch.MaxCarriedOutput {
+		res.Output = a.Data // the run state may carry it (orch.Plan.Carried)
+	}
+	return t.finish(res)
 }
 
 // conflict finishes a step whose sources contradict each other: nothing

@@ -56,7 +56,7 @@ func (g *Ingress) targetOf(w http.ResponseWriter, r *http.Request, queued bool) 
 		writeError(w, http.StatusNotFound, "not_found", "run not found")
 		return runTarget{}, false
 	}
-	p, _, err := g.store.GetPlan(r.Context(), tenant, orch.PlanID(runID))
+	p, err := g.runPlan(r.Context(), tenant, runID)
 	if errors.Is(err, store.ErrNotFound) && queued {
 		p, err = g.queuedRun(r.Context(), tenant, runID)
 	}
@@ -64,6 +64,39 @@ func (g *Ingress) targetOf(w http.ResponseWriter, r *http.Request, queued bool) 
 		return runTarget{}, false
 	}
 	return runTarget{tenant: tenant, runID: runID, by: by, plan: p}, true
+}
+
+// runPlan is the plan projection of tenant's run runID. The projection
+// trails the run by the projector's lag: a run parked at a gate is known
+// by its gate before it is projected.
+func (g *Ingress) runPlan(ctx context.Context, tenant, runID string) (store.Plan, error) {
+	p, _, err := g.store.GetPlan(ctx, tenant, orch.PlanID(runID))
+	if errors.Is(err, store.ErrNotFound) {
+		return g.gatedRun(ctx, tenant, runID)
+	}
+	return p, err
+}
+
+// gatedRun is tenant's run runID as its newest gate holds it (the run's
+// state when it parked), or store.ErrNotFound when it has no gate.
+func (g *Ingress) gatedRun(ctx context.Context, tenant, runID string) (store.Plan, error) {
+	if g.cfg.Gates == nil {
+		return store.Plan{}, store.ErrNotFound
+	}
+	recs, err := g.cfg.Gates.List(ctx, tenant, runID)
+	if err != nil {
+		return store.Plan{}, err
+	}
+	var newest *GateRecord
+	for i := range recs {
+		if newest == nil || recs[i].State.Seq > newest.State.Seq {
+			newest = &recs[i]
+		}
+	}
+	if newest == nil || newest.State.Request.TenantID != tenant {
+		return store.Plan{}, store.ErrNotFound
+	}
+	return Projection(newest.State), nil
 }
 
 // queuedRun is the plan-to-be of tenant's run runID while it is queued:

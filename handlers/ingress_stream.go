@@ -194,7 +194,7 @@ func (g *Ingress) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	p, _, err := g.store.GetPlan(r.Context(), tenant, orch.PlanID(runID))
+	p, err := g.runPlan(r.Context(), tenant, runID)
 	if g.storeError(w, err, "run") {
 		return
 	}

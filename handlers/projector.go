@@ -54,6 +54,17 @@ type Projector struct {
 	sessRevs map[string]uint64 // newest session revision written, by tenant.session
 }
 
+// ProjectorFlushOn reports the audit events whose trail the projector
+// writes without lingering for more: what callers wait for (a run's end,
+// a gate to decide, a queued run to cancel).
+func ProjectorFlushOn(ev event.Event) bool {
+	switch events.AuditName(ev.Type()) {
+	case "run.finished", "gate.opened", AuditRunQueued:
+		return true
+	}
+	return false
+}
+
 // AuditPlanProjected names the audit event that carries a run's plan
 // projection after a router hop.
 const AuditPlanProjected = "plan.projected"

@@ -33,8 +33,11 @@ type Router struct {
 	Synthesiser llm.Model
 	Store       RouterStore
 	Config      jetstream.KeyValue // task types; nil uses the defaults
-	Log         zerolog.Logger
-	Now         func() time.Time
+	// JS, when set, reads the config bucket's values for a run in one
+	// request.
+	JS  jetstream.JetStream
+	Log zerolog.Logger
+	Now func() time.Time
 	// Credentials, when set, forgets a run's forwarded API key once the
 	// run has ended.
 	Credentials *Credentials
@@ -93,8 +96,8 @@ func (r *Router) Routes() []events.Route {
 		events.On(events.TypeRunDeadline, r.runDeadline),
 		events.On(events.TypeApprovalDecided, r.approvalDecided),
 		events.On(events.TypeDeadLettered, func(ctx context.Context, ev event.Event, dl events.DeadLetter) ([]event.Event, error) {
-			if dl.RunID == "" {
-				return nil, nil // no run to end
+			if dl.RunID == "" || dl.Trail {
+				return nil, nil // no run to end; a trail's failure ends no run
 			}
 			return r.decide(ctx, ev, orch.State{}, r.deadLettered(ev, dl))
 		}),
@@ -462,18 +465,12 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 			return in, err
 		}
 	}
-	tts, err := l.taskTypes, l.taskTypesErr
-	if err != nil {
-		return nil, err
+	if l.configErr != nil {
+		return nil, l.configErr
 	}
-	in.TaskTypes = tts
-	if in.Patterns, err = l.patterns, l.patternsErr; err != nil {
-		return nil, err
-	}
+	tts := l.taskTypes
+	in.TaskTypes, in.Patterns, in.Policy = tts, l.patterns, l.policy
 	if in.Context, err = l.runContext(sess); err != nil {
-		return nil, err
-	}
-	if in.Policy, err = l.policy, l.policyErr; err != nil {
 		return nil, err
 	}
 	// The routing call draws on the limits known before the task type
@@ -527,14 +524,12 @@ func sessionState(s *store.Session) *orch.SessionState {
 // session, the task types, patterns and budget policy, and the souls of
 // its user and of its tenant.
 type startReads struct {
-	sess                       *store.Session
-	taskTypes                  []llm.TaskType
-	patterns                   []llm.Pattern
-	policy                     orch.BudgetPolicy
-	userSoul, tenantSoul       store.Soul
-	sessErr, taskTypesErr      error
-	patternsErr, policyErr     error
-	userSoulErr, tenantSoulErr error
+	sess                        *store.Session
+	taskTypes                   []llm.TaskType
+	patterns                    []llm.Pattern
+	policy                      orch.BudgetPolicy
+	soul                        store.Soul
+	sessErr, configErr, soulErr error
 }
 
 // loadStart makes the reads of a run's first hop concurrently: one round
@@ -543,11 +538,12 @@ func (r *Router) loadStart(ctx context.Context, req orch.RunRequest) *startReads
 	l := &startReads{}
 	var wg sync.WaitGroup
 	wg.Go(func() { l.sess, l.sessErr = r.session(ctx, req) })
-	wg.Go(func() { l.taskTypes, l.taskTypesErr = loadTaskTypes(ctx, r.Config) })
-	wg.Go(func() { l.patterns, l.patternsErr = loadPatterns(ctx, r.Config) })
-	wg.Go(func() { l.policy, l.policyErr = loadPolicy(ctx, r.Config) })
-	wg.Go(func() { l.userSoul, l.userSoulErr = r.Store.GetSoul(ctx, req.TenantID, req.UserID) })
-	wg.Go(func() { l.tenantSoul, l.tenantSoulErr = r.Store.GetSoul(ctx, req.TenantID, "") })
+	wg.Go(func() {
+		var rc runConfig
+		rc, l.configErr = loadRunConfig(ctx, r.JS, r.Config)
+		l.taskTypes, l.patterns, l.policy = rc.taskTypes, rc.patterns, rc.policy
+	})
+	wg.Go(func() { l.soul, l.soulErr = r.Store.SoulFor(ctx, req.TenantID, req.UserID) })
 	wg.Wait()
 	return l
 }
@@ -557,10 +553,7 @@ func (r *Router) loadStart(ctx context.Context, req orch.RunRequest) *startReads
 // read it: nil for a new one).
 func (l *startReads) runContext(sess *store.Session) (orch.RunContext, error) {
 	var rc orch.RunContext
-	soul, err := l.userSoul, l.userSoulErr
-	if errors.Is(err, store.ErrNotFound) {
-		soul, err = l.tenantSoul, l.tenantSoulErr
-	}
+	soul, err := l.soul, l.soulErr
 	switch {
 	case err == nil:
 		rc.Persona = PersonaOf(soul)
@@ -581,16 +574,23 @@ func PersonaOf(s store.Soul) *llm.Persona {
 // steps, streaming it onto the REPLY stream when the run asked for it.
 func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State, syn orch.Synthesise) (orch.Synthesised, error) {
 	in := llm.SynthInput{Task: syn.Task, Persona: run.Context.Persona, History: run.Context.History}
-	keys := make([]string, len(syn.Steps))
-	for i, s := range syn.Steps {
-		keys[i] = s.MemoryKey
+	// Small outputs ride in the run state; the others are read.
+	var keys []string
+	for _, s := range syn.Steps {
+		if run.Plan.Carried(s.MemoryKey) == nil {
+			keys = append(keys, s.MemoryKey)
+		}
 	}
 	mems, err := readMemories(ctx, r.Store, keys)
 	if err != nil {
 		return orch.Synthesised{}, err
 	}
-	for i, s := range syn.Steps {
-		in.Outputs = append(in.Outputs, llm.StepOutput{Step: s.Index, Task: s.Task, Value: json.RawMessage(mems[i].Text)})
+	for _, s := range syn.Steps {
+		v := run.Plan.Carried(s.MemoryKey)
+		if v == nil {
+			v, mems = json.RawMessage(mems[0].Text), mems[1:]
+		}
+		in.Outputs = append(in.Outputs, llm.StepOutput{Step: s.Index, Task: s.Task, Value: v})
 	}
 	synth := r.Synthesiser
 	if synth == nil {

@@ -608,6 +608,34 @@ func (p *Plan) Live(idx int) *Step {
 	return nil
 }
 
+// Carried is the output the plan carries for memory key, or nil when it
+// must be read from memory.
+func (p Plan) Carried(key string) json.RawMessage {
+	for _, s := range p.Steps {
+		if s.MemoryKey == key && s.Status == StepComplete {
+			return s.Output
+		}
+	}
+	return nil
+}
+
+// carry is out when the plan may carry it: at most MaxCarriedOutput
+// bytes, and at most MaxCarriedOutputs bytes with the outputs the plan
+// carries already; else nil (the output is read from memory).
+func (p Plan) carry(out json.RawMessage) json.RawMessage {
+	if len(out) == 0 || len(out) > MaxCarriedOutput {
+		return nil
+	}
+	total := len(out)
+	for _, s := range p.Steps {
+		total += len(s.Output)
+	}
+	if total > MaxCarriedOutputs {
+		return nil
+	}
+	return out
+}
+
 func (p *Plan) inputKeys(s Step) []string {
 	var keys []string
 	for _, dep := range s.DependsOn {
@@ -747,6 +775,7 @@ func (d *decision) record(results []StepResult) ([]StepResult, Failure) {
 		s.FinishedAt = res.FinishedAt
 		if res.Outcome == OutcomeComplete {
 			s.Status, s.MemoryKey, s.Validated = StepComplete, res.MemoryKey, res.Validated
+			s.Output = d.State.Plan.carry(res.Output)
 			d.audit(fmt.Sprintf("step_%d.complete", s.Index), s.TaskID, map[string]any{"memory_key": res.MemoryKey})
 			continue
 		}

@@ -241,6 +241,11 @@ type Step struct {
 	// observation: its answer is committed without one. Any other step
 	// with skills must ground its answer in a tool observation.
 	ModelOnly bool `json:"model_only,omitempty"`
+	// Output, once the step is complete, is the value it wrote under
+	// MemoryKey when that is small (CarryOutput): the run state carries it,
+	// so the steps that depend on it and the answer need not read it back
+	// from memory. The memory record stays the output of record.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // Loop is a step run as its own self-queuing loop: each model turn is one
@@ -354,6 +359,14 @@ type StepRequest struct {
 // next turn (StepRequest.InputData).
 const MaxCarriedInputs = 16 << 10
 
+// MaxCarriedOutput bounds a step output the run state carries
+// (Step.Output), and MaxCarriedOutputs all of them: the state stays
+// small however many steps a plan has.
+const (
+	MaxCarriedOutput  = 4 << 10
+	MaxCarriedOutputs = 16 << 10
+)
+
 // Turn is one exchange of an executor's loop: a model message, or a skill
 // result. Large results are never carried here: the executor stores them and
 // keeps a reference.
@@ -395,6 +408,9 @@ type StepResult struct {
 	Tools ToolUses `json:"tools,omitempty"`
 	// Confidence is the confidence the step's answer stated, if any.
 	Confidence *float64 `json:"confidence,omitempty"`
+	// Output is the value a complete step wrote under MemoryKey, when it
+	// is at most MaxCarriedOutput bytes.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // StepFinished is the data of step.finished.

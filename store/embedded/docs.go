@@ -7,6 +7,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
+	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -43,6 +44,33 @@ func (s *Store) GetSoul(ctx context.Context, tenantID, userID string) (store.Sou
 		return store.Soul{}, fmt.Errorf("embedded: decode soul %s: %w", e.Key(), err)
 	}
 	return soul, nil
+}
+
+// SoulFor returns the soul a run of userID sees: the user's own, else the
+// tenant's (userID "" asks for the tenant's), both read with one request;
+// store.ErrNotFound when there is neither.
+func (s *Store) SoulFor(ctx context.Context, tenantID, userID string) (store.Soul, error) {
+	if tenantID == "" {
+		return store.Soul{}, fmt.Errorf("embedded: soul without tenant: %w", store.ErrInvalidArgument)
+	}
+	keys := []string{soulKey(tenantID, userID)}
+	if userID != "" {
+		keys = append(keys, soulKey(tenantID, ""))
+	}
+	vals, err := events.LastValues(ctx, s.js, s.souls.Bucket(), keys)
+	if err != nil {
+		return store.Soul{}, fmt.Errorf("embedded: get soul %q/%q: %w", tenantID, userID, err)
+	}
+	for _, k := range keys {
+		if b, ok := vals[k]; ok {
+			var soul store.Soul
+			if err := json.Unmarshal(b, &soul); err != nil {
+				return store.Soul{}, fmt.Errorf("embedded: decode soul %s: %w", k, err)
+			}
+			return soul, nil
+		}
+	}
+	return store.Soul{}, fmt.Errorf("embedded: soul %q/%q: %w", tenantID, userID, store.ErrNotFound)
 }
 
 // sessionKey is the KV key of a session: session ids are unique within a

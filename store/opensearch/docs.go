@@ -3,6 +3,7 @@ package opensearch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -38,6 +39,28 @@ func (s *Store) GetSoul(ctx context.Context, tenantID, userID string) (store.Sou
 	var soul store.Soul
 	err := s.getDoc(ctx, s.names.souls, "soul", soulID(tenantID, userID), &soul)
 	return soul, err
+}
+
+// SoulFor returns the soul a run of userID sees: the user's own, else the
+// tenant's (userID "" asks for the tenant's); store.ErrNotFound when
+// there is neither. Both are read at once.
+func (s *Store) SoulFor(ctx context.Context, tenantID, userID string) (store.Soul, error) {
+	if userID == "" {
+		return s.GetSoul(ctx, tenantID, "")
+	}
+	var tenant store.Soul
+	var tenantErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tenant, tenantErr = s.GetSoul(ctx, tenantID, "")
+	}()
+	own, err := s.GetSoul(ctx, tenantID, userID)
+	<-done
+	if errors.Is(err, store.ErrNotFound) {
+		return tenant, tenantErr
+	}
+	return own, err
 }
 
 // sessionID is the document id of a session: session ids are unique

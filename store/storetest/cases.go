@@ -58,18 +58,32 @@ func testRoundTrip(t *testing.T, b Backend) {
 	must(t, "Trace", err)
 	sameJSON(t, "trace", trace, []store.Event{ev})
 
+	souls := map[string]store.Soul{}
 	for _, user := range []string{"", "user:1"} {
 		soul := store.Soul{
 			ID: uuid.NewString(), TenantID: f.tenant, UserID: user, Key: "default",
-			Persona:   store.Persona{Name: "Ada", SystemPrompt: "Be precise.", Tone: "dry", Language: "en"},
+			Persona:   store.Persona{Name: "Ada " + user, SystemPrompt: "Be precise.", Tone: "dry", Language: "en"},
 			Policies:  json.RawMessage(`{"max_steps":5,"tools":["web"]}`),
 			UpdatedAt: f.at(6),
 		}
+		if user != "" {
+			// Before the user has a soul of their own, the tenant's.
+			got, err := b.SoulFor(ctx, f.tenant, user)
+			must(t, "SoulFor without the user's", err)
+			sameJSON(t, "soul for "+user+" before their own", got, souls[""])
+		}
 		must(t, "PutSoul", b.PutSoul(ctx, soul))
+		souls[user] = soul
 		gotSoul, err := b.GetSoul(ctx, f.tenant, user)
 		must(t, "GetSoul", err)
 		sameJSON(t, "soul "+user, gotSoul, soul)
+		gotSoul, err = b.SoulFor(ctx, f.tenant, user)
+		must(t, "SoulFor", err)
+		sameJSON(t, "soul for "+user, gotSoul, soul)
 	}
+	another, err := b.SoulFor(ctx, f.tenant, "user:2")
+	must(t, "SoulFor another user", err)
+	sameJSON(t, "soul for another user", another, souls[""])
 
 	sess := store.Session{
 		SessionID: f.session, TenantID: f.tenant, UserID: "user-1", State: "active",
@@ -106,6 +120,8 @@ func testNotFound(t *testing.T, b Backend) {
 	wantErr(t, "GetPlan", err, store.ErrNotFound)
 	_, err = b.GetSoul(ctx, f.tenant, "")
 	wantErr(t, "GetSoul", err, store.ErrNotFound)
+	_, err = b.SoulFor(ctx, f.tenant, "user-1")
+	wantErr(t, "SoulFor", err, store.ErrNotFound)
 	_, err = b.GetSession(ctx, f.tenant, f.session)
 	wantErr(t, "GetSession", err, store.ErrNotFound)
 	trace, err := b.Trace(ctx, store.TraceQuery{TenantID: f.tenant, SessionID: f.session})

@@ -52,6 +52,9 @@ type Backend interface {
 	PutSoul(ctx context.Context, s store.Soul) error
 	// GetSoul returns the soul of (tenantID, userID).
 	GetSoul(ctx context.Context, tenantID, userID string) (store.Soul, error)
+	// SoulFor returns the soul a run of userID sees: the user's own, else
+	// the tenant's.
+	SoulFor(ctx context.Context, tenantID, userID string) (store.Soul, error)
 	// PutSession upserts a session.
 	PutSession(ctx context.Context, s store.Session) error
 	// GetSession returns the session of the tenant; session ids are

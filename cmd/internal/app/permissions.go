@@ -132,6 +132,10 @@ func Permissions(user, storePrefix string) (*server.Permissions, error) {
 func roleGrant(g *grant, r Role) {
 	c := r.Consumer()
 	g.publish("$JS.API.CONSUMER.MSG.NEXT."+c.Stream+"."+c.Name, "$JS.ACK."+c.Stream+"."+c.Name+".>")
+	if c.Single {
+		// Handed on at shutdown (events.Worker's trail reader).
+		g.publish("$JS.API.CONSUMER.UNPIN." + c.Stream + "." + c.Name)
+	}
 	// Messages that ran out of deliveries, read back to dead-letter them.
 	g.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + c.Stream + "." + c.Name)
 	g.publish("$JS.API.STREAM.MSG.GET."+c.Stream, "$JS.API.DIRECT.GET."+c.Stream, "$JS.API.DIRECT.GET."+c.Stream+".>")

@@ -29,10 +29,10 @@ type Role struct {
 	// Unlimited: the role's messages wait in the stream while a
 	// dependency is down instead of running out of deliveries.
 	Unlimited bool
-	// Batching is how many times the process's concurrency the role
-	// takes messages at once (1 when unset): a role whose handlers mostly
-	// wait on a group write takes more, so each write stores more.
-	Batching int
+	// FlushOn, for a role that reads trails, reports the audit events
+	// whose trail is written without the reader's linger
+	// (events.WorkerConfig.FlushOn).
+	FlushOn func(event.Event) bool
 	// Buckets are the KV buckets its handler reads and writes (besides
 	// the store's): with per-role NATS permissions it may touch no other.
 	Buckets []string
@@ -45,9 +45,6 @@ type Role struct {
 	Build func(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error)
 }
 
-// Concurrency is how many messages the role's worker takes at once in a
-// process configured for process messages at once.
-func (r Role) Concurrency(process int) int { return process * max(r.Batching, 1) }
 
 // Roles are the roles of agentbus.
 var Roles = []Role{
@@ -72,12 +69,10 @@ var Roles = []Role{
 		Build:        buildExecutor},
 	{Name: handlers.RoleAggregator, Routes: (&handlers.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
 		Buckets: []string{handlers.BucketFanin}, Build: buildAggregator},
-	// The projector's handlers wait on its group commit: with four times
-	// the messages at once it keeps up with a loaded process's trails
-	// (make bench: its lag after 192 runs at c64 with 2 or 4 executors
-	// fell from about 220 ms to under 15).
-	{Name: handlers.RoleProjector, Routes: (&handlers.Projector{}).Routes(), Unlimited: true, Batching: 4,
-		Emits: []string{events.TypeAlertEvaluate}, Build: buildProjector},
+	// The projector reads the trails of AGENT in batches, one process at
+	// a time (events.Consumer.Single).
+	{Name: handlers.RoleProjector, Routes: (&handlers.Projector{}).Routes(), Unlimited: true,
+		FlushOn: handlers.ProjectorFlushOn, Emits: []string{events.TypeAlertEvaluate}, Build: buildProjector},
 	{Name: handlers.RoleMonitor, Routes: (&handlers.Monitor{}).Routes(), Emits: []string{events.TypeAlertEvaluate},
 		Buckets: []string{handlers.BucketAlerts}, Build: buildMonitor},
 }
@@ -110,7 +105,7 @@ func RoleNamed(name string) (Role, bool) {
 
 // Consumer is the role's durable consumer, derived from its routes.
 func (r Role) Consumer() events.Consumer {
-	c := events.Consumer{Name: r.Name, Unlimited: r.Unlimited}
+	c := events.Consumer{Name: r.Name, Unlimited: r.Unlimited, Single: r.ReadsTrails()}
 	for _, rt := range r.Routes {
 		c.Stream = rt.Stream()
 		if s := rt.Filter(); !slices.Contains(c.Filters, s) {
@@ -218,6 +213,7 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 		return nil, err
 	}
 	r := handlers.NewRouter(d.Models.Router, d.Store, cfg, log)
+	r.JS = d.JS // the config bucket's values for a run in one request
 	r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
 	r.Sessions, r.Locks = &handlers.Sessions{KV: sessions}, locks
 	r.Cancels = cancels

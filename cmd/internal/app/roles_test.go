@@ -103,16 +103,14 @@ func TestUndeclaredEmitIsRefused(t *testing.T) {
 	}
 }
 
-// TestRoleConcurrency: a role takes the process's concurrency, the
-// projector (whose handlers wait on its group commit) four times it.
-func TestRoleConcurrency(t *testing.T) {
+// TestOnlyTheProjectorReadsTrails: the projector's consumer is the one
+// read one process at a time, cumulatively acknowledged, and it flushes
+// its batch at a run's end; every other role reads its events.
+func TestOnlyTheProjectorReadsTrails(t *testing.T) {
 	for _, r := range Roles {
-		want := 16
-		if r.Name == handlers.RoleProjector {
-			want = 64
-		}
-		if got := r.Concurrency(16); got != want {
-			t.Errorf("%s takes %d messages at once at concurrency 16, want %d", r.Name, got, want)
+		projector := r.Name == handlers.RoleProjector
+		if r.ReadsTrails() != projector || r.Consumer().Single != projector || (r.FlushOn != nil) != projector {
+			t.Errorf("%s: reads trails %v, single consumer %v, flushes %v", r.Name, r.ReadsTrails(), r.Consumer().Single, r.FlushOn != nil)
 		}
 	}
 }

@@ -279,7 +279,7 @@ func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
 		metrics.WatchConsumer(role, cons)
 		w, err := retryValue(ctx, func() (*events.Worker, error) {
 			return events.NewWorker(ctx, d.JS, cons, h, events.WorkerConfig{
-				Role: role, Concurrency: decl.Concurrency(d.Config.Concurrency), OnDone: metrics.Done(role), Trails: decl.ReadsTrails(),
+				Role: role, Concurrency: d.Config.Concurrency, OnDone: metrics.Done(role), Trails: decl.ReadsTrails(), FlushOn: decl.FlushOn,
 				OnError: func(ev *event.Event, subject string, err error) {
 					l := log.Warn().Err(err).Str("subject", subject)
 					if ev != nil {
