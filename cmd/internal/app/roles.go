@@ -45,7 +45,6 @@ type Role struct {
 	Build func(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error)
 }
 
-
 // Roles are the roles of agentbus.
 var Roles = []Role{
 	{Name: handlers.RoleRouter, Routes: (&handlers.Router{}).Routes(),
