@@ -30,7 +30,7 @@ up: build
 
 bench: build
 	$(GO) build -o $(BIN)/ ./bench/restate/restatepeer
-	$(BIN)/agentbus bench
+	$(BIN)/agentbus bench --timeout 60m
 
 chaos: build
 	$(BIN)/agentbus chaos --bin $(BIN) --runs 500 $(CHAOSFLAGS)

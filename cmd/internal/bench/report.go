@@ -97,8 +97,12 @@ type Comparison struct {
 	Deployment   string  `json:"deployment"`
 	Checkpointer string  `json:"checkpointer"`
 	Concurrency  int     `json:"concurrency"`
-	RunsPerS     float64 `json:"runs_per_s_ratio"`  // agentbus / LangGraph
+	RunsPerS     float64 `json:"runs_per_s_ratio"`  // agentbus / LangGraph, of the medians
 	P50Speedup   float64 `json:"p50_latency_ratio"` // LangGraph p50 / agentbus p50
+	// RunsPerSRange is the lowest and highest runs/s ratio of a
+	// repetition of agentbus to the LangGraph repetition measured next
+	// to it (zero with a single repetition).
+	RunsPerSRange Range `json:"runs_per_s_ratio_range"`
 }
 
 // Report is the whole benchmark result.
@@ -114,11 +118,24 @@ type Report struct {
 	Restate     RestateReport       `json:"restate"`
 	VsRestate   []RestateComparison `json:"vs_restate"`
 	Summary     string              `json:"summary"`
-	written     string              // the directory write wrote to
+	// Repetitions of every throughput point; EstimatedS the duration
+	// expected at the start, DurationS the one taken.
+	Repetitions int     `json:"repetitions"`
+	EstimatedS  float64 `json:"estimated_duration_s"`
+	DurationS   float64 `json:"duration_s"`
+	written     string  // the directory write wrote to
 }
 
 // compare computes the LangGraph ratios (default mode, one executor) and
 // the summary line.
+//
+// Every ratio, here and in the summary line, is the median runs/s of
+// agentbus over the median runs/s of the peer, each over the point's
+// repetitions (the ratio of the medians, not the median of the
+// repetitions' ratios: the figures the tables print give it again). The
+// lowest and highest ratio of a repetition to the peer's repetition
+// measured next to it go beside it (RunsPerSRange), to show how far it
+// holds.
 func (r *Report) compare() {
 	if len(r.Modes) == 0 {
 		return
@@ -151,7 +168,7 @@ func (r *Report) compare() {
 				continue
 			}
 			c := Comparison{Deployment: d.name, Checkpointer: pr.Checkpointer, Concurrency: pr.Concurrency,
-				RunsPerS: ratio(tp.RunsPerS, pr.RunsPerS), P50Speedup: ratio(pr.P50, tp.Latency.P50)}
+				RunsPerS: ratio(tp.RunsPerS, pr.RunsPerS), P50Speedup: ratio(pr.P50, tp.Latency.P50), RunsPerSRange: pairedRatios(tp.Reps, pr.Reps)}
 			r.Comparisons = append(r.Comparisons, c)
 			vs = append(vs, fmt.Sprintf("%svs_langgraph_%s_c%d=%.2fx", d.prefix, pr.Checkpointer, pr.Concurrency, c.RunsPerS))
 		}
@@ -167,8 +184,22 @@ func (r *Report) compare() {
 			skel += fmt.Sprintf(" skeleton_%s_overhead_ratio_p50=%.2f", traffic.name, o)
 		}
 	}
-	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f%s runs_per_s_c%d=%.1f %s supervisor_%d_lanes_speedup=%.1fx budget_draw_per_call_vs_hop=%.2f %s",
-		m.OverheadP50, skel, maxC, ours[maxC].RunsPerS, r.Scaling.summary(), m.Supervisor.Lanes, m.Supervisor.Speedup, m.BudgetDraw.RatioToHop, strings.Join(vs, " "))
+	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f%s runs_per_s_c%d=%.1f %s supervisor_%d_lanes_speedup=%.1fx budget_draw_per_call_vs_hop=%.2f %s repetitions=%d",
+		m.OverheadP50, skel, maxC, ours[maxC].RunsPerS, r.Scaling.summary(), m.Supervisor.Lanes, m.Supervisor.Speedup, m.BudgetDraw.RatioToHop,
+		strings.Join(vs, " "), r.repetitions())
+}
+
+// repetitions is the most repetitions of a throughput point of the
+// report (its Repetitions, or those of its points for a report built by
+// hand).
+func (r *Report) repetitions() int {
+	n := r.Repetitions
+	for _, m := range r.Modes {
+		for _, tp := range m.Throughput {
+			n = max(n, tp.Spread.Repetitions)
+		}
+	}
+	return max(n, 1)
 }
 
 // The deployments a Comparison names.
