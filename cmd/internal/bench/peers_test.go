@@ -95,7 +95,7 @@ func TestCompareRestate(t *testing.T) {
 			t.Errorf("comparison %d = %+v, want %+v", i, g, w)
 		}
 	}
-	if s := restateSummary(rr, got); s != "vs_restate_c1=2.00x vs_restate_c64=2.00x vs_restate_p50_c1=0.50x vs_restate_sync_always_c64=0.73x" {
+	if s := restateSummary(rr, got); s != "vs_restate_c1=2.00x vs_restate_c64=2.00x vs_restate_p50_c1=0.50x vs_restate_sync_always_c64=0.73x vs_restate_equal_durability_c64=0.73x" {
 		t.Errorf("summary %q", s)
 	}
 	if s := restateSummary(RestateReport{Reason: "restate-unavailable: no npm"}, nil); s != `vs_restate="unavailable: no npm"` {

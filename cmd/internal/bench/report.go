@@ -184,9 +184,19 @@ func (r *Report) compare() {
 			skel += fmt.Sprintf(" skeleton_%s_overhead_ratio_p50=%.2f", traffic.name, o)
 		}
 	}
-	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f%s runs_per_s_c%d=%.1f %s supervisor_%d_lanes_speedup=%.1fx budget_draw_per_call_vs_hop=%.2f %s repetitions=%d",
+	r.Summary = fmt.Sprintf("overhead_ratio_p50=%.2f%s runs_per_s_c%d=%.1f %s supervisor_%d_lanes_speedup=%.1fx budget_draw_per_call_vs_hop=%.2f%s %s repetitions=%d",
 		m.OverheadP50, skel, maxC, ours[maxC].RunsPerS, r.Scaling.summary(), m.Supervisor.Lanes, m.Supervisor.Speedup, m.BudgetDraw.RatioToHop,
-		strings.Join(vs, " "), r.repetitions())
+		m.Census.summary(), strings.Join(vs, " "), r.repetitions())
+}
+
+// summary is the census's fields of the summary line: the records a
+// sequential run stores (its durable writes) and the messages its
+// clients send.
+func (c Census) summary() string {
+	if c.Runs == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" durable_writes_per_run=%.1f client_messages_per_run=%.1f", c.Records, c.Sent)
 }
 
 // repetitions is the most repetitions of a throughput point of the

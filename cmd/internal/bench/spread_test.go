@@ -79,7 +79,8 @@ func TestFigure(t *testing.T) {
 }
 
 // TestCompareRepeated: the ratios are of the medians, the ranges of the
-// paired repetitions, and the summary line has the repetitions.
+// paired repetitions, and the summary line has the census and the
+// repetitions.
 func TestCompareRepeated(t *testing.T) {
 	ours := Throughput{Executors: 1, Concurrency: 64}.withReps([]Rep{{RunsPerS: 100}, {RunsPerS: 120}, {RunsPerS: 90}}, 18)
 	synced := Throughput{Executors: 1, Concurrency: 64}.withReps([]Rep{{RunsPerS: 30}, {RunsPerS: 36}, {RunsPerS: 33}}, 18)
@@ -98,7 +99,8 @@ func TestCompareRepeated(t *testing.T) {
 	if c.RunsPerS != 100.0/250 || math.Abs(c.RunsPerSRange.Min-0.36) > 1e-9 || math.Abs(c.RunsPerSRange.Max-0.5) > 1e-9 {
 		t.Errorf("LangGraph comparison %+v", c)
 	}
-	for _, field := range []string{"vs_langgraph_memory_c64=0.40x", "vs_restate_c64=0.67x", "vs_restate_sync_always_c64=0.22x", "repetitions=3"} {
+	for _, field := range []string{"vs_langgraph_memory_c64=0.40x", "vs_restate_c64=0.67x", "vs_restate_sync_always_c64=0.22x",
+		"vs_restate_equal_durability_c64=0.22x", "durable_writes_per_run=111.8", "client_messages_per_run=175.8", "repetitions=3"} {
 		if !strings.Contains(r.Summary, field) {
 			t.Errorf("summary %q lacks %s", r.Summary, field)
 		}
