@@ -34,7 +34,8 @@ graph is shared and each run is isolated by its own thread_id. Checkpointers:
 would contend on the GIL anyway and the sync saver also serialises on one lock.)
 
 Closed-loop load: N workers each start a new run as soon as their previous one
-finishes, until M runs are done. Per-run latency = wall time of one ainvoke.
+finishes, until M runs (--runs) have started and runs have been started for at
+least --min-seconds, whichever ends later; the runs in flight then finish. Per-run latency = wall time of one ainvoke.
 runs_per_s = M / wall time of the measured phase. Percentiles use nearest-rank
 (with few runs p99 is the max). Warm-up runs (same concurrency) are excluded.
 
@@ -174,8 +175,11 @@ def percentile(sorted_vals: list[float], p: float) -> float:
     return sorted_vals[k - 1]
 
 
-async def run_batch(graph, count: int, concurrency: int, durability: str, prefix: str):
-    """Closed loop: `concurrency` workers run `count` runs in total."""
+async def run_batch(graph, count: int, concurrency: int, durability: str, prefix: str,
+                    min_seconds: float = 0.0):
+    """Closed loop: `concurrency` workers start runs until at least `count` have
+    started and runs have been started for at least `min_seconds`, whichever
+    ends later; the runs in flight then finish."""
     latencies: list[float] = []
     calls_seen: set[int] = set()
     errors: list[str] = []
@@ -201,15 +205,17 @@ async def run_batch(graph, count: int, concurrency: int, durability: str, prefix
         calls_seen.add(res["model_calls"])
         latencies.append(dt)
 
+    t0 = time.perf_counter()
+
     async def worker() -> None:
         nonlocal next_idx
-        while next_idx < count:
+        while next_idx < count or time.perf_counter() - t0 < min_seconds:
             idx = next_idx
             next_idx += 1
             await one(idx)
 
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
+    workers = concurrency if min_seconds > 0 else min(concurrency, count)
+    await asyncio.gather(*(worker() for _ in range(workers)))
     wall = time.perf_counter() - t0
     return latencies, calls_seen, errors, wall
 
@@ -241,7 +247,7 @@ async def main_async(args) -> dict:
             if werr:
                 print(f"peer.py: warm-up error: {werr[0]}", file=sys.stderr)
         lat, calls_seen, errors, wall = await run_batch(
-            graph, args.runs, args.concurrency, args.durability, f"run-{run_id}")
+            graph, args.runs, args.concurrency, args.durability, f"run-{run_id}", args.min_seconds)
 
         # Checkpoints persisted by one run (for comparing durable writes per run).
         ckpts = 0
@@ -268,7 +274,7 @@ async def main_async(args) -> dict:
         "version": LANGGRAPH_VERSION,
         "checkpointer": args.checkpointer,
         "concurrency": args.concurrency,
-        "runs": args.runs,
+        "runs": len(lat) + len(errors),
         "latency_ms": args.latency_ms,
         "model_calls_per_run": model_calls,
         "runs_per_s": round(len(lat) / wall, 3) if wall > 0 else 0.0,
@@ -291,7 +297,9 @@ def main() -> None:
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--checkpointer", choices=["memory", "sqlite"], default="memory")
     ap.add_argument("--concurrency", type=int, default=1, help="runs in flight at once")
-    ap.add_argument("--runs", type=int, default=100, help="measured runs")
+    ap.add_argument("--runs", type=int, default=100, help="measured runs (at least)")
+    ap.add_argument("--min-seconds", type=float, default=0.0,
+                    help="keep starting runs for at least this long, even past --runs")
     ap.add_argument("--latency-ms", type=float, default=0.0,
                     help="fake LLM latency per model call (0 = return immediately)")
     ap.add_argument("--warmup", type=int, default=5, help="unmeasured runs first")
@@ -301,8 +309,8 @@ def main() -> None:
     ap.add_argument("--db-dir", default=None,
                     help="parent dir for the sqlite temp dir (default: system temp dir)")
     args = ap.parse_args()
-    if args.concurrency < 1 or args.runs < 1 or args.warmup < 0 or args.latency_ms < 0:
-        ap.error("need --concurrency >= 1, --runs >= 1, --warmup >= 0, --latency-ms >= 0")
+    if args.concurrency < 1 or args.runs < 1 or args.warmup < 0 or args.latency_ms < 0 or args.min_seconds < 0:
+        ap.error("need --concurrency >= 1, --runs >= 1, --warmup >= 0, --latency-ms >= 0, --min-seconds >= 0")
     if args.latency_ms == int(args.latency_ms):
         args.latency_ms = int(args.latency_ms)
     out = asyncio.run(main_async(args))

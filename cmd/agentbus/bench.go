@@ -24,7 +24,7 @@ func runBench(args []string) int {
 	fs.BoolVar(&cfg.SkipPeer, "skip-peer", false, "do not measure the peers (LangGraph, Restate)")
 	fs.BoolVar(&cfg.SkipScaling, "skip-scaling", false, "do not measure executor processes (1, 2, 4; quick 1, 2)")
 	fs.StringVar(&cfg.BinDir, "bin", "", "directory holding the executor and restatepeer binaries (default: beside this agentbus; each built if absent)")
-	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
+	timeout := fs.Duration("timeout", 60*time.Minute, "give up after this long")
 	modes := fs.String("modes", "", "durability modes to measure, comma-separated: default, sync_always (default both)")
 	conc := fs.String("concurrency", "", "concurrency points of the throughput runs, comma-separated (default 1,8,64; quick 1,8)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")

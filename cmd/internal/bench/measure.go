@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -129,27 +128,31 @@ type Throughput struct {
 	// finished, to store the last of the runs' trails (included in
 	// RunsPerS and CPUPerRunMS).
 	ProjectorLagMS float64 `json:"projector_lag_ms"`
+	// Spread is the lowest and highest figures of the point's
+	// repetitions (Reps, in the order measured), whose medians the
+	// figures above are.
+	Spread Spread `json:"spread"`
+	Reps   []Rep  `json:"repetitions,omitempty"`
 }
 
-// throughput keeps conc runs in flight until total runs have finished,
-// with every role connected over TCP, or in memory (inProc: as the
-// all-in-one connects to its embedded server).
-func throughput(ctx context.Context, srv *benchServer, executors, conc, total int, hopsPerRun float64, inProc bool) (Throughput, error) {
+// throughput measures one repetition of a load point: after warm runs
+// at concurrency conc, it keeps conc runs in flight for l, with every
+// role connected over TCP, or in memory (inProc: as the all-in-one
+// connects to its embedded server).
+func throughput(ctx context.Context, srv *benchServer, executors, conc int, l load, warm int, hopsPerRun float64, inProc bool) (Throughput, error) {
 	d, err := deploy(ctx, srv, deployConfig{tcp: !inProc, executors: executors, model: offline.New()})
 	if err != nil {
 		return Throughput{}, err
 	}
 	defer d.close()
-	for range min(conc, 4) { // warm up the connections and caches
-		if _, _, err := d.run(ctx, PipelineTask); err != nil {
-			return Throughput{}, err
-		}
+	if _, _, err := closedLoop(ctx, d, conc, fixed(warm)); err != nil { // warm up the connections and caches
+		return Throughput{}, err
 	}
 	if _, err := d.caughtUp(ctx); err != nil { // nothing of the warm-up left to project
 		return Throughput{}, err
 	}
 	cpu0 := processCPU()
-	lat, elapsed, err := closedLoop(ctx, d, conc, total)
+	lat, elapsed, err := closedLoop(ctx, d, conc, l)
 	if err != nil {
 		return Throughput{}, err
 	}
@@ -162,6 +165,7 @@ func throughput(ctx context.Context, srv *benchServer, executors, conc, total in
 	}
 	elapsed += lag
 	cpu := processCPU() - cpu0
+	total := len(lat)
 	rps := float64(total) / elapsed.Seconds()
 	return Throughput{Executors: executors, Concurrency: conc, Runs: total, RunsPerS: rps, HopsPerS: rps * hopsPerRun, Latency: distOf(lat),
 		CPUPerRunMS: float64(cpu.Microseconds()) / 1000 / float64(total), ProjectorLagMS: float64(lag.Microseconds()) / 1000}, nil
@@ -196,51 +200,13 @@ func (d *deployment) caughtUp(ctx context.Context) (time.Duration, error) {
 	}
 }
 
-// closedLoop keeps conc runs of PipelineTask in flight until total have
-// finished, and returns their latencies and the wall time.
-func closedLoop(ctx context.Context, d *deployment, conc, total int) ([]time.Duration, time.Duration, error) {
-	return keepInFlight(conc, total, func(int) (time.Duration, error) {
+// closedLoop keeps conc runs of PipelineTask in flight for l, and
+// returns their latencies and the wall time.
+func closedLoop(ctx context.Context, d *deployment, conc int, l load) ([]time.Duration, time.Duration, error) {
+	return keepInFlight(conc, l, func(int) (time.Duration, error) {
 		_, took, err := d.run(ctx, PipelineTask)
 		return took, err
 	})
-}
-
-// keepInFlight calls run with the indices 0 to total-1, conc calls at a
-// time, and returns their latencies and the wall time; any failure fails
-// the whole load point.
-func keepInFlight(conc, total int, run func(i int) (time.Duration, error)) ([]time.Duration, time.Duration, error) {
-	var (
-		mu   sync.Mutex
-		lat  []time.Duration
-		errs []error
-		wg   sync.WaitGroup
-	)
-	next := make(chan int, total)
-	for i := range total {
-		next <- i
-	}
-	close(next)
-	start := time.Now()
-	for range conc {
-		wg.Go(func() {
-			for i := range next {
-				took, err := run(i)
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, err)
-				} else {
-					lat = append(lat, took)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if len(errs) > 0 {
-		return nil, 0, fmt.Errorf("%d of %d runs failed: %w", len(errs), total, errs[0])
-	}
-	return lat, elapsed, nil
 }
 
 // processCPU is the user plus system CPU time the process has used.

@@ -26,6 +26,11 @@ type PeerResult struct {
 	P99          float64 `json:"p99_ms"`
 	Mean         float64 `json:"mean_ms"`
 	Errors       int     `json:"errors"`
+	WallS        float64 `json:"wall_s"` // the measured phase's wall time
+	// Spread and Reps: as a Throughput's (the figures above are the
+	// repetitions' medians).
+	Spread Spread `json:"spread"`
+	Reps   []Rep  `json:"repetitions,omitempty"`
 }
 
 // peer runs the LangGraph harness in bench/langgraph: setup.sh installs it
@@ -54,12 +59,14 @@ func setupPeer(ctx context.Context, root string) (*peer, error) {
 	return &peer{dir: dir, python: filepath.Join(root, "bench", ".venv", "bin", "python")}, nil
 }
 
-// measure runs one configuration of the peer.
-func (p *peer) measure(ctx context.Context, checkpointer string, conc, runs, latencyMS int) (PeerResult, error) {
+// measure runs one configuration of the peer: warm runs at concurrency
+// conc, then conc runs in flight for l (peer.py's --runs and
+// --min-seconds), with a model of latencyMS per call.
+func (p *peer) measure(ctx context.Context, checkpointer string, conc int, l load, warm, latencyMS int) (PeerResult, error) {
 	var res PeerResult
 	cmd := exec.CommandContext(ctx, p.python, filepath.Join(p.dir, "peer.py"), "--checkpointer", checkpointer,
-		"--concurrency", fmt.Sprint(conc), "--runs", fmt.Sprint(runs), "--latency-ms", fmt.Sprint(latencyMS),
-		"--warmup", fmt.Sprint(min(conc, 4)))
+		"--concurrency", fmt.Sprint(conc), "--runs", fmt.Sprint(l.runs), "--min-seconds", fmt.Sprint(l.dur.Seconds()),
+		"--latency-ms", fmt.Sprint(latencyMS), "--warmup", fmt.Sprint(warm))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -95,7 +95,7 @@ func TestCompareRestate(t *testing.T) {
 			t.Errorf("comparison %d = %+v, want %+v", i, g, w)
 		}
 	}
-	if s := restateSummary(rr, got); s != "vs_restate_c1=2.00x vs_restate_c64=2.00x vs_restate_p50_c1=0.50x vs_restate_sync_always_c64=0.73x" {
+	if s := restateSummary(rr, got); s != "vs_restate_c1=2.00x vs_restate_c64=2.00x vs_restate_p50_c1=0.50x vs_restate_sync_always_c64=0.73x vs_restate_equal_durability_c64=0.73x" {
 		t.Errorf("summary %q", s)
 	}
 	if s := restateSummary(RestateReport{Reason: "restate-unavailable: no npm"}, nil); s != `vs_restate="unavailable: no npm"` {
@@ -179,8 +179,8 @@ func TestCompareBothDeployments(t *testing.T) {
 		!regexp.MustCompile(`memory\s+1\s+250\.0\s+4\.0\s+0\.20x\s+0\.20x\s+-\s+-\s+0\.40x\s+-\n`).MatchString(out.String()) ||
 		!regexp.MustCompile(`memory\s+64\s+400\.0\s+150\.0\s+0\.38x\s+0\.38x\s+0\.50x\s+0\.50x\s+-\s+1\.50x\n`).MatchString(out.String()) ||
 		// agentbus beside each skeleton point of the same connections
-		!regexp.MustCompile(`census\s+tcp\s+1\s+100\.0\s+9\.0\s+0\.00\s+0\.50x\n`).MatchString(out.String()) ||
-		!regexp.MustCompile(`census\s+in_memory\s+64\s+400\.0\s+150\.0\s+0\.00\s+0\.50x\n`).MatchString(out.String()) ||
+		!regexp.MustCompile(`census\s+tcp\s+1\s+0\s+100\.0\s+9\.0\s+0\.00\s+0\.50x\n`).MatchString(out.String()) ||
+		!regexp.MustCompile(`census\s+in_memory\s+64\s+0\s+400\.0\s+150\.0\s+0\.00\s+0\.50x\n`).MatchString(out.String()) ||
 		!strings.Contains(out.String(), "skeleton census hop (sequential run p50 / 18 hops, TCP) over the floor: 10.00") {
 		t.Errorf("printed report:\n%s", out.String())
 	}

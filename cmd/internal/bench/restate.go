@@ -29,6 +29,10 @@ type RestateResult struct {
 	Runs        int     `json:"runs"`
 	RunsPerS    float64 `json:"runs_per_s"`
 	Latency     Dist    `json:"run_latency"`
+	// Spread and Reps: as a Throughput's (the figures above are the
+	// repetitions' medians).
+	Spread Spread `json:"spread"`
+	Reps   []Rep  `json:"repetitions,omitempty"`
 }
 
 // RestateReport holds the Restate figures, or why there are none.
@@ -44,8 +48,12 @@ type RestateReport struct {
 type RestateComparison struct {
 	Mode        string  `json:"mode"` // agentbus's durability mode
 	Concurrency int     `json:"concurrency"`
-	RunsPerS    float64 `json:"runs_per_s_ratio"`  // agentbus / Restate
+	RunsPerS    float64 `json:"runs_per_s_ratio"`  // agentbus / Restate, of the medians
 	P50         float64 `json:"p50_latency_ratio"` // agentbus p50 / Restate p50: below 1 is faster
+	// RunsPerSRange is the lowest and highest runs/s ratio of a
+	// repetition of agentbus to the Restate repetition measured next to
+	// it (zero with a single repetition).
+	RunsPerSRange Range `json:"runs_per_s_ratio_range"`
 }
 
 // compareRestate pairs each mode's throughput points (one executor) with
@@ -60,7 +68,8 @@ func compareRestate(modes []ModeReport, rr RestateReport) []RestateComparison {
 			for _, res := range rr.Results {
 				if res.Concurrency == tp.Concurrency {
 					out = append(out, RestateComparison{Mode: m.Mode, Concurrency: res.Concurrency,
-						RunsPerS: ratio(tp.RunsPerS, res.RunsPerS), P50: ratio(tp.Latency.P50, res.Latency.P50)})
+						RunsPerS: ratio(tp.RunsPerS, res.RunsPerS), P50: ratio(tp.Latency.P50, res.Latency.P50),
+						RunsPerSRange: pairedRatios(tp.Reps, res.Reps)})
 				}
 			}
 		}
@@ -70,7 +79,11 @@ func compareRestate(modes []ModeReport, rr RestateReport) []RestateComparison {
 
 // restateSummary is the Restate fields of the summary line: the runs/s
 // ratios of the default mode at every concurrency, its p50 ratio at the
-// lowest, and the sync_always runs/s ratio at the highest.
+// lowest, and the sync_always runs/s ratio at the highest, under two
+// names: vs_restate_sync_always_c<n> (its first name) and
+// vs_restate_equal_durability_c<n>, since with sync_always agentbus, like
+// Restate in the benchmark (see startRestate), syncs a write to disk
+// before acknowledging it.
 func restateSummary(rr RestateReport, cmp []RestateComparison) string {
 	if !rr.Available {
 		return unavailable("vs_restate", rr.Reason, "restate-unavailable:")
@@ -92,7 +105,8 @@ func restateSummary(rr RestateReport, cmp []RestateComparison) string {
 		f = append(f, fmt.Sprintf("vs_restate_p50_c%d=%.2fx", first.Concurrency, first.P50))
 	}
 	if lastSync != nil {
-		f = append(f, fmt.Sprintf("vs_restate_sync_always_c%d=%.2fx", lastSync.Concurrency, lastSync.RunsPerS))
+		f = append(f, fmt.Sprintf("vs_restate_sync_always_c%d=%.2fx vs_restate_equal_durability_c%d=%.2fx",
+			lastSync.Concurrency, lastSync.RunsPerS, lastSync.Concurrency, lastSync.RunsPerS))
 	}
 	if len(f) == 0 {
 		return unavailable("vs_restate", "no agentbus throughput point at Restate's concurrencies", "")
@@ -112,62 +126,56 @@ func parseReady(out string) (bin, version string, err error) {
 	return f[0], f[1], nil
 }
 
-// runRestate installs the Restate server (bench/restate/setup.sh), starts
-// it and the peer service on loopback, registers the service and measures
-// runs/s at every concurrency of cfg.
-func runRestate(ctx context.Context, cfg Config) RestateReport {
-	if cfg.SkipPeer {
-		return RestateReport{Reason: "skipped (--skip-peer)"}
-	}
-	fmt.Fprintln(cfg.Log, "bench: Restate peer (installing into bench/.restate if needed)")
-	rr, err := measureRestate(ctx, cfg)
-	if err != nil {
-		return RestateReport{Reason: err.Error(), Version: rr.Version}
-	}
-	return rr
+// restatePeer is the installed Restate server and the built peer
+// service: measure starts them for each repetition of a point.
+type restatePeer struct {
+	serverBin, peerBin, version string
+	cleanup                     func()
 }
 
-func measureRestate(ctx context.Context, cfg Config) (RestateReport, error) {
-	var rr RestateReport
+// prepareRestate installs the Restate server (bench/restate/setup.sh) and
+// finds or builds the peer service, or says why it cannot.
+func prepareRestate(ctx context.Context, cfg Config) (*restatePeer, error) {
 	setup := exec.CommandContext(ctx, "bash", filepath.Join(cfg.Root, "bench", "restate", "setup.sh"))
 	var stdout, stderr bytes.Buffer
 	setup.Stdout, setup.Stderr = &stdout, &stderr
 	if err := setup.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if i := strings.Index(msg, "restate-unavailable:"); i >= 0 {
-			return rr, fmt.Errorf("%s", lastLine(msg[i:]))
+			return nil, fmt.Errorf("%s", lastLine(msg[i:]))
 		}
-		return rr, fmt.Errorf("restate-unavailable: setup failed: %v: %s", err, lastLine(msg))
+		return nil, fmt.Errorf("restate-unavailable: setup failed: %v: %s", err, lastLine(msg))
 	}
 	serverBin, version, err := parseReady(stdout.String())
 	if err != nil {
-		return rr, err
+		return nil, err
 	}
-	rr.Version = version
 	peerBin, cleanup, err := binary(ctx, cfg.BinDir, "restatepeer", procs.Module+"/bench/restate/restatepeer")
 	if err != nil {
-		return rr, fmt.Errorf("restate-unavailable: %w", err)
+		return &restatePeer{version: version}, fmt.Errorf("restate-unavailable: %w", err)
 	}
-	defer cleanup()
-	rs, err := startRestate(ctx, serverBin, peerBin)
+	return &restatePeer{serverBin: serverBin, peerBin: peerBin, version: version, cleanup: cleanup}, nil
+}
+
+// measure measures one repetition of a load point on a server of its own,
+// started on an empty data directory as every agentbus point starts on
+// empty streams (the server keeps a finished invocation's journal for a
+// day by default, so a long-lived one would grow over the benchmark):
+// warm runs at concurrency conc, then conc runs in flight for l.
+func (rp *restatePeer) measure(ctx context.Context, conc int, l load, warm int) (RestateResult, error) {
+	rs, err := startRestate(ctx, rp.serverBin, rp.peerBin)
 	if err != nil {
-		return rr, fmt.Errorf("restate-unavailable: %w", err)
+		return RestateResult{}, fmt.Errorf("restate-unavailable: %w", err)
 	}
 	defer rs.close()
-	for _, c := range cfg.Concurrency {
-		fmt.Fprintf(cfg.Log, "bench:   Restate, concurrency %d\n", c)
-		if _, _, err := rs.closedLoop(ctx, c, min(c, 4)); err != nil { // warm-up
-			return rr, fmt.Errorf("restate c%d: %w", c, err)
-		}
-		total := max(cfg.ThroughputMin, 3*c)
-		lat, elapsed, err := rs.closedLoop(ctx, c, total)
-		if err != nil {
-			return rr, fmt.Errorf("restate c%d: %w", c, err)
-		}
-		rr.Results = append(rr.Results, RestateResult{Concurrency: c, Runs: total, RunsPerS: float64(total) / elapsed.Seconds(), Latency: distOf(lat)})
+	if _, _, err := rs.closedLoop(ctx, conc, fixed(warm)); err != nil {
+		return RestateResult{}, fmt.Errorf("restate c%d: warm-up: %w", conc, err)
 	}
-	rr.Available, rr.StepsPerRun = true, restateSteps
-	return rr, nil
+	lat, elapsed, err := rs.closedLoop(ctx, conc, l)
+	if err != nil {
+		return RestateResult{}, fmt.Errorf("restate c%d: %w", conc, err)
+	}
+	return RestateResult{Concurrency: conc, Runs: len(lat), RunsPerS: float64(len(lat)) / elapsed.Seconds(), Latency: distOf(lat)}, nil
 }
 
 // restateStack is a running Restate server and the peer service.
@@ -182,6 +190,22 @@ type restateStack struct {
 // startRestate starts the server with its data in a temporary directory
 // and every listener on 127.0.0.1, then the peer, and registers the peer
 // with the admin API.
+//
+// Durability: everything but the addresses, the data directory and the
+// telemetry is the server's default (1.7.12, as `restate-server
+// --dump-config` prints it with this file): one node with every role,
+// default-provider = "replicated" with default-replication = 1, so the
+// invocations' journal goes to this node's log server, whose
+// [log-server] rocksdb-disable-wal-fsync = false: the log server fsyncs
+// its RocksDB write-ahead log for every write batch before it
+// acknowledges the append. A journaled step is thus on disk before the
+// handler goes on: the guarantee agentbus gives with sync_always, and not
+// by default (nats-server's default fsyncs every two minutes). Under
+// strace -f -c on the server (2026-11-27), 50 sequential runs made 1,159
+// fdatasync calls, 23 a run (a run journals about 24 entries), and 640
+// runs at concurrency 64 made 3,016, 4.7 a run: appends arriving
+// together share a batch and its fsync. Idle, the server makes about one
+// a second.
 func startRestate(ctx context.Context, serverBin, peerBin string) (*restateStack, error) {
 	dir, err := os.MkdirTemp("", "agentbus-bench-restate-")
 	if err != nil {
@@ -304,9 +328,9 @@ func (rs *restateStack) run(ctx context.Context, task string) (time.Duration, er
 	return took, nil
 }
 
-// closedLoop keeps conc runs in flight until total have finished.
-func (rs *restateStack) closedLoop(ctx context.Context, conc, total int) ([]time.Duration, time.Duration, error) {
-	return keepInFlight(conc, total, func(i int) (time.Duration, error) {
+// closedLoop keeps conc runs in flight for l.
+func (rs *restateStack) closedLoop(ctx context.Context, conc int, l load) ([]time.Duration, time.Duration, error) {
+	return keepInFlight(conc, l, func(i int) (time.Duration, error) {
 		return rs.run(ctx, fmt.Sprintf("find outlets for pitch #%d", i))
 	})
 }

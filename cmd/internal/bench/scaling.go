@@ -167,11 +167,11 @@ func scalingPoint(ctx context.Context, d *deployment, bin string, env []string, 
 	if quick {
 		total = 3 * conc
 	}
-	if _, _, err := closedLoop(ctx, d, conc, conc); err != nil { // warm-up
+	if _, _, err := closedLoop(ctx, d, conc, fixed(conc)); err != nil { // warm-up
 		return ScalingPoint{}, failed(err)
 	}
 	cpu0 := processCPU() + childrenCPU(started)
-	lat, elapsed, err := closedLoop(ctx, d, conc, total)
+	lat, elapsed, err := closedLoop(ctx, d, conc, fixed(total))
 	cpu := processCPU() + childrenCPU(started) - cpu0
 	if err != nil {
 		return ScalingPoint{}, failed(err)

@@ -134,11 +134,11 @@ func (r *skeletonRig) bytes(n int) []byte {
 // skelFiller holds the largest payload a skeleton run sends.
 var skelFiller = []byte(strings.Repeat("x", skelMemorySize))
 
-// skeleton measures the skeleton run at concurrency conc over total runs,
-// on its own streams and buckets of srv, the same way throughput measures
-// agentbus: a closed loop, ended when its projector has caught up, with
-// the process's CPU.
-func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bool, conc, total int) (Throughput, error) {
+// skeleton measures the skeleton run at concurrency conc for l, after
+// warm runs, on its own streams and buckets of srv, the same way
+// throughput measures agentbus: a closed loop, ended when its projector
+// has caught up, with the process's CPU.
+func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bool, conc int, l load, warm int) (Throughput, error) {
 	nc, js, err := srv.connect(tcp)
 	if err != nil {
 		return Throughput{}, err
@@ -222,14 +222,14 @@ func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bo
 			return 0, fmt.Errorf("skeleton run %s did not finish", id)
 		}
 	}
-	if _, _, err := keepInFlight(min(conc, 4), min(conc, 4), run); err != nil { // warm up
+	if _, _, err := keepInFlight(conc, fixed(warm), run); err != nil { // warm up
 		return Throughput{}, err
 	}
 	if _, err := r.caughtUp(ctx, hops, proj); err != nil {
 		return Throughput{}, err
 	}
 	cpu0 := processCPU()
-	lat, elapsed, err := keepInFlight(conc, total, run)
+	lat, elapsed, err := keepInFlight(conc, l, run)
 	if err != nil {
 		return Throughput{}, err
 	}
@@ -239,6 +239,7 @@ func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bo
 	}
 	elapsed += lag
 	cpu := processCPU() - cpu0
+	total := len(lat)
 	rps := float64(total) / elapsed.Seconds()
 	return Throughput{Executors: 1, Concurrency: conc, Runs: total, RunsPerS: rps, HopsPerS: rps * skelHops, Latency: distOf(lat),
 		CPUPerRunMS: float64(cpu.Microseconds()) / 1000 / float64(total), ProjectorLagMS: float64(lag.Microseconds()) / 1000}, nil

@@ -38,7 +38,7 @@ func TestSkeletonSendsItsTraffic(t *testing.T) {
 		if err := mon.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		tp, err := skeleton(ctx, srv, traffic, true, conc, total)
+		tp, err := skeleton(ctx, srv, traffic, true, conc, fixed(total), conc)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -55,6 +55,31 @@ func (b *benchServer) close() {
 	os.RemoveAll(b.dir)
 }
 
+// reset deletes every stream of the server, and so every KV bucket, with
+// their consumers: the next load point starts on empty stores. A
+// deployment bootstraps what it needs again.
+func (b *benchServer) reset(ctx context.Context) error {
+	nc, js, err := b.connect(false)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	var names []string
+	l := js.StreamNames(ctx)
+	for name := range l.Name() {
+		names = append(names, name)
+	}
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	for _, name := range names {
+		if err := js.DeleteStream(ctx, name); err != nil {
+			return fmt.Errorf("reset: delete stream %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // connect opens a connection in-process (no socket) or over loopback TCP.
 func (b *benchServer) connect(tcp bool) (*nats.Conn, jetstream.JetStream, error) {
 	opts := []nats.Option{nats.Name("agentbus-bench")}
