@@ -77,9 +77,31 @@ func (w *Worker) runTrails(ctx context.Context) error {
 			}
 			w.processTrails(work, batch, floor)
 		}
+		if ctx.Err() != nil {
+			w.drainTrails(work, it, floor)
+			return nil
+		}
 		it.Stop()
 	}
 	return nil
+}
+
+// drainTrails stops pulling and handles what the reader was already
+// delivered: left in its buffer, those messages would hold the next
+// reader's acknowledgements until their redelivery, an ack wait later.
+func (w *Worker) drainTrails(ctx context.Context, it jetstream.MessagesContext, floor *ackFloor) {
+	it.Drain()
+	var batch []*trailMsg
+	for {
+		m, err := it.Next(jetstream.NextMaxWait(CallTimeout))
+		if err != nil {
+			break
+		}
+		batch = append(batch, w.decodeTrail(m))
+	}
+	if len(batch) > 0 {
+		w.processTrails(ctx, batch, floor)
+	}
 }
 
 // unpin hands the consumer on at shutdown: another process's reader takes
