@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -162,11 +163,14 @@ func (w *Worker) flushes(it *trailMsg) bool {
 }
 
 // processTrails handles a batch: every message's trail through the
-// handler (each with its own deferred waits, so the handlers queue the
+// handler, Concurrency messages at once (each message's events in order,
+// each message with its own deferred waits, so the handlers queue the
 // whole batch before the first wait writes it), then each message's
 // outputs and waits, in order; then it acknowledges what it can and
 // redelivers what failed.
 func (w *Worker) processTrails(ctx context.Context, items []*trailMsg, floor *ackFloor) {
+	sem := make(chan struct{}, w.cfg.Concurrency)
+	var wg sync.WaitGroup
 	for _, it := range items {
 		if it.md == nil {
 			w.report(nil, it.msg.Subject(), it.err)
@@ -183,28 +187,38 @@ func (w *Worker) processTrails(ctx context.Context, items []*trailMsg, floor *ac
 			continue
 		}
 		it.d = &deferred{}
-		it.outs, it.err = w.handleBatch(context.WithValue(ctx, deferredKey{}, it.d), it.evs)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			it.outs, it.err = w.handleBatch(context.WithValue(ctx, deferredKey{}, it.d), it.evs)
+		})
 	}
+	wg.Wait()
+	// Every message's waits at once: whichever handler's write leads the
+	// group commit must not wait behind one that waits for it.
 	for _, it := range items {
 		if it.d == nil {
 			continue
 		}
-		if it.err == nil {
-			it.err = w.pub.PublishAll(ctx, it.outs)
-		}
-		if err := it.d.wait(ctx); it.err == nil {
-			it.err = err
-		}
-		switch {
-		case it.err == nil:
-			it.final = true
-		case IsPermanent(it.err):
-			w.deadLetterTrail(ctx, it, it.err)
-		default:
-			w.report(&it.evs[0], it.msg.Subject(), it.err)
-		}
-		w.done(it)
+		wg.Go(func() {
+			if it.err == nil {
+				it.err = w.pub.PublishAll(ctx, it.outs)
+			}
+			if err := it.d.wait(ctx); it.err == nil {
+				it.err = err
+			}
+			switch {
+			case it.err == nil:
+				it.final = true
+			case IsPermanent(it.err):
+				w.deadLetterTrail(ctx, it, it.err)
+			default:
+				w.report(&it.evs[0], it.msg.Subject(), it.err)
+			}
+			w.done(it)
+		})
 	}
+	wg.Wait()
 	floor.settle(ctx, items)
 }
 

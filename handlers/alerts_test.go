@@ -179,26 +179,47 @@ func TestAlerts_ThresholdsOfEveryRule(t *testing.T) {
 
 // TestAlerts_AFinishedRunSchedulesItsTenantsEvaluation: the projector
 // that stores a run.finished schedules the tenant's alert.evaluate at the
-// next minute, one per tenant and minute.
+// next minute, one per tenant and minute: the process sends it once, and
+// another process's would have the same id.
 func TestAlerts_AFinishedRunSchedulesItsTenantsEvaluation(t *testing.T) {
 	env := newEnv(t)
 	now := time.Date(2026, 11, 25, 9, 30, 12, 0, time.UTC)
 	p := &Projector{Store: env.st, Alerts: true, Now: func() time.Time { return now }}
 	var ids []string
-	for i := range 2 {
+	finish := func(i int) []event.Event {
+		t.Helper()
 		payload, _ := json.Marshal(map[string]any{"terminal_code": orch.CodeSuccess})
 		outs, err := p.Handle(testCtx(t), newEvent(t, fmt.Sprintf("fin-%d", i), events.AuditType("run.finished"),
 			events.Audit{PlanID: "plan-x", Payload: payload}))
-		if err != nil || len(outs) != 1 || outs[0].Type() != events.TypeAlertEvaluate {
-			t.Fatalf("run.finished %d: %d outputs, %v", i, len(outs), err)
+		if err != nil {
+			t.Fatalf("run.finished %d: %v", i, err)
 		}
-		if at := events.Ext(outs[0], events.ExtDeliverAt); at != "2026-11-25T09:31:00Z" {
-			t.Fatalf("scheduled at %s", at)
-		}
-		ids = append(ids, outs[0].ID())
+		return outs
 	}
+	outs := finish(0)
+	if len(outs) != 1 || outs[0].Type() != events.TypeAlertEvaluate {
+		t.Fatalf("run.finished: %d outputs", len(outs))
+	}
+	if at := events.Ext(outs[0], events.ExtDeliverAt); at != "2026-11-25T09:31:00Z" {
+		t.Fatalf("scheduled at %s", at)
+	}
+	ids = append(ids, outs[0].ID())
+	if outs := finish(1); len(outs) != 0 {
+		t.Fatalf("a second run in the minute sent %d more triggers", len(outs))
+	}
+	other := &Projector{Store: env.st, Alerts: true, Now: func() time.Time { return now }}
+	p = other // another process in the same minute: the same trigger
+	outs = finish(2)
+	if len(outs) != 1 {
+		t.Fatalf("another process's run.finished: %d outputs", len(outs))
+	}
+	ids = append(ids, outs[0].ID())
 	if ids[0] != ids[1] {
 		t.Fatal("two runs in one minute scheduled two evaluations")
+	}
+	now = now.Add(time.Minute)
+	if outs := finish(3); len(outs) != 1 || outs[0].ID() == ids[0] {
+		t.Fatalf("the next minute's run.finished: %d outputs", len(outs))
 	}
 	if outs, err := p.Handle(testCtx(t), newEvent(t, "other", events.AuditType("skill.called"), events.Audit{})); err != nil || len(outs) != 0 {
 		t.Fatalf("a skill.called scheduled %d (%v)", len(outs), err)

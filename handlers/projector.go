@@ -52,6 +52,9 @@ type Projector struct {
 
 	sessMu   sync.Mutex
 	sessRevs map[string]uint64 // newest session revision written, by tenant.session
+
+	alertMu sync.Mutex
+	alerted map[string]string // the alert trigger last sent, by tenant
 }
 
 // ProjectorFlushOn reports the audit events whose trail the projector
@@ -143,14 +146,33 @@ func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, e
 	}
 	if name == "run.finished" && p.Alerts {
 		// The tenant's alert rules are evaluated a minute ahead, once
-		// per tenant and minute however many runs finish.
-		trigger, err := alertTrigger(ev, events.MetaOf(ev).Tenant, p.now())
-		if err != nil {
+		// per tenant and minute however many runs finish: the trigger's
+		// id is the tenant's and the minute's, and this process sends it
+		// once a minute (another's, or a resend, is a duplicate).
+		tenant := events.MetaOf(ev).Tenant
+		trigger, err := alertTrigger(ev, tenant, p.now())
+		if err != nil || !p.firstTrigger(tenant, trigger.ID()) {
 			return nil, err
 		}
 		return []event.Event{trigger}, nil
 	}
 	return nil, nil
+}
+
+// firstTrigger reports whether this process has not yet sent the alert
+// trigger id of tenant (the trigger of a minute). A trigger whose publish
+// failed is not sent again by this process; the next minute's is.
+func (p *Projector) firstTrigger(tenant, id string) bool {
+	p.alertMu.Lock()
+	defer p.alertMu.Unlock()
+	if p.alerted == nil || len(p.alerted) > 4096 {
+		p.alerted = map[string]string{}
+	}
+	if p.alerted[tenant] == id {
+		return false
+	}
+	p.alerted[tenant] = id
+	return true
 }
 
 func (p *Projector) now() time.Time {

@@ -100,6 +100,15 @@ func streamRun(t *testing.T, url string, req orch.RunRequest) ([]runclient.Chunk
 // getJSON reads url as tenant (every read is tenant-scoped).
 func getJSON(t *testing.T, url, tenant string, v any) {
 	t.Helper()
+	if !fetchJSON(t, url, tenant, v) {
+		t.Fatalf("GET %s: 404 Not Found", url)
+	}
+}
+
+// fetchJSON is getJSON that reports a 404 (a projection not written yet:
+// it trails the run by the projector's lag) instead of failing.
+func fetchJSON(t *testing.T, url, tenant string, v any) bool {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -110,12 +119,16 @@ func getJSON(t *testing.T, url, tenant string, v any) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return false
+	}
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %s", url, resp.Status)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatal(err)
 	}
+	return true
 }
 
 // modelCalls reads the model.called events of a plan's trace once the run
@@ -127,7 +140,9 @@ func modelCalls(t *testing.T, url string, res orch.RunResult) []llm.Call {
 	}
 	eventually(t, 15*time.Second, "the trace to hold run.finished", func() bool {
 		trace.Events = nil
-		getJSON(t, url+"/agent/plans/"+res.PlanID+"/trace", res.TenantID, &trace)
+		if !fetchJSON(t, url+"/agent/plans/"+res.PlanID+"/trace", res.TenantID, &trace) {
+			return false
+		}
 		n := len(trace.Events)
 		return n > 0 && trace.Events[n-1].EventType == "run.finished"
 	})
@@ -221,7 +236,9 @@ func TestRealModel_OpenAICompatibleDemoRunEndToEnd(t *testing.T) {
 		Plan store.Plan `json:"plan"`
 	}
 	eventually(t, 10*time.Second, "the final plan projection", func() bool {
-		getJSON(t, url+"/agent/plans/"+res.PlanID, res.TenantID, &plan)
+		if !fetchJSON(t, url+"/agent/plans/"+res.PlanID, res.TenantID, &plan) {
+			return false
+		}
 		return plan.Plan.Status == store.PlanStatusComplete || plan.Plan.Status == store.PlanStatusFailed
 	})
 	if plan.Plan.Usage != res.Usage {

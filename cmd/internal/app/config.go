@@ -144,7 +144,7 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 			"without one webhook tools cannot be created (env SECRETS_KEY_FILE)")
 	c.secretsKey = os.Getenv("SECRETS_KEY") // secrets come from the environment only
 	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
-	fs.IntVar(&c.Concurrency, "concurrency", envInt("CONCURRENCY", 16), "messages each role of the process handles at once; the projector takes four times as many (env CONCURRENCY)")
+	fs.IntVar(&c.Concurrency, "concurrency", envInt("CONCURRENCY", 16), "messages each role of the process handles at once; the projector reads in batches of up to 256 (env CONCURRENCY)")
 	fs.IntVar(&c.MaxTurns, "max-turns", envInt("MAX_TURNS", 6), "model turns one step may take before it fails (env MAX_TURNS)")
 	fs.DurationVar(&c.HandleTimeout, "handle-timeout", envDuration("HANDLE_TIMEOUT", 5*time.Minute), "deadline of one message's work (env HANDLE_TIMEOUT)")
 	fs.DurationVar(&c.AckWait, "ack-wait", envDuration("ACK_WAIT", 30*time.Second), "JetStream ack wait of the role consumers (env ACK_WAIT)")

@@ -54,8 +54,10 @@ type skelTraffic struct {
 }
 
 var (
-	// skelCensus is a sequential run's census as agentbus makes it today
-	// (2026-11-26, `agentbus bench`), at the sizes measured then.
+	// skelCensus is a sequential run's census as agentbus made it before
+	// issue 34's changes (2026-11-26, `agentbus bench`), at the sizes
+	// measured then: the traffic those changes cut (see the census that
+	// `make bench` prints for today's).
 	skelCensus = skelTraffic{name: "census",
 		hopWrites: []skelWrite{{"budgets", 26, 378}, {"locks", 10, 34}, {"sessions", 1, 828},
 			{"executions", 1, 792}, {"memory", 6, skelMemorySize}, {"toolcalls", 5, 934}},
