@@ -239,6 +239,9 @@ func (b *Budgets) topUp(ctx context.Context, rb RunBudget, want orch.Vector) err
 	own := rb.l.used.Sub(ln.base) // what the member has drawn since dispatch
 	need := orch.Vector{}
 	for d, w := range want {
+		if _, limited := rb.Limits[d]; !limited {
+			continue // a dimension with no limit is drawn freely
+		}
 		if over := own[d] + w - ln.share[d] - ln.pooled[d]; w > 0 && over > 1e-9 {
 			need[d] = over
 		}

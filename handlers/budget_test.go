@@ -141,6 +141,12 @@ func TestBudget_LanesDrawTheirSharesThenTheGroupsPool(t *testing.T) {
 	if err := b.Reserve(ctx, lane, one); !errors.As(err, &ex) || !ex.Group || ex.Dim != orch.DimToolCalls {
 		t.Fatalf("a draw past an empty pool: %v, want refused as the lane's", err)
 	}
+	// A dimension the run has no limit in is drawn freely, pool or none.
+	for _, ledger := range []*Budgets{b, {}} {
+		if err := ledger.Reserve(ctx, StepBudget(req), orch.Vector{orch.DimModelCalls: 50}); err != nil {
+			t.Fatalf("a draw of a dimension with no limit: %v", err)
+		}
+	}
 }
 
 // TestBudget_LaneShareSplitsWhatIsLeftExactly: shares and pool add up to
