@@ -44,20 +44,6 @@ type Tool struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// Task names what a request asks of the model. Real providers see it only
-// through the prompt; the offline model dispatches on it.
-type Task string
-
-// Model tasks.
-const (
-	TaskRoute      Task = "route"
-	TaskPlan       Task = "plan"
-	TaskAct        Task = "act"
-	TaskSynthesize Task = "synthesize"
-	TaskExtract    Task = "extract"
-	TaskSupervise  Task = "supervise"
-)
-
 // Tasks are every model task; each has a system prompt.
 var Tasks = []Task{TaskRoute, TaskPlan, TaskAct, TaskSynthesize, TaskExtract, TaskSupervise}
 
@@ -149,22 +135,6 @@ func EstimateInputTokens(req Request) int {
 		in += len(b)
 	}
 	return in/4 + 1
-}
-
-// Usage is the token usage of one call, or the sum of several; it feeds
-// budgets and the audit trail. InputTokens includes CachedInputTokens.
-type Usage struct {
-	InputTokens       int     `json:"input_tokens"`
-	OutputTokens      int     `json:"output_tokens"`
-	CachedInputTokens int     `json:"cached_input_tokens,omitempty"`
-	CostUSD           float64 `json:"cost_usd"`
-	Calls             int     `json:"model_calls"`
-}
-
-// Add returns the sum of u and v.
-func (u Usage) Add(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
-		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens, CostUSD: u.CostUSD + v.CostUSD, Calls: u.Calls + v.Calls}
 }
 
 // Response is the model's answer. Providers report token counts and the

@@ -109,33 +109,6 @@ func (f Fallback) Complete(ctx context.Context, req Request) (Response, error) {
 	return resp, nil
 }
 
-// Call is the record of one model call: what was asked (task, prompt
-// version), who answered, what it cost and how long it took. It is the
-// payload of a model.called audit event.
-type Call struct {
-	Task           Task    `json:"task"`
-	PromptVersion  string  `json:"prompt_version,omitempty"`
-	Provider       string  `json:"provider,omitempty"`
-	Model          string  `json:"model,omitempty"`
-	InputTokens    int     `json:"input_tokens"`
-	OutputTokens   int     `json:"output_tokens"`
-	CachedTokens   int     `json:"cached_input_tokens"`
-	CostUSD        float64 `json:"cost_usd"`
-	LatencyMS      int64   `json:"latency_ms"`
-	Streamed       bool    `json:"streamed,omitempty"`
-	FallbackReason string  `json:"fallback_reason,omitempty"`
-	Error          string  `json:"error,omitempty"`
-}
-
-// Usage is the call's usage.
-func (c Call) Usage() Usage {
-	u := Usage{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CachedInputTokens: c.CachedTokens, CostUSD: c.CostUSD}
-	if c.Error == "" {
-		u.Calls = 1
-	}
-	return u
-}
-
 // Recorder wraps a model for one unit of work and records every call made
 // through it, failed ones included.
 type Recorder struct {

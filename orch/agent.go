@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // AgentDef is the agent definition a run acts as (seed 002), recorded in
@@ -84,7 +84,7 @@ func (d *decision) actAs(a *AgentDef) {
 	def.Tools = slices.Clone(a.Tools)
 	d.State.Agent = &def
 	if a.Instructions != "" {
-		var p llm.Persona
+		var p domain.Persona
 		if cur := d.State.Context.Persona; cur != nil {
 			p = *cur
 		}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 func agentDef() *AgentDef {
@@ -24,10 +24,10 @@ func agentRequest(runID string) RunRequest {
 // instructions to the persona and
 // caps its budget with the agent's limits.
 func TestDecideRecordsTheAgent(t *testing.T) {
-	pats := []llm.Pattern{{Name: PatternReact, MaxIterations: 9}}
-	persona := &llm.Persona{Name: "Ada", Instructions: "Be kind."}
+	pats := []domain.Pattern{{Name: PatternReact, MaxIterations: 9}}
+	persona := &domain.Persona{Name: "Ada", Instructions: "Be kind."}
 	d := Decide(State{}, Requested{Request: agentRequest("run-a1"), Agent: agentDef(), Context: RunContext{Persona: persona},
-		TaskTypes: taskTypes, Patterns: pats, Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact},
+		TaskTypes: taskTypes, Patterns: pats, Route: domain.Route{TaskType: "general", Pattern: PatternReact},
 		Policy: BudgetPolicy{Defaults: Vector{DimToolCalls: 20}}, At: t0})
 	run := only[PlanRequest](t, d).Run
 	if run.Agent == nil || run.Agent.ID != "agent-1" || run.Agent.Version != 3 || run.Agent.Model != "anthropic.claude-3-haiku" {
@@ -53,12 +53,12 @@ func TestDecideRecordsTheAgent(t *testing.T) {
 	// A session with turns left runs; at the agent's max_turns it does
 	// not (TestDecideTurnLimit).
 	d = Decide(State{}, Requested{Request: agentRequest("run-a2"), Agent: agentDef(), SessionTurns: 3, TaskTypes: taskTypes,
-		Patterns: pats, Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact}, At: t0})
+		Patterns: pats, Route: domain.Route{TaskType: "general", Pattern: PatternReact}, At: t0})
 	only[PlanRequest](t, d)
 	// Without instructions or a soul the persona stays unset.
 	a := agentDef()
 	a.Instructions = ""
-	d = Decide(State{}, Requested{Request: agentRequest("run-a3"), Agent: a, Route: llm.RouteOutput{TaskType: "general"}, At: t0})
+	d = Decide(State{}, Requested{Request: agentRequest("run-a3"), Agent: a, Route: domain.Route{TaskType: "general"}, At: t0})
 	if p := only[PlanRequest](t, d).Run.Context.Persona; p != nil {
 		t.Fatalf("persona %+v, want none", p)
 	}
@@ -77,7 +77,7 @@ func TestDecideRefusesAMissingAgent(t *testing.T) {
 		"none named": {Request: request("run-m4"), Agent: agentDef()},
 		"inactive":   {Request: agentRequest("run-m5"), AgentError: `agent "agent-1" is inactive`},
 	} {
-		in.At, in.Route = t0, llm.RouteOutput{TaskType: "general"}
+		in.At, in.Route = t0, domain.Route{TaskType: "general"}
 		d := Decide(State{}, in)
 		if d.Ended == nil || d.Ended.TerminalCode != CodeValidationFail {
 			t.Fatalf("%s: ended %+v, want VALIDATION_FAIL", name, d.Ended)
@@ -103,7 +103,7 @@ func TestDecideRefusesAMissingAgent(t *testing.T) {
 // on a revision alike.
 func TestDecideEnforcesTheAgentsTools(t *testing.T) {
 	s := Decide(State{}, Requested{Request: agentRequest("run-t1"), Agent: agentDef(), TaskTypes: taskTypes,
-		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0}).State
+		Route: domain.Route{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0}).State
 	steps := twoSteps()
 	steps[0].Skills = []string{"outlet_list", "delete_everything"}
 	d := Decide(s, Planned{Proposal: PlanProposal{Steps: steps}, At: t0})
@@ -138,7 +138,7 @@ func TestDecideEnforcesTheAgentsTools(t *testing.T) {
 	}
 	// Without an agent every proposed skill stays.
 	s = Decide(State{}, Requested{Request: request("run-t2"), TaskTypes: taskTypes,
-		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0}).State
+		Route: domain.Route{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0}).State
 	d = Decide(s, Planned{Proposal: PlanProposal{Steps: steps}, At: t0})
 	if got := d.State.Plan.Steps[0].Skills; len(got) != 2 {
 		t.Fatalf("without an agent step 1 skills %v", got)

@@ -9,7 +9,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // MaxReplans bounds replanning per run (seed 000 §3) when the run's
@@ -51,11 +51,11 @@ type Failure struct {
 type Requested struct {
 	Request   RunRequest
 	Context   RunContext
-	Route     llm.RouteOutput
-	TaskTypes []llm.TaskType
+	Route     domain.Route
+	TaskTypes []domain.TaskType
 	// Patterns are the configured pattern definitions; the chosen one is
 	// recorded in the run's state.
-	Patterns []llm.Pattern
+	Patterns []domain.Pattern
 	// Policy is the configured budget policy: the run's limits are
 	// resolved from it and recorded in its state.
 	Policy BudgetPolicy
@@ -75,7 +75,7 @@ type Requested struct {
 	// run whose agent's max_turns they reach takes its handoff_behavior
 	// instead of a turn.
 	SessionTurns int
-	Calls        []llm.Call
+	Calls        []domain.Call
 	Failure      *Failure
 	At           time.Time
 }
@@ -112,7 +112,7 @@ const DefaultRunTimeout = 30 * time.Minute
 // Synthesised: the synthesiser answered a Synthesise request (or failed).
 type Synthesised struct {
 	Answer  string
-	Calls   []llm.Call
+	Calls   []domain.Call
 	Failure *Failure
 	At      time.Time
 }
@@ -256,7 +256,7 @@ func (d *decision) audit(name, taskID string, payload any) {
 func (d *decision) emit(key string, data any) { d.Emits = append(d.Emits, Emit{Key: key, Data: data}) }
 
 // modelCalls traces each model call and adds it to the run's totals.
-func (d *decision) modelCalls(calls []llm.Call) {
+func (d *decision) modelCalls(calls []domain.Call) {
 	for _, c := range calls {
 		d.audit("model.called", "", c)
 		d.State.Usage = d.State.Usage.Add(c.Usage())
@@ -314,7 +314,7 @@ func (d *decision) requested(in Requested) {
 			d.State.Framing, candidates = t.Framing, t.Patterns
 		}
 	}
-	if i := slices.IndexFunc(in.Patterns, func(p llm.Pattern) bool { return p.Name == route.Pattern }); i >= 0 {
+	if i := slices.IndexFunc(in.Patterns, func(p domain.Pattern) bool { return p.Name == route.Pattern }); i >= 0 {
 		d.State.PatternDef = in.Patterns[i]
 	}
 	d.budget(in.Policy)
@@ -377,8 +377,8 @@ func PlanID(runID string) string { return "plan-" + deriveID(runID, "plan")[:18]
 // a task type that is not configured, or a pattern that is not one of its
 // valid patterns. The router rejects such an answer and asks the model to
 // repair it, naming the options.
-func CheckRoute(dec llm.RouteOutput, tts []llm.TaskType) error {
-	i := slices.IndexFunc(tts, func(t llm.TaskType) bool { return t.Name == dec.TaskType })
+func CheckRoute(dec domain.Route, tts []domain.TaskType) error {
+	i := slices.IndexFunc(tts, func(t domain.TaskType) bool { return t.Name == dec.TaskType })
 	if i < 0 {
 		names := make([]string, len(tts))
 		for j, t := range tts {
@@ -395,11 +395,11 @@ func CheckRoute(dec llm.RouteOutput, tts []llm.TaskType) error {
 // ConstrainRoute keeps the decision inside the configured options: an
 // unknown task type becomes the first configured one, an invalid pattern
 // the task type's default pattern (else its first valid one).
-func ConstrainRoute(dec llm.RouteOutput, tts []llm.TaskType) llm.RouteOutput {
+func ConstrainRoute(dec domain.Route, tts []domain.TaskType) domain.Route {
 	if len(tts) == 0 {
 		return dec
 	}
-	i := slices.IndexFunc(tts, func(t llm.TaskType) bool { return t.Name == dec.TaskType })
+	i := slices.IndexFunc(tts, func(t domain.TaskType) bool { return t.Name == dec.TaskType })
 	if i < 0 {
 		dec.Reason = fmt.Sprintf("model chose unknown task type %q; using %q", dec.TaskType, tts[0].Name)
 		i = 0

@@ -8,12 +8,12 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 var (
 	t0        = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	taskTypes = []llm.TaskType{{Name: "general", Patterns: []string{"react", "plan-then-execute"}}}
+	taskTypes = []domain.TaskType{{Name: "general", Patterns: []string{"react", "plan-then-execute"}}}
 	shape     = ReturnSpec{Shape: json.RawMessage(`{"type":"object"}`)}
 )
 
@@ -21,8 +21,8 @@ func request(runID string) RunRequest {
 	return RunRequest{RunID: runID, TenantID: "acme", UserID: "u1", SessionID: "s1", Message: "rank the outlets"}
 }
 
-func call(in, out int) llm.Call {
-	return llm.Call{Task: llm.TaskRoute, Model: "test", InputTokens: in, OutputTokens: out, CostUSD: 0.001}
+func call(in, out int) domain.Call {
+	return domain.Call{Task: domain.TaskRoute, Model: "test", InputTokens: in, OutputTokens: out, CostUSD: 0.001}
 }
 
 func twoSteps() []Step {
@@ -62,7 +62,7 @@ func auditNames(d Decision) []string {
 
 func TestDecideRunToSuccess(t *testing.T) {
 	d := Decide(State{}, Requested{Request: request("run-1"), TaskTypes: taskTypes,
-		Route: llm.RouteOutput{TaskType: "general", Pattern: "plan-then-execute"}, Calls: []llm.Call{call(100, 10)}, At: t0})
+		Route: domain.Route{TaskType: "general", Pattern: "plan-then-execute"}, Calls: []domain.Call{call(100, 10)}, At: t0})
 	pr := only[PlanRequest](t, d)
 	if pr.Run.Seq != 1 || pr.Run.Plan.Status != PlanPlanning || pr.Run.Pattern != "plan-then-execute" || pr.Run.Plan.PlanID != PlanID("run-1") {
 		t.Fatalf("plan request run = %+v", pr.Run)
@@ -71,7 +71,7 @@ func TestDecideRunToSuccess(t *testing.T) {
 		t.Errorf("audits %s", got)
 	}
 
-	d = Decide(pr.Run, Planned{Proposal: PlanProposal{Steps: twoSteps(), Usage: llm.Usage{InputTokens: 50, Calls: 1}}, At: t0.Add(time.Second)})
+	d = Decide(pr.Run, Planned{Proposal: PlanProposal{Steps: twoSteps(), Usage: domain.Usage{InputTokens: 50, Calls: 1}}, At: t0.Add(time.Second)})
 	s1 := only[StepRequest](t, d)
 	if s1.Step != 1 || s1.Group.Expected != 1 || s1.Run.Seq != 2 || s1.Run.Plan.Live(1).Status != StepRunning || s1.Run.Plan.Live(2).Status != StepPending {
 		t.Fatalf("first dispatch = step %d group %+v seq %d plan %+v", s1.Step, s1.Group, s1.Run.Seq, s1.Run.Plan.Steps)
@@ -80,7 +80,7 @@ func TestDecideRunToSuccess(t *testing.T) {
 		t.Errorf("step started at %v: time must come from the input", s1.Run.Plan.Live(1).StartedAt)
 	}
 
-	d = Decide(s1.Run, Joined{Results: []StepResult{{Step: 1, Outcome: OutcomeComplete, MemoryKey: "k1", Usage: llm.Usage{OutputTokens: 7, Calls: 2}}}, At: t0})
+	d = Decide(s1.Run, Joined{Results: []StepResult{{Step: 1, Outcome: OutcomeComplete, MemoryKey: "k1", Usage: domain.Usage{OutputTokens: 7, Calls: 2}}}, At: t0})
 	s2 := only[StepRequest](t, d)
 	if s2.Step != 2 || len(s2.Inputs) != 1 || s2.Inputs[0] != "k1" || s2.Group.ID == s1.Group.ID {
 		t.Fatalf("second dispatch = step %d inputs %v group %s", s2.Step, s2.Inputs, s2.Group.ID)
@@ -90,19 +90,19 @@ func TestDecideRunToSuccess(t *testing.T) {
 	if d.Synthesise == nil || len(d.Emits) != 0 || len(d.Synthesise.Steps) != 2 || d.Synthesise.Steps[1].MemoryKey != "k2" {
 		t.Fatalf("all done: synthesise %+v emits %d", d.Synthesise, len(d.Emits))
 	}
-	d = Decide(d.State, Synthesised{Answer: "1. Central", Calls: []llm.Call{call(30, 20)}, At: t0})
+	d = Decide(d.State, Synthesised{Answer: "1. Central", Calls: []domain.Call{call(30, 20)}, At: t0})
 	res := only[RunResult](t, d)
 	if res.TerminalCode != CodeSuccess || res.Status != PlanComplete || res.Response != "1. Central" || d.Ended == nil {
 		t.Fatalf("result %+v", res)
 	}
-	want := llm.Usage{InputTokens: 180, OutputTokens: 37, CostUSD: 0.002, Calls: 5}
+	want := domain.Usage{InputTokens: 180, OutputTokens: 37, CostUSD: 0.002, Calls: 5}
 	if res.Usage.InputTokens != want.InputTokens || res.Usage.OutputTokens != want.OutputTokens || res.Usage.Calls != want.Calls {
 		t.Errorf("usage %+v, want the sum of every call %+v", res.Usage, want)
 	}
 }
 
 func TestDecideIsPure(t *testing.T) {
-	in := Requested{Request: request("run-p"), TaskTypes: taskTypes, Route: llm.RouteOutput{TaskType: "general", Pattern: "react"}, At: t0}
+	in := Requested{Request: request("run-p"), TaskTypes: taskTypes, Route: domain.Route{TaskType: "general", Pattern: "react"}, At: t0}
 	a, b := Decide(State{}, in), Decide(State{}, in)
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
@@ -120,7 +120,7 @@ func TestDecideIsPure(t *testing.T) {
 }
 
 func TestDecideRouteStaysInOptions(t *testing.T) {
-	d := Decide(State{}, Requested{Request: request("run-r"), TaskTypes: taskTypes, Route: llm.RouteOutput{TaskType: "poetry", Pattern: "sonnet"}, At: t0})
+	d := Decide(State{}, Requested{Request: request("run-r"), TaskTypes: taskTypes, Route: domain.Route{TaskType: "poetry", Pattern: "sonnet"}, At: t0})
 	run := only[PlanRequest](t, d).Run
 	if run.TaskType != "general" || run.Pattern != "react" || !strings.Contains(run.Routing, "unknown task type") {
 		t.Errorf("route %s/%s (%s), want general/react with the reason", run.TaskType, run.Pattern, run.Routing)
@@ -230,7 +230,7 @@ func TestDecideCancelled(t *testing.T) {
 				t.Errorf("plan %+v", d.State.Plan)
 			}
 		}},
-		{"while planning", run, cancel(Planned{Proposal: PlanProposal{Steps: twoSteps(), Usage: llm.Usage{Calls: 1}}, At: t0}),
+		{"while planning", run, cancel(Planned{Proposal: PlanProposal{Steps: twoSteps(), Usage: domain.Usage{Calls: 1}}, At: t0}),
 			func(t *testing.T, d Decision) {
 				if len(d.State.Plan.Steps) != 2 || d.State.Plan.Live(1).Status != StepPending || d.State.Usage.Calls != 1 {
 					t.Errorf("the proposed steps must be recorded pending, with the planner's usage: %+v", d.State)

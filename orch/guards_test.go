@@ -9,14 +9,14 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // started is a routed run under policy, planned with steps and dispatched.
 func started(t *testing.T, runID string, policy BudgetPolicy, steps []Step) StepRequest {
 	t.Helper()
 	run := only[PlanRequest](t, Decide(State{}, Requested{Request: request(runID), TaskTypes: taskTypes, Policy: policy,
-		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0})).Run
+		Route: domain.Route{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0})).Run
 	return only[StepRequest](t, Decide(run, Planned{Proposal: PlanProposal{Steps: steps}, At: t0}))
 }
 
@@ -65,7 +65,7 @@ func TestDecideRecordsTheResolvedBudgetAndItsDeadline(t *testing.T) {
 	req := request("run-b")
 	req.Budget = Vector{DimWallClockS: 90, DimToolCalls: 7}
 	d := Decide(State{}, Requested{Request: req, TaskTypes: taskTypes, Policy: BudgetPolicy{Tenants: map[string]Vector{"acme": {DimToolCalls: 5}}},
-		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact}, At: t0})
+		Route: domain.Route{TaskType: "general", Pattern: PatternReact}, At: t0})
 	run := only[PlanRequest](t, d).Run
 	if run.Budget.Limits[DimToolCalls] != 5 || run.Budget.Limits[DimWallClockS] != 90 {
 		t.Fatalf("limits %v", run.Budget.Limits)
@@ -87,8 +87,8 @@ func TestDecideStopsEarlyWhenTheRemainingWorkCannotFit(t *testing.T) {
 	// Two steps need at least two more model calls and the answer a third;
 	// the budget allows three in all, and routing and planning spent one.
 	run := only[PlanRequest](t, Decide(State{}, Requested{Request: request("run-e"), TaskTypes: taskTypes,
-		Policy: BudgetPolicy{Defaults: Vector{DimModelCalls: 3}}, Route: llm.RouteOutput{TaskType: "general", Pattern: PatternPlanThenExecute},
-		Calls: []llm.Call{call(10, 10)}, At: t0})).Run
+		Policy: BudgetPolicy{Defaults: Vector{DimModelCalls: 3}}, Route: domain.Route{TaskType: "general", Pattern: PatternPlanThenExecute},
+		Calls: []domain.Call{call(10, 10)}, At: t0})).Run
 	d := Decide(run, Planned{Proposal: PlanProposal{Steps: twoSteps()}, At: t0})
 	res := only[RunResult](t, d)
 	if res.TerminalCode != CodeBudgetExhausted || !strings.Contains(res.Reason, "early stop") {
@@ -155,7 +155,7 @@ func TestDecideEndsMissingInfoWhenNoReplanSuppliesIt(t *testing.T) {
 
 func TestDecideEndsAmbiguousIntentWhenTheRouterAsks(t *testing.T) {
 	res := only[RunResult](t, Decide(State{}, Requested{Request: request("run-a"), TaskTypes: taskTypes,
-		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact, Clarify: "Which outlets: active or all?"}, At: t0}))
+		Route: domain.Route{TaskType: "general", Pattern: PatternReact, Clarify: "Which outlets: active or all?"}, At: t0}))
 	if res.TerminalCode != CodeAmbiguousIntent || !strings.Contains(res.Reason, "active or all") {
 		t.Fatalf("ended %s: %s", res.TerminalCode, res.Reason)
 	}
@@ -214,7 +214,7 @@ func TestDecideRecordsTheRunsQuotas(t *testing.T) {
 	}
 	req := request("run-q")
 	d := Decide(State{}, Requested{Request: req, TaskTypes: taskTypes, Policy: p,
-		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact}, At: t0})
+		Route: domain.Route{TaskType: "general", Pattern: PatternReact}, At: t0})
 	run := only[PlanRequest](t, d).Run
 	want := []Quota{{Scope: QuotaTenant, Subject: req.TenantID, Period: PeriodDay, Tokens: 1000},
 		{Scope: QuotaSession, Subject: req.SessionID, Period: PeriodTotal, Tokens: 700}}
@@ -313,7 +313,7 @@ func TestRunMinConfidence(t *testing.T) {
 	if c := (RunState{}).MinConfidence(); c != DefaultMinConfidence {
 		t.Errorf("default %g", c)
 	}
-	if c := (RunState{PatternDef: llm.Pattern{MinConfidence: 0.8}}).MinConfidence(); c != 0.8 {
+	if c := (RunState{PatternDef: domain.Pattern{MinConfidence: 0.8}}).MinConfidence(); c != 0.8 {
 		t.Errorf("pattern's %g", c)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // Handoffs (seed 002). A run acting as an agent may hand the conversation
@@ -150,7 +150,7 @@ func (d *decision) handoff(r StepResult, in Joined) {
 		note += "\nContext: " + string(h.Context)
 	}
 	d.State.Context.History = append(slices.Clone(d.State.Context.History),
-		llm.HistoryMessage{Role: "summary", Content: clipText(note, 1000)})
+		domain.HistoryMessage{Role: "summary", Content: clipText(note, 1000)})
 	d.audit("handoff.accepted", "", rec)
 	d.State.Plan.Status = PlanReplanning
 	d.audit("subagent_a.spawned", "", map[string]any{"mode": "handoff"})

@@ -9,7 +9,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // chainAgent is agent id, which may hand off to subs.
@@ -25,7 +25,7 @@ func agentLoop(t *testing.T, runID string, a *AgentDef) StepRequest {
 	req := request(runID)
 	req.AgentID = a.ID
 	run := only[PlanRequest](t, Decide(State{}, Requested{Request: req, Agent: a, TaskTypes: taskTypes,
-		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact}, At: t0})).Run
+		Route: domain.Route{TaskType: "general", Pattern: PatternReact}, At: t0})).Run
 	return only[StepRequest](t, Decide(run, Planned{Proposal: PlanProposal{Steps: []Step{loopStep(nextIndexOf(run.Plan))}}, At: t0}))
 }
 
@@ -174,7 +174,7 @@ func TestDecideTurnLimit(t *testing.T) {
 		req := request("run-t-" + behavior)
 		req.AgentID = "A"
 		d := Decide(State{}, Requested{Request: req, Agent: a, SessionTurns: 2, TaskTypes: taskTypes,
-			Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact}, At: t0})
+			Route: domain.Route{TaskType: "general", Pattern: PatternReact}, At: t0})
 		if len(emitted[PlanRequest](d)) != 0 {
 			t.Fatalf("%s: the run planned past the turn limit", behavior)
 		}

@@ -6,17 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // The routing decision records what every later decision of the run needs
 // from the configuration: the task type's framing and the chosen pattern's
 // definition. A replay reads them from the state, not from today's config.
 func TestDecideRecordsFramingAndPatternDefinition(t *testing.T) {
-	tts := []llm.TaskType{{Name: "risk", Patterns: []string{PatternSupervisor, PatternReact}, Framing: "by dimension"}}
-	pats := []llm.Pattern{{Name: PatternReact, MaxIterations: 9}, {Name: PatternSupervisor, MaxIterations: 4, MaxLanes: 3}}
+	tts := []domain.TaskType{{Name: "risk", Patterns: []string{PatternSupervisor, PatternReact}, Framing: "by dimension"}}
+	pats := []domain.Pattern{{Name: PatternReact, MaxIterations: 9}, {Name: PatternSupervisor, MaxIterations: 4, MaxLanes: 3}}
 	d := Decide(State{}, Requested{Request: request("run-f"), TaskTypes: tts, Patterns: pats,
-		Route: llm.RouteOutput{TaskType: "risk", Pattern: PatternSupervisor}, At: t0})
+		Route: domain.Route{TaskType: "risk", Pattern: PatternSupervisor}, At: t0})
 	run := only[PlanRequest](t, d).Run
 	if run.Framing != "by dimension" || run.PatternDef != pats[1] {
 		t.Fatalf("state records framing %q and pattern %+v", run.Framing, run.PatternDef)
@@ -31,7 +31,7 @@ func TestDecideRecordsFramingAndPatternDefinition(t *testing.T) {
 		t.Fatalf("the planner was spawned in mode %v, want supervise", mode)
 	}
 	// With no task type configured the pattern falls back to ReACT.
-	d = Decide(State{}, Requested{Request: request("run-g"), Route: llm.RouteOutput{TaskType: "general"}, At: t0})
+	d = Decide(State{}, Requested{Request: request("run-g"), Route: domain.Route{TaskType: "general"}, At: t0})
 	if p := only[PlanRequest](t, d).Run.Pattern; p != PatternReact {
 		t.Fatalf("fallback pattern %q, want react", p)
 	}
@@ -41,7 +41,7 @@ func TestDecideRecordsFramingAndPatternDefinition(t *testing.T) {
 // join and the synthesis that derives from them are recorded too: the
 // provenance of a supervisor run.
 func TestDecideRecordsFanOutFanInAndSynthesisProvenance(t *testing.T) {
-	s := Decide(State{}, Requested{Request: request("run-l"), Route: llm.RouteOutput{TaskType: "general", Pattern: PatternSupervisor}, At: t0}).State
+	s := Decide(State{}, Requested{Request: request("run-l"), Route: domain.Route{TaskType: "general", Pattern: PatternSupervisor}, At: t0}).State
 	lanes := []Step{
 		{Index: 1, Task: "financial", Skills: []string{"a"}, ReturnSpec: shape, Loop: &Loop{MaxTurns: 5, SessionID: "s1-lane1"}},
 		{Index: 2, Task: "legal", Skills: []string{"b"}, ReturnSpec: shape, Loop: &Loop{MaxTurns: 5, SessionID: "s1-lane2"}},
@@ -90,8 +90,8 @@ func stepRequests(d Decision) []StepRequest {
 // others and ends PARTIAL_SUCCESS naming the missing step; with none
 // finished it ends TIMEOUT.
 func TestDecideGroupDeadlineJoinsPartially(t *testing.T) {
-	s := Decide(State{}, Requested{Request: request("run-d"), Patterns: []llm.Pattern{{Name: PatternPlanThenExecute, GroupTimeoutS: 30}},
-		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0}).State
+	s := Decide(State{}, Requested{Request: request("run-d"), Patterns: []domain.Pattern{{Name: PatternPlanThenExecute, GroupTimeoutS: 30}},
+		Route: domain.Route{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0}).State
 	steps := []Step{{Index: 1, Task: "fast", ReturnSpec: shape}, {Index: 2, Task: "slow", ReturnSpec: shape},
 		{Index: 3, Task: "after", ReturnSpec: shape, DependsOn: []int{1}}}
 	d := Decide(s, Planned{Proposal: PlanProposal{Steps: steps}, At: t0})
@@ -131,8 +131,8 @@ func TestDecideGroupDeadlineJoinsPartially(t *testing.T) {
 // run's recorded state: with max_replans 1 the second failure ends the
 // run REPEATED_FAILURE.
 func TestDecideReplanLimitComesFromThePattern(t *testing.T) {
-	s := Decide(State{}, Requested{Request: request("run-m"), Patterns: []llm.Pattern{{Name: PatternPlanThenExecute, MaxReplans: 1}},
-		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0}).State
+	s := Decide(State{}, Requested{Request: request("run-m"), Patterns: []domain.Pattern{{Name: PatternPlanThenExecute, MaxReplans: 1}},
+		Route: domain.Route{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0}).State
 	step := []Step{{Index: 1, Task: "a", ReturnSpec: shape}}
 	d := Decide(s, Planned{Proposal: PlanProposal{Steps: step}, At: t0})
 	d = Decide(d.State, Joined{Results: []StepResult{{Step: 1, Outcome: OutcomeFailed, Reason: "x"}}, At: t0})
@@ -150,8 +150,8 @@ func TestDecideReplanLimitComesFromThePattern(t *testing.T) {
 // message delivered at the request time plus the pattern's run timeout;
 // stopped at the deadline, it ends TIMEOUT, not USER_CANCEL.
 func TestDecideRunDeadline(t *testing.T) {
-	d := Decide(State{}, Requested{Request: request("run-w"), Patterns: []llm.Pattern{{Name: PatternPlanThenExecute, RunTimeoutS: 90}},
-		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0})
+	d := Decide(State{}, Requested{Request: request("run-w"), Patterns: []domain.Pattern{{Name: PatternPlanThenExecute, RunTimeoutS: 90}},
+		Route: domain.Route{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0})
 	var dl *Emit
 	for i, e := range d.Emits {
 		if _, ok := e.Data.(RunDeadline); ok {

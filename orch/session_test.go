@@ -7,7 +7,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // sessionLoop starts a ReACT run of req acting as a in session s and
@@ -15,7 +15,7 @@ import (
 func sessionLoop(t *testing.T, req RunRequest, a *AgentDef, s *SessionState) StepRequest {
 	t.Helper()
 	run := only[PlanRequest](t, Decide(State{}, Requested{Request: req, Agent: a, Session: s, TaskTypes: taskTypes,
-		Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact}, At: t0})).Run
+		Route: domain.Route{TaskType: "general", Pattern: PatternReact}, At: t0})).Run
 	return only[StepRequest](t, Decide(run, Planned{Proposal: PlanProposal{Steps: []Step{loopStep(nextIndexOf(run.Plan))}}, At: t0}))
 }
 
@@ -86,7 +86,7 @@ func TestDecideSessionRefusesRuns(t *testing.T) {
 		req := request("run-r")
 		req.AgentID = c.named
 		d := Decide(State{}, Requested{Request: req, Agent: chainAgent("A"), Session: &c.sess, TaskTypes: taskTypes,
-			Route: llm.RouteOutput{TaskType: "general", Pattern: PatternReact}, At: t0})
+			Route: domain.Route{TaskType: "general", Pattern: PatternReact}, At: t0})
 		res := only[RunResult](t, d)
 		var detail struct {
 			Code string `json:"code"`

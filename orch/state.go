@@ -8,7 +8,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // Plan states (seed 000 §3.3).
@@ -140,14 +140,14 @@ type RunState struct {
 	// the run; PatternDef is the chosen pattern's definition. Both are
 	// recorded as the run saw them, so a replay does not read today's
 	// configuration.
-	Framing    string      `json:"framing,omitempty"`
-	PatternDef llm.Pattern `json:"pattern_def,omitzero"`
-	Plan       Plan        `json:"plan"`
-	Seq        int64       `json:"seq"`
-	Deadline   time.Time   `json:"deadline,omitzero"`
+	Framing    string         `json:"framing,omitempty"`
+	PatternDef domain.Pattern `json:"pattern_def,omitzero"`
+	Plan       Plan           `json:"plan"`
+	Seq        int64          `json:"seq"`
+	Deadline   time.Time      `json:"deadline,omitzero"`
 	// Usage totals every model call of the run that the router has been
 	// told of: its own, the planner's and those of finished steps.
-	Usage llm.Usage `json:"usage,omitzero"`
+	Usage domain.Usage `json:"usage,omitzero"`
 	// Context is what the run knew of its caller when it started.
 	Context RunContext `json:"context,omitzero"`
 	// Missing are the steps a deadline cut off: the run answers from the
@@ -204,8 +204,8 @@ func (u ToolUses) Add(v ToolUses) ToolUses {
 // planner and the synthesiser read them from there, and a replay sees what
 // the run saw, whatever was changed since.
 type RunContext struct {
-	Persona *llm.Persona         `json:"persona,omitempty"`
-	History []llm.HistoryMessage `json:"history,omitempty"`
+	Persona *domain.Persona         `json:"persona,omitempty"`
+	History []domain.HistoryMessage `json:"history,omitempty"`
 }
 
 // Plan is the run's plan, with every step's status (seed 000 §2.2, §5).
@@ -290,7 +290,7 @@ type PlanProposal struct {
 	// after its repairs, UNAVAILABLE_DEP when the model was unavailable.
 	Code string `json:"code,omitempty"`
 	// Usage sums the planner's model calls.
-	Usage llm.Usage `json:"usage,omitzero"`
+	Usage domain.Usage `json:"usage,omitzero"`
 	// Spent is what else the planner's hop drew from the run's budget (a
 	// reflection pass, retries).
 	Spent Vector `json:"spent,omitempty"`
@@ -328,7 +328,7 @@ type StepRequest struct {
 	// schema); the third ends the step invalid_output.
 	Repairs int `json:"repairs,omitempty"`
 	// Usage sums the model calls of the step's turns so far.
-	Usage llm.Usage `json:"usage,omitzero"`
+	Usage domain.Usage `json:"usage,omitzero"`
 	// Spent sums what the step's turns drew besides model usage: tool
 	// calls, external calls, side effects, retries.
 	Spent Vector `json:"spent,omitempty"`
@@ -391,7 +391,7 @@ type StepResult struct {
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 	// Usage sums the model calls the step made.
-	Usage llm.Usage `json:"usage,omitzero"`
+	Usage domain.Usage `json:"usage,omitzero"`
 	// Spent sums what else the step drew (tool calls, memory writes …).
 	Spent Vector `json:"spent,omitempty"`
 	// Evidence is the structured reason of a guard that stopped the
@@ -463,7 +463,7 @@ type RunResult struct {
 	Steps        []Step          `json:"steps,omitempty"`
 	Detail       json.RawMessage `json:"detail,omitempty"`
 	// Usage totals the run's model calls: tokens, cost and call count.
-	Usage llm.Usage `json:"usage,omitzero"`
+	Usage domain.Usage `json:"usage,omitzero"`
 	// Decision is the critic's final DecisionRecord of the run.
 	Decision *DecisionRecord `json:"decision,omitempty"`
 }

@@ -7,7 +7,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // gen generates typed documents for TestTypedCheckMatchesSchema. Each
@@ -137,7 +137,7 @@ func (g *gen) plan() Plan {
 			FailedStep: pick(g.r, []int{0, 3, -1, math.MinInt}), Reason: g.str(), RevisedAt: g.date(false)})
 	}
 	if g.r.IntN(3) > 0 {
-		p.Usage = llm.Usage{InputTokens: g.integer(), OutputTokens: g.integer(),
+		p.Usage = domain.Usage{InputTokens: g.integer(), OutputTokens: g.integer(),
 			CachedInputTokens: g.integer(), CostUSD: g.number(), Calls: g.integer()}
 	}
 	return p

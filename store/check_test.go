@@ -14,7 +14,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 	"github.com/agentbus/agentbus/schema"
 )
 
@@ -66,7 +66,7 @@ func TestTypedCheckTable(t *testing.T) {
 	}{
 		{"plan everything wrong", IndexPlans, Plan{Status: "bogus", ReplanCount: -2,
 			Steps:         []PlanStep{{StepIndex: -1, Status: "x", ReturnSpec: json.RawMessage(`null`), InputFromStep: []int{1, -3}}},
-			ReplanHistory: []ReplanRecord{{Attempt: -1}}, Usage: llm.Usage{CostUSD: -0.5, InputTokens: -1234567}}},
+			ReplanHistory: []ReplanRecord{{Attempt: -1}}, Usage: domain.Usage{CostUSD: -0.5, InputTokens: -1234567}}},
 		{"plan steps sorted numerically", IndexPlans, plan(func(p *Plan) { p.Steps = steps })},
 		{"plan empty status", IndexPlans, plan(func(p *Plan) { p.Status = "" })},
 		{"plan step status of the plan enum", IndexPlans, plan(func(p *Plan) { p.Steps = []PlanStep{{Status: "executing"}} })},

@@ -5,7 +5,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // benchEvent is a small event document, as the runtime appends them.
@@ -26,7 +26,7 @@ func benchPlan() Plan {
 			{StepIndex: 2, Task: "answer", InputFromStep: []int{0, 1}, Status: StepStatusPending},
 		},
 		ReplanHistory: []ReplanRecord{{Attempt: 1, Trigger: "step_failed", FailedStep: 1, Reason: "timeout", RevisedAt: t0}},
-		Usage:         llm.Usage{InputTokens: 1200, OutputTokens: 300, CostUSD: 0.0042, Calls: 3},
+		Usage:         domain.Usage{InputTokens: 1200, OutputTokens: 300, CostUSD: 0.0042, Calls: 3},
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/domain"
 )
 
 // Index names, one per document type. They are also the names of the
@@ -130,7 +130,7 @@ type Plan struct {
 	Steps         []PlanStep     `json:"steps,omitempty"`
 	ReplanHistory []ReplanRecord `json:"replan_history,omitempty"`
 	// Usage totals the run's model calls so far.
-	Usage llm.Usage `json:"usage,omitzero"`
+	Usage domain.Usage `json:"usage,omitzero"`
 }
 
 // PlanStep is one step of a Plan.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/openai"
+	"github.com/agentbus/agentbus/store"
 )
 
 const testKey = "sk-openai-test-3f9a1c77d2e04b6a"
@@ -325,6 +326,9 @@ func TestInvalidToolArgumentsStayJSON(t *testing.T) {
 		t.Fatalf("arguments = %s", args)
 	}
 }
+
+// The embedder is the store's: what the projector embeds exchanges with.
+var _ store.Embedder = (*openai.Embedder)(nil)
 
 func TestEmbeddings(t *testing.T) {
 	srv, url := newServer(t, reply{fixture: "embeddings.json"})

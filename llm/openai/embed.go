@@ -9,7 +9,6 @@ import (
 	"github.com/openai/openai-go/v3/packages/param"
 
 	"github.com/agentbus/agentbus/llm"
-	"github.com/agentbus/agentbus/store"
 )
 
 // Embedder embeds texts with an OpenAI-compatible embeddings endpoint.
@@ -18,8 +17,6 @@ type Embedder struct {
 	cfg    llm.ProviderConfig
 	dim    int
 }
-
-var _ store.Embedder = (*Embedder)(nil)
 
 // NewEmbedder returns an embedder of model cfg.Model producing vectors of
 // dim dimensions (sent as the request's dimensions).
