@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/kvcas"
 )
 
 const (
@@ -148,7 +149,7 @@ func (k *Keys) Create(ctx context.Context, tenantID, userID string) (string, Key
 			return "", KeyRecord{}, err
 		}
 		_, err = k.kv.Create(ctx, rec.KeyID, data)
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if kvcas.IsConflict(err) {
 			continue // key id collision: draw another
 		}
 		if err != nil {
@@ -308,7 +309,7 @@ func (k *Keys) update(ctx context.Context, rec storedKey, rev uint64) error {
 		return err
 	}
 	_, err = k.kv.Update(ctx, rec.KeyID, data, rev)
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if kvcas.IsConflict(err) {
 		return fmt.Errorf("%w: %s", ErrConflict, rec.KeyID)
 	}
 	if err != nil {

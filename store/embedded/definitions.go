@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/kvcas"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -36,7 +36,7 @@ func (s *Store) PutDefinition(ctx context.Context, d store.Definition, expected 
 	key := definitionKey(d.TenantID, d.Kind, d.ID)
 	if expected == 0 {
 		_, err := s.definitions.Create(ctx, key, data)
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if kvcas.IsConflict(err) {
 			return fmt.Errorf("embedded: %s %q exists: %w", d.Kind, d.ID, store.ErrConflict)
 		}
 		if err != nil {
@@ -51,7 +51,7 @@ func (s *Store) PutDefinition(ctx context.Context, d store.Definition, expected 
 	if cur.Version != expected {
 		return fmt.Errorf("embedded: %s %q: stored version %d, expected %d: %w", d.Kind, d.ID, cur.Version, expected, store.ErrConflict)
 	}
-	if _, err := s.definitions.Update(ctx, key, data, rev); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if _, err := s.definitions.Update(ctx, key, data, rev); kvcas.IsConflict(err) {
 		return fmt.Errorf("embedded: %s %q: %w", d.Kind, d.ID, store.ErrConflict)
 	} else if err != nil {
 		return fmt.Errorf("embedded: update %s %q: %w", d.Kind, d.ID, err)
@@ -108,7 +108,7 @@ func (s *Store) DeleteDefinition(ctx context.Context, tenantID, kind, id string,
 		return fmt.Errorf("embedded: %s %q: stored version %d, expected %d: %w", kind, id, cur.Version, expected, store.ErrConflict)
 	}
 	err = s.definitions.Delete(ctx, definitionKey(tenantID, kind, id), jetstream.LastRevision(rev))
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || isWrongLastSequence(err) {
+	if kvcas.IsConflict(err) {
 		return fmt.Errorf("embedded: %s %q: %w", kind, id, store.ErrConflict)
 	}
 	if err != nil {
@@ -117,9 +117,3 @@ func (s *Store) DeleteDefinition(ctx context.Context, tenantID, kind, id string,
 	return nil
 }
 
-// isWrongLastSequence reports the API error of a conditional write whose
-// expected revision is not the key's last.
-func isWrongLastSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
-}

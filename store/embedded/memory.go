@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/kvcas"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -43,7 +43,7 @@ func (s *Store) PutMemory(ctx context.Context, m store.Memory) (store.Memory, er
 			return store.Memory{}, fmt.Errorf("embedded: memory %q: version %d: %w", m.Key, m.Version.SeqNo, store.ErrConflict)
 		}
 		rev, err = s.memory.Update(ctx, key, data, uint64(m.Version.SeqNo))
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if kvcas.IsConflict(err) {
 			return store.Memory{}, fmt.Errorf("embedded: memory %q: version %d: %w", m.Key, m.Version.SeqNo, store.ErrConflict)
 		}
 	}
@@ -63,7 +63,7 @@ func (s *Store) CreateMemory(ctx context.Context, m store.Memory) (store.Memory,
 		return store.Memory{}, err
 	}
 	rev, err := s.memory.Create(ctx, escape(m.Key), data)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if kvcas.IsConflict(err) {
 		return store.Memory{}, fmt.Errorf("embedded: memory %q exists: %w", m.Key, store.ErrConflict)
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/kvcas"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -26,8 +27,8 @@ type planEnvelope struct {
 // the stored version with byte-identical content succeeds without writing
 // (an idempotent redelivery); the same version with different content is
 // stale. version must not be negative. Concurrent writers are serialised
-// with a compare-and-set on the KV revision, retried until ctx is done, so
-// the highest version always wins.
+// with a compare-and-set on the KV revision (kvcas.Update), so the highest
+// version always wins.
 func (s *Store) PutPlan(ctx context.Context, p store.Plan, version int64) error {
 	if version < 0 {
 		return fmt.Errorf("embedded: plan %q: negative version %d: %w", p.PlanID, version, store.ErrInvalidArgument)
@@ -36,65 +37,37 @@ func (s *Store) PutPlan(ctx context.Context, p store.Plan, version int64) error 
 	if err != nil {
 		return err
 	}
-	env, err := json.Marshal(planEnvelope{Version: version, Plan: doc})
-	if err != nil {
-		return fmt.Errorf("embedded: encode plan %q: %w", p.PlanID, err)
-	}
 	key := escape(p.PlanID)
 	// The snapshot after one this store wrote, or a plan's first: one
 	// compare-and-set, no read. If another writer came in between, the
-	// compare fails and the loop below decides on the stored version.
+	// compare fails and the update decides on the stored version.
+	var known *kvcas.Entry[planEnvelope]
 	switch w, ok := s.lastWritten(key); {
 	case ok && version > w.version:
-		if rev, err := s.plans.Update(ctx, key, env, w.rev); err == nil {
-			s.wrote(key, version, rev)
-			return nil
-		}
+		known = &kvcas.Entry[planEnvelope]{Value: planEnvelope{Version: w.version}, Revision: w.rev}
 	case !ok:
-		if rev, err := s.plans.Create(ctx, key, env); err == nil {
-			s.wrote(key, version, rev)
-			return nil
-		}
+		known = &kvcas.Entry[planEnvelope]{}
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("embedded: put plan %q: %w", p.PlanID, err)
-		}
-		e, err := s.plans.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			rev, err := s.plans.Create(ctx, key, env)
-			if errors.Is(err, jetstream.ErrKeyExists) {
-				continue // lost the race to create; re-evaluate
+	e, err := kvcas.UpdateFrom(ctx, s.plans, key, known, func(cur *planEnvelope, rev uint64) (bool, error) {
+		if rev != 0 {
+			if version < cur.Version || version == cur.Version && !bytes.Equal(cur.Plan, doc) {
+				return false, fmt.Errorf("embedded: plan %q: version %d, stored %d: %w", p.PlanID, version, cur.Version, store.ErrStale)
 			}
-			if err != nil {
-				return fmt.Errorf("embedded: create plan %q: %w", p.PlanID, err)
+			if version == cur.Version {
+				return false, nil
 			}
-			s.wrote(key, version, rev)
-			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("embedded: get plan %q: %w", p.PlanID, err)
-		}
-		cur, err := decodeEnvelope(e)
-		if err != nil {
+		*cur = planEnvelope{Version: version, Plan: doc}
+		return true, nil
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrStale) {
 			return err
 		}
-		if version < cur.Version || version == cur.Version && !bytes.Equal(cur.Plan, doc) {
-			return fmt.Errorf("embedded: plan %q: version %d, stored %d: %w", p.PlanID, version, cur.Version, store.ErrStale)
-		}
-		if version == cur.Version {
-			return nil
-		}
-		rev, err := s.plans.Update(ctx, key, env, e.Revision())
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			continue // a concurrent writer won this round; re-evaluate
-		}
-		if err != nil {
-			return fmt.Errorf("embedded: update plan %q: %w", p.PlanID, err)
-		}
-		s.wrote(key, version, rev)
-		return nil
+		return fmt.Errorf("embedded: put plan %q: %w", p.PlanID, err)
 	}
+	s.wrote(key, e.Value.Version, e.Revision)
+	return nil
 }
 
 // writtenPlan is a plan's version and KV revision as this store wrote it.
