@@ -116,4 +116,3 @@ func (s *Store) DeleteDefinition(ctx context.Context, tenantID, kind, id string,
 	}
 	return nil
 }
-
