@@ -145,25 +145,3 @@ func (a *Aggregator) update(ctx context.Context, g orch.Group, change func(*fani
 	}
 	return faninState{}, fmt.Errorf("handlers: fanin %s: too much contention", key)
 }
-
-// joinID is the id of a group's group.joined event. It derives from the
-// group alone, so whichever delivery joins the group (the aggregator's for
-// the last member, or the executor of a group of one) emits the same id
-// and the stream keeps one join.
-func joinID(groupID string) string { return events.DeriveID(groupID, "joined") }
-
-// isConflict reports a lost compare-and-swap of a KV create or update:
-// another writer came first.
-func isConflict(err error) bool {
-	return err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err))
-}
-
-// isWrongSequence reports a lost compare-and-swap. Replicated buckets
-// report it as code 10164, which nats.go wraps in ErrKeyRevisionMismatch.
-func isWrongSequence(err error) bool {
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
-}

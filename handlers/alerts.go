@@ -18,7 +18,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/orch"
 )
 
 // Alerts (seed 000 §10). The monitor role evaluates a tenant's alert
@@ -29,12 +28,6 @@ import (
 // resolving even when no run finishes. Each rule's state is kept in the
 // alerts bucket (<tenant>.<rule>); a change of state is an alert.fired or
 // alert.resolved audit event and, when configured, a signed webhook POST.
-
-// RoleMonitor evaluates alert rules.
-const RoleMonitor = "monitor"
-
-// BucketAlerts holds each tenant's alert states, keyed <tenant>.<rule>.
-const BucketAlerts = "alerts"
 
 // AlertWindow is the window the alert rules judge health over.
 const AlertWindow = time.Hour
@@ -63,18 +56,6 @@ var AlertRules = []AlertRule{
 			return float64(h.MemoryLockWaitMaxMS), h.MemoryLockWaitMaxMS > 2000
 		}},
 }
-
-// AlertEvaluate is the data of alert.evaluate: evaluate the tenant's
-// alert rules now.
-type AlertEvaluate struct {
-	TenantID string `json:"tenant_id"`
-}
-
-// Validate checks the tenant.
-func (a AlertEvaluate) Validate() error { return orch.ValidateID("tenant_id", a.TenantID) }
-
-// Tenant is the tenant the message must be published for.
-func (a AlertEvaluate) Tenant() string { return a.TenantID }
 
 // Alert is an alert's state, as the alerts bucket keeps it and as
 // alert.fired, alert.resolved and the webhook carry it.
@@ -268,18 +249,4 @@ func (w *Webhook) Send(ctx context.Context, a Alert) error {
 		return fmt.Errorf("handlers: alert webhook answered %s", resp.Status)
 	}
 	return nil
-}
-
-// alertTrigger is the alert.evaluate the projector schedules when it
-// stores a run.finished of tenant at now: at the next minute, one per
-// tenant and minute.
-func alertTrigger(in event.Event, tenant string, now time.Time) (event.Event, error) {
-	slot := now.Add(time.Minute).Truncate(time.Minute)
-	ev, err := events.New(events.DeriveID(tenant, "alerts/"+strconv.FormatInt(slot.Unix(), 10)), events.TypeAlertEvaluate,
-		events.Meta{Tenant: tenant, Session: events.MetaOf(in).Session}, AlertEvaluate{TenantID: tenant})
-	if err != nil {
-		return ev, err
-	}
-	ev.SetExtension(events.ExtDeliverAt, slot.Format(time.RFC3339Nano))
-	return ev, nil
 }

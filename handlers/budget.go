@@ -186,9 +186,6 @@ func (e *Exhausted) Evidence() json.RawMessage {
 	return b
 }
 
-// maxDrawAttempts bounds the compare-and-swap retries of one draw.
-const maxDrawAttempts = 64
-
 // Reserve draws want from the run's budget, or refuses with *Exhausted
 // when a dimension would pass its limit or the run's deadline passed.
 // Nothing is drawn on a refusal.

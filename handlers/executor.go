@@ -878,3 +878,9 @@ func toMessages(turns []orch.Turn) []llm.Message {
 	}
 	return msgs
 }
+
+// SkillCaller is what the executor needs from the Skill Service.
+type SkillCaller interface {
+	Load(ctx context.Context, tenant, name string) (skills.Manifest, error)
+	Call(ctx context.Context, tenant, name string, args json.RawMessage, idempotencyKey string) ([]byte, error)
+}

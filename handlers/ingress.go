@@ -487,3 +487,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// DefinitionStore keeps the tenants' versioned definitions: a write or a
+// delete names the version it expects (store.ErrConflict otherwise).
+type DefinitionStore interface {
+	DefinitionReader
+	PutDefinition(ctx context.Context, d store.Definition, expected int64) error
+	ListDefinitions(ctx context.Context, tenantID, kind string) ([]store.Definition, error)
+	DeleteDefinition(ctx context.Context, tenantID, kind, id string, expected int64) error
+}

@@ -2,8 +2,6 @@ package handlers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -265,13 +263,6 @@ func ReleaseMemoryLocks(ctx context.Context, locks jetstream.KeyValue, g orch.Gr
 	}
 }
 
-// kvKey maps any string (a memory key, an idempotency key, a run id) onto
-// the KV key alphabet.
-func kvKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:16])
-}
-
 // shapeOf describes the JSON type of every top-level field of data, for a
 // contract_violation report.
 func shapeOf(data []byte) json.RawMessage {
@@ -335,4 +326,10 @@ func readMemories(ctx context.Context, st memoryReader, keys []string) ([]store.
 		}
 	}
 	return out, nil
+}
+
+// MemoryStore reads and writes step outputs.
+type MemoryStore interface {
+	PutMemory(ctx context.Context, m store.Memory) (store.Memory, error)
+	GetMemory(ctx context.Context, key string) (store.Memory, error)
 }

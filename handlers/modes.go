@@ -70,29 +70,6 @@ func (a *ApprovalModes) Start(ctx context.Context) error {
 	})
 }
 
-// followKV applies w's entries with apply, in a goroutine, until the
-// watcher ends (with its context), and returns once the values stored
-// when it started have been applied, or ctx ends first.
-func followKV(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry)) error {
-	first := make(chan struct{})
-	go func() {
-		defer w.Stop()
-		for e := range w.Updates() {
-			if e == nil { // the stored values are in
-				close(first)
-				continue
-			}
-			apply(e)
-		}
-	}()
-	select {
-	case <-first:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // ParseApprovalModes reads and checks the overrides.
 func ParseApprovalModes(b []byte) (map[string]map[string]string, error) {
 	var o map[string]map[string]string

@@ -224,3 +224,9 @@ func reactLoop(run orch.RunState, infos []llm.SkillInfo) ([]orch.Step, string) {
 		ReturnSpec: orch.ReturnSpec{Shape: llm.LoopAnswerShape, Reason: "the loop's answer to the task"},
 		Loop:       &orch.Loop{MaxTurns: run.PatternDef.MaxIterations}}}, ""
 }
+
+// SkillFinder is what the planner needs from the Skill Service.
+type SkillFinder interface {
+	Find(ctx context.Context, tenant, query string, limit int) ([]skills.Summary, error)
+	Load(ctx context.Context, tenant, name string) (skills.Manifest, error)
+}

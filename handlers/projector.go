@@ -68,21 +68,6 @@ func ProjectorFlushOn(ev event.Event) bool {
 	return false
 }
 
-// AuditPlanProjected names the audit event that carries a run's plan
-// projection after a router hop.
-const AuditPlanProjected = "plan.projected"
-
-// AuditPlanPersisted is the trace's record (seed 000 §10, Layer 1) that a
-// plan's projection was taken to the store with a new status: the
-// plan.projected of the same hop carries it.
-const AuditPlanPersisted = "plan.persisted"
-
-// PlanProjected is the payload of a plan.projected audit event.
-type PlanProjected struct {
-	Version int64      `json:"version"`
-	Plan    store.Plan `json:"plan"`
-}
-
 // projection is one event waiting to be written: an audit document or a
 // plan snapshot. done receives its outcome; lead is closed when it is its
 // handler's turn to write the pending batch.
@@ -502,4 +487,28 @@ func figures(doc *store.Event) {
 	doc.DurationMS, doc.Replans = max(doc.DurationMS, 0), max(doc.Replans, 0)
 	doc.InputBytes, doc.ResponseBytes = max(doc.InputBytes, 0), max(doc.ResponseBytes, 0)
 	doc.InputTokens, doc.OutputTokens, doc.CostUSD = max(doc.InputTokens, 0), max(doc.OutputTokens, 0), max(doc.CostUSD, 0)
+}
+
+// PlanStore keeps the versioned plan projections.
+type PlanStore interface {
+	PutPlan(ctx context.Context, p store.Plan, version int64) error
+	GetPlan(ctx context.Context, tenantID, planID string) (store.Plan, int64, error)
+}
+
+// EventStore appends audit events; the same event id is stored once.
+type EventStore interface {
+	AppendEvents(ctx context.Context, evs []store.Event) error
+	Trace(ctx context.Context, q store.TraceQuery) ([]store.Event, error)
+}
+
+// ProjectionStore is what the projector writes: audit events, plan and
+// session projections, and the exchanges kept in users' memory.
+type ProjectionStore interface {
+	EventStore
+	PutPlan(ctx context.Context, p store.Plan, version int64) error
+	PutSession(ctx context.Context, s store.Session) error
+	PutMemory(ctx context.Context, m store.Memory) (store.Memory, error)
+	// PutExecution writes a run's execution record, replacing the one
+	// of the same run.
+	PutExecution(ctx context.Context, e store.Execution) error
 }

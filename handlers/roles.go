@@ -75,3 +75,9 @@ var Buckets = []events.Bucket{
 	{Name: BucketCircuits, TTL: time.Hour},
 	{Name: BucketSessionRuns, TTL: events.KeepWithRuns},
 }
+
+// RoleMonitor evaluates alert rules.
+const RoleMonitor = "monitor"
+
+// BucketAlerts holds each tenant's alert states, keyed <tenant>.<rule>.
+const BucketAlerts = "alerts"

@@ -308,10 +308,6 @@ func (r *Router) queue(ctx context.Context, ev event.Event, req orch.RunRequest)
 	return evs, true, err
 }
 
-// AuditRunQueued names the audit event of a run queued behind another run
-// of its session (payload Queued).
-const AuditRunQueued = "run.queued"
-
 // keepExchange appends a finished run's message and answer to its session
 // before the caller gets the answer, and records the session in the trace.
 func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
@@ -512,14 +508,6 @@ func (r *Router) session(ctx context.Context, req orch.RunRequest) (*store.Sessi
 	return &sess, nil
 }
 
-// sessionState is what a session says of who may answer its next run.
-func sessionState(s *store.Session) *orch.SessionState {
-	if s == nil {
-		return nil
-	}
-	return &orch.SessionState{Status: s.State, AgentID: s.AgentID, Chain: s.HandoffChain, Reason: s.HandoffReason}
-}
-
 // startReads is what a run's first hop reads, each with its error: its
 // session, the task types, patterns and budget policy, and the souls of
 // its user and of its tenant.
@@ -632,34 +620,6 @@ func (r *Router) deadLettered(ev event.Event, dl events.DeadLetter) orch.Input {
 	return in
 }
 
-// Projection is the agent_plans document of a run's plan.
-func Projection(run orch.State) store.Plan {
-	p := store.Plan{
-		PlanID: run.Plan.PlanID, SessionID: run.Request.SessionID, TenantID: run.Request.TenantID,
-		UserID: run.Request.UserID, Status: run.Plan.Status, ReplanCount: run.Plan.ReplanCount,
-		CreatedAt: run.Plan.CreatedAt, CompletedAt: run.Plan.CompletedAt, Usage: run.Usage,
-	}
-	for _, s := range run.Plan.Steps {
-		p.Steps = append(p.Steps, store.PlanStep{
-			StepIndex: s.Index, Task: s.Task, Skills: s.Skills, ReturnSpec: returnSpecJSON(s.ReturnSpec),
-			InputFromStep: s.DependsOn, Status: s.Status, TaskID: s.TaskID, MemoryKey: s.MemoryKey,
-			Validated: s.Validated, FailureReason: s.FailureReason, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt,
-		})
-	}
-	for _, h := range run.Plan.ReplanHistory {
-		p.ReplanHistory = append(p.ReplanHistory, store.ReplanRecord(h))
-	}
-	return p
-}
-
-func returnSpecJSON(rs orch.ReturnSpec) json.RawMessage {
-	if len(rs.Shape) == 0 {
-		return nil
-	}
-	b, _ := json.Marshal(rs)
-	return b
-}
-
 // progressChunks publishes, for a run that streams, its progress (the
 // trace events a caller follows) and, when the decision ends it, its
 // result as chunks on the REPLY stream, where the ingress serves them from
@@ -758,4 +718,16 @@ func (r *Router) runDeadline(ctx context.Context, ev event.Event, rd orch.RunDea
 	}
 	r.Log.Info().Str("run_id", rd.RunID).Str("tenant_id", rd.TenantID).Msg("run deadline passed; stopping it")
 	return nil, nil
+}
+
+// RouterStore is what the router needs: the step outputs it synthesises
+// from, the tenants' souls and the agent definitions runs act as. It
+// writes nothing.
+type RouterStore interface {
+	GetMemory(ctx context.Context, key string) (store.Memory, error)
+	// SoulFor is the soul a run of userID sees: the user's, else the
+	// tenant's.
+	SoulFor(ctx context.Context, tenantID, userID string) (store.Soul, error)
+	GetPlan(ctx context.Context, tenantID, planID string) (store.Plan, int64, error)
+	DefinitionReader
 }
