@@ -12,18 +12,18 @@ import (
 	"github.com/agentbus/agentbus/store"
 )
 
-// joinID is the id of a group's group.joined event. It derives from the
+// JoinID is the id of a group's group.joined event. It derives from the
 // group alone, so whichever delivery joins the group (the aggregator's for
 // the last member, or the executor of a group of one) emits the same id
 // and the stream keeps one join.
-func joinID(groupID string) string { return events.DeriveID(groupID, "joined") }
+func JoinID(groupID string) string { return events.DeriveID(groupID, "joined") }
 
 // AuditRunQueued names the audit event of a run queued behind another run
 // of its session (payload Queued).
 const AuditRunQueued = "run.queued"
 
-// sessionState is what a session says of who may answer its next run.
-func sessionState(s *store.Session) *orch.SessionState {
+// SessionState is what a session says of who may answer its next run.
+func SessionState(s *store.Session) *orch.SessionState {
 	if s == nil {
 		return nil
 	}
@@ -85,10 +85,10 @@ func (a AlertEvaluate) Validate() error { return orch.ValidateID("tenant_id", a.
 // Tenant is the tenant the message must be published for.
 func (a AlertEvaluate) Tenant() string { return a.TenantID }
 
-// alertTrigger is the alert.evaluate the projector schedules when it
+// AlertTrigger is the alert.evaluate the projector schedules when it
 // stores a run.finished of tenant at now: at the next minute, one per
 // tenant and minute.
-func alertTrigger(in event.Event, tenant string, now time.Time) (event.Event, error) {
+func AlertTrigger(in event.Event, tenant string, now time.Time) (event.Event, error) {
 	slot := now.Add(time.Minute).Truncate(time.Minute)
 	ev, err := events.New(events.DeriveID(tenant, "alerts/"+strconv.FormatInt(slot.Unix(), 10)), events.TypeAlertEvaluate,
 		events.Meta{Tenant: tenant, Session: events.MetaOf(in).Session}, AlertEvaluate{TenantID: tenant})
