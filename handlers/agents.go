@@ -36,3 +36,9 @@ func LoadAgent(ctx context.Context, st DefinitionReader, tenantID, id string) (a
 	}
 	return a, nil
 }
+
+// DefinitionReader reads one of a tenant's agent, trigger or tool
+// definitions.
+type DefinitionReader interface {
+	GetDefinition(ctx context.Context, tenantID, kind, id string) (store.Definition, error)
+}

@@ -1,9 +1,13 @@
-// Package handlers holds the logic of agentbus's roles: the router
-// (manager), the planner (SubAgent-A), the executor (SubAgent-B), the
-// aggregator (fan-in and the audit projection) and the ingress HTTP API.
-// Each role is a struct holding its dependencies; its Handle method has
-// the events.Handler shape and is registered as a method value. The
-// interfaces the roles need from the store, the model and the skill
-// service are declared here, by their consumer. Cancels follows the
-// cancelled runs for the router, the executor and the ingress.
+// Package handlers is the vocabulary the roles share: the role names and
+// the KV buckets and object stores they use (Buckets, ObjectStores), the
+// outbox a hop collects its outputs and audit events in, the model-call
+// plumbing (reply streams, usage records, failures), the audit names and
+// payloads two roles exchange (the plan projection, the queued run, the
+// alert trigger), the agent definitions a run acts as, attachments and the
+// logging middleware. The roles live in the packages below it: router,
+// planner, executor, aggregator, projector, monitor and the ingress HTTP
+// API; the run controls in runctl, the ledgers in ledger, step memory in
+// memory and plan health in health. Each role is a struct holding its
+// dependencies; its Handle method has the events.Handler shape and is
+// registered as a method value.
 package handlers

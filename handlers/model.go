@@ -9,17 +9,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/ledger"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 )
 
-// modelCalls emits one model.called audit event per call recorded in rec
+// ModelCalls emits one model.called audit event per call recorded in rec
 // (task, prompt version, provider, model, tokens, cost, latency) and
 // returns their summed usage, which the caller adds to the run's totals.
-func (a *outbox) modelCalls(lin events.Audit, rec *llm.Recorder) llm.Usage {
+func (a *Outbox) ModelCalls(lin events.Audit, rec *llm.Recorder) llm.Usage {
 	for _, c := range rec.Calls() {
-		a.audit("model.called", lin, c)
+		a.Audit("model.called", lin, c)
 	}
 	return rec.Total()
 }
@@ -31,7 +32,7 @@ func (a *outbox) modelCalls(lin events.Audit, rec *llm.Recorder) llm.Usage {
 // its wall clock ran out). Any other error is transient ("" and false):
 // the message is redelivered.
 func modelFailure(err error) (string, bool) {
-	var ex *Exhausted
+	var ex *ledger.Exhausted
 	switch {
 	case errors.As(err, &ex) && ex.Dim == orch.DimWallClockS:
 		return orch.CodeTimeout, true
@@ -45,15 +46,15 @@ func modelFailure(err error) (string, bool) {
 	return "", false
 }
 
-// failureOf is the run-ending failure a model error is, with a refused
+// FailureOf is the run-ending failure a model error is, with a refused
 // budget draw's evidence, or nil for a transient error.
-func failureOf(err error) *orch.Failure {
+func FailureOf(err error) *orch.Failure {
 	code, ok := modelFailure(err)
 	if !ok {
 		return nil
 	}
 	f := &orch.Failure{Code: code, Reason: err.Error()}
-	var ex *Exhausted
+	var ex *ledger.Exhausted
 	if errors.As(err, &ex) {
 		f.Evidence = ex.Evidence()
 	}
@@ -67,10 +68,10 @@ type Replies struct {
 	JS jetstream.JetStream
 }
 
-// replyStream is one streamed message: its chunks share a message id, and
+// ReplyStream is one streamed message: its chunks share a message id, and
 // their event ids derive from the input event, so a redelivered hop that
 // streams the same text stores each chunk once.
-type replyStream struct {
+type ReplyStream struct {
 	js      jetstream.JetStream
 	in      event.Event
 	name    string // distinguishes the hop's messages of one type
@@ -80,26 +81,26 @@ type replyStream struct {
 	err     error
 }
 
-// open starts a streamed message of type msgType for the input event in.
+// Open starts a streamed message of type msgType for the input event in.
 // A nil Replies streams nothing.
-func (r *Replies) open(in event.Event, msgType string) *replyStream {
-	return r.openNamed(in, msgType, msgType)
+func (r *Replies) Open(in event.Event, msgType string) *ReplyStream {
+	return r.OpenNamed(in, msgType, msgType)
 }
 
-// openNamed starts a streamed message of type msgType named name among
+// OpenNamed starts a streamed message of type msgType named name among
 // the input's messages: a hop that streams several of one type names
 // each.
-func (r *Replies) openNamed(in event.Event, msgType, name string) *replyStream {
+func (r *Replies) OpenNamed(in event.Event, msgType, name string) *ReplyStream {
 	if r == nil || r.JS == nil {
 		return nil
 	}
 	m := events.MetaOf(in)
-	return &replyStream{js: r.JS, in: in, name: name, chunk: runclient.Chunk{
+	return &ReplyStream{js: r.JS, in: in, name: name, chunk: runclient.Chunk{
 		MessageID: events.DeriveID(in.ID(), "reply/"+name), SessionID: m.Session, MessageType: msgType}}
 }
 
-// write publishes one chunk without waiting for its PubAck.
-func (s *replyStream) write(content string, end bool) {
+// Write publishes one chunk without waiting for its PubAck.
+func (s *ReplyStream) Write(content string, end bool) {
 	if s == nil || s.err != nil {
 		return
 	}
@@ -124,18 +125,18 @@ func (s *replyStream) write(content string, end bool) {
 	s.futures = append(s.futures, f)
 }
 
-// close ends the message (an empty chunk with end_of_message) and waits
+// Close ends the message (an empty chunk with end_of_message) and waits
 // for every chunk's PubAck.
-func (s *replyStream) close(ctx context.Context) error {
+func (s *ReplyStream) Close(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
-	s.write("", true)
-	return s.wait(ctx)
+	s.Write("", true)
+	return s.Wait(ctx)
 }
 
-// wait waits for the PubAck of every chunk written.
-func (s *replyStream) wait(ctx context.Context) error {
+// Wait waits for the PubAck of every chunk written.
+func (s *ReplyStream) Wait(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, events.CallTimeout) // a PubAck lost with a dying node
 	defer cancel()
 	for _, f := range s.futures {

@@ -10,36 +10,36 @@ import (
 	"github.com/agentbus/agentbus/events"
 )
 
-// outbox collects the events one input produces. Every id derives from the
+// Outbox collects the events one input produces. Every id derives from the
 // input's id and a key (for an audit event, its name and how many of that
 // name the input has emitted), so a redelivered input emits the same ids
 // and the streams keep one copy. Counting per name keeps the ids of a
 // redelivery whose trail gained or lost an event of another name (a
 // context.loaded once the session has history) those of the first.
-type outbox struct {
-	in     event.Event
+type Outbox struct {
+	In     event.Event
 	named  map[string]int // audit events emitted, by name
 	outs   []event.Event
-	audits []auditRecord // every audit call, in order
+	Audits []AuditRecord // every audit call, in order
 	err    error
 }
 
-// auditRecord is one audit call of an outbox: name and lineage with its
+// AuditRecord is one audit call of an outbox: name and lineage with its
 // payload. A handler that records a side effect keeps the audit events
 // the effect produced, so a redelivery that reuses the record emits them
 // again (same position, so same derived ids) instead of losing them.
-type auditRecord struct {
+type AuditRecord struct {
 	Name    string       `json:"name"`
 	Lineage events.Audit `json:"lineage"`
 }
 
-// auditsSince returns the audit calls made after the first n.
-func (a *outbox) auditsSince(n int) []auditRecord {
-	return append([]auditRecord(nil), a.audits[n:]...)
+// AuditsSince returns the audit calls made after the first n.
+func (a *Outbox) AuditsSince(n int) []AuditRecord {
+	return append([]AuditRecord(nil), a.Audits[n:]...)
 }
 
 // add appends an audit event name ("step_1.started") with its lineage and payload.
-func (a *outbox) audit(name string, lineage events.Audit, payload any) {
+func (a *Outbox) Audit(name string, lineage events.Audit, payload any) {
 	if a.err != nil {
 		return
 	}
@@ -51,12 +51,12 @@ func (a *outbox) audit(name string, lineage events.Audit, payload any) {
 		}
 		lineage.Payload = b
 	}
-	a.audits = append(a.audits, auditRecord{Name: name, Lineage: lineage})
+	a.Audits = append(a.Audits, AuditRecord{Name: name, Lineage: lineage})
 	if a.named == nil {
 		a.named = map[string]int{}
 	}
 	a.named[name]++
-	ev, err := events.Child(a.in, "audit/"+name+"/"+strconv.Itoa(a.named[name]), events.AuditType(name), lineage)
+	ev, err := events.Child(a.In, "audit/"+name+"/"+strconv.Itoa(a.named[name]), events.AuditType(name), lineage)
 	if err != nil {
 		a.err = err
 		return
@@ -67,12 +67,12 @@ func (a *outbox) audit(name string, lineage events.Audit, payload any) {
 	a.outs = append(a.outs, ev)
 }
 
-// emit appends an orchestration event derived from the input.
-func (a *outbox) emit(key string, typ string, data any) {
+// Emit appends an orchestration event derived from the input.
+func (a *Outbox) Emit(key string, typ string, data any) {
 	if a.err != nil {
 		return
 	}
-	ev, err := events.Child(a.in, key, typ, data)
+	ev, err := events.Child(a.In, key, typ, data)
 	if err != nil {
 		a.err = err
 		return
@@ -80,13 +80,13 @@ func (a *outbox) emit(key string, typ string, data any) {
 	a.outs = append(a.outs, ev)
 }
 
-// emitAt appends an orchestration event derived from the input, to be
+// EmitAt appends an orchestration event derived from the input, to be
 // delivered at a later time (a scheduled message).
-func (a *outbox) emitAt(key string, typ string, data any, at time.Time) {
+func (a *Outbox) EmitAt(key string, typ string, data any, at time.Time) {
 	if a.err != nil {
 		return
 	}
-	ev, err := events.Child(a.in, key, typ, data)
+	ev, err := events.Child(a.In, key, typ, data)
 	if err != nil {
 		a.err = err
 		return
@@ -95,13 +95,13 @@ func (a *outbox) emitAt(key string, typ string, data any, at time.Time) {
 	a.outs = append(a.outs, ev)
 }
 
-// emitID appends an orchestration event with a given id: one that several
+// EmitID appends an orchestration event with a given id: one that several
 // inputs may produce, such as a group's join, so the streams keep one copy.
-func (a *outbox) emitID(id, typ string, data any) {
+func (a *Outbox) EmitID(id, typ string, data any) {
 	if a.err != nil {
 		return
 	}
-	ev, err := events.New(id, typ, events.MetaOf(a.in), data)
+	ev, err := events.New(id, typ, events.MetaOf(a.In), data)
 	if err != nil {
 		a.err = err
 		return
@@ -109,17 +109,17 @@ func (a *outbox) emitID(id, typ string, data any) {
 	a.outs = append(a.outs, ev)
 }
 
-// emitIDAt appends an orchestration event with a given id, to be
+// EmitIDAt appends an orchestration event with a given id, to be
 // delivered at a later time (a scheduled message).
-func (a *outbox) emitIDAt(id, typ string, data any, at time.Time) {
-	a.emitID(id, typ, data)
+func (a *Outbox) EmitIDAt(id, typ string, data any, at time.Time) {
+	a.EmitID(id, typ, data)
 	if a.err == nil {
 		a.outs[len(a.outs)-1].SetExtension(events.ExtDeliverAt, at.UTC().Format(time.RFC3339Nano))
 	}
 }
 
-// result returns the events built so far, or the first error.
-func (a *outbox) result() ([]event.Event, error) {
+// Result returns the events built so far, or the first error.
+func (a *Outbox) Result() ([]event.Event, error) {
 	if a.err != nil {
 		return nil, a.err
 	}

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/ledger"
+	"github.com/agentbus/agentbus/handlers/runctl"
 )
 
 // Role names: each is the durable consumer its processes share.
@@ -66,12 +68,18 @@ var Buckets = []events.Bucket{
 	{Name: BucketCredentials, TTL: 24 * time.Hour},
 	{Name: BucketSessions, TTL: 30 * 24 * time.Hour},
 	{Name: BucketCancels, TTL: events.KeepWithRuns},
-	{Name: BucketBudgets, TTL: events.KeepWithRuns},
-	{Name: BucketGates, TTL: events.KeepWithRuns},
+	{Name: ledger.BucketBudgets, TTL: events.KeepWithRuns},
+	{Name: runctl.BucketGates, TTL: events.KeepWithRuns},
 	{Name: BucketAlerts},
 	{Name: BucketToolSecrets},
-	{Name: BucketLimits, TTL: 24 * time.Hour},
-	{Name: BucketQuotas, TTL: QuotaEntryTTL},
-	{Name: BucketCircuits, TTL: time.Hour},
-	{Name: BucketSessionRuns, TTL: events.KeepWithRuns},
+	{Name: ledger.BucketLimits, TTL: 24 * time.Hour},
+	{Name: ledger.BucketQuotas, TTL: ledger.QuotaEntryTTL},
+	{Name: ledger.BucketCircuits, TTL: time.Hour},
+	{Name: runctl.BucketSessionRuns, TTL: events.KeepWithRuns},
 }
+
+// RoleMonitor evaluates alert rules.
+const RoleMonitor = "monitor"
+
+// BucketAlerts holds each tenant's alert states, keyed <tenant>.<rule>.
+const BucketAlerts = "alerts"

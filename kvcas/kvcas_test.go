@@ -173,10 +173,14 @@ func TestIsConflictNamesOnlyLostRaces(t *testing.T) {
 	}
 	_, lostUpdate := kv.Update(ctx, "k", []byte(`{}`), rev)
 	_, lostCreate := kv.Create(ctx, "k", []byte(`{}`))
-	if !kvcas.IsConflict(lostUpdate) || !kvcas.IsConflict(lostCreate) {
+	// A replicated bucket reports a lost update as the stream's wrong
+	// last sequence, which nats.go does not map to ErrKeyRevisionMismatch.
+	replicated := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence}
+	if !kvcas.IsConflict(lostUpdate) || !kvcas.IsConflict(lostCreate) || !kvcas.IsConflict(replicated) {
 		t.Fatalf("lost update %v, lost create %v: both are conflicts", lostUpdate, lostCreate)
 	}
-	if kvcas.IsConflict(nil) || kvcas.IsConflict(context.DeadlineExceeded) || kvcas.IsConflict(jetstream.ErrKeyNotFound) {
+	other := &jetstream.APIError{Code: 503, ErrorCode: jetstream.JSErrCodeJetStreamNotEnabled}
+	if kvcas.IsConflict(nil) || kvcas.IsConflict(context.DeadlineExceeded) || kvcas.IsConflict(jetstream.ErrKeyNotFound) || kvcas.IsConflict(other) {
 		t.Fatal("only a lost race is a conflict")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/ingress"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 )
@@ -31,11 +32,11 @@ const unanswered = "never answered"
 // finishes the run, except for a run whose message is unanswered.
 func newIngress(t *testing.T) *runclient.HTTP {
 	t.Helper()
-	return newIngressWith(t, func(jetstream.JetStream) handlers.IngressConfig { return handlers.IngressConfig{} })
+	return newIngressWith(t, func(jetstream.JetStream) ingress.IngressConfig { return ingress.IngressConfig{} })
 }
 
 // newIngressWith is newIngress with the ingress configuration cfg returns.
-func newIngressWith(t *testing.T, cfg func(jetstream.JetStream) handlers.IngressConfig) *runclient.HTTP {
+func newIngressWith(t *testing.T, cfg func(jetstream.JetStream) ingress.IngressConfig) *runclient.HTTP {
 	t.Helper()
 	topo := eventstest.TestTopology()
 	topo.Buckets = handlers.Buckets
@@ -55,7 +56,7 @@ func newIngressWith(t *testing.T, cfg func(jetstream.JetStream) handlers.Ingress
 	})
 	conf := cfg(js)
 	conf.RunTimeout = 300 * time.Millisecond
-	g := handlers.NewIngress(js, nil, zerolog.Nop(), conf)
+	g := ingress.NewIngress(js, nil, zerolog.Nop(), conf)
 	if err := g.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestHTTPStream(t *testing.T) {
 // without is refused with the ingress's 401.
 func TestHTTPCredential(t *testing.T) {
 	var key string
-	api := newIngressWith(t, func(js jetstream.JetStream) handlers.IngressConfig {
+	api := newIngressWith(t, func(js jetstream.JetStream) ingress.IngressConfig {
 		keys, err := auth.NewKeys(testCtx(t), js)
 		if err != nil {
 			t.Fatal(err)
@@ -126,7 +127,7 @@ func TestHTTPCredential(t *testing.T) {
 		if key, _, err = keys.Create(testCtx(t), "acme", ""); err != nil {
 			t.Fatal(err)
 		}
-		return handlers.IngressConfig{Auth: auth.Select(keys, nil)}
+		return ingress.IngressConfig{Auth: auth.Select(keys, nil)}
 	})
 	res, err := api.WithCredential(key).Run(testCtx(t), request(""))
 	if err != nil || res.Response != "hello, world" || res.TenantID != "acme" {

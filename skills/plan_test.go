@@ -11,7 +11,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/executor"
+	"github.com/agentbus/agentbus/handlers/planner"
+	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/llm/offline"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/schema"
@@ -20,8 +22,8 @@ import (
 
 // The Client serves the planner and the executor in both modes.
 var (
-	_ handlers.SkillFinder = (*skills.Client)(nil)
-	_ handlers.SkillCaller = (*skills.Client)(nil)
+	_ planner.SkillFinder  = (*skills.Client)(nil)
+	_ executor.SkillCaller = (*skills.Client)(nil)
 )
 
 // TestPlannerOverPlainMCPServer plans tasks with the offline model over
@@ -37,7 +39,7 @@ func TestPlannerOverPlainMCPServer(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	planner := handlers.NewPlanner(offline.New(), c, zerolog.Nop())
+	planner := planner.NewPlanner(offline.New(), c, zerolog.Nop())
 
 	cases := []struct {
 		task, skill, field, fieldType string // the step's skill and one field of its return_spec
@@ -51,7 +53,7 @@ func TestPlannerOverPlainMCPServer(t *testing.T) {
 		runID := fmt.Sprintf("run-everything-%d", i)
 		run := orch.RunState{
 			Request:  orch.RunRequest{RunID: runID, TenantID: tenant, UserID: "u1", SessionID: session, Message: tc.task},
-			TaskType: "general", Pattern: handlers.PatternPlanThenExecute, Seq: 1,
+			TaskType: "general", Pattern: router.PatternPlanThenExecute, Seq: 1,
 			Plan: orch.Plan{PlanID: "plan-" + runID, Status: orch.PlanPlanning},
 		}
 		ev, err := events.New("plan-req-"+runID, events.TypePlanRequested, events.Meta{Tenant: tenant, Session: session, Run: runID},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
@@ -36,7 +37,7 @@ func TestLayer(t *testing.T) {
 	sessions, _ := e.js.KeyValue(testCtx(t), handlers.BucketSessions)
 	clock := time.Now()
 	layer := &tools.Layer{Next: sk, Defs: e.st, Now: func() time.Time { return clock },
-		System:   &tools.System{JS: e.js, Memory: e.st, Sessions: &handlers.Sessions{KV: sessions}},
+		System:   &tools.System{JS: e.js, Memory: e.st, Sessions: &runctl.Sessions{KV: sessions}},
 		Webhooks: &tools.Webhooks{Secrets: e.secrets, Client: rc.srv.Client()}}
 	tool := hookTool(t, e, rc, "tool-orders", "/orders", agents.ToolHandler{Idempotent: true})
 	tool.Name, tool.Description = "lookup_order", "Look up the shipping status of a customer order by its id."

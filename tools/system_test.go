@@ -13,18 +13,19 @@ import (
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/tools"
 )
 
-func newSystem(t *testing.T, e *env) (*tools.System, *handlers.Sessions) {
+func newSystem(t *testing.T, e *env) (*tools.System, *runctl.Sessions) {
 	t.Helper()
 	kv, err := e.js.KeyValue(testCtx(t), handlers.BucketSessions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sessions := &handlers.Sessions{KV: kv}
+	sessions := &runctl.Sessions{KV: kv}
 	return &tools.System{JS: e.js, Memory: e.st, Sessions: sessions}, sessions
 }
 

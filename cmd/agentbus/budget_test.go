@@ -9,7 +9,8 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/ledger"
+	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/orch"
@@ -49,7 +50,7 @@ func TestBudget_FourLanesOnTwoExecutorProcessesNeverPassTheCap(t *testing.T) {
 	_, js := connect(t, c.nats)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	presetConfig(t, js, handlers.ConfigKeyBudgets, []byte(fmt.Sprintf(`{"defaults":{"tool_calls":%d}}`, capCalls)))
+	presetConfig(t, js, router.ConfigKeyBudgets, []byte(fmt.Sprintf(`{"defaults":{"tool_calls":%d}}`, capCalls)))
 	procs := c.startAll(2)
 
 	start := time.Now()
@@ -69,7 +70,7 @@ func TestBudget_FourLanesOnTwoExecutorProcessesNeverPassTheCap(t *testing.T) {
 	// The ledger: 6 tool calls split 4 ways leave every lane a share of
 	// none, so each call was drawn from the group's pool, one entry of
 	// the budgets bucket moved by compare-and-set from both processes.
-	budgets, err := js.KeyValue(ctx, handlers.BucketBudgets)
+	budgets, err := js.KeyValue(ctx, ledger.BucketBudgets)
 	if err != nil {
 		t.Fatal(err)
 	}

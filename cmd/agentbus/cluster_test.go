@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/ledger"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/skills/demo"
@@ -169,7 +169,7 @@ func TestCluster_AgentStreamLeaderKilledMidRun(t *testing.T) {
 // consumers' groups and a KV bucket.
 func assertReplicas(t *testing.T, ctx context.Context, js jetstream.JetStream, want int) {
 	t.Helper()
-	for _, name := range []string{events.StreamAgent, events.StreamReply, "KV_" + handlers.BucketBudgets} {
+	for _, name := range []string{events.StreamAgent, events.StreamReply, "KV_" + ledger.BucketBudgets} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatal(err)

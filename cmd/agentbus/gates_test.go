@@ -16,6 +16,8 @@ import (
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/router"
+	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/skills"
@@ -34,13 +36,13 @@ func TestGates_ADestructiveSkillWaitsForAHumanOverHTTP(t *testing.T) {
 	destructive := &skills.Annotations{ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(true)}
 	c := newCluster(t, demo.Config{Hints: map[string]*skills.Annotations{demo.SkillOutletList: destructive}})
 	_, js := connect(t, c.nats)
-	patterns := make([]json.RawMessage, len(handlers.DefaultPatterns))
-	for i, p := range handlers.DefaultPatterns {
+	patterns := make([]json.RawMessage, len(router.DefaultPatterns))
+	for i, p := range router.DefaultPatterns {
 		p.GateTTLS = 4
 		patterns[i], _ = json.Marshal(p)
 	}
 	b, _ := json.Marshal(patterns)
-	presetConfig(t, js, handlers.ConfigKeyPatterns, b)
+	presetConfig(t, js, router.ConfigKeyPatterns, b)
 	c.startAll(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -133,13 +135,13 @@ func assertReplays(t *testing.T, ctx context.Context, js jetstream.JetStream, wa
 	if err != nil {
 		t.Fatal(err)
 	}
-	gates, _ := js.KeyValue(ctx, handlers.BucketGates)
+	gates, _ := js.KeyValue(ctx, runctl.BucketGates)
 	cancels, _ := js.KeyValue(ctx, handlers.BucketCancels)
 	if len(runs) != want {
 		t.Fatalf("%d recorded runs, want %d", len(runs), want)
 	}
 	for id, r := range runs {
-		rep := handlers.ReplayRun(id, r.msgs, controlsOf(ctx, gates, cancels, r.tenant, id))
+		rep := runctl.ReplayRun(id, r.msgs, controlsOf(ctx, gates, cancels, r.tenant, id))
 		if rep.Decisions == 0 || rep.Code == "" || len(rep.Divergences) > 0 {
 			t.Errorf("replay of %s: %d decisions, code %q, divergences %+v", id, rep.Decisions, rep.Code, rep.Divergences)
 		}
@@ -147,7 +149,7 @@ func assertReplays(t *testing.T, ctx context.Context, js jetstream.JetStream, wa
 }
 
 // listGates reads GET /agent/runs/{run_id}/approvals.
-func listGates(t *testing.T, ctx context.Context, base, runID string) []handlers.GateView {
+func listGates(t *testing.T, ctx context.Context, base, runID string) []runctl.GateView {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/agent/runs/"+runID+"/approvals", nil)
 	req.Header.Set("X-Tenant-Id", "demo")
@@ -157,7 +159,7 @@ func listGates(t *testing.T, ctx context.Context, base, runID string) []handlers
 	}
 	defer resp.Body.Close()
 	var body struct {
-		Gates []handlers.GateView `json:"gates"`
+		Gates []runctl.GateView `json:"gates"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil {
 		t.Fatalf("GET approvals: %s", resp.Status)

@@ -13,13 +13,13 @@ import (
 
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/ingress"
 	"github.com/agentbus/agentbus/store"
 )
 
 // evaluations answers GET /agent/events/{event_id} as tenant: the status
 // and, on 200, the recorded evaluations.
-func evaluations(t *testing.T, base, tenant, eventID string) (int, []handlers.RecordedEvaluation) {
+func evaluations(t *testing.T, base, tenant, eventID string) (int, []ingress.RecordedEvaluation) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, base+"/agent/events/"+eventID, nil)
 	if err != nil {
@@ -31,7 +31,7 @@ func evaluations(t *testing.T, base, tenant, eventID string) (int, []handlers.Re
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out handlers.EventEvaluations
+	var out ingress.EventEvaluations
 	if resp.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 			t.Fatal(err)
@@ -42,9 +42,9 @@ func evaluations(t *testing.T, base, tenant, eventID string) (int, []handlers.Re
 
 // waitEvaluations waits until eventID of tenant has n evaluations and
 // returns them, oldest first.
-func waitEvaluations(t *testing.T, base, tenant, eventID string, n int) []handlers.RecordedEvaluation {
+func waitEvaluations(t *testing.T, base, tenant, eventID string, n int) []ingress.RecordedEvaluation {
 	t.Helper()
-	var got []handlers.RecordedEvaluation
+	var got []ingress.RecordedEvaluation
 	eventually(t, 15*time.Second, "the evaluations of "+eventID, func() bool {
 		_, got = evaluations(t, base, tenant, eventID)
 		return len(got) >= n
@@ -94,8 +94,8 @@ func TestInboundEventsOverNATS(t *testing.T) {
 	// A match: one run of the high-priority trigger's agent, which ends.
 	publish("agent.inbound.demo", event("in-1", "inbound"))
 	ev := waitEvaluations(t, base, "demo", "in-1", 1)[0]
-	if ev.Outcome != handlers.OutcomeStarted || ev.Source != handlers.SourceNATS || ev.TriggerID != high || ev.AgentID != analyst ||
-		ev.RunID != handlers.InboundRunID("demo", "in-1") || ev.EventType != agents.EventMessageNew {
+	if ev.Outcome != ingress.OutcomeStarted || ev.Source != ingress.SourceNATS || ev.TriggerID != high || ev.AgentID != analyst ||
+		ev.RunID != ingress.InboundRunID("demo", "in-1") || ev.EventType != agents.EventMessageNew {
 		t.Fatalf("evaluation of in-1: %+v", ev)
 	}
 	if len(ev.Triggers) != 2 || ev.Triggers[0].TriggerID != high || ev.Triggers[1].TriggerID != low ||
@@ -110,7 +110,7 @@ func TestInboundEventsOverNATS(t *testing.T) {
 	// No match: recorded with the failed condition, no run.
 	publish("agent.inbound.demo", event("in-2", "outbound"))
 	ev = waitEvaluations(t, base, "demo", "in-2", 1)[0]
-	if ev.Outcome != handlers.OutcomeNoMatch || ev.RunID != "" || ev.TriggerID != "" || len(ev.Triggers) != 2 {
+	if ev.Outcome != ingress.OutcomeNoMatch || ev.RunID != "" || ev.TriggerID != "" || len(ev.Triggers) != 2 {
 		t.Fatalf("evaluation of in-2: %+v", ev)
 	}
 	for _, c := range ev.Triggers {
@@ -123,7 +123,7 @@ func TestInboundEventsOverNATS(t *testing.T) {
 	// of the same run, which is not requested twice.
 	publish("agent.inbound.demo", event("in-1", "inbound"))
 	again := waitEvaluations(t, base, "demo", "in-1", 2)
-	if again[1].RunID != again[0].RunID || again[1].Outcome != handlers.OutcomeDuplicate {
+	if again[1].RunID != again[0].RunID || again[1].Outcome != ingress.OutcomeDuplicate {
 		t.Fatalf("the duplicate's evaluation %+v", again[1])
 	}
 
@@ -134,7 +134,7 @@ func TestInboundEventsOverNATS(t *testing.T) {
 	publish("agent.inbound.demo", `not json`)
 	publish("agent.inbound.b@d", event("in-4", "inbound"))
 	publish("agent.inbound.demo", event("in-3", "elsewhere"))
-	if ev := waitEvaluations(t, base, "demo", "in-3", 1)[0]; ev.Outcome != handlers.OutcomeNoMatch {
+	if ev := waitEvaluations(t, base, "demo", "in-3", 1)[0]; ev.Outcome != ingress.OutcomeNoMatch {
 		t.Fatalf("evaluation of in-3 after the malformed events: %+v", ev)
 	}
 	letters := deadLetters(t, ctx, js, 4)
@@ -166,7 +166,7 @@ func TestInboundEventsOverNATS(t *testing.T) {
 	// neither sees the other's.
 	publish("agent.inbound.beta", event("in-1", "inbound"))
 	beta := waitEvaluations(t, base, "beta", "in-1", 1)[0]
-	if beta.Outcome != handlers.OutcomeNoMatch || len(beta.Triggers) != 0 {
+	if beta.Outcome != ingress.OutcomeNoMatch || len(beta.Triggers) != 0 {
 		t.Fatalf("beta's evaluation %+v, want no trigger of demo's", beta)
 	}
 	if _, demo := evaluations(t, base, "demo", "in-1"); len(demo) != 2 {
@@ -179,7 +179,7 @@ func TestInboundEventsOverNATS(t *testing.T) {
 	// The HTTP path records its evaluations the same way.
 	res := post(t, base+"/agent/events", "demo", `{"event_type":"message.new","session_id":"sess-h","data":{"message":{"direction":"out"}}}`, http.StatusOK)
 	id, _ := res["event_id"].(string)
-	if ev := waitEvaluations(t, base, "demo", id, 1)[0]; ev.Source != handlers.SourceHTTP || ev.Outcome != handlers.OutcomeNoMatch {
+	if ev := waitEvaluations(t, base, "demo", id, 1)[0]; ev.Source != ingress.SourceHTTP || ev.Outcome != ingress.OutcomeNoMatch {
 		t.Fatalf("HTTP evaluation %+v", ev)
 	}
 }

@@ -12,8 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/handlers"
-
+	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/orch"
@@ -81,12 +80,12 @@ func TestSupervisor_LaneThatNeverFinishesIsCutAtTheDeadline(t *testing.T) {
 	c := newCluster(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 1}}, "MODEL_PLANNER=openai:test-model",
 		"MODEL_BASE_URL="+chat.URL, "MODEL_API_KEY="+modelKey, "MODEL_MAX_RETRIES=1", "SKILL_TIMEOUT=6s")
 	nc, js := connect(t, c.nats)
-	patterns := slices.Clone(handlers.DefaultPatterns)
+	patterns := slices.Clone(router.DefaultPatterns)
 	for i := range patterns {
 		patterns[i].GroupTimeoutS = 2
 	}
 	pb, _ := json.Marshal(patterns)
-	presetConfig(t, js, handlers.ConfigKeyPatterns, pb)
+	presetConfig(t, js, router.ConfigKeyPatterns, pb)
 	c.startAll(1)
 
 	start := time.Now()
@@ -152,12 +151,12 @@ func countSubject(t *testing.T, js jetstream.JetStream, subject string) int {
 func TestRunDeadline_HungRunEndsTimeout(t *testing.T) {
 	c := newCluster(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 1}}, "SKILL_TIMEOUT=30s")
 	_, js := connect(t, c.nats)
-	patterns := slices.Clone(handlers.DefaultPatterns)
+	patterns := slices.Clone(router.DefaultPatterns)
 	for i := range patterns {
 		patterns[i].RunTimeoutS = 2
 	}
 	pb, _ := json.Marshal(patterns)
-	presetConfig(t, js, handlers.ConfigKeyPatterns, pb)
+	presetConfig(t, js, router.ConfigKeyPatterns, pb)
 	c.startAll(1)
 	start := time.Now()
 	res := postRun(t, c.ingURL, orch.RunRequest{TenantID: "demo", UserID: "u1", SessionID: "sess-timeout",

@@ -23,6 +23,7 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/ingress"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
@@ -81,14 +82,14 @@ func TestPerRolePermissions(t *testing.T) {
 	}
 	ic := conf(app.UserIngress)
 	ic.SkillServiceURL = skillSrv.URL + "/tenants/{tenant}/mcp"
-	ingress, err := app.Connect(ctx, app.UserIngress, ic, log.With().Str("process", "ingress").Logger())
+	ingressConn, err := app.Connect(ctx, app.UserIngress, ic, log.With().Str("process", "ingress").Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := make(chan string, 1)
 	wg.Go(func() {
-		defer ingress.Close()
-		err := app.ServeIngress(runCtx, ingress, app.IngressOptions{Addr: "127.0.0.1:0", RunTimeout: time.Minute},
+		defer ingressConn.Close()
+		err := app.ServeIngress(runCtx, ingressConn, app.IngressOptions{Addr: "127.0.0.1:0", RunTimeout: time.Minute},
 			func(a string) { addr <- a })
 		if err != nil && runCtx.Err() == nil {
 			t.Errorf("ingress: %v", err)
@@ -109,7 +110,7 @@ func TestPerRolePermissions(t *testing.T) {
 	// The projector writes the run's execution record with its own
 	// credentials, and the ingress reads it with its own.
 	eventually(t, 10*time.Second, "the run's execution record", func() bool {
-		var list handlers.ExecutionList
+		var list ingress.ExecutionList
 		getJSON(t, url+"/agent/executions?session_id=s-perms", "demo", &list)
 		return len(list.Executions) == 1 && list.Executions[0].ExecutionID == res.RunID &&
 			list.Executions[0].Status == "success" && len(list.Executions[0].ToolCalls) > 0 && list.Executions[0].TokensIn > 0
@@ -122,7 +123,7 @@ func TestPerRolePermissions(t *testing.T) {
 	post(t, url+"/agent/run", "demo", `{"user_id":"u","session_id":"s-perms","message":"hello?"}`, http.StatusConflict)
 	queued := func(status string) func() bool {
 		return func() bool {
-			var list handlers.SessionList
+			var list ingress.SessionList
 			getJSON(t, url+"/agent/sessions?status="+status, "demo", &list)
 			return len(list.Sessions) == 1 && list.Sessions[0].SessionID == "s-perms"
 		}
@@ -144,11 +145,11 @@ func TestPerRolePermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := waitEvaluations(t, url, "demo", "perm-1", 1)
-	if evs[0].Outcome != handlers.OutcomeStarted || evs[0].AgentID != analyst {
+	if evs[0].Outcome != ingress.OutcomeStarted || evs[0].AgentID != analyst {
 		t.Fatalf("perm-1's evaluation %+v", evs[0])
 	}
 	eventually(t, 20*time.Second, "the inbound event's run", func() bool {
-		plan, _, err := ingress.Store.GetPlan(ctx, "demo", evs[0].PlanID)
+		plan, _, err := ingressConn.Store.GetPlan(ctx, "demo", evs[0].PlanID)
 		return err == nil && plan.Status == store.PlanStatusComplete
 	})
 	if dl := deadLetters(t, ctx, ajs, 1)[0]; !strings.Contains(dl.Reason, "unknown field") || dl.Deliveries != 1 {

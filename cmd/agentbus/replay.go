@@ -19,6 +19,7 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/runctl"
 )
 
 // replay re-derives recorded runs' decisions from the AGENT stream,
@@ -72,13 +73,13 @@ func replay(args []string) int {
 		fmt.Fprintln(os.Stderr, "agentbus replay: no recorded run found")
 		return 1
 	}
-	gates, _ := js.KeyValue(ctx, handlers.BucketGates)
+	gates, _ := js.KeyValue(ctx, runctl.BucketGates)
 	cancels, _ := js.KeyValue(ctx, handlers.BucketCancels)
 	ids := slices.Sorted(maps.Keys(runs))
 	diverged := 0
 	for _, id := range ids {
 		rec := runs[id]
-		rep := handlers.ReplayRun(id, rec.msgs, controlsOf(ctx, gates, cancels, rec.tenant, id))
+		rep := runctl.ReplayRun(id, rec.msgs, controlsOf(ctx, gates, cancels, rec.tenant, id))
 		if len(rep.Divergences) > 0 {
 			diverged++
 		}
@@ -157,10 +158,10 @@ func recordedRuns(ctx context.Context, js jetstream.JetStream, tenant string, st
 
 // controlsOf reads a run's recorded controls: its gates, its cancel and
 // its interrupt.
-func controlsOf(ctx context.Context, gates, cancels jetstream.KeyValue, tenant, runID string) handlers.ReplayControls {
-	c := handlers.ReplayControls{Gates: map[string]handlers.GateRecord{}}
+func controlsOf(ctx context.Context, gates, cancels jetstream.KeyValue, tenant, runID string) runctl.ReplayControls {
+	c := runctl.ReplayControls{Gates: map[string]runctl.GateRecord{}}
 	if gates != nil {
-		if recs, err := (&handlers.Gates{KV: gates}).List(ctx, tenant, runID); err == nil {
+		if recs, err := (&runctl.Gates{KV: gates}).List(ctx, tenant, runID); err == nil {
 			for _, r := range recs {
 				c.Gates[r.Gate.ID] = r
 			}
@@ -168,7 +169,7 @@ func controlsOf(ctx context.Context, gates, cancels jetstream.KeyValue, tenant, 
 	}
 	if cancels != nil {
 		if e, err := cancels.Get(ctx, tenant+"."+runID); err == nil {
-			var k handlers.Cancel
+			var k runctl.Cancel
 			_ = json.Unmarshal(e.Value(), &k)
 			if k.At.IsZero() {
 				k.At = e.Created()
@@ -176,7 +177,7 @@ func controlsOf(ctx context.Context, gates, cancels jetstream.KeyValue, tenant, 
 			c.Cancel = &k
 		}
 		if e, err := cancels.Get(ctx, tenant+"."+runID+".interrupt"); err == nil {
-			var i handlers.Interrupt
+			var i runctl.Interrupt
 			if json.Unmarshal(e.Value(), &i) == nil && strings.TrimSpace(i.ID) != "" {
 				c.Interrupt = &i
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/memory"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/skills/demo"
@@ -129,7 +130,7 @@ func TestTenantCredentialsNeverRecorded(t *testing.T) {
 			docs = append(docs, m)
 		}
 	}
-	hits, err := s.Deps.Store.QueryMemory(ctx, store.MemoryQuery{TenantID: "demo", Scope: handlers.ScopeUser,
+	hits, err := s.Deps.Store.QueryMemory(ctx, store.MemoryQuery{TenantID: "demo", Scope: memory.ScopeUser,
 		Vector: make([]float32, s.Deps.Embedder.Dimension()), TopK: 100})
 	if err != nil || len(hits) != 2 {
 		t.Fatalf("the users' memory holds %d exchanges (%v), want 2", len(hits), err)

@@ -10,7 +10,8 @@ import (
 
 	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/cmd/internal/app"
-	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/ledger"
+	"github.com/agentbus/agentbus/handlers/runctl"
 )
 
 // TestSetup_AsAdminOnAServerAgentbusDoesNotRun: agentbus setup, as admin
@@ -41,7 +42,7 @@ func TestSetup_AsAdminOnAServerAgentbusDoesNotRun(t *testing.T) {
 			t.Errorf("consumer %s on %s: %v", c.Name, c.Stream, err)
 		}
 	}
-	for _, b := range append([]string{auth.KeyBucket}, handlers.BucketGates, handlers.BucketBudgets) {
+	for _, b := range append([]string{auth.KeyBucket}, runctl.BucketGates, ledger.BucketBudgets) {
 		if _, err := ajs.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}

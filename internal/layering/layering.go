@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -203,4 +205,39 @@ func relative(path string) (string, bool) {
 		return ".", true
 	}
 	return strings.CutPrefix(path, Module+"/")
+}
+
+// Sizes returns the number of lines of every package of the module rooted
+// at dir, over its non-test Go files, by package relative to Module.
+func Sizes(ctx context.Context, dir string) (map[string]int, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-e", "-json=ImportPath,Dir,GoFiles", "./...")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("layering: go list: %w", err)
+	}
+	sizes := map[string]int{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Dir        string
+			GoFiles    []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			return nil, fmt.Errorf("layering: go list output: %w", err)
+		}
+		pkg, ok := relative(p.ImportPath)
+		if !ok {
+			continue
+		}
+		for _, f := range p.GoFiles {
+			b, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				return nil, fmt.Errorf("layering: %w", err)
+			}
+			sizes[pkg] += bytes.Count(b, []byte("\n"))
+		}
+	}
+	return sizes, nil
 }

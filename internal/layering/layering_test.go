@@ -78,3 +78,24 @@ func TestPatternsPickTheMostSpecificRow(t *testing.T) {
 		t.Fatal("a table without a \"may import\" column parsed")
 	}
 }
+
+// maxPackageLines is the size past which a package is split (issue 35:
+// "no package over about 4,000 lines"), counted over its non-test files.
+const maxPackageLines = 4200
+
+func TestNoPackageIsOverAboutFourThousandLines(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sizes, err := layering.Sizes(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sizes["orch"] == 0 {
+		t.Fatal("no lines counted for orch: go list read the wrong module")
+	}
+	for pkg, n := range sizes {
+		if n > maxPackageLines {
+			t.Errorf("%s has %d non-test lines, over %d: split it (docs/ARCHITECTURE.md, Packages)", pkg, n, maxPackageLines)
+		}
+	}
+}

@@ -12,7 +12,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go"
 
-	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/executor"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/tools"
@@ -124,15 +124,15 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 		"scopes to ask for when the Skill Service's challenge and metadata name none, space-separated (env SKILL_OAUTH_SCOPES)")
 	fs.StringVar(&c.SkillCommand, "skill-command", env("SKILL_COMMAND", ""),
 		"stdio MCP server command line, split on spaces or a JSON array; one server serves every tenant (env SKILL_COMMAND)")
-	fs.DurationVar(&c.SkillTimeout, "skill-timeout", envDuration("SKILL_TIMEOUT", handlers.DefaultSkillTimeout),
+	fs.DurationVar(&c.SkillTimeout, "skill-timeout", envDuration("SKILL_TIMEOUT", executor.DefaultSkillTimeout),
 		"bound of one skill call: a call that takes longer fails its step, and the run replans around it (env SKILL_TIMEOUT)")
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", envInt("SKILL_BREAKER_FAILURES", 5),
 		"consecutive failures of a skill that open its circuit: its calls then fail fast (env SKILL_BREAKER_FAILURES)")
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", envDuration("SKILL_BREAKER_COOLDOWN", 30*time.Second),
 		"how long an open circuit fails calls fast before one trial call (env SKILL_BREAKER_COOLDOWN)")
-	fs.IntVar(&c.RepeatCallLimit, "repeat-call-limit", envInt("REPEAT_CALL_LIMIT", handlers.DefaultRepeatCallLimit),
+	fs.IntVar(&c.RepeatCallLimit, "repeat-call-limit", envInt("REPEAT_CALL_LIMIT", executor.DefaultRepeatCallLimit),
 		"identical calls (same skill, same arguments) one step may make; the next ends the run REPEATED_FAILURE (env REPEAT_CALL_LIMIT)")
-	fs.IntVar(&c.ContextTokens, "context-tokens", envInt("CONTEXT_TOKENS", handlers.DefaultContextTokens),
+	fs.IntVar(&c.ContextTokens, "context-tokens", envInt("CONTEXT_TOKENS", executor.DefaultContextTokens),
 		"context budget of a step's turns in tokens; past 80 % older turns are compressed (env CONTEXT_TOKENS)")
 	fs.BoolVar(&c.SandboxUnsafe, "sandbox-unsafe", env("SANDBOX_ALLOW_UNSAFE", "") == "1",
 		"DEVELOPMENT ONLY: run extraction scripts without isolation when none is available (env SANDBOX_ALLOW_UNSAFE=1)")

@@ -17,6 +17,8 @@ import (
 	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/ledger"
+	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/store/embedded"
 )
 
@@ -31,7 +33,7 @@ const (
 // IngressBuckets are the KV buckets the ingress reads and writes besides
 // the store's: forwarded keys, cancels, sessions and tenants' API keys.
 var IngressBuckets = []string{handlers.BucketCredentials, handlers.BucketCancels, handlers.BucketSessions, auth.KeyBucket,
-	handlers.BucketGates, handlers.BucketToolSecrets, handlers.BucketLimits, handlers.BucketConfig}
+	runctl.BucketGates, handlers.BucketToolSecrets, ledger.BucketLimits, handlers.BucketConfig}
 
 // NATSUsers are the user names of a server with per-role permissions: one
 // per role process (the aggregator process runs the projector too, on one

@@ -19,6 +19,9 @@ import (
 
 	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/ingress"
+	"github.com/agentbus/agentbus/handlers/ledger"
+	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/metrics"
 )
 
@@ -99,17 +102,17 @@ type IngressOptions struct {
 	// Limits are the tenants' default request limits (the config
 	// bucket's "limits" key overrides them per tenant); LeaseTTL bounds
 	// how long a run holds a concurrency slot its ingress never saw end.
-	Limits   handlers.TenantLimits
+	Limits   ledger.TenantLimits
 	LeaseTTL time.Duration
 }
 
 // RegisterLimits registers the request-limit flags on fs.
 func (o *IngressOptions) RegisterLimits(fs *flag.FlagSet) {
-	fs.IntVar(&o.Limits.RequestsPerMinute, "rate-limit", envInt("RATE_LIMIT_PER_MINUTE", handlers.DefaultRequestsPerMinute),
+	fs.IntVar(&o.Limits.RequestsPerMinute, "rate-limit", envInt("RATE_LIMIT_PER_MINUTE", ledger.DefaultRequestsPerMinute),
 		"runs a tenant may start per minute across every ingress, POST /agent/run and /agent/events; past it 429 with Retry-After (env RATE_LIMIT_PER_MINUTE)")
-	fs.IntVar(&o.Limits.ConcurrentRuns, "max-concurrent-runs", envInt("TENANT_MAX_CONCURRENT_RUNS", handlers.DefaultConcurrentRuns),
+	fs.IntVar(&o.Limits.ConcurrentRuns, "max-concurrent-runs", envInt("TENANT_MAX_CONCURRENT_RUNS", ledger.DefaultConcurrentRuns),
 		"runs of one tenant in flight at once across every ingress; past it 429 with Retry-After (env TENANT_MAX_CONCURRENT_RUNS)")
-	fs.DurationVar(&o.LeaseTTL, "run-lease-ttl", envDuration("RUN_LEASE_TTL", handlers.DefaultRunLeaseTTL),
+	fs.DurationVar(&o.LeaseTTL, "run-lease-ttl", envDuration("RUN_LEASE_TTL", ledger.DefaultRunLeaseTTL),
 		"how long a run holds its concurrency slot if its end is never seen (a process died); at most 23h (env RUN_LEASE_TTL)")
 }
 
@@ -173,11 +176,11 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	if err != nil {
 		return fmt.Errorf("cancels bucket: %w", err)
 	}
-	gates, err := d.bucket(ctx, handlers.BucketGates)
+	gates, err := d.bucket(ctx, runctl.BucketGates)
 	if err != nil {
 		return fmt.Errorf("gates bucket: %w", err)
 	}
-	limits, err := d.bucket(ctx, handlers.BucketLimits)
+	limits, err := d.bucket(ctx, ledger.BucketLimits)
 	if err != nil {
 		return fmt.Errorf("limits bucket: %w", err)
 	}
@@ -193,11 +196,11 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	if err != nil {
 		return err
 	}
-	g := handlers.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
-		handlers.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds,
-			Sessions: &handlers.Sessions{KV: sessions}, Embedder: d.Embedder, Cancels: handlers.NewCancels(cancels),
-			Gates: &handlers.Gates{KV: gates}, Artifacts: artifacts, ToolSecrets: secrets,
-			Limiter: &handlers.Limiter{KV: limits, Config: config, Defaults: opts.Limits, LeaseTTL: opts.LeaseTTL}})
+	g := ingress.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
+		ingress.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds,
+			Sessions: &runctl.Sessions{KV: sessions}, Embedder: d.Embedder, Cancels: runctl.NewCancels(cancels),
+			Gates: &runctl.Gates{KV: gates}, Artifacts: artifacts, ToolSecrets: secrets,
+			Limiter: &ledger.Limiter{KV: limits, Config: config, Defaults: opts.Limits, LeaseTTL: opts.LeaseTTL}})
 	if err := retry(ctx, g.Start); err != nil {
 		return err
 	}

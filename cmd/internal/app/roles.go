@@ -11,6 +11,14 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/aggregator"
+	"github.com/agentbus/agentbus/handlers/executor"
+	"github.com/agentbus/agentbus/handlers/ledger"
+	"github.com/agentbus/agentbus/handlers/monitor"
+	"github.com/agentbus/agentbus/handlers/planner"
+	"github.com/agentbus/agentbus/handlers/projector"
+	"github.com/agentbus/agentbus/handlers/router"
+	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/tools"
 )
 
@@ -47,32 +55,32 @@ type Role struct {
 
 // Roles are the roles of agentbus.
 var Roles = []Role{
-	{Name: handlers.RoleRouter, Routes: (&handlers.Router{}).Routes(),
+	{Name: handlers.RoleRouter, Routes: (&router.Router{}).Routes(),
 		Emits: []string{events.TypePlanRequested, events.TypeStepRequested, events.TypeRunFinished, events.TypeReplyChunk,
 			events.TypeGroupDeadline, events.TypeRunDeadline, events.TypeApprovalDecided, events.TypeRunParked,
 			events.TypeRunRequested}, // a session's next run, once the one before it ended
 		Buckets: []string{handlers.BucketConfig, handlers.BucketCredentials, handlers.BucketSessions, handlers.BucketCancels,
-			handlers.BucketLocks, handlers.BucketBudgets, handlers.BucketQuotas, handlers.BucketGates, handlers.BucketSessionRuns},
+			handlers.BucketLocks, ledger.BucketBudgets, ledger.BucketQuotas, runctl.BucketGates, runctl.BucketSessionRuns},
 		Build: buildRouter},
-	{Name: handlers.RolePlanner, Routes: (&handlers.Planner{}).Routes(), Emits: []string{events.TypePlanProposed},
-		Buckets: []string{handlers.BucketCredentials, handlers.BucketBudgets, handlers.BucketQuotas, handlers.BucketToolSecrets, handlers.BucketSessions},
+	{Name: handlers.RolePlanner, Routes: (&planner.Planner{}).Routes(), Emits: []string{events.TypePlanProposed},
+		Buckets: []string{handlers.BucketCredentials, ledger.BucketBudgets, ledger.BucketQuotas, handlers.BucketToolSecrets, handlers.BucketSessions},
 		Build:   buildPlanner},
-	{Name: handlers.RoleExecutor, Routes: (&handlers.Executor{}).Routes(),
+	{Name: handlers.RoleExecutor, Routes: (&executor.Executor{}).Routes(),
 		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined, events.TypeReplyChunk},
 		Buckets: []string{handlers.BucketLocks, handlers.BucketToolcalls, handlers.BucketCredentials, handlers.BucketCancels,
-			handlers.BucketBudgets, handlers.BucketQuotas, handlers.BucketConfig, handlers.BucketGates,
+			ledger.BucketBudgets, ledger.BucketQuotas, handlers.BucketConfig, runctl.BucketGates,
 			handlers.BucketToolSecrets, handlers.BucketSessions, // the webhook and system tools (tools.Layer)
-			handlers.BucketCircuits},
+			ledger.BucketCircuits},
 		Publishes:    tools.Subjects,                     // send_message, trigger_flow
 		ObjectStores: []string{handlers.BucketArtifacts}, // the skill results' attachments (Deps.Skills)
 		Build:        buildExecutor},
-	{Name: handlers.RoleAggregator, Routes: (&handlers.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
+	{Name: handlers.RoleAggregator, Routes: (&aggregator.Aggregator{}).Routes(), Emits: []string{events.TypeGroupJoined},
 		Buckets: []string{handlers.BucketFanin}, Build: buildAggregator},
 	// The projector reads the trails of AGENT in batches, one process at
 	// a time (events.Consumer.Single).
-	{Name: handlers.RoleProjector, Routes: (&handlers.Projector{}).Routes(), Unlimited: true,
-		FlushOn: handlers.ProjectorFlushOn, Emits: []string{events.TypeAlertEvaluate}, Build: buildProjector},
-	{Name: handlers.RoleMonitor, Routes: (&handlers.Monitor{}).Routes(), Emits: []string{events.TypeAlertEvaluate},
+	{Name: handlers.RoleProjector, Routes: (&projector.Projector{}).Routes(), Unlimited: true,
+		FlushOn: projector.ProjectorFlushOn, Emits: []string{events.TypeAlertEvaluate}, Build: buildProjector},
+	{Name: handlers.RoleMonitor, Routes: (&monitor.Monitor{}).Routes(), Emits: []string{events.TypeAlertEvaluate},
 		Buckets: []string{handlers.BucketAlerts}, Build: buildMonitor},
 }
 
@@ -192,7 +200,7 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	if err != nil {
 		return nil, err
 	}
-	if err := retry(ctx, func() error { return handlers.SeedConfig(ctx, cfg) }); err != nil {
+	if err := retry(ctx, func() error { return router.SeedConfig(ctx, cfg) }); err != nil {
 		return nil, err
 	}
 	creds, err := d.Credentials(ctx)
@@ -211,21 +219,21 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	if err != nil {
 		return nil, err
 	}
-	r := handlers.NewRouter(d.Models.Router, d.Store, cfg, log)
+	r := router.NewRouter(d.Models.Router, d.Store, cfg, log)
 	r.JS = d.JS // the config bucket's values for a run in one request
 	r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
-	r.Sessions, r.Locks = &handlers.Sessions{KV: sessions}, locks
+	r.Sessions, r.Locks = &runctl.Sessions{KV: sessions}, locks
 	r.Cancels = cancels
-	gates, err := d.bucket(ctx, handlers.BucketGates)
+	gates, err := d.bucket(ctx, runctl.BucketGates)
 	if err != nil {
 		return nil, err
 	}
-	r.Gates = &handlers.Gates{KV: gates}
-	sessionRuns, err := d.bucket(ctx, handlers.BucketSessionRuns)
+	r.Gates = &runctl.Gates{KV: gates}
+	sessionRuns, err := d.bucket(ctx, runctl.BucketSessionRuns)
 	if err != nil {
 		return nil, err
 	}
-	r.SessionRuns = &handlers.SessionRuns{KV: sessionRuns}
+	r.SessionRuns = &runctl.SessionRuns{KV: sessionRuns}
 	if r.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
@@ -241,7 +249,7 @@ func buildPlanner(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Ro
 	if err != nil {
 		return nil, err
 	}
-	p := handlers.NewPlanner(d.Models.Planner, layer, log)
+	p := planner.NewPlanner(d.Models.Planner, layer, log)
 	p.Credentials = creds
 	if p.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
@@ -270,7 +278,7 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	if err != nil {
 		return nil, err
 	}
-	x := handlers.NewExecutor(d.Models.Executor, layer, d.Store, locks, calls, log)
+	x := executor.NewExecutor(d.Models.Executor, layer, d.Store, locks, calls, log)
 	x.Credentials, x.Writer.Embedder, x.Cancels, x.Replies = creds, d.Embedder, cancels, &handlers.Replies{JS: d.JS}
 	if d.Config.MaxTurns > 0 {
 		x.MaxTurns = d.Config.MaxTurns
@@ -279,11 +287,11 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	if x.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
-	circuits, err := d.bucket(ctx, handlers.BucketCircuits)
+	circuits, err := d.bucket(ctx, ledger.BucketCircuits)
 	if err != nil {
 		return nil, err
 	}
-	x.Breakers = &handlers.Breakers{Failures: d.Config.BreakerFailures, Cooldown: d.Config.BreakerCooldown,
+	x.Breakers = &ledger.Breakers{Failures: d.Config.BreakerFailures, Cooldown: d.Config.BreakerCooldown,
 		Shared: circuits, Log: log}
 	if err := retry(ctx, func() error { return x.Breakers.Follow(ctx) }); err != nil {
 		return nil, fmt.Errorf("circuits: %w", err)
@@ -292,16 +300,16 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	if err != nil {
 		return nil, err
 	}
-	x.Modes = handlers.NewApprovalModes(cfg)
+	x.Modes = runctl.NewApprovalModes(cfg)
 	if err := retry(ctx, func() error { return x.Modes.Start(ctx) }); err != nil {
 		return nil, fmt.Errorf("approval modes: %w", err)
 	}
 	x.RepeatCallLimit, x.ContextTokens = d.Config.RepeatCallLimit, d.Config.ContextTokens
-	gates, err := d.bucket(ctx, handlers.BucketGates)
+	gates, err := d.bucket(ctx, runctl.BucketGates)
 	if err != nil {
 		return nil, err
 	}
-	x.Gates = &handlers.Gates{KV: gates}
+	x.Gates = &runctl.Gates{KV: gates}
 	if d.Config.SkillAPIKey != "" {
 		x.Secrets = append(x.Secrets, d.Config.SkillAPIKey)
 	}
@@ -316,11 +324,11 @@ func buildAggregator(ctx context.Context, d *Deps, log zerolog.Logger) ([]events
 	if err != nil {
 		return nil, err
 	}
-	return handlers.NewAggregator(fanin, log).Routes(), nil
+	return aggregator.NewAggregator(fanin, log).Routes(), nil
 }
 
 func buildProjector(_ context.Context, d *Deps, _ zerolog.Logger) ([]events.Route, error) {
-	return (&handlers.Projector{Store: d.Store, Embedder: d.Embedder, Alerts: true}).Routes(), nil
+	return (&projector.Projector{Store: d.Store, Embedder: d.Embedder, Alerts: true}).Routes(), nil
 }
 
 func buildMonitor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
@@ -328,9 +336,9 @@ func buildMonitor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Ro
 	if err != nil {
 		return nil, err
 	}
-	m := &handlers.Monitor{Store: d.Store, KV: kv, Log: log}
+	m := &monitor.Monitor{Store: d.Store, KV: kv, Log: log}
 	if d.Config.AlertWebhook != "" {
-		m.Webhook = &handlers.Webhook{URL: d.Config.AlertWebhook, Secret: []byte(d.Config.alertSecret)}
+		m.Webhook = &monitor.Webhook{URL: d.Config.AlertWebhook, Secret: []byte(d.Config.alertSecret)}
 	}
 	return m.Routes(), nil
 }

@@ -13,6 +13,14 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/executor"
+	"github.com/agentbus/agentbus/handlers/ingress"
+	"github.com/agentbus/agentbus/handlers/ledger"
+	"github.com/agentbus/agentbus/handlers/memory"
+	"github.com/agentbus/agentbus/handlers/planner"
+	"github.com/agentbus/agentbus/handlers/projector"
+	"github.com/agentbus/agentbus/handlers/router"
+	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/metrics"
 	"github.com/agentbus/agentbus/sandbox"
 	"github.com/agentbus/agentbus/skills"
@@ -35,10 +43,10 @@ func Logger(process, level string) zerolog.Logger {
 // Store is everything the processes need from the storage adapter; both
 // backends provide it.
 type Store interface {
-	handlers.RouterStore
-	handlers.MemoryStore
-	handlers.ProjectionStore
-	handlers.IngressStore
+	router.RouterStore
+	memory.MemoryStore
+	projector.ProjectionStore
+	ingress.IngressStore
 	Close() error
 }
 
@@ -87,8 +95,8 @@ func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, e
 // Skills is what the roles need from the skills: the planner finds them,
 // the executor calls them.
 type Skills interface {
-	handlers.SkillFinder
-	handlers.SkillCaller
+	planner.SkillFinder
+	executor.SkillCaller
 	Close() error
 }
 
@@ -309,22 +317,22 @@ func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
 }
 
 // Credentials returns the store of forwarded API keys.
-func (d *Deps) Credentials(ctx context.Context) (*handlers.Credentials, error) {
+func (d *Deps) Credentials(ctx context.Context) (*runctl.Credentials, error) {
 	kv, err := d.bucket(ctx, handlers.BucketCredentials)
 	if err != nil {
 		return nil, fmt.Errorf("credentials bucket: %w", err)
 	}
-	return &handlers.Credentials{KV: kv}, nil
+	return &runctl.Credentials{KV: kv}, nil
 }
 
 // Cancels returns the cancelled runs, following the cancels bucket until
 // ctx ends.
-func (d *Deps) Cancels(ctx context.Context) (*handlers.Cancels, error) {
+func (d *Deps) Cancels(ctx context.Context) (*runctl.Cancels, error) {
 	kv, err := d.bucket(ctx, handlers.BucketCancels)
 	if err != nil {
 		return nil, fmt.Errorf("cancels bucket: %w", err)
 	}
-	c := handlers.NewCancels(kv)
+	c := runctl.NewCancels(kv)
 	if err := retry(ctx, func() error { return c.Start(ctx) }); err != nil {
 		return nil, fmt.Errorf("cancels: %w", err)
 	}
@@ -333,16 +341,16 @@ func (d *Deps) Cancels(ctx context.Context) (*handlers.Cancels, error) {
 
 // Budgets is the budget ledger on the budgets bucket, with the token
 // quotas' ledgers on the quotas bucket.
-func (d *Deps) Budgets(ctx context.Context) (*handlers.Budgets, error) {
-	kv, err := d.bucket(ctx, handlers.BucketBudgets)
+func (d *Deps) Budgets(ctx context.Context) (*ledger.Budgets, error) {
+	kv, err := d.bucket(ctx, ledger.BucketBudgets)
 	if err != nil {
 		return nil, fmt.Errorf("budgets bucket: %w", err)
 	}
-	quotas, err := d.bucket(ctx, handlers.BucketQuotas)
+	quotas, err := d.bucket(ctx, ledger.BucketQuotas)
 	if err != nil {
 		return nil, fmt.Errorf("quotas bucket: %w", err)
 	}
-	return &handlers.Budgets{KV: kv, Quotas: quotas}, nil
+	return &ledger.Budgets{KV: kv, Quotas: quotas}, nil
 }
 
 // sandbox opens the extraction sandbox and starts its sweeper, or returns
@@ -391,6 +399,6 @@ func (d *Deps) toolLayer(ctx context.Context, log zerolog.Logger) (*tools.Layer,
 		return nil, err
 	}
 	return &tools.Layer{Next: d.Skills, Defs: d.Store,
-		System:   &tools.System{JS: d.JS, Memory: d.Store, Sessions: &handlers.Sessions{KV: sessions}},
+		System:   &tools.System{JS: d.JS, Memory: d.Store, Sessions: &runctl.Sessions{KV: sessions}},
 		Webhooks: &tools.Webhooks{Secrets: secrets, Log: log.With().Str("component", "webhook_tools").Logger()}}, nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/ledger"
 	"github.com/agentbus/agentbus/orch"
 )
 
@@ -37,18 +37,18 @@ func budgetDraw(ctx context.Context, srv *benchServer, n int) (BudgetDraw, error
 	if err := events.Bootstrap(ctx, js, app.Topology(events.Topology{})); err != nil {
 		return BudgetDraw{}, err
 	}
-	kv, err := js.KeyValue(ctx, handlers.BucketBudgets)
+	kv, err := js.KeyValue(ctx, ledger.BucketBudgets)
 	if err != nil {
 		return BudgetDraw{}, err
 	}
 	want := orch.Vector{orch.DimModelCalls: 1, orch.DimInputTokens: 900, orch.DimOutputTokens: 4096, orch.DimCostUSD: 0.043}
 	actual := orch.Vector{orch.DimModelCalls: 1, orch.DimInputTokens: 900, orch.DimOutputTokens: 120, orch.DimCostUSD: 0.0035}
-	b := &handlers.Budgets{KV: kv}
+	b := &ledger.Budgets{KV: kv}
 	var warmLat, coldLat []time.Duration
-	var rb handlers.RunBudget
+	var rb ledger.RunBudget
 	for i := range n {
 		if i%20 == 0 {
-			rb = handlers.NewRunBudget("bench", fmt.Sprintf("budget-%d", i/20), orch.DefaultLimits, time.Time{}, nil)
+			rb = ledger.NewRunBudget("bench", fmt.Sprintf("budget-%d", i/20), orch.DefaultLimits, time.Time{}, nil)
 		}
 		start := time.Now()
 		if err := b.Reserve(ctx, rb, want); err != nil {
@@ -66,7 +66,7 @@ func budgetDraw(ctx context.Context, srv *benchServer, n int) (BudgetDraw, error
 		req.Run.Request.TenantID, req.Run.Request.RunID = "bench", fmt.Sprintf("budget-lane-%d", i)
 		req.Run.Budget.Limits = orch.Vector{orch.DimModelCalls: 1, orch.DimInputTokens: 1e6, orch.DimOutputTokens: 1e6, orch.DimCostUSD: 100}
 		req.Group = orch.Group{ID: "grp-bench", Expected: 2}
-		lane := handlers.StepBudget(req)
+		lane := ledger.StepBudget(req)
 		start := time.Now()
 		if err := b.Reserve(ctx, lane, want); err != nil {
 			return BudgetDraw{}, err

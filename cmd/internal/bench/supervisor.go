@@ -7,7 +7,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/offline"
 )
@@ -36,7 +36,7 @@ func (m *supervisorModel) Complete(ctx context.Context, req llm.Request) (llm.Re
 	var v any
 	switch in := req.Input.(type) {
 	case llm.RouteInput:
-		v = llm.RouteOutput{TaskType: "general", Pattern: handlers.PatternSupervisor, Reason: "bench"}
+		v = llm.RouteOutput{TaskType: "general", Pattern: router.PatternSupervisor, Reason: "bench"}
 	case llm.SuperviseInput:
 		out := llm.SuperviseOutput{}
 		for i := range m.lanes {

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // analyse fills sum from the stream, the Skill Service and the records.

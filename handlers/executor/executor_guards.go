@@ -1,0 +1,391 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
+
+	"github.com/agentbus/agentbus/handlers/ledger"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/skills"
+)
+
+// The executor's guards (seed 003): each refuses something in code, writes
+// an audit event and, when the step cannot go on, stops it with an
+// outcome the decider maps to a terminal code, carrying the evidence.
+
+// Guard defaults.
+const (
+	// DefaultRepeatCallLimit is how many identical calls (same skill, same
+	// arguments) one step may make; the next is blocked.
+	DefaultRepeatCallLimit = 3
+	// DefaultDeniedLimit is how many calls of skills outside the allowed
+	// skills one step may attempt before it stops PERMISSION_DENIED.
+	DefaultDeniedLimit = 3
+	// DefaultContextTokens is the context budget of a step's turns: past
+	// 80 % of it, older turns are compressed further.
+	DefaultContextTokens = 32_000
+)
+
+// gateStop holds a call at a gate: the step parks until it is approved,
+// or, when its server asked the user something (elicit), answered.
+type gateStop struct {
+	call     orch.PendingCall
+	elicit   *orch.Elicitation
+	evidence json.RawMessage
+}
+
+func (g *gateStop) Error() string {
+	if g.elicit != nil {
+		return fmt.Sprintf("%s asks the user: %s", g.call.Skill, g.elicit.Message)
+	}
+	return fmt.Sprintf("%s (%s) awaits an approval", g.call.Skill, g.call.Mode)
+}
+
+// stepStop stops the step with a result: a guard refused to go on.
+type stepStop struct{ res orch.StepResult }
+
+func (s *stepStop) Error() string { return s.res.Reason }
+
+// stop returns the stepStop of outcome with its reason, a suggestion for
+// the planner and the evidence (marshalled into the result).
+func stop(outcome, reason, suggestion string, evidence any) error {
+	res := orch.StepResult{Outcome: outcome, Reason: reason, Suggestion: suggestion}
+	if evidence != nil {
+		res.Evidence, _ = json.Marshal(evidence)
+	}
+	return &stepStop{res: res}
+}
+
+// budgetStop is the step's end when the budget refused a draw.
+func (t *Turn) budgetStop(ex *ledger.Exhausted) *stepStop {
+	t.out.Audit("budget.exhausted", t.lineage(), ex)
+	outcome := orch.OutcomeBudgetExhausted
+	if ex.Dim == orch.DimWallClockS {
+		outcome = orch.OutcomeTimedOut
+	}
+	return &stepStop{res: orch.StepResult{Outcome: outcome, Reason: ex.Error(), Evidence: ex.Evidence()}}
+}
+
+// draw takes want from the run's budget, recording it as the step's,
+// and writes the hop's unsettled model calls with it (only the dimensions
+// want draws from are checked against their limits).
+func (t *Turn) draw(ctx context.Context, want orch.Vector) error {
+	return t.took(want, t.reserve(ctx, want))
+}
+
+// reserve is draw's ledger draw alone: it takes want from the run's
+// budget and returns the ledger's refusal (*Exhausted) as it is. took
+// books its outcome.
+func (t *Turn) reserve(ctx context.Context, want orch.Vector) error {
+	return t.Exec.Budgets.Reserve(ctx, t.budget, want)
+}
+
+// took books the outcome of reserving want: a refusal is the step's
+// budget stop; a draw is the step's.
+func (t *Turn) took(want orch.Vector, err error) error {
+	var ex *ledger.Exhausted
+	if errors.As(err, &ex) {
+		return t.budgetStop(ex)
+	}
+	if err != nil {
+		return err
+	}
+	t.drawn = t.drawn.Add(want)
+	return nil
+}
+
+// giveBack returns want, reserved but not spent (the call it was drawn
+// for was not made), to the run's budget.
+func (t *Turn) giveBack(ctx context.Context, want orch.Vector) {
+	_ = t.Exec.Budgets.Settle(context.WithoutCancel(ctx), t.budget, want, nil)
+}
+
+// spentSoFar is what the step drew besides model usage: its earlier
+// turns' and this hop's.
+func (t *Turn) spentSoFar() orch.Vector {
+	if len(t.drawn) == 0 {
+		return t.Req.Spent
+	}
+	return t.Req.Spent.Add(t.drawn)
+}
+
+// ArgsHash identifies a call's arguments whatever their key order or
+// spacing: the first 16 hex digits of the SHA-256 of their canonical JSON.
+func ArgsHash(args json.RawMessage) string {
+	var v any
+	canon := args
+	if json.Unmarshal(args, &v) == nil {
+		if b, err := json.Marshal(v); err == nil {
+			canon = b
+		}
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:8])
+}
+
+// registryVersion identifies the tools the step could call: their names,
+// schemas and annotations, hashed, in the step's order. It is computed
+// once a trace event needs it, and is "" before the manifests are loaded.
+func (t *Turn) registryVersion() string {
+	if t.registry != "" || len(t.manifests) == 0 {
+		return t.registry
+	}
+	h := sha256.New()
+	for _, name := range t.step.Skills {
+		if m, ok := t.manifests[name]; ok {
+			b, _ := json.Marshal(m)
+			h.Write(b)
+		}
+	}
+	t.registry = hex.EncodeToString(h.Sum(nil))[:12]
+	return t.registry
+}
+
+// guardCall runs the guards a tool call meets before it may be made: a
+// run's secret in its arguments fails closed (UNSAFE_DETECTION), a call
+// whose approval mode is gated (a destructive skill always) waits at a
+// gate unless the step holds its approval (gateStop), and an identical
+// call repeated past the limit is blocked (REPEATED_FAILURE).
+func (t *Turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error {
+	lin := t.lineage()
+	lin.SkillID = c.Name
+	if t.leaksSecret(ctx, c.Arguments) {
+		ev := map[string]any{"skill_id": c.Name, "args_hash": hash, "guard": "secret_in_arguments"}
+		t.out.Audit("guard.unsafe", lin, ev)
+		return stop(orch.OutcomeUnsafe, fmt.Sprintf("unsafe: the arguments of a %s call carry a credential of the run", c.Name),
+			"", ev)
+	}
+	if mode := t.mode(c.Name); t.Exec.Modes.Gated(t.Req.Run.Request.TenantID, mode) {
+		if a := t.approved; a != nil && a.Call.Skill == c.Name && a.Call.ArgsHash == hash {
+			t.out.Audit("approval.used", lin, map[string]any{"gate_id": a.Gate, "by": a.By, "action": c.Name, "args_hash": hash})
+		} else {
+			m := t.manifests[c.Name]
+			evidence, _ := json.Marshal(map[string]any{"annotations": m.Annotations, "description": m.Description})
+			t.out.Audit("approval.required", lin, map[string]any{"action": c.Name, "parameters": c.Arguments,
+				"args_hash": hash, "risk": mode, "evidence": json.RawMessage(evidence), "step": t.step.Index, "task": t.step.Task})
+			return &gateStop{call: orch.PendingCall{ID: c.ID, Skill: c.Name, Arguments: c.Arguments, ArgsHash: hash, Mode: mode},
+				evidence: evidence}
+		}
+	}
+	key := c.Name + ":" + hash
+	n := t.Req.Calls[key] + t.calls[key]
+	if limit := t.repeatLimit(); n >= limit {
+		ev := map[string]any{"skill_id": c.Name, "args_hash": hash, "count": n + 1, "limit": limit}
+		t.out.Audit("guard.repeated_call", lin, ev)
+		return stop(orch.OutcomeRepeatedCall, fmt.Sprintf("loop guard: %s was called %d times with the same arguments", c.Name, n+1),
+			"the step repeats itself; plan it differently", ev)
+	}
+	if t.calls == nil {
+		t.calls = map[string]int{}
+	}
+	t.calls[key]++
+	return nil
+}
+
+// mode is the approval mode of a call of the step's skill name: the
+// tenant's override, else the skill's own.
+func (t *Turn) mode(name string) string {
+	return t.Exec.Modes.Of(t.Req.Run.Request.TenantID, t.manifests[name])
+}
+
+// callCounts are the step's identical-call counts after this hop.
+func (t *Turn) callCounts() map[string]int {
+	if len(t.calls) == 0 {
+		return t.Req.Calls
+	}
+	out := make(map[string]int, len(t.Req.Calls)+len(t.calls))
+	for k, v := range t.Req.Calls {
+		out[k] = v
+	}
+	for k, v := range t.calls {
+		out[k] += v
+	}
+	return out
+}
+
+func (t *Turn) repeatLimit() int {
+	if t.Exec.RepeatCallLimit > 0 {
+		return t.Exec.RepeatCallLimit
+	}
+	return DefaultRepeatCallLimit
+}
+
+// denied counts a call of a skill outside the step's allowed skills and
+// stops the step once the model has tried too often.
+func (t *Turn) denied(name string) error {
+	t.deniedN++
+	limit := t.Exec.DeniedLimit
+	if limit <= 0 {
+		limit = DefaultDeniedLimit
+	}
+	if n := t.Req.Denied + t.deniedN; n >= limit {
+		ev := map[string]any{"skill_id": name, "attempts": n, "allowed_skills": t.step.Skills}
+		return stop(orch.OutcomePermissionDenied,
+			fmt.Sprintf("permission denied: %d attempts to call skills outside the step's allowed skills", n), "", ev)
+	}
+	return nil
+}
+
+// leaksSecret reports whether b carries a credential of the run: the
+// caller's forwarded API key or one of the executor's configured secrets.
+func (t *Turn) leaksSecret(ctx context.Context, b []byte) bool {
+	return slices.ContainsFunc(t.secrets(ctx), func(s string) bool { return bytes.Contains(b, []byte(s)) })
+}
+
+// secrets are the run's credential and the executor's own secrets that
+// are long enough to look for.
+func (t *Turn) secrets(ctx context.Context) []string {
+	return slices.DeleteFunc(append([]string{skills.APIKeyOf(ctx)}, t.Exec.Secrets...), func(s string) bool { return len(s) < 8 })
+}
+
+// withoutSecrets is s with every secret of the run replaced by
+// [redacted]: text that leaves the step as an event (a streamed thought
+// or observation).
+func (t *Turn) withoutSecrets(ctx context.Context, s string) string {
+	for _, sec := range t.secrets(ctx) {
+		s = strings.ReplaceAll(s, sec, "[redacted]")
+	}
+	return s
+}
+
+// grounded reports whether the step may commit an answer: a model-only
+// step (or one with no skills) always may; any other needs at least one
+// successful tool observation of its own (seed 003: intended, attempted,
+// observed, verified, committed; never assumed).
+func (t *Turn) grounded() bool {
+	return !t.mustObserve() || t.Req.Observed+t.observed > 0
+}
+
+// mustObserve reports whether the step's answer must rest on its own
+// observations: it has skills and the planner did not declare it
+// model-only.
+func (t *Turn) mustObserve() bool {
+	return !t.step.ModelOnly && len(t.step.Skills) > 0
+}
+
+// ungroundedIDs returns the identifiers in data (the string values of
+// fields named id or ending in _id or _ids) that appear in none of the
+// step's observations nor its inputs: values the model made up rather than
+// observed. Once older turns were compressed away the observations are no
+// longer all at hand, and nothing is reported.
+func (t *Turn) ungroundedIDs(data json.RawMessage) []string {
+	if !t.mustObserve() {
+		return nil // declared to answer without observing
+	}
+	ids := idValues(data)
+	if len(ids) == 0 || slices.ContainsFunc(t.Req.Turns, func(tn orch.Turn) bool { return tn.Role == "summary" }) {
+		return nil
+	}
+	seen := map[string]bool{}
+	var raw [][]byte
+	note := func(b []byte) {
+		var v any
+		if json.Unmarshal(b, &v) != nil {
+			raw = append(raw, b) // not JSON: matched as text
+			return
+		}
+		walkStrings(v, func(s string) { seen[s] = true })
+	}
+	for _, tn := range t.Req.Turns {
+		if tn.Role == "tool" && !tn.IsError {
+			note([]byte(tn.Content))
+		}
+	}
+	for _, in := range t.inputData {
+		note(in)
+	}
+	var missing []string
+	for _, id := range ids {
+		if !seen[id] && !slices.ContainsFunc(raw, func(b []byte) bool { return bytes.Contains(b, []byte(id)) }) {
+			missing = append(missing, id)
+		}
+	}
+	return missing
+}
+
+// idValues collects the string values of data's identifier fields.
+func idValues(data json.RawMessage) []string {
+	var v any
+	if json.Unmarshal(data, &v) != nil {
+		return nil
+	}
+	var ids []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, val := range x {
+				if k == "id" || strings.HasSuffix(k, "_id") || strings.HasSuffix(k, "_ids") {
+					walkStrings(val, func(s string) { ids = append(ids, s) })
+				}
+				walk(val)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return ids
+}
+
+// walkStrings calls f with every string in v, at any depth.
+func walkStrings(v any, f func(string)) {
+	switch x := v.(type) {
+	case string:
+		f(x)
+	case map[string]any:
+		for _, e := range x {
+			walkStrings(e, f)
+		}
+	case []any:
+		for _, e := range x {
+			walkStrings(e, f)
+		}
+	}
+}
+
+// compressTurns keeps the turns within the step's context budget: the
+// last KeepTurns, older ones folded into a summary, and fewer while their
+// size passes 80 % of ContextTokens (seed 003's context pressure gate).
+// The turns this hop added (its calls and their observations) are always
+// kept: the next turn must see what it just observed.
+func (t *Turn) compressTurns(turns []orch.Turn) []orch.Turn {
+	keep := t.Exec.KeepTurns
+	out := Compress(turns, keep)
+	least := max(len(turns)-len(t.Req.Turns), 1)
+	limit := t.Exec.ContextTokens
+	if limit <= 0 {
+		limit = DefaultContextTokens
+	}
+	limit = limit * 8 / 10
+	before := turnTokens(out)
+	for keep > least && turnTokens(out) > limit {
+		keep--
+		out = Compress(turns, keep)
+	}
+	if after := turnTokens(out); keep < t.Exec.KeepTurns && after < before {
+		t.out.Audit("context.compressed", t.lineage(), map[string]any{"tokens_before": before, "tokens_after": after,
+			"kept_turns": keep, "context_tokens": limit})
+	}
+	return out
+}
+
+// turnTokens estimates the tokens of turns (four bytes a token).
+func turnTokens(turns []orch.Turn) int {
+	n := 0
+	for _, tn := range turns {
+		n += len(tn.Content) + len(tn.ToolArgs) + len(tn.ToolName)
+	}
+	return n / 4
+}

@@ -1,0 +1,3 @@
+// Package health computes a tenant's plan health (success rate, replan
+// exhaustion, contract violations, latencies) from its audit events.
+package health

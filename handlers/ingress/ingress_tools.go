@@ -1,0 +1,291 @@
+package ingress
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/store"
+)
+
+// The tools API (seed 002): the tenant's custom tools at /agent/tools,
+// with the same versioning as agents and triggers (ETag, If-Match or the
+// body's version, 409 version_conflict). GET /agent/tools lists the
+// system tools too (type system, read only: a write to one is 403
+// system_tool_read_only). A webhook tool's secret is written with the
+// tool ("secret" in the body, required on create, optional on update)
+// and never answered: it is stored encrypted by ToolSecrets, apart from
+// the definition document.
+
+// ToolSecrets keeps the webhook tools' secrets (tools.Secrets).
+type ToolSecrets interface {
+	// Ready reports whether secrets can be stored (a key is configured).
+	Ready() bool
+	Put(ctx context.Context, tenant, toolID, secret string) error
+	Delete(ctx context.Context, tenant, toolID string) error
+}
+
+// ToolBody is the body of POST /agent/tools and PUT /agent/tools/{id}:
+// the tool's fields, its write-only secret and, on a PUT, the version it
+// replaces unless If-Match names it.
+type ToolBody struct {
+	agents.ToolSpec
+	Secret  *string `json:"secret,omitempty"`
+	Version int64   `json:"version,omitempty"`
+}
+
+// toolRoutes registers the tools API on mux.
+func (g *Ingress) toolRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /agent/tools", g.createTool)
+	mux.HandleFunc("GET /agent/tools", g.listTools)
+	mux.HandleFunc("GET /agent/tools/{tool_id}", g.getTool)
+	mux.HandleFunc("PUT /agent/tools/{tool_id}", g.putTool)
+	mux.HandleFunc("DELETE /agent/tools/{tool_id}", g.deleteTool)
+}
+
+// tenantTools loads the tenant's custom tools.
+func (g *Ingress) tenantTools(ctx context.Context, tenant string) ([]agents.Tool, error) {
+	defs, err := g.store.ListDefinitions(ctx, tenant, store.KindTool)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agents.Tool, 0, len(defs))
+	for _, d := range defs {
+		t, err := agents.ToolOf(d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// checkTool validates a normalized spec of tool id (its name unique among
+// the tenant's tools) and its secret, answering the request itself when
+// it fails. It returns how many tools the tenant has.
+func (g *Ingress) checkTool(w http.ResponseWriter, r *http.Request, tenant, id string, body *ToolBody, create bool) (int, bool) {
+	if err := body.Validate(); err != nil {
+		writeInvalid(w, err)
+		return 0, false
+	}
+	if create || body.Secret != nil {
+		if err := agents.ValidateSecret(deref(body.Secret), body.Secret != nil); err != nil {
+			writeInvalid(w, err)
+			return 0, false
+		}
+		if g.cfg.ToolSecrets == nil || !g.cfg.ToolSecrets.Ready() {
+			writeError(w, http.StatusServiceUnavailable, "secrets_unavailable",
+				"webhook secrets cannot be stored: the service has no secrets key (SECRETS_KEY)")
+			return 0, false
+		}
+	}
+	all, err := g.tenantTools(r.Context(), tenant)
+	if g.definitionError(w, err, "tool") {
+		return 0, false
+	}
+	names := make(map[string]string, len(all))
+	for _, t := range all {
+		names[t.ToolID] = t.Name
+	}
+	if err := agents.CheckToolName(id, body.Name, names); err != nil {
+		writeJSON(w, http.StatusConflict, DefinitionError{Error: *err})
+		return 0, false
+	}
+	return len(all), true
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func (g *Ingress) createTool(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := readScope(w, r)
+	if !ok {
+		return
+	}
+	var body ToolBody
+	if !g.decodeBody(w, r, &body) {
+		return
+	}
+	if body.Version != 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "a new tool has no version: it gets version 1")
+		return
+	}
+	body.Normalize()
+	id := newDefinitionID("tool")
+	n, ok := g.checkTool(w, r, tenant, id, &body, true)
+	if !ok || !underLimit(w, n, "tool") {
+		return
+	}
+	// The secret first: a stored tool always has one.
+	if err := g.cfg.ToolSecrets.Put(r.Context(), tenant, id, *body.Secret); err != nil {
+		g.log.Error().Err(err).Str("tool_id", id).Msg("store tool secret")
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the tool's secret could not be stored")
+		return
+	}
+	now := g.now()
+	t := agents.Tool{ToolID: id, TenantID: tenant, Type: agents.ToolTypeCustom, ToolSpec: body.ToolSpec, Version: 1,
+		CreatedAt: now, UpdatedAt: now}
+	if !g.saveTool(w, r, t, 0) {
+		_ = g.cfg.ToolSecrets.Delete(r.Context(), tenant, id)
+		return
+	}
+	w.Header().Set("Location", "/agent/tools/"+id)
+	writeVersioned(w, http.StatusCreated, t.Version, t)
+}
+
+func (g *Ingress) saveTool(w http.ResponseWriter, r *http.Request, t agents.Tool, expected int64) bool {
+	d, err := t.Definition()
+	if err == nil {
+		err = g.store.PutDefinition(r.Context(), d, expected)
+	}
+	return !g.definitionError(w, err, "tool")
+}
+
+func (g *Ingress) listTools(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := readScope(w, r)
+	if !ok {
+		return
+	}
+	custom, err := g.tenantTools(r.Context(), tenant)
+	if g.definitionError(w, err, "tool") {
+		return
+	}
+	all := append(slices.Clone(agents.SystemTools), custom...)
+	if typ := r.URL.Query().Get("type"); typ != "" {
+		all = slices.DeleteFunc(all, func(t agents.Tool) bool { return t.Type != typ })
+	}
+	if status := r.URL.Query().Get("status"); status != "" {
+		all = slices.DeleteFunc(all, func(t agents.Tool) bool { return t.Status != status })
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tools": all})
+}
+
+// systemToolID reports whether the path names a system tool, answering
+// the request with it (GET) or refusing the write.
+func systemToolID(w http.ResponseWriter, r *http.Request) bool {
+	name, ok := strings.CutPrefix(r.PathValue("tool_id"), "system-")
+	if !ok {
+		return false
+	}
+	t, found := agents.SystemTool(name)
+	switch {
+	case !found:
+		writeError(w, http.StatusNotFound, "not_found", "tool not found")
+	case r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, t)
+	default:
+		writeError(w, http.StatusForbidden, "system_tool_read_only", "system tools cannot be changed or deleted")
+	}
+	return true
+}
+
+// loadTool reads the tenant's custom tool named in the path.
+func (g *Ingress) loadTool(w http.ResponseWriter, r *http.Request) (agents.Tool, bool) {
+	tenant, ok := readScope(w, r)
+	if !ok {
+		return agents.Tool{}, false
+	}
+	id, ok := pathID(w, r, "tool_id", "tool")
+	if !ok {
+		return agents.Tool{}, false
+	}
+	d, err := g.store.GetDefinition(r.Context(), tenant, store.KindTool, id)
+	if g.definitionError(w, err, "tool") {
+		return agents.Tool{}, false
+	}
+	t, err := agents.ToolOf(d)
+	if g.definitionError(w, err, "tool") {
+		return agents.Tool{}, false
+	}
+	return t, true
+}
+
+func (g *Ingress) getTool(w http.ResponseWriter, r *http.Request) {
+	if systemToolID(w, r) {
+		return
+	}
+	if t, ok := g.loadTool(w, r); ok {
+		writeVersioned(w, http.StatusOK, t.Version, t)
+	}
+}
+
+func (g *Ingress) putTool(w http.ResponseWriter, r *http.Request) {
+	if _, ok := readScope(w, r); !ok || systemToolID(w, r) {
+		return
+	}
+	var body ToolBody
+	if !g.decodeBody(w, r, &body) {
+		return
+	}
+	expected, ok := expectedVersion(w, r, body.Version)
+	if !ok {
+		return
+	}
+	cur, ok := g.loadTool(w, r)
+	if !ok {
+		return
+	}
+	if cur.Version != expected {
+		writeError(w, http.StatusConflict, "version_conflict", "tool is at another version: read it again and retry with its version")
+		return
+	}
+	body.Normalize()
+	if _, ok := g.checkTool(w, r, cur.TenantID, cur.ToolID, &body, false); !ok {
+		return
+	}
+	next := agents.Tool{ToolID: cur.ToolID, TenantID: cur.TenantID, Type: agents.ToolTypeCustom, ToolSpec: body.ToolSpec,
+		Version: expected + 1, CreatedAt: cur.CreatedAt, UpdatedAt: g.now()}
+	if !g.saveTool(w, r, next, expected) {
+		return
+	}
+	if body.Secret != nil {
+		if err := g.cfg.ToolSecrets.Put(r.Context(), cur.TenantID, cur.ToolID, *body.Secret); err != nil {
+			g.log.Error().Err(err).Str("tool_id", cur.ToolID).Msg("store tool secret")
+			writeError(w, http.StatusServiceUnavailable, "store_unavailable",
+				"the tool was updated but its new secret could not be stored: send the secret again")
+			return
+		}
+	}
+	writeVersioned(w, http.StatusOK, next.Version, next)
+}
+
+func (g *Ingress) deleteTool(w http.ResponseWriter, r *http.Request) {
+	if _, ok := readScope(w, r); !ok || systemToolID(w, r) {
+		return
+	}
+	expected, err := ifMatch(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	t, ok := g.loadTool(w, r)
+	if !ok {
+		return
+	}
+	all, err := g.tenantAgents(r.Context(), t.TenantID)
+	if g.definitionError(w, err, "agent") {
+		return
+	}
+	for _, a := range all {
+		if slices.Contains(a.Tools, t.Name) {
+			writeError(w, http.StatusConflict, "tool_in_use", "agent "+a.AgentID+" lists this tool")
+			return
+		}
+	}
+	err = g.store.DeleteDefinition(r.Context(), t.TenantID, store.KindTool, t.ToolID, expected)
+	if g.definitionError(w, err, "tool") {
+		return
+	}
+	if g.cfg.ToolSecrets != nil {
+		if err := g.cfg.ToolSecrets.Delete(r.Context(), t.TenantID, t.ToolID); err != nil {
+			g.log.Warn().Err(err).Str("tool_id", t.ToolID).Msg("delete tool secret")
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tool_id": t.ToolID, "deleted": true})
+}

@@ -1,0 +1,242 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	json "github.com/go-json-experiment/json/v1"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/memory"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/store"
+)
+
+func memScope(task string) memory.MemoryScope {
+	return memory.MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: task, UserID: testUser, PlanID: "plan-m", StepIndex: 1, Shared: true}
+}
+
+const outletIDsData = `{"outlet_ids":["out-001","out-002"]}`
+
+func TestMemoryScopeKey(t *testing.T) {
+	if got, want := memScope("task-1").Key("outlet_ids"), testTenant+":"+testSession+":task-1:outlet_ids"; got != want {
+		t.Errorf("Key = %q, want %q", got, want)
+	}
+}
+
+func TestMemoryWriterLabels(t *testing.T) {
+	env := newEnv(t)
+	w := &memory.MemoryWriter{Store: env.st, Locks: env.locks}
+	cases := []struct {
+		label string
+		ok    bool
+	}{
+		{"outlet_ids", true},
+		{"a", true},
+		{"0results", true},
+		{strings.Repeat("a", 64), true},
+		{"../x", false},
+		{"a:b", false},
+		{"A", false},
+		{"", false},
+		{"_x", false},
+		{"a b", false},
+		{"a/b", false},
+		{"a.b", false},
+		{"é", false},
+		{strings.Repeat("a", 65), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.label, func(t *testing.T) {
+			scope := memScope("task-label")
+			key, _, err := w.Write(testCtx(t), scope, tc.label, json.RawMessage(outletIDsData), json.RawMessage(outletIDsShape))
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("Write(%q): %v", tc.label, err)
+				}
+				if key != scope.Key(tc.label) {
+					t.Errorf("key = %q, want %q", key, scope.Key(tc.label))
+				}
+				m, err := env.st.GetMemory(testCtx(t), key)
+				if err != nil || m.Text != outletIDsData || m.Source != "executor" || m.TaskID != "task-label" {
+					t.Errorf("stored %+v (%v)", m, err)
+				}
+				return
+			}
+			if !errors.Is(err, memory.ErrBadLabel) {
+				t.Fatalf("Write(%q) err = %v, want ErrBadLabel", tc.label, err)
+			}
+			if key != "" {
+				t.Errorf("key = %q on error", key)
+			}
+			if tc.label != "" {
+				if _, err := env.st.GetMemory(testCtx(t), scope.Key(tc.label)); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("GetMemory err = %v, want nothing written", err)
+				}
+			}
+		})
+	}
+}
+
+func TestMemoryWriterContract(t *testing.T) {
+	env := newEnv(t)
+	w := &memory.MemoryWriter{Store: env.st, Locks: env.locks}
+	cases := []struct {
+		name       string
+		data       string
+		wantActual string
+	}{
+		{"wrong field type", `{"outlet_ids":"out-001"}`, `{"outlet_ids":"string"}`},
+		{"missing required field", `{"outlets":[1]}`, `{"outlets":"array"}`},
+		{"not an object", `["out-001"]`, `"array"`},
+		{"not JSON", `{`, `"not JSON"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			scope := memScope("task-contract")
+			_, _, err := w.Write(testCtx(t), scope, "outlet_ids", json.RawMessage(tc.data), json.RawMessage(outletIDsShape))
+			var cv *memory.ContractViolation
+			if !errors.As(err, &cv) {
+				t.Fatalf("err = %v, want *ContractViolation", err)
+			}
+			if string(cv.Expected) != outletIDsShape || cv.Reason == "" {
+				t.Errorf("violation = %+v", cv)
+			}
+			assertJSON(t, cv.Actual, tc.wantActual)
+			if _, err := env.st.GetMemory(testCtx(t), scope.Key("outlet_ids")); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("GetMemory err = %v, want nothing written", err)
+			}
+		})
+	}
+}
+
+func TestMemoryWriterWithoutLocks(t *testing.T) {
+	env := newEnv(t)
+	fixed := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	w := &memory.MemoryWriter{Store: env.st, Now: func() time.Time { return fixed }}
+	key, waited, err := w.Write(testCtx(t), memScope("task-nl"), "outlet_ids", json.RawMessage(outletIDsData), json.RawMessage(outletIDsShape))
+	if err != nil || waited != 0 {
+		t.Fatalf("Write = %v, waited %s", err, waited)
+	}
+	m, err := env.st.GetMemory(testCtx(t), key)
+	if err != nil || !m.CreatedAt.Equal(fixed) || m.PlanID != "plan-m" || m.StepIndex != 1 || m.UserID != testUser {
+		t.Errorf("stored %+v (%v)", m, err)
+	}
+}
+
+// TestMemoryLocksOnlyWhereWritersCanMeet: in a whole sequential run each
+// step is dispatched alone and is its key's only writer (its task id is
+// the run's and the step's), so no step output takes a lock and the
+// locks bucket is never written; a member of a group of several locks its
+// key until the router has its result (TestCoreFlow_ExecutorValidatesBeforeWriteMemory,
+// TestMemory_ConcurrentSessionsDoNotCollide).
+func TestMemoryLocksOnlyWhereWritersCanMeet(t *testing.T) {
+	env := newEnv(t)
+	before, err := env.locks.Status(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFlow(t, env, env.st)
+	res, _ := f.drive(t, newEvent(t, "run-locks", events.TypeRunRequested, runRequest("run-locks", rankTask)))
+	if res.TerminalCode != orch.CodeSuccess || len(res.Steps) == 0 {
+		t.Fatalf("run ended %s with %d steps", res.TerminalCode, len(res.Steps))
+	}
+	for _, s := range res.Steps {
+		if lockTaken(t, env, s.MemoryKey) {
+			t.Errorf("step %d's output %s took a lock, alone in its group", s.Index, s.MemoryKey)
+		}
+	}
+	after, err := env.locks.Status(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, a := before.(*jetstream.KeyValueBucketStatus).StreamInfo().State.LastSeq, after.(*jetstream.KeyValueBucketStatus).StreamInfo().State.LastSeq; a != b {
+		t.Errorf("the locks bucket was written %d times by a sequential run", a-b)
+	}
+}
+
+// TestMemoryWriterDrawnWhileLocking: WriteDrawn draws the write while it
+// takes the key's lock. A refused draw writes nothing, returns the draw's
+// error, also over an invalid label, and releases the lock it took, while
+// a lock its owner already held stays held; a failed embedding releases
+// it too; a draw that succeeds writes under the lock.
+func TestMemoryWriterDrawnWhileLocking(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	w := &memory.MemoryWriter{Store: env.st, Locks: env.locks, LockWait: 100 * time.Millisecond}
+	refused := errors.New("budget refused")
+	refuse := func(context.Context) error { return refused }
+	data, shape := json.RawMessage(outletIDsData), json.RawMessage(outletIDsShape)
+
+	scope := memScope("task-refused")
+	key := scope.Key("outlet_ids")
+	if _, _, err := w.WriteDrawn(ctx, scope, "outlet_ids", data, shape, refuse); !errors.Is(err, refused) {
+		t.Fatalf("refused draw: err = %v, want the draw's", err)
+	}
+	assertNoMemory(t, env, key)
+	if !lockTaken(t, env, key) {
+		t.Fatalf("the lock of %s was never taken while the write was drawn", key)
+	}
+	if owner := lockOwner(t, env, key); owner != "" {
+		t.Fatalf("a refused draw left the lock of %s held by %q", key, owner)
+	}
+	// Another task takes the key at once.
+	other := scope
+	other.TaskID = "task-other"
+	if waited, _, err := w.Lock(ctx, key, other.TaskID); err != nil || waited >= w.LockWait {
+		t.Fatalf("another task's lock after the refusal: %v (waited %s)", err, waited)
+	}
+
+	if _, _, err := w.WriteDrawn(ctx, memScope("task-bad-label"), "../x", data, shape, refuse); !errors.Is(err, refused) {
+		t.Fatalf("refused draw of an invalid label: err = %v, want the draw's", err)
+	}
+
+	held := memScope("task-held")
+	key = held.Key("outlet_ids")
+	if _, took, err := w.Lock(ctx, key, held.TaskID); err != nil || !took {
+		t.Fatalf("lock: %v (took %v)", err, took)
+	}
+	if _, _, err := w.WriteDrawn(ctx, held, "outlet_ids", data, shape, refuse); !errors.Is(err, refused) {
+		t.Fatalf("refused draw over a held lock: err = %v", err)
+	}
+	if owner := lockOwner(t, env, key); owner != held.TaskID {
+		t.Fatalf("the lock its owner held before is held by %q, want %q", owner, held.TaskID)
+	}
+
+	// A failed embedding writes nothing and leaves no lock it took.
+	failing := &memory.MemoryWriter{Store: env.st, Locks: env.locks, Embedder: failingEmbedder{}}
+	unembedded := memScope("task-unembedded")
+	if _, _, err := failing.WriteDrawn(ctx, unembedded, "outlet_ids", data, shape, func(context.Context) error { return nil }); err == nil {
+		t.Fatal("a failed embedding wrote")
+	}
+	assertNoMemory(t, env, unembedded.Key("outlet_ids"))
+	if owner := lockOwner(t, env, unembedded.Key("outlet_ids")); owner != "" {
+		t.Fatalf("a failed embedding left the lock held by %q", owner)
+	}
+
+	drawn := 0
+	ok := memScope("task-drawn")
+	got, _, err := w.WriteDrawn(ctx, ok, "outlet_ids", data, shape, func(context.Context) error { drawn++; return nil })
+	if err != nil || got != ok.Key("outlet_ids") || drawn != 1 {
+		t.Fatalf("WriteDrawn = %q, %v (drawn %d)", got, err, drawn)
+	}
+	if m, err := env.st.GetMemory(ctx, got); err != nil || m.Text != outletIDsData {
+		t.Fatalf("stored %+v (%v)", m, err)
+	}
+	if owner := lockOwner(t, env, got); owner != ok.TaskID {
+		t.Fatalf("the written key's lock is held by %q, want %q", owner, ok.TaskID)
+	}
+}
+
+// failingEmbedder fails every embedding.
+type failingEmbedder struct{}
+
+func (failingEmbedder) Embed(context.Context, []string) ([][]float32, error) {
+	return nil, errors.New("embedder unavailable")
+}
+
+func (failingEmbedder) Dimension() int { return 8 }

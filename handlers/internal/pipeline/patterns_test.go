@@ -1,0 +1,356 @@
+package pipeline
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	json "github.com/go-json-experiment/json/v1"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/ingress"
+	"github.com/agentbus/agentbus/handlers/router"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/llm/llmtest"
+	"github.com/agentbus/agentbus/llm/offline"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/skills/demo"
+	"github.com/agentbus/agentbus/store"
+)
+
+// Each execution pattern has its own shape in the trace (issue 12): the
+// tests below drive a whole run through the real role handlers, with a
+// scripted model for the decisions that make the shape and the offline
+// model for the rest.
+
+// patternFlow is a flow whose every role answers with model.
+func patternFlow(t *testing.T, env *testEnv, model llm.Model) *flow {
+	t.Helper()
+	f := newFlow(t, env, env.st)
+	f.router.Model, f.planner.Model, f.exec.Model = model, model, model
+	return f
+}
+
+// routeTo is a routing answer choosing taskType and pattern.
+func routeTo(taskType, pattern string) llmtest.Reply {
+	return llmtest.Reply{Response: textResp(fmt.Sprintf(`{"task_type":%q,"pattern":%q,"reason":"scripted"}`, taskType, pattern))}
+}
+
+// traceNames are the audit names of the events a drive handled, in order.
+func traceNames(seen []event.Event) []string { return auditNames(seen) }
+
+// auditPayloads decodes the payloads of the audit events named name.
+func auditPayloads(t *testing.T, seen []event.Event, name string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, ev := range ofType(seen, events.AuditType(name)) {
+		a := decode[events.Audit](t, ev)
+		var p map[string]any
+		if err := json.Unmarshal(a.Payload, &p); err != nil {
+			t.Fatalf("%s payload: %v", name, err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// loopAnswer is a loop's final turn: its answer.
+func loopAnswer(t *testing.T, answer string) llmtest.Reply {
+	return llmtest.Reply{Response: actAnswer(t, map[string]any{"status": "complete", "label": "answer",
+		"data": map[string]any{"answer": answer}})}
+}
+
+// actTurns counts the model.called audits of executor turns.
+func actTurns(t *testing.T, seen []event.Event) int {
+	n := 0
+	for _, p := range auditPayloads(t, seen, "model.called") {
+		if p["task"] == string(llm.TaskAct) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestPattern_ReactIsOneLoopOfTurnsWithNoPlan(t *testing.T) {
+	env := newEnv(t)
+	model := llmtest.New()
+	model.Default = offline.New()
+	model.On(llm.TaskRoute, routeTo("research", router.PatternReact))
+	model.On(llm.TaskAct,
+		llmtest.Reply{Response: toolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`)},
+		llmtest.Reply{Response: toolCallResp("c2", demo.SkillOutletList, `{"status":"inactive"}`)},
+		llmtest.Reply{Response: toolCallResp("c3", demo.SkillOutletList, `{}`)},
+		loopAnswer(t, "12 outlets, 9 of them active"),
+	)
+	f := patternFlow(t, env, model)
+	res, seen := f.drive(t, newEvent(t, "run-react", events.TypeRunRequested, runRequest("run-react", rankTask)))
+	if res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	names := traceNames(seen)
+	for _, banned := range []string{"plan.received", "plan.revised", "fanout.started"} {
+		if slices.Contains(names, banned) {
+			t.Errorf("a ReACT run's trace has %s: %v", banned, names)
+		}
+	}
+	if !slices.Contains(names, "react.started") {
+		t.Fatalf("no react.started in the trace: %v", names)
+	}
+	if n := len(ofType(seen, events.TypeStepIterated)); n != 3 {
+		t.Errorf("%d step.iterated turns, want 3 (one per tool call)", n)
+	}
+	if n := actTurns(t, seen); n != 4 {
+		t.Errorf("%d executor model turns, want 4", n)
+	}
+	if len(res.Steps) != 1 || res.Steps[0].Loop == nil || res.Steps[0].Task != rankTask {
+		t.Fatalf("a ReACT run has one loop step over the task; steps: %+v", res.Steps)
+	}
+	// The loop may call only the skills the planner discovered for it.
+	if !slices.Contains(res.Steps[0].Skills, demo.SkillOutletList) {
+		t.Fatalf("the loop's allowed skills %v lack %s", res.Steps[0].Skills, demo.SkillOutletList)
+	}
+	for _, req := range model.Requests() {
+		if req.Task == llm.TaskPlan {
+			t.Fatal("a ReACT run asked the model for a plan")
+		}
+	}
+}
+
+func TestPattern_PlanThenExecuteRunsIndependentStepsAsOneParallelGroup(t *testing.T) {
+	env := newEnv(t)
+	model := llmtest.New()
+	model.Default = offline.New()
+	model.On(llm.TaskRoute, routeTo("general", router.PatternPlanThenExecute))
+	plan := fmt.Sprintf(`{"steps":[
+		{"step":1,"task":"List the active outlets","skills":[%[1]q],"return_spec":{"shape":%[3]s,"reason":"ids to rank"}},
+		{"step":2,"task":"List the inactive outlets","skills":[%[1]q],"return_spec":{"shape":%[3]s,"reason":"ids to compare"}},
+		{"step":3,"task":"Rank the active outlets by engagement","skills":[%[2]q],"return_spec":{"shape":%[4]s,"reason":"the answer"},"depends_on":[1]}]}`,
+		demo.SkillOutletList, demo.SkillEngagementAnalytics, outletIDsShape, resultsShape)
+	model.On(llm.TaskPlan, llmtest.Reply{Response: textResp(plan)})
+	f := patternFlow(t, env, model)
+	res, seen := f.drive(t, newEvent(t, "run-dag", events.TypeRunRequested, runRequest("run-dag", rankTask)))
+	if res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	groups := map[string][]int{}
+	for _, ev := range ofType(seen, events.TypeStepRequested) {
+		sr := decode[orch.StepRequest](t, ev)
+		groups[sr.Group.ID] = append(groups[sr.Group.ID], sr.Step)
+	}
+	var parallel []int
+	for _, steps := range groups {
+		if len(steps) > 1 {
+			parallel = steps
+		}
+	}
+	slices.Sort(parallel)
+	if !slices.Equal(parallel, []int{1, 2}) || len(groups) != 2 {
+		t.Fatalf("groups %v: want steps 1 and 2 in one parallel group, step 3 after", groups)
+	}
+	if n := len(ofType(seen, events.TypeGroupJoined)); n != 1 {
+		t.Fatalf("%d group.joined, want the aggregator's one join of the parallel group", n)
+	}
+	if j := auditPayloads(t, seen, "fanin.joined"); len(j) != 1 || j[0]["expected_siblings"] != 2.0 {
+		t.Fatalf("fanin.joined audits %v", j)
+	}
+	if !slices.Contains(traceNames(seen), "plan.received") {
+		t.Fatal("a plan-then-execute run's trace has no plan.received")
+	}
+}
+
+func TestPattern_SupervisorFansOutLanesAndJoinsOnce(t *testing.T) {
+	env := newEnv(t)
+	model := llmtest.New()
+	model.Default = offline.New()
+	model.On(llm.TaskRoute, routeTo("risk-assessment", router.PatternSupervisor))
+	goals := []string{"List the active outlets", "List the inactive outlets", "List every outlet"}
+	lanes := make([]llm.LaneGoal, len(goals))
+	for i, g := range goals {
+		lanes[i] = llm.LaneGoal{Goal: g, Skills: []string{demo.SkillOutletList}}
+	}
+	b, _ := json.Marshal(llm.SuperviseOutput{Lanes: lanes})
+	model.On(llm.TaskSupervise, llmtest.Reply{Response: textResp(string(b))})
+	f := patternFlow(t, env, model)
+	res, seen := f.drive(t, newEvent(t, "run-sup", events.TypeRunRequested,
+		runRequest("run-sup", "Assess the outlets' risk across their active, inactive and overall status")))
+	if res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	fan := auditPayloads(t, seen, "fanout.started")
+	if len(fan) != 1 {
+		t.Fatalf("%d fanout.started, want 1", len(fan))
+	}
+	recorded, _ := fan[0]["lanes"].([]any)
+	sessions := map[string]bool{}
+	for _, l := range recorded {
+		lane := l.(map[string]any)
+		sessions[lane["session_id"].(string)] = true
+		if lane["session_id"] == testSession {
+			t.Errorf("lane %v shares its parent's session", lane)
+		}
+	}
+	if len(recorded) != 3 || len(sessions) != 3 || fan[0]["expected_siblings"] != 3.0 || fan[0]["parent_session_id"] != testSession {
+		t.Fatalf("fan-out %v: want 3 lanes with their own sessions", fan[0])
+	}
+	corr := fan[0]["correlation_id"]
+	var laneGroups []string
+	for _, ev := range ofType(seen, events.TypeStepRequested) {
+		sr := decode[orch.StepRequest](t, ev)
+		laneGroups = append(laneGroups, sr.Group.ID)
+		if sr.Group.Expected != 3 {
+			t.Errorf("lane %d expects %d siblings, want 3", sr.Step, sr.Group.Expected)
+		}
+	}
+	if len(laneGroups) != 3 || slices.ContainsFunc(laneGroups, func(g string) bool { return g != corr }) {
+		t.Fatalf("lanes were dispatched in groups %v, want 3 under correlation id %v", laneGroups, corr)
+	}
+	if n := len(ofType(seen, events.TypeGroupJoined)); n != 1 {
+		t.Fatalf("%d group.joined, want one join of the 3 lanes", n)
+	}
+	syn := auditPayloads(t, seen, "synthesis.started")
+	if from, _ := syn[0]["derived_from"].([]any); len(syn) != 1 || len(from) != 3 {
+		t.Fatalf("synthesis provenance %v: want one synthesis derived from the 3 lanes", syn)
+	}
+	for i, g := range goals {
+		if !strings.Contains(res.Response, fmt.Sprintf("Lane %d — %s", i+1, g)) {
+			t.Errorf("the answer does not report lane %d (%s):\n%s", i+1, g, res.Response)
+		}
+	}
+	if slices.Contains(traceNames(seen), "plan.received") {
+		t.Error("a supervisor run's trace has a plan.received")
+	}
+}
+
+func TestPattern_SupervisorRejectsLanesOutsideTheDiscoveredSkills(t *testing.T) {
+	env := newEnv(t)
+	model := llmtest.New()
+	model.Default = offline.New()
+	model.On(llm.TaskRoute, routeTo("risk-assessment", router.PatternSupervisor))
+	model.On(llm.TaskSupervise,
+		llmtest.Reply{Response: textResp(`{"lanes":[{"goal":"wire money","skills":["bank_transfer"]}]}`)},
+		llmtest.Reply{Response: textResp(fmt.Sprintf(`{"lanes":[{"goal":"List the active outlets","skills":[%q]}]}`, demo.SkillOutletList))})
+	f := patternFlow(t, env, model)
+	res, _ := f.drive(t, newEvent(t, "run-sup-bad", events.TypeRunRequested, runRequest("run-sup-bad", rankTask)))
+	if res.TerminalCode != orch.CodeSuccess || len(res.Steps) != 1 || res.Steps[0].Skills[0] != demo.SkillOutletList {
+		t.Fatalf("run ended %s with steps %+v: want the repaired lane only", res.TerminalCode, res.Steps)
+	}
+	var repairs int
+	for _, req := range model.Requests() {
+		if req.Task == llm.TaskSupervise && strings.Contains(lastMessage(req), `"bank_transfer", which is not in the skills list`) {
+			repairs++
+		}
+	}
+	if repairs != 1 {
+		t.Fatalf("the supervisor was told of the unknown skill %d times, want 1", repairs)
+	}
+}
+
+func TestPattern_LongReactLoopKeepsItsMessagesBounded(t *testing.T) {
+	const turns = 200
+	env := newEnv(t)
+	patterns := slices.Clone(router.DefaultPatterns)
+	for i := range patterns {
+		if patterns[i].Name == router.PatternReact {
+			patterns[i].MaxIterations = turns + 1
+		}
+	}
+	b, _ := json.Marshal(patterns)
+	if _, err := env.config.Put(testCtx(t), router.ConfigKeyPatterns, b); err != nil {
+		t.Fatal(err)
+	}
+	model := llmtest.New()
+	model.Default = offline.New()
+	model.On(llm.TaskRoute, routeTo("research", router.PatternReact))
+	for i := range turns - 1 {
+		status := []string{"active", "inactive"}[i%2]
+		model.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp(fmt.Sprintf("c%d", i), demo.SkillOutletList, fmt.Sprintf(`{"status":%q}`, status))})
+	}
+	model.On(llm.TaskAct, loopAnswer(t, "done"))
+	f := patternFlow(t, env, model)
+	f.maxEvents = 20 * turns
+	f.exec.RepeatCallLimit = turns // the loop alternates two calls on purpose
+	res, seen := f.drive(t, newEvent(t, "run-long", events.TypeRunRequested, runRequest("run-long", rankTask)))
+	if res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	iterated := ofType(seen, events.TypeStepIterated)
+	if len(iterated) != turns-1 {
+		t.Fatalf("%d step.iterated, want %d", len(iterated), turns-1)
+	}
+	// The bound: the run state, the loop's summary turn and its KeepTurns
+	// recent turns. It holds at turn 20 and at turn 199 alike.
+	const bound = 8 << 10
+	largest, early := 0, 0
+	for i, ev := range iterated {
+		n := len(ev.Data())
+		largest = max(largest, n)
+		if i < 20 {
+			early = max(early, n)
+		}
+	}
+	t.Logf("turn messages: largest %d bytes, largest of the first 20 %d", largest, early)
+	if largest > bound {
+		t.Fatalf("the largest turn message is %d bytes, over the %d-byte bound", largest, bound)
+	}
+	if largest > early+early/10 {
+		t.Fatalf("turn messages grew from %d bytes in the first 20 turns to %d", early, largest)
+	}
+	last := decode[orch.StepRequest](t, iterated[len(iterated)-1])
+	if last.Iteration != turns-1 || last.Turns[0].Role != "summary" || len(last.Turns) > f.exec.KeepTurns+1 {
+		t.Fatalf("turn %d carries %d turns (first %q): want a summary and at most %d recent", last.Iteration, len(last.Turns), last.Turns[0].Role, f.exec.KeepTurns)
+	}
+}
+
+// The supervisor run's trace folds into its provenance DAG: routing, the
+// decomposition, one group with the three lanes, and the synthesis derived
+// from all three.
+func TestPattern_SupervisorTraceIsADAG(t *testing.T) {
+	env := newEnv(t)
+	model := llmtest.New()
+	model.Default = offline.New()
+	model.On(llm.TaskRoute, routeTo("risk-assessment", router.PatternSupervisor))
+	lanes := []llm.LaneGoal{{Goal: "List the active outlets", Skills: []string{demo.SkillOutletList}},
+		{Goal: "List the inactive outlets", Skills: []string{demo.SkillOutletList}},
+		{Goal: "List every outlet", Skills: []string{demo.SkillOutletList}}}
+	b, _ := json.Marshal(llm.SuperviseOutput{Lanes: lanes})
+	model.On(llm.TaskSupervise, llmtest.Reply{Response: textResp(string(b))})
+	f := patternFlow(t, env, model)
+	res, _ := f.drive(t, newEvent(t, "run-dag2", events.TypeRunRequested, runRequest("run-dag2", "Assess the outlets across dimensions")))
+	if res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	evs, err := env.st.Trace(testCtx(t), store.TraceQuery{TenantID: testTenant, PlanID: res.PlanID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dag := ingress.BuildTraceDAG(evs)
+	kinds := map[string][]string{}
+	for _, n := range dag.Nodes {
+		kinds[n.Kind] = append(kinds[n.Kind], n.ID)
+	}
+	if len(kinds["routing"]) != 1 || len(kinds["plan"]) != 1 || len(kinds["group"]) != 1 || len(kinds["step"]) != 3 ||
+		len(kinds["synthesis"]) != 1 || len(kinds["answer"]) != 1 {
+		t.Fatalf("nodes by kind %v", kinds)
+	}
+	parents := map[string][]string{}
+	for _, e := range dag.Edges {
+		parents[e.To] = append(parents[e.To], e.From)
+	}
+	group := kinds["group"][0]
+	for _, s := range kinds["step"] {
+		if !slices.Equal(parents[s], []string{group}) {
+			t.Errorf("lane %s derives from %v, want the group %s", s, parents[s], group)
+		}
+	}
+	if !slices.Equal(parents[group], kinds["plan"]) || !slices.Equal(parents[kinds["plan"][0]], []string{"routing"}) {
+		t.Errorf("group from %v, plan from %v", parents[group], parents[kinds["plan"][0]])
+	}
+	syn := parents["synthesis"]
+	for _, s := range kinds["step"] {
+		if !slices.Contains(syn, s) {
+			t.Errorf("the synthesis does not derive from lane %s: %v", s, syn)
+		}
+	}
+}

@@ -1,0 +1,231 @@
+package pipeline
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/ingress"
+	"github.com/agentbus/agentbus/handlers/runctl"
+	"github.com/agentbus/agentbus/orch"
+)
+
+// TestSessionRuns_OneAtATimeInArrivalOrder: runs of one session that
+// arrive while one of them is in flight are queued (run.queued, with
+// their place and the run ahead) and start in arrival order, each once
+// the one before it ended, so each sees the exchange before it in its
+// history; a run of another session is not held; a redelivered request
+// of a queued run stays where it is.
+func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	kv := sessionRunsBucket(t, env)
+	f := newFlow(t, env, env.st)
+	f.router.SessionRuns = &runctl.SessionRuns{KV: kv}
+	messages := map[string]string{"run-a": rankTask + " for the first report", "run-b": rankTask + " for the second report",
+		"run-c": rankTask + " for the third report"}
+	req := func(id string) event.Event {
+		return newEvent(t, id, events.TypeRunRequested, runRequest(id, messages[id]))
+	}
+	queuedAs := func(outs []event.Event) map[string]any {
+		t.Helper()
+		if len(outs) != 1 || len(auditPayloads(t, outs, handlers.AuditRunQueued)) != 1 {
+			t.Fatalf("a queued run's hop emitted %v, want its run.queued alone", types(outs))
+		}
+		return auditPayloads(t, outs, handlers.AuditRunQueued)[0]
+	}
+
+	if _, err := f.router.Handle(ctx, req("run-a")); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"run-b", "run-c", "run-b"} {
+		outs, err := f.router.Handle(ctx, req(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"position": float64(1 + i%2), "behind": "run-a"}
+		if q := queuedAs(outs); q["position"] != want["position"] || q["behind"] != want["behind"] {
+			t.Fatalf("%s queued as %v, want %v", id, q, want)
+		}
+	}
+	// Another session's run starts at once.
+	other := runRequest("run-other", rankTask)
+	other.SessionID = "another-session"
+	outs, err := f.router.Handle(ctx, newEvent(t, "run-other", events.TypeRunRequested, other))
+	if err != nil || len(ofType(outs, events.TypePlanRequested)) != 1 {
+		t.Fatalf("another session's run: %v, %v", types(outs), err)
+	}
+
+	// run-a's request again (as a redelivery would bring it) drives it;
+	// each end starts the next.
+	f.runs = 3
+	_, seen := f.drive(t, req("run-a"))
+	var ended []string
+	for _, res := range f.finished {
+		if res.TerminalCode != orch.CodeSuccess {
+			t.Fatalf("%s ended %s: %s", res.RunID, res.TerminalCode, res.Reason)
+		}
+		ended = append(ended, res.RunID)
+	}
+	if !slices.Equal(ended, []string{"run-a", "run-b", "run-c"}) {
+		t.Fatalf("runs ended in the order %v", ended)
+	}
+	// Each run started with the exchanges of the runs before it.
+	for _, id := range []string{"run-b", "run-c"} {
+		var history []string
+		for _, ev := range ofType(seen, events.TypePlanRequested) {
+			if events.MetaOf(ev).Run != id {
+				continue
+			}
+			for _, m := range decode[orch.PlanRequest](t, ev).Run.Context.History {
+				history = append(history, m.Content)
+			}
+			break
+		}
+		if !strings.Contains(strings.Join(history, "\n"), messages["run-a"]) ||
+			id == "run-c" && !strings.Contains(strings.Join(history, "\n"), messages["run-b"]) {
+			t.Errorf("%s started with the history %q", id, history)
+		}
+	}
+	e, err := kv.Get(ctx, runctl.SessionRunsKey(testTenant, testSession))
+	if err != nil || string(e.Value()) != "{}" {
+		t.Fatalf("the session's entry after its runs: %s, %v", e.Value(), err)
+	}
+	if keys, _ := kv.ListKeys(ctx); keys != nil {
+		for k := range keys.Keys() {
+			if strings.Count(k, ".") == 2 {
+				t.Errorf("a queued request is still kept: %s", k)
+			}
+		}
+	}
+}
+
+// TestSessionRuns_EndsWhileQueuedAndLostRequests: a run that ends while
+// queued (its request dead-lettered) leaves the queue; a queued run whose
+// kept request is gone is skipped rather than holding the session; the
+// end of a run that is not the session's (or a second end of one) starts
+// nothing new while another run is in flight.
+func TestSessionRuns_EndsWhileQueuedAndLostRequests(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	kv := sessionRunsBucket(t, env)
+	s := &runctl.SessionRuns{KV: kv}
+	admit := func(id string) *runctl.Queued {
+		t.Helper()
+		q, err := s.Admit(ctx, runRequest(id, "hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	next := func(id string) string {
+		t.Helper()
+		r, err := s.Next(ctx, runRequest(id, "hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r == nil {
+			return ""
+		}
+		return r.RunID
+	}
+	if admit("r1") != nil {
+		t.Fatal("r1 queued in an idle session")
+	}
+	for i, id := range []string{"r2", "r3", "r4"} {
+		if q := admit(id); q == nil || q.Position != i+1 || q.Behind != "r1" {
+			t.Fatalf("%s: %+v", id, q)
+		}
+	}
+	// r2's request is dead-lettered: it ends while queued.
+	if n := next("r2"); n != "" {
+		t.Fatalf("r2's end, with r1 in flight, started %q", n)
+	}
+	// r3's kept request expired.
+	if err := kv.Purge(ctx, runctl.QueuedRunKey(runRequest("r3", ""))); err != nil {
+		t.Fatal(err)
+	}
+	if n := next("r1"); n != "r4" {
+		t.Fatalf("after r1 the next run is %q, want r4 (r2 ended, r3 lost)", n)
+	}
+	if n := next("r1"); n != "r4" {
+		t.Fatalf("r1's end again submits %q, want r4 once more (same id)", n)
+	}
+	if admit("r4") != nil {
+		t.Fatal("r4 still queued on its turn")
+	}
+	if n := next("r1"); n != "" {
+		t.Fatalf("r1's end, with r4 in flight, started %q", n)
+	}
+	if _, err := kv.Get(ctx, runctl.QueuedRunKey(runRequest("r4", ""))); err == nil {
+		t.Fatal("r4's request is still kept once it started")
+	}
+}
+
+// TestSessionRuns_CancelAQueuedRun: a queued run, which has no plan yet,
+// is found by POST /agent/runs/{id}/cancel of its tenant (another
+// tenant's caller gets 404); it ends USER_CANCEL when its turn comes,
+// without routing, and the session goes on.
+func TestSessionRuns_CancelAQueuedRun(t *testing.T) {
+	env := newEnv(t)
+	ctx := testCtx(t)
+	kv := sessionRunsBucket(t, env)
+	f := newFlow(t, env, env.st)
+	f.router.SessionRuns = &runctl.SessionRuns{KV: kv}
+	f.router.Cancels = startCancels(t, env)
+	srv := newIngressServer(t, env, ingress.IngressConfig{Cancels: runctl.NewCancels(env.cancels)})
+	req := func(id string) event.Event { return newEvent(t, id, events.TypeRunRequested, runRequest(id, rankTask)) }
+	if _, err := f.router.Handle(ctx, req("run-first")); err != nil {
+		t.Fatal(err)
+	}
+	outs, err := f.router.Handle(ctx, req("run-waiting"))
+	if err != nil || len(auditPayloads(t, outs, handlers.AuditRunQueued)) != 1 {
+		t.Fatalf("run-waiting: %v, %v", types(outs), err)
+	}
+	for _, ev := range outs { // the projector records run.queued
+		if _, err := f.proj.Handle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/runs/run-waiting/cancel", headers: asTenant("acme"),
+		wantStatus: 404, wantCode: "not_found"})
+	body := checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/runs/run-waiting/cancel", headers: asTenant(testTenant),
+		wantStatus: 202})
+	if body["plan_id"] != orch.PlanID("run-waiting") || body["status"] != "cancelling" {
+		t.Fatalf("cancel of a queued run: %v", body)
+	}
+	waitFor(t, "the cancel of run-waiting", func() bool { _, ok := f.router.Cancels.Lookup(testTenant, "run-waiting"); return ok })
+
+	f.runs = 2
+	_, seen := f.drive(t, req("run-first"))
+	if a, b := f.finished[0], f.finished[1]; a.RunID != "run-first" || a.TerminalCode != orch.CodeSuccess ||
+		b.RunID != "run-waiting" || b.TerminalCode != orch.CodeUserCancel {
+		t.Fatalf("ended %s %s, then %s %s", a.RunID, a.TerminalCode, b.RunID, b.TerminalCode)
+	}
+	for _, ev := range ofType(seen, events.AuditType("routing.decided")) {
+		if events.MetaOf(ev).Run == "run-waiting" {
+			t.Fatal("the cancelled run was routed")
+		}
+	}
+	if n := len(ofType(seen, events.AuditType("routing.decided"))); n != 1 {
+		t.Fatalf("%d runs routed, want run-first's alone", n)
+	}
+	if e, err := kv.Get(ctx, runctl.SessionRunsKey(testTenant, testSession)); err != nil || string(e.Value()) != "{}" {
+		t.Fatalf("the session after its runs: %v", err)
+	}
+}
+
+// sessionRunsBucket is env's session_runs bucket.
+func sessionRunsBucket(t *testing.T, env *testEnv) jetstream.KeyValue {
+	t.Helper()
+	kv, err := env.js.KeyValue(testCtx(t), runctl.BucketSessionRuns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}

@@ -1,0 +1,4 @@
+// Package memory is step memory: the single choke point that writes a
+// step's output (MemoryWriter: labels, contracts, locks) and the reads of
+// a step's inputs.
+package memory

@@ -1,0 +1,99 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
+)
+
+// defaultMaxLanes bounds a fan-out when the supervisor pattern's
+// definition sets no max_lanes.
+const defaultMaxLanes = orch.MaxPlanSteps
+
+// supervise asks the model to decompose the task into independent
+// subagent goals and makes each a lane: a loop step with its own session
+// id and skill group, none depending on another, so the router fans them
+// out as one group. On a re-iteration (a lane failed) the model sees the
+// lanes that answered and those that failed, and proposes new lanes.
+func (p *Planner) supervise(ctx context.Context, model llm.Model, run orch.RunState, infos []llm.SkillInfo) ([]orch.Step, string, error) {
+	maxLanes := run.PatternDef.MaxLanes
+	if maxLanes <= 0 || maxLanes > defaultMaxLanes {
+		maxLanes = defaultMaxLanes
+	}
+	in := llm.SuperviseInput{Task: run.Request.Message, Framing: run.Framing, Persona: run.Context.Persona,
+		History: run.Context.History, Skills: infos, MaxLanes: maxLanes}
+	for _, s := range run.Plan.Steps {
+		switch s.Status {
+		case orch.StepComplete:
+			in.Completed = append(in.Completed, llm.LaneGoal{Goal: s.Task, Skills: s.Skills})
+		case orch.StepFailed:
+			in.Failed = append(in.Failed, llm.FailedLane{Goal: s.Task, Reason: s.FailureReason})
+		}
+	}
+	if countComplete(run.Plan)+maxLanes > orch.MaxPlanSteps {
+		maxLanes = orch.MaxPlanSteps - countComplete(run.Plan)
+		in.MaxLanes = maxLanes
+	}
+	known := map[string]bool{}
+	for _, s := range infos {
+		known[s.Name] = true
+	}
+	req := llm.NewRequest(llm.TaskSupervise, in)
+	req.Schema = llm.SuperviseSchema
+	var out llm.SuperviseOutput
+	_, err := llm.StructuredCheck(ctx, model, req, &out, func() error {
+		if out.Infeasible != "" {
+			return nil
+		}
+		return checkLanes(out.Lanes, known, maxLanes)
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if out.Infeasible != "" {
+		return nil, out.Infeasible, nil
+	}
+	first := nextIndex(run.Plan)
+	steps := make([]orch.Step, len(out.Lanes))
+	for i, l := range out.Lanes {
+		idx := first + i
+		steps[i] = orch.Step{Index: idx, Task: l.Goal, Skills: l.Skills,
+			ReturnSpec: orch.ReturnSpec{Shape: llm.LoopAnswerShape, Reason: "the lane's findings, for the supervisor's synthesis"},
+			Loop:       &orch.Loop{MaxTurns: run.PatternDef.MaxIterations, SessionID: laneSession(run.Request.SessionID, idx)}}
+	}
+	return steps, "", nil
+}
+
+// checkLanes rejects a decomposition the run cannot fan out: no lane, too
+// many, an empty goal, or a skill that was not discovered.
+func checkLanes(lanes []llm.LaneGoal, known map[string]bool, maxLanes int) error {
+	switch {
+	case len(lanes) == 0:
+		return errors.New("the decomposition has no lane; propose lanes or answer infeasible")
+	case len(lanes) > maxLanes:
+		return fmt.Errorf("%d lanes; the limit is %d", len(lanes), maxLanes)
+	}
+	for i, l := range lanes {
+		if l.Goal == "" || len(l.Skills) == 0 {
+			return fmt.Errorf("lane %d needs a goal and at least one skill", i+1)
+		}
+		if j := slices.IndexFunc(l.Skills, func(s string) bool { return !known[s] }); j >= 0 {
+			return fmt.Errorf("lane %d names skill %q, which is not in the skills list", i+1, l.Skills[j])
+		}
+	}
+	return nil
+}
+
+// laneSession is a lane's own session id: its parent's, suffixed with the
+// lane's step, so it stays a valid subject token of at most 64 characters.
+func laneSession(parent string, step int) string {
+	suffix := fmt.Sprintf("-lane%d", step)
+	if len(parent)+len(suffix) > 64 {
+		parent = parent[:64-len(suffix)]
+	}
+	return parent + suffix
+}

@@ -1,0 +1,316 @@
+package runctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	json "github.com/go-json-experiment/json/v1"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/kvcas"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/store"
+)
+
+// History bounds: a session keeps its last HistoryKeep messages verbatim
+// (each cut to HistoryMessageBytes) and condenses the older ones into one
+// summary message of at most HistorySummaryBytes, so the context a run
+// carries in every message stays bounded however long the session runs.
+const (
+	HistoryKeep         = 6
+	HistoryMessageBytes = 1000
+	HistorySummaryBytes = 1500
+)
+
+// Session message roles.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleSummary   = "summary"
+)
+
+// AuditSessionUpdated names the audit event that carries a session after
+// a run appended its exchange; the projector indexes it into
+// agent_sessions and writes the exchange to the user's memory.
+const AuditSessionUpdated = "session.updated"
+
+// SessionUpdated is the payload of a session.updated audit event.
+type SessionUpdated struct {
+	// Revision orders the snapshots of one session.
+	Revision uint64        `json:"revision"`
+	Session  store.Session `json:"session"`
+	// RunID, UserID, Message and Answer are the exchange the run
+	// appended.
+	RunID   string `json:"run_id"`
+	UserID  string `json:"user_id"`
+	Message string `json:"message"`
+	Answer  string `json:"answer"`
+	// HandedOff says the run was handed to a human: no exchange was
+	// appended (the reply will be).
+	HandedOff bool `json:"handed_off,omitempty"`
+	// Operator, for a change no run made (an operator's handoff, a
+	// human's reply to it), is who made it and Action its id; no
+	// exchange is written to memory.
+	Operator string `json:"operator,omitempty"`
+	Action   string `json:"action,omitempty"`
+}
+
+// Sessions keeps every session's bounded conversation in the sessions KV
+// bucket, by tenant and session: the router reads a session's history when
+// a run starts and appends the run's exchange when it ends, before the
+// caller gets the answer, so the session's next run always sees it. The
+// bucket is the authority; agent_sessions is its projection.
+type Sessions struct {
+	KV jetstream.KeyValue
+}
+
+// SessionKey is the bucket key of a session: tenant and session ids are
+// both strict tokens, so the key never collides across tenants.
+func SessionKey(tenantID, sessionID string) string { return tenantID + "." + sessionID }
+
+// Get returns a session of tenantID, or store.ErrNotFound: another
+// tenant's session is not found either.
+func (s *Sessions) Get(ctx context.Context, tenantID, sessionID string) (store.Session, uint64, error) {
+	if orch.ValidateID("tenant_id", tenantID) != nil || orch.ValidateID("session_id", sessionID) != nil {
+		return store.Session{}, 0, store.ErrNotFound
+	}
+	e, err := s.KV.Get(ctx, SessionKey(tenantID, sessionID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return store.Session{}, 0, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Session{}, 0, fmt.Errorf("handlers: read session: %w", err)
+	}
+	var sess store.Session
+	if err := json.Unmarshal(e.Value(), &sess); err != nil {
+		return store.Session{}, 0, fmt.Errorf("handlers: decode session %s: %w", e.Key(), err)
+	}
+	return sess, e.Revision(), nil
+}
+
+// HistoryOf is a session's conversation as the models see it; nil for no
+// session (a new one).
+func HistoryOf(sess *store.Session) []llm.HistoryMessage {
+	if sess == nil || len(sess.Messages) == 0 {
+		return nil
+	}
+	out := make([]llm.HistoryMessage, len(sess.Messages))
+	for i, m := range sess.Messages {
+		out[i] = llm.HistoryMessage{Role: m.Role, Content: m.Content}
+	}
+	return out
+}
+
+// Append adds a finished run's user message and answer to its session
+// (compare-and-swap, so concurrent runs of a session both land) and
+// returns the event that records it. A redelivered end appends nothing
+// twice: the exchange is found by its run id. fresh says the run found
+// the session empty: the first attempt then creates it without reading.
+func (s *Sessions) Append(ctx context.Context, req orch.RunRequest, answer string, at time.Time, fresh bool) (SessionUpdated, error) {
+	return s.AppendChange(ctx, req, answer, at, fresh, nil)
+}
+
+// AppendChange is Append that also applies what the run's end does to
+// the session (its status, current agent, handoff depth and reason, one
+// more agent turn), once with the exchange.
+func (s *Sessions) AppendChange(ctx context.Context, req orch.RunRequest, answer string, at time.Time, fresh bool,
+	change *orch.SessionChange) (SessionUpdated, error) {
+	var known *kvcas.Entry[store.Session]
+	if fresh {
+		known = &kvcas.Entry[store.Session]{}
+	}
+	e, err := kvcas.UpdateFrom(ctx, s.KV, SessionKey(req.TenantID, req.SessionID), known, func(sess *store.Session, rev uint64) (bool, error) {
+		if rev == 0 {
+			*sess = store.Session{SessionID: req.SessionID, TenantID: req.TenantID, UserID: req.UserID,
+				State: "active", StartedAt: at}
+		}
+		if !appendExchange(sess, req, answer, at) {
+			return false, nil // a redelivered end: the exchange is in
+		}
+		ApplyChange(sess, change, req.RunID, at)
+		return true, nil
+	})
+	if err != nil {
+		return SessionUpdated{}, fmt.Errorf("handlers: session: %w", err)
+	}
+	return SessionUpdated{RunID: req.RunID, UserID: req.UserID, Message: req.Message, Answer: answer,
+		Revision: e.Revision, Session: e.Value}, nil
+}
+
+// HandOff marks the session of a run handed to a human: handed_off with
+// the packet a reply answers (compare-and-swap; idempotent by gate). It
+// returns the event that records it.
+func (s *Sessions) HandOff(ctx context.Context, req orch.RunRequest, change orch.SessionChange, at time.Time) (SessionUpdated, error) {
+	e, err := kvcas.Update(ctx, s.KV, SessionKey(req.TenantID, req.SessionID), func(sess *store.Session, rev uint64) (bool, error) {
+		if rev == 0 {
+			*sess = store.Session{SessionID: req.SessionID, TenantID: req.TenantID, UserID: req.UserID, StartedAt: at}
+		}
+		if h := sess.Handoff; sess.State == orch.SessionHandedOff && h != nil && h.GateID == change.GateID {
+			return false, nil // a redelivered hop
+		}
+		ApplyChange(sess, &change, req.RunID, at)
+		return true, nil
+	})
+	if err != nil {
+		return SessionUpdated{}, fmt.Errorf("handlers: session: %w", err)
+	}
+	return SessionUpdated{RunID: req.RunID, UserID: req.UserID, Message: req.Message, HandedOff: true,
+		Revision: e.Revision, Session: e.Value}, nil
+}
+
+// ApplyChange sets what run runID's end or handoff does to its session.
+// A session another run handed to a human stays handed off until that
+// run's reply.
+func ApplyChange(sess *store.Session, c *orch.SessionChange, runID string, at time.Time) {
+	if c == nil {
+		return
+	}
+	if h := sess.Handoff; sess.State == orch.SessionHandedOff && h != nil && h.RunID != runID {
+		if c.AgentTurn {
+			sess.TurnCount++
+		}
+		return
+	}
+	sess.State = c.Status
+	if sess.EndedBy == runID && !sess.EndedAt.IsZero() && c.Status == orch.SessionActive {
+		// Its agent ended the conversation (end_conversation) during
+		// this run: the run's end does not reopen it.
+		sess.State = orch.SessionCompleted
+	}
+	if c.AgentID != "" && continuesFrom(sess, c) {
+		sess.AgentID, sess.ParentAgentID, sess.HandoffDepth, sess.HandoffChain = c.AgentID, c.ParentAgentID, c.Depth, c.Chain
+	}
+	if c.Reason != "" {
+		sess.HandoffReason = c.Reason
+	}
+	if c.AgentTurn {
+		sess.TurnCount++
+	}
+	sess.Handoff = nil
+	if h := c.Handoff; h != nil && c.Status == orch.SessionHandedOff {
+		sess.Handoff = &store.SessionHandoff{RunID: c.RunID, GateID: c.GateID, Reason: h.Reason, Priority: h.Priority,
+			Summary: h.Summary, Context: h.Context, Agents: h.Agents, Trigger: h.Trigger, At: at}
+	}
+	if sess.State == orch.SessionCompleted && sess.EndedAt.IsZero() {
+		sess.EndedAt, sess.EndedBy = at, runID
+	}
+}
+
+// continuesFrom reports whether the run whose end c is went on from the
+// session's current agent (it is in the run's chain): an operator who
+// handed the session to another agent while the run was going keeps the
+// last word on who answers next.
+func continuesFrom(sess *store.Session, c *orch.SessionChange) bool {
+	chain := c.Chain
+	if len(chain) == 0 {
+		chain = []string{c.AgentID}
+	}
+	return sess.AgentID == "" || slices.Contains(chain, sess.AgentID)
+}
+
+// appendExchange appends the exchange of req to sess and condenses what
+// falls out of the window. It reports false when the exchange is already
+// there.
+func appendExchange(sess *store.Session, req orch.RunRequest, answer string, at time.Time) bool {
+	userID := req.RunID + ".user"
+	for _, m := range sess.Messages {
+		if m.MsgID == userID {
+			return false
+		}
+	}
+	sess.LastActive = at
+	sess.Messages = append(sess.Messages,
+		store.SessionMessage{MsgID: userID, Role: RoleUser, Content: Clip(req.Message, HistoryMessageBytes), TS: at},
+		store.SessionMessage{MsgID: req.RunID + ".assistant", Role: RoleAssistant, Content: Clip(answer, HistoryMessageBytes), TS: at})
+	Condense(sess)
+	return true
+}
+
+// Clip cuts s to at most n bytes on a rune boundary, marking the cut.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// firstLine is the first line of s, clipped to n bytes.
+func firstLine(s string, n int) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return Clip(line, n)
+}
+
+// keepTail keeps the last whole lines of s that fit in n bytes: the
+// summary forgets its oldest turns first.
+func keepTail(s string, n int) string {
+	for len(s) > n {
+		_, rest, ok := strings.Cut(s, "\n")
+		if !ok {
+			return Clip(s, n)
+		}
+		s = rest
+	}
+	return s
+}
+
+// Update applies an operator's change to a session of tenantID
+// (compare-and-swap, so it never overwrites a run's write): change checks
+// the session as stored and changes it, or returns an error, which is
+// returned with nothing written. A missing session is store.ErrNotFound.
+func (s *Sessions) Update(ctx context.Context, tenantID, sessionID string, change func(*store.Session) error) (store.Session, uint64, error) {
+	if orch.ValidateID("tenant_id", tenantID) != nil || orch.ValidateID("session_id", sessionID) != nil {
+		return store.Session{}, 0, store.ErrNotFound
+	}
+	e, err := kvcas.Update(ctx, s.KV, SessionKey(tenantID, sessionID), func(sess *store.Session, rev uint64) (bool, error) {
+		if rev == 0 {
+			return false, store.ErrNotFound
+		}
+		if err := change(sess); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		return store.Session{}, 0, err
+	}
+	return e.Value, e.Revision, nil
+}
+
+// Condense keeps the session's last HistoryKeep messages and folds the
+// older ones into its summary message.
+func Condense(sess *store.Session) {
+	var summary *store.SessionMessage
+	kept := sess.Messages[:0:0]
+	for _, m := range sess.Messages {
+		if m.Role == RoleSummary {
+			s := m
+			summary = &s
+			continue
+		}
+		kept = append(kept, m)
+	}
+	if len(kept) <= HistoryKeep {
+		return
+	}
+	old := kept[:len(kept)-HistoryKeep]
+	if summary == nil {
+		summary = &store.SessionMessage{MsgID: "summary", Role: RoleSummary}
+	}
+	lines := summary.Content
+	for _, m := range old {
+		lines += "\n" + m.Role + ": " + firstLine(m.Content, 160)
+		summary.TS = m.TS
+	}
+	summary.Content = keepTail(strings.TrimPrefix(lines, "\n"), HistorySummaryBytes)
+	sess.Messages = append([]store.SessionMessage{*summary}, kept[len(kept)-HistoryKeep:]...)
+}
