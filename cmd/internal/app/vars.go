@@ -205,29 +205,29 @@ var (
 // The agentbus command's own.
 var (
 	EnvData = String(secCommands, "AGENTBUS_DATA", "data", "./data", text("a directory"),
-		"data directory of agentbus up (NATS file store and embedded store) and agentbus nats (<dir>/nats)")
+		"data directory: the NATS file store and embedded store (agentbus up); agentbus nats stores in <dir>/nats")
 	EnvSyncAlways = Bool(secCommands, "NATS_SYNC_ALWAYS", "sync-always",
-		"agentbus up: fsync every JetStream write (sync_interval: always): acknowledged writes survive a power loss, at a cost (docs/PERFORMANCE.md)")
-	EnvSkillsAddr = String(secCommands, "SKILLS_ADDR", "addr", "127.0.0.1:7070", addr, "agentbus skills: listen address")
+		"fsync every JetStream write (sync_interval: always): acknowledged writes survive a power loss, at a cost (docs/PERFORMANCE.md) (agentbus up)")
+	EnvSkillsAddr = String(secCommands, "SKILLS_ADDR", "addr", "127.0.0.1:7070", addr, "listen address of the demo Skill Service (agentbus skills)")
 	EnvURL        = String(secCommands, "AGENTBUS_URL", "url", "http://127.0.0.1:8080", httpURL,
-		"agentbus run, cancel, approve, interrupt, resume, steer: the ingress URL")
+		"the ingress URL (agentbus run, cancel, approve, interrupt, resume, steer)")
 	EnvKey = Secret(secCommands, "AGENTBUS_KEY",
-		"agentbus run, cancel, approve, interrupt, resume, steer: the bearer credential sent (a tenant API key or JWT)")
+		"the bearer credential sent, a tenant API key or JWT (agentbus run, cancel, approve, interrupt, resume, steer)")
 	EnvNATSPermissions = Bool(secCommands, "NATS_PERMISSIONS", "permissions",
-		"agentbus nats: one NATS user per role process, the ingress and admin, each allowed only its own subjects; "+
-			"passwords in --users-file, the topology set up by admin")
+		"one NATS user per role process, the ingress and admin, each allowed only its own subjects; "+
+			"passwords in --users-file, the topology set up by admin (agentbus nats)")
 	EnvNATSServerName = docDefault(String(secCommands, "NATS_SERVER_NAME", "name", "", text("a name"),
-		`agentbus nats: server name, unique within a cluster; default "agentbus", required with --cluster`), "agentbus")
+		`server name, unique within a cluster; default "agentbus", required with --cluster (agentbus nats)`), "agentbus")
 	EnvNATSCluster = String(secCommands, "NATS_CLUSTER", "cluster", "", addr,
-		"agentbus nats: host:port of this node's cluster listener: run as one node of a JetStream cluster (with --routes and --name)")
+		"host:port of this node's cluster listener: run as one node of a JetStream cluster, with --routes and --name (agentbus nats)")
 	EnvNATSClusterName = String(secCommands, "NATS_CLUSTER_NAME", "cluster-name", "agentbus", text("a name"),
-		"agentbus nats: name of the cluster, the same on every node")
+		"name of the cluster, the same on every node (agentbus nats)")
 	EnvNATSRoutes = String(secCommands, "NATS_ROUTES", "routes", "", routes,
-		"agentbus nats: comma-separated cluster addresses of the other nodes, host:port or nats-route://host:port")
+		"comma-separated cluster addresses of the other nodes, host:port or nats-route://host:port (agentbus nats)")
 	EnvNATSMonitor = String(secCommands, "NATS_MONITOR", "monitor", "", addr,
-		"agentbus nats: host:port of the HTTP monitoring endpoint; /healthz answers 200 once this node's JetStream is current")
+		"host:port of the HTTP monitoring endpoint; /healthz answers 200 once this node's JetStream is current (agentbus nats)")
 	EnvConformanceScenario = String(secCommands, "MCP_CONFORMANCE_SCENARIO", "", "", text("a scenario name"),
-		"agentbus mcp-conformance-client: the MCP conformance suite's scenario")
+		"the MCP conformance suite's scenario (agentbus mcp-conformance-client)")
 	EnvConformanceContext = hidden(String(secCommands, "MCP_CONFORMANCE_CONTEXT", "", "", jsonObject,
-		"agentbus mcp-conformance-client: the scenario's credentials, from the conformance suite"))
+		"the scenario's credentials, from the conformance suite (agentbus mcp-conformance-client)"))
 )
