@@ -72,7 +72,8 @@ the defaults the environment gives them. An empty variable counts as unset. Secr
 environment only (or from a file a flag names) and are never printed.
 
 A malformed value of a variable or a flag stops the process before it starts, with exit code 2 and a
-message naming the variable or flag, the value and the form expected:
+message naming the variable or flag, the value and the form expected. Every command checks every variable
+below, whether it reads it or not:
 
 ` + "```" + `
 $ MAX_TURNS=ten bin/agentbus up

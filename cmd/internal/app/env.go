@@ -24,8 +24,9 @@ type Var struct {
 	Default string // the default as documented, "" for none
 	Form    string // what a value must look like, e.g. "an integer"
 	Usage   string // what it means
-	// Secret variables are never printed, not even when malformed, and
-	// have no flag (a flag shows in a process listing).
+	// Secret variables are never printed: not when malformed, not as a
+	// flag's default in --help. Most have no flag, which would show in a
+	// process listing.
 	Secret bool
 	check  func(string) error // nil accepts any text
 }
@@ -57,9 +58,17 @@ func Vars() []Var {
 // its name (MAX_TURNS, --max-turns), the value and the form expected.
 type ParseError struct {
 	Name   string
-	Value  string
+	Value  string // "" for a secret
 	Form   string
-	Secret bool // the value is not shown
+	Secret bool // the value is not kept
+}
+
+// newParseError is the ParseError of value, keeping it unless secret.
+func newParseError(name, value, form string, secret bool) *ParseError {
+	if secret {
+		value = ""
+	}
+	return &ParseError{Name: name, Value: value, Form: form, Secret: secret}
 }
 
 // Error names the variable or flag, the value (unless secret) and the
@@ -110,7 +119,7 @@ func (v *Var) parseError(s string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &ParseError{Name: v.Name, Value: s, Form: v.Form, Secret: v.Secret}
+	return newParseError(v.Name, s, v.Form, v.Secret)
 }
 
 // help is the usage of the variable's flag: its meaning and the variable.
@@ -291,7 +300,7 @@ func (c *stringValue) String() string {
 
 func (c *stringValue) Set(s string) error {
 	if c.v.check != nil && c.v.check(s) != nil {
-		return &ParseError{Name: "--" + c.v.Flag, Value: s, Form: c.v.Form, Secret: c.v.Secret}
+		return newParseError("--"+c.v.Flag, s, c.v.Form, c.v.Secret)
 	}
 	*c.p = s
 	return nil
