@@ -7,16 +7,17 @@
 // as the OpenTelemetry GenAI semantic conventions say (chat, execute_tool,
 // invoke_agent; gen_ai.* attributes).
 //
-// Export is OTLP over HTTP, enabled by the standard environment:
-// OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) and
-// its companions. Without it no span is recorded, and tracing costs a
-// context lookup per call.
+// Export is OTLP over HTTP, turned on by the process (Setup; agentbus's
+// processes do when OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set) and configured by the
+// OpenTelemetry SDK's standard environment. Without it no span is
+// recorded, and tracing costs a context lookup per call.
 package tracing
 
 import (
 	"context"
 	"errors"
-	"os"
+	"sync/atomic"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"go.opentelemetry.io/otel"
@@ -39,16 +40,19 @@ var propagator = propagation.TraceContext{}
 
 func tracer() trace.Tracer { return otel.Tracer(Name) }
 
-// Enabled reports whether the environment asks for OTLP export.
-func Enabled() bool {
-	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
-}
+// enabled is set once a Setup of the process exports.
+var enabled atomic.Bool
 
-// Setup installs the process's tracer provider, exporting to OTLP over
-// HTTP when Enabled, for service (the process's name). The returned
-// shutdown flushes what is buffered; call it before exiting.
-func Setup(ctx context.Context, service string) (shutdown func(context.Context) error, err error) {
-	if !Enabled() {
+// Enabled reports whether the process exports its spans (Setup).
+func Enabled() bool { return enabled.Load() }
+
+// Setup installs the process's tracer provider for service (the process's
+// name), exporting to OTLP over HTTP when export is true; the exporter
+// takes its endpoint and options from the SDK's OTEL_EXPORTER_OTLP_*
+// environment. The returned shutdown flushes what is buffered; call it
+// before exiting.
+func Setup(ctx context.Context, service string, export bool) (shutdown func(context.Context) error, err error) {
+	if !export {
 		return func(context.Context) error { return nil }, nil
 	}
 	exp, err := otlptracehttp.New(ctx)
@@ -62,6 +66,7 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
+	enabled.Store(true)
 	return tp.Shutdown, nil
 }
 

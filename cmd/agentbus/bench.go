@@ -28,7 +28,7 @@ func runBench(args []string) int {
 	modes := fs.String("modes", "", "durability modes to measure, comma-separated: default, sync_always (default both)")
 	conc := fs.String("concurrency", "", "concurrency points of the throughput runs, comma-separated (default 1,8,64; quick 1,8)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
-	_ = fs.Parse(args)
+	app.ParseFlags(fs, args)
 	if *modes != "" {
 		cfg.ModesToRun = strings.Split(*modes, ",")
 	}

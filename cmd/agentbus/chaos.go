@@ -35,7 +35,7 @@ func runChaos(args []string) int {
 	fs.StringVar(&c.WorkDir, "dir", "", "directory for process logs and the NATS store (default: a temporary one, removed if the run passes)")
 	fs.IntVar(&c.ProjectionChecks, "projection-checks", 0, "finished runs whose plan projection and trace are read back, spread over the run (default all up to 1000 runs, else 100)")
 	fs.BoolVar(&c.Quiet, "quiet", false, "print only the summary (and log tails on failure)")
-	_ = fs.Parse(args)
+	app.ParseFlags(fs, args)
 	ctx, stop := app.SignalContext()
 	defer stop()
 	sum, err := chaos.Run(ctx, c)

@@ -12,6 +12,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
+	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -48,12 +49,12 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	_ = fs.Parse(args)
+	app.ParseFlags(fs, args)
 	if fs.NArg() != 1 {
 		fs.Usage()
 		return 2
 	}
-	scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO")
+	scenario := app.EnvConformanceScenario.Value()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	if err := runConformance(ctx, scenario, fs.Arg(0)); err != nil {
@@ -76,7 +77,7 @@ func runConformance(ctx context.Context, scenario, url string) error {
 			PrivateKeyPEM string `json:"private_key_pem"`
 			Algorithm     string `json:"signing_algorithm"`
 		}
-		if raw := os.Getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
+		if raw := app.EnvConformanceContext.Value(); raw != "" {
 			if err := json.Unmarshal([]byte(raw), &sc); err != nil {
 				return fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
 			}

@@ -24,13 +24,12 @@ func runDemo(args []string) int {
 	fs := flag.NewFlagSet("agentbus demo", flag.ExitOnError)
 	task := fs.String("task", DemoTask, "the task to run")
 	data := fs.String("data", "", "data directory (default: a temporary one, removed on exit)")
-	logLevel := fs.String("log-level", app.Env("LOG_LEVEL", "warn"), "log level of the embedded processes")
+	logLevel := fs.String("log-level", app.EnvLogLevel.Or("warn"), "log level of the embedded processes (env LOG_LEVEL)")
 	var pc app.Config
 	pc.Models.Register(fs)
-	_ = fs.Parse(args)
+	app.ParseFlags(fs, args)
 	if err := pc.Models.Validate(); err != nil {
-		fmt.Fprintln(os.Stderr, "agentbus demo:", err)
-		return 2
+		return app.ReportUsage(os.Stderr, fs.Name(), err)
 	}
 
 	dir := *data

@@ -31,22 +31,16 @@ type natsFlags struct {
 func (f *natsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.host, "host", "127.0.0.1", "listen host")
 	fs.IntVar(&f.port, "port", 4222, "client port (-1 picks a free one)")
-	fs.StringVar(&f.store, "store", app.Env("AGENTBUS_DATA", "./data")+"/nats", "JetStream file store directory (one per node)")
+	fs.StringVar(&f.store, "store", app.EnvData.Value()+"/nats", "JetStream file store directory (one per node) (env AGENTBUS_DATA, + /nats)")
 	fs.BoolVar(&f.syncAlways, "sync-always", false, "fsync every write (survives a machine crash, not only a process crash)")
-	fs.StringVar(&f.logLevel, "log-level", app.Env("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
-	fs.BoolVar(&f.perms, "permissions", app.Env("NATS_PERMISSIONS", "") == "1",
-		"one NATS user per role process (router, planner, executor, aggregator with the projector), the ingress and admin, each allowed only its own subjects; "+
-			"passwords in --users-file, the topology set up by admin (env NATS_PERMISSIONS=1)")
+	app.EnvLogLevel.Bind(fs, &f.logLevel)
+	app.EnvNATSPermissions.Bind(fs, &f.perms)
 	fs.StringVar(&f.usersFile, "users-file", "", "the users' passwords, created (mode 0600) when missing; default <store>/users.json (every node of a cluster needs the same file)")
-	fs.StringVar(&f.name, "name", app.Env("NATS_SERVER_NAME", ""),
-		`server name, unique within a cluster; default "agentbus", required with --cluster (env NATS_SERVER_NAME)`)
-	fs.StringVar(&f.cluster, "cluster", app.Env("NATS_CLUSTER", ""),
-		"host:port of this node's cluster listener: run as one node of a JetStream cluster (with --routes and --name) (env NATS_CLUSTER)")
-	fs.StringVar(&f.clusterName, "cluster-name", app.Env("NATS_CLUSTER_NAME", "agentbus"), "name of the cluster, the same on every node (env NATS_CLUSTER_NAME)")
-	fs.StringVar(&f.routes, "routes", app.Env("NATS_ROUTES", ""),
-		"comma-separated cluster addresses of the other nodes, host:port or nats-route://host:port (env NATS_ROUTES)")
-	fs.StringVar(&f.monitor, "monitor", app.Env("NATS_MONITOR", ""),
-		"host:port of the HTTP monitoring endpoint; /healthz answers 200 once this node's JetStream is current (env NATS_MONITOR)")
+	app.EnvNATSServerName.Bind(fs, &f.name)
+	app.EnvNATSCluster.Bind(fs, &f.cluster)
+	app.EnvNATSClusterName.Bind(fs, &f.clusterName)
+	app.EnvNATSRoutes.Bind(fs, &f.routes)
+	app.EnvNATSMonitor.Bind(fs, &f.monitor)
 }
 
 // serverConfig is the embedded server's configuration from the flags.
@@ -100,7 +94,7 @@ Flags:
 		fs.PrintDefaults()
 	}
 	f.register(fs)
-	_ = fs.Parse(args)
+	app.ParseFlags(fs, args)
 	log := app.Logger("nats", f.logLevel)
 	dir, err := filepath.Abs(f.store)
 	if err == nil {

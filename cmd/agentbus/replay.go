@@ -26,7 +26,8 @@ import (
 // without calling a model or a tool, and reports any divergence.
 func replay(args []string) int {
 	fs := flag.NewFlagSet("agentbus replay", flag.ExitOnError)
-	natsURL := fs.String("nats", app.Env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (env NATS_URL)")
+	var natsURL string
+	app.EnvNATSURL.Bind(fs, &natsURL)
 	tenant := fs.String("tenant", "", "only this tenant's runs (default every tenant)")
 	all := fs.Bool("all", false, "replay every run recorded since --since")
 	since := fs.Duration("since", 24*time.Hour, "with --all: how far back to read the AGENT stream")
@@ -38,7 +39,7 @@ func replay(args []string) int {
 			"Exits 1 if any run diverges. NATS_USER/NATS_PASSWORD log in to a server with per-role permissions (admin).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	_ = fs.Parse(args)
+	app.ParseFlags(fs, args)
 	if *all == (fs.NArg() == 1) {
 		fs.Usage()
 		return 2
@@ -46,12 +47,12 @@ func replay(args []string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	opts := []nats.Option{nats.Name("agentbus-replay"), nats.Timeout(5 * time.Second)}
-	if user := os.Getenv("NATS_USER"); user != "" {
-		opts = append(opts, nats.UserInfo(user, os.Getenv("NATS_PASSWORD")))
+	if user := app.EnvNATSUser.Value(); user != "" {
+		opts = append(opts, nats.UserInfo(user, app.EnvNATSPassword.Value()))
 	}
-	nc, err := nats.Connect(*natsURL, opts...)
+	nc, err := nats.Connect(natsURL, opts...)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "agentbus replay: connect to NATS at %s: %v\n", *natsURL, err)
+		fmt.Fprintf(os.Stderr, "agentbus replay: connect to NATS at %s: %v\n", natsURL, err)
 		return 1
 	}
 	defer nc.Close()

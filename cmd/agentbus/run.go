@@ -19,19 +19,19 @@ import (
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("agentbus run", flag.ExitOnError)
-	url := fs.String("url", app.Env("AGENTBUS_URL", "http://127.0.0.1:8080"), "ingress URL (env AGENTBUS_URL)")
+	url := ingressURL(fs)
 	tenant := fs.String("tenant", "demo", "tenant id")
 	user := fs.String("user", "cli-user", "user id")
 	session := fs.String("session", "", "session id (default: a new one)")
 	stream := fs.Bool("stream", true, "render progress and the answer live as the run streams them (resuming after a dropped connection); --stream=false waits for the whole answer")
 	budget := fs.String("budget", "", "the run's own limits, within the tenant's caps: dimension=value pairs, comma-separated, e.g. tool_calls=10,cost_usd=0.5")
 	agent := fs.String("agent", "", "the id of the tenant's agent the run acts as (POST /agent/agents): its instructions, tools and limits")
-	credential := os.Getenv("AGENTBUS_KEY") // a tenant API key or JWT; from the environment only, never a flag
+	credential := app.EnvKey.Value() // a tenant API key or JWT; from the environment only, never a flag
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentbus run [flags] \"<task>\"\n\nAGENTBUS_KEY, when set, is sent as the bearer credential (a tenant API key or JWT).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	_ = fs.Parse(args)
+	app.ParseFlags(fs, args)
 	task := strings.Join(fs.Args(), " ")
 	if task == "" {
 		fs.Usage()
@@ -94,7 +94,7 @@ func report(res orch.RunResult, tenant string) int {
 func control(action string) func([]string) int {
 	return func(args []string) int {
 		fs := flag.NewFlagSet("agentbus "+action, flag.ExitOnError)
-		url := fs.String("url", app.Env("AGENTBUS_URL", "http://127.0.0.1:8080"), "ingress URL (env AGENTBUS_URL)")
+		url := ingressURL(fs)
 		tenant := fs.String("tenant", "demo", "tenant id (a tenant credential names its own)")
 		user := fs.String("user", "cli-user", "who you are: the approver an approval records (a user credential names its own)")
 		deny := fs.Bool("deny", false, "approve: deny the gate instead")
@@ -107,7 +107,7 @@ func control(action string) func([]string) int {
 			fmt.Fprintf(fs.Output(), "Usage: agentbus %s [flags] %s\n\nAGENTBUS_KEY, when set, is sent as the bearer credential (a tenant API key or JWT).\n\nFlags:\n", action, usage[action])
 			fs.PrintDefaults()
 		}
-		_ = fs.Parse(args)
+		app.ParseFlags(fs, args)
 		want := map[string]int{"approve": 2, "interrupt": 1, "resume": 1, "steer": 2}[action]
 		if fs.NArg() < want || action != "steer" && fs.NArg() != want {
 			fs.Usage()
@@ -115,7 +115,7 @@ func control(action string) func([]string) int {
 		}
 		runID := fs.Arg(0)
 		hc := &http.Client{Transport: userHeader{user: *user}}
-		client := runclient.NewHTTP(*url, hc).WithCredential(os.Getenv("AGENTBUS_KEY"))
+		client := runclient.NewHTTP(*url, hc).WithCredential(app.EnvKey.Value())
 		var body any
 		path := action
 		switch action {
@@ -183,20 +183,27 @@ func parseBudget(s string) (orch.Vector, error) {
 	return v, v.Validate()
 }
 
+// ingressURL registers --url, the ingress's URL (env AGENTBUS_URL), on fs.
+func ingressURL(fs *flag.FlagSet) *string {
+	var url string
+	app.EnvURL.Bind(fs, &url)
+	return &url
+}
+
 func cancelRun(args []string) int {
 	fs := flag.NewFlagSet("agentbus cancel", flag.ExitOnError)
-	url := fs.String("url", app.Env("AGENTBUS_URL", "http://127.0.0.1:8080"), "ingress URL (env AGENTBUS_URL)")
+	url := ingressURL(fs)
 	tenant := fs.String("tenant", "demo", "tenant id (a tenant credential names its own)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentbus cancel [flags] <run_id>\n\nAGENTBUS_KEY, when set, is sent as the bearer credential (a tenant API key or JWT).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	_ = fs.Parse(args)
+	app.ParseFlags(fs, args)
 	if fs.NArg() != 1 {
 		fs.Usage()
 		return 2
 	}
-	res, err := runclient.NewHTTP(*url, nil).WithCredential(os.Getenv("AGENTBUS_KEY")).Cancel(context.Background(), *tenant, fs.Arg(0))
+	res, err := runclient.NewHTTP(*url, nil).WithCredential(app.EnvKey.Value()).Cancel(context.Background(), *tenant, fs.Arg(0))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentbus cancel:", err)
 		return 1

@@ -23,7 +23,7 @@ import (
 // count, for one).
 func setup(args []string) int {
 	timeout := 2 * time.Minute
-	if os.Getenv("NATS_USER") == "" {
+	if !app.EnvNATSUser.IsSet() {
 		args = append([]string{"--nats-user", app.UserAdmin}, args...) // admin unless told otherwise
 	}
 	c := app.Parse("agentbus setup", "set the streams, consumers and buckets up on a NATS server or cluster, as admin", args,

@@ -15,17 +15,18 @@ import (
 // where every role is a separate process.
 func serveSkills(args []string) int {
 	fs := flag.NewFlagSet("agentbus skills", flag.ExitOnError)
-	addr := fs.String("addr", app.Env("SKILLS_ADDR", "127.0.0.1:7070"), "listen address (env SKILLS_ADDR)")
+	var addr string
+	app.EnvSkillsAddr.Bind(fs, &addr)
 	latency := fs.Duration("latency", 0, "sleep this long in every skill call (fault-injection tests)")
-	_ = fs.Parse(args)
+	app.ParseFlags(fs, args)
 	log := app.Logger("skills", "info")
 	ctx, stop := app.SignalContext()
 	defer stop()
 	svc := demo.NewService(demo.Config{Latency: *latency})
-	srv := &http.Server{Addr: *addr, Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Printf("demo Skill Service on http://%s/tenants/{tenant}/mcp\n", *addr)
+	fmt.Printf("demo Skill Service on http://%s/tenants/{tenant}/mcp\n", addr)
 	select {
 	case err := <-errc:
 		return app.LogFatal(log, "serve", err)

@@ -78,7 +78,7 @@ type tenantsCmd struct {
 func (c *tenantsCmd) flags(synopsis string) *flag.FlagSet {
 	c.fs = flag.NewFlagSet(c.name, flag.ContinueOnError)
 	c.fs.SetOutput(c.stderr)
-	c.fs.StringVar(&c.natsURL, "nats", app.Env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (env NATS_URL)")
+	app.EnvNATSURL.Bind(c.fs, &c.natsURL)
 	c.fs.Usage = func() {
 		fmt.Fprintf(c.fs.Output(), "Usage: %s %s\n\nFlags:\n", c.name, synopsis)
 		c.fs.PrintDefaults()
@@ -90,11 +90,11 @@ func (c *tenantsCmd) flags(synopsis string) *flag.FlagSet {
 // checks there are want of those. ok false means return code.
 func (c *tenantsCmd) parse(args []string, want int) (pos []string, code int, ok bool) {
 	for {
-		if err := c.fs.Parse(args); err != nil {
+		if err := app.CheckFlags(c.fs, args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, 0, false
 			}
-			return nil, 2, false
+			return nil, app.ReportUsage(c.stderr, c.name, err), false
 		}
 		if c.fs.NArg() == 0 {
 			break
@@ -127,9 +127,9 @@ func (c *tenantsCmd) withKeys(ctx context.Context, fn func(context.Context, *aut
 	ctx, cancel := context.WithTimeout(ctx, tenantsTimeout)
 	defer cancel()
 	opts := []nats.Option{nats.Name("agentbus-tenants"), nats.Timeout(5 * time.Second)}
-	if user := os.Getenv("NATS_USER"); user != "" {
+	if user := app.EnvNATSUser.Value(); user != "" {
 		// A server with per-role permissions: the key store is admin's.
-		opts = append(opts, nats.UserInfo(user, os.Getenv("NATS_PASSWORD")))
+		opts = append(opts, nats.UserInfo(user, app.EnvNATSPassword.Value()))
 	}
 	nc, err := nats.Connect(c.natsURL, opts...)
 	if err != nil {

@@ -12,11 +12,12 @@ import (
 
 func up(args []string) int {
 	fs := flag.NewFlagSet("agentbus up", flag.ExitOnError)
-	httpAddr := fs.String("http", app.Env("INGRESS_ADDR", "127.0.0.1:8080"), "ingress listen address (env INGRESS_ADDR)")
-	data := fs.String("data", app.Env("AGENTBUS_DATA", "./data"), "data directory: NATS file store and embedded store (env AGENTBUS_DATA)")
+	var httpAddr, data string
+	var syncAlways bool
+	app.EnvIngressAddr.Bind(fs, &httpAddr)
+	app.EnvData.Bind(fs, &data)
 	natsPort := fs.Int("nats-port", 4222, "port of the embedded NATS server (-1 picks a free one)")
-	syncAlways := fs.Bool("sync-always", app.Env("NATS_SYNC_ALWAYS", "") == "1",
-		"fsync every JetStream write (sync_interval: always): acknowledged writes survive a power loss, at a cost (docs/PERFORMANCE.md) (env NATS_SYNC_ALWAYS=1)")
+	app.EnvSyncAlways.Bind(fs, &syncAlways)
 	demoAddr := fs.String("demo-skills", "127.0.0.1:7070",
 		"listen address of the demo Skill Service, served unless SKILL_SERVICE_URL, --skills or SKILL_TRANSPORT=stdio names other skills")
 	var ingress app.IngressOptions
@@ -28,18 +29,17 @@ func up(args []string) int {
 		fmt.Fprintf(fs.Output(), "agentbus up: embedded NATS, store, skills and every role, with the ingress API\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	_ = fs.Parse(args)
+	app.ParseFlags(fs, args)
 	if err := pc.Validate(); err != nil {
-		fmt.Fprintln(os.Stderr, "agentbus up:", err)
-		return 2
+		return app.ReportUsage(os.Stderr, fs.Name(), err)
 	}
 
 	log := app.Logger("agentbus", pc.LogLevel)
 	ctx, stop := app.SignalContext()
 	defer stop()
-	abs, _ := filepath.Abs(*data)
+	abs, _ := filepath.Abs(data)
 	s, err := app.StartStack(ctx, app.StackConfig{
-		DataDir: abs, NATSPort: *natsPort, SyncAlways: *syncAlways, HTTPAddr: *httpAddr, SkillsAddr: *demoAddr, Ingress: ingress, Log: log,
+		DataDir: abs, NATSPort: *natsPort, SyncAlways: syncAlways, HTTPAddr: httpAddr, SkillsAddr: *demoAddr, Ingress: ingress, Log: log,
 		Process: pc, ExternalSkills: externalSkills(fs), Skills: demo.NewService(demo.Config{}).Handler(),
 	})
 	if err != nil {
@@ -56,7 +56,7 @@ func up(args []string) int {
 // externalSkills reports whether the configuration names skills of its
 // own (a Skill Service URL or a stdio server) instead of the demo ones.
 func externalSkills(fs *flag.FlagSet) bool {
-	set := os.Getenv("SKILL_SERVICE_URL") != "" || os.Getenv("SKILL_TRANSPORT") == "stdio"
+	set := app.EnvSkillServiceURL.IsSet() || app.EnvSkillTransport.Value() == "stdio"
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "skills" || (f.Name == "skill-transport" && f.Value.String() == "stdio") {
 			set = true

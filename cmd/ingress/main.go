@@ -11,7 +11,7 @@ import (
 func main() {
 	var opts app.IngressOptions
 	c := app.Parse("ingress", "the agentbus HTTP API", os.Args[1:], func(fs *flag.FlagSet) {
-		fs.StringVar(&opts.Addr, "http", app.Env("INGRESS_ADDR", "127.0.0.1:8080"), "listen address (env INGRESS_ADDR)")
+		app.EnvIngressAddr.Bind(fs, &opts.Addr)
 		opts.RegisterAuth(fs)
 		opts.RegisterLimits(fs)
 		fs.DurationVar(&opts.RunTimeout, "run-timeout", 5*time.Minute, "how long POST /agent/run waits for an answer")

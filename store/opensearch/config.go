@@ -8,8 +8,6 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"strconv"
-	"strings"
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -141,56 +139,6 @@ type AWSConfig struct {
 	// (OpenSearch Serverless; see the package documentation for what it
 	// does not support).
 	Service string
-}
-
-// ConfigFromEnv returns a Config filled from the environment:
-// OPENSEARCH_URL (comma-separated), OPENSEARCH_USERNAME,
-// OPENSEARCH_PASSWORD, OPENSEARCH_CA_FILE, OPENSEARCH_INSECURE_SKIP_VERIFY,
-// OPENSEARCH_AWS_REGION and OPENSEARCH_AWS_SERVICE (SigV4),
-// OPENSEARCH_INDEX_PREFIX, OPENSEARCH_DIMENSION, OPENSEARCH_ISM and
-// OPENSEARCH_EVENT_RETENTION (a Go duration). Malformed numbers are
-// reported by the returned error; unset variables keep the defaults.
-func ConfigFromEnv() (Config, error) {
-	var cfg Config
-	var errs []error
-	if v := os.Getenv("OPENSEARCH_URL"); v != "" {
-		for u := range strings.SplitSeq(v, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				cfg.URLs = append(cfg.URLs, u)
-			}
-		}
-	}
-	cfg.Username = os.Getenv("OPENSEARCH_USERNAME")
-	cfg.Password = os.Getenv("OPENSEARCH_PASSWORD")
-	cfg.CAFile = os.Getenv("OPENSEARCH_CA_FILE")
-	if v := os.Getenv("OPENSEARCH_INSECURE_SKIP_VERIFY"); v != "" {
-		b, err := strconv.ParseBool(v)
-		errs = append(errs, envErr("OPENSEARCH_INSECURE_SKIP_VERIFY", err))
-		cfg.InsecureSkipVerify = b
-	}
-	if region := os.Getenv("OPENSEARCH_AWS_REGION"); region != "" {
-		cfg.AWS = &AWSConfig{Region: region, Service: os.Getenv("OPENSEARCH_AWS_SERVICE")}
-	}
-	cfg.IndexPrefix = os.Getenv("OPENSEARCH_INDEX_PREFIX")
-	if v := os.Getenv("OPENSEARCH_DIMENSION"); v != "" {
-		n, err := strconv.Atoi(v)
-		errs = append(errs, envErr("OPENSEARCH_DIMENSION", err))
-		cfg.Dimension = n
-	}
-	cfg.ISM = ISMMode(os.Getenv("OPENSEARCH_ISM"))
-	if v := os.Getenv("OPENSEARCH_EVENT_RETENTION"); v != "" {
-		d, err := time.ParseDuration(v)
-		errs = append(errs, envErr("OPENSEARCH_EVENT_RETENTION", err))
-		cfg.EventRetention = d
-	}
-	return cfg, errors.Join(errs...)
-}
-
-func envErr(name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("opensearch: %s: %w", name, err)
 }
 
 // withDefaults returns cfg with its zero fields set to their defaults.

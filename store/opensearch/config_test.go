@@ -174,28 +174,6 @@ func TestConfigStringRedactsPassword(t *testing.T) {
 	}
 }
 
-func TestConfigFromEnv(t *testing.T) {
-	t.Setenv("OPENSEARCH_URL", "http://a:9200, http://b:9200")
-	t.Setenv("OPENSEARCH_INDEX_PREFIX", "dev_")
-	t.Setenv("OPENSEARCH_DIMENSION", "384")
-	t.Setenv("OPENSEARCH_EVENT_RETENTION", "168h")
-	t.Setenv("OPENSEARCH_AWS_REGION", "eu-west-1")
-	t.Setenv("OPENSEARCH_AWS_SERVICE", "aoss")
-	cfg, err := ConfigFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(cfg.URLs, []string{"http://a:9200", "http://b:9200"}) || cfg.IndexPrefix != "dev_" ||
-		cfg.Dimension != 384 || cfg.EventRetention != 168*time.Hour || cfg.AWS == nil ||
-		cfg.AWS.Region != "eu-west-1" || cfg.AWS.Service != "aoss" {
-		t.Fatalf("ConfigFromEnv = %+v", cfg)
-	}
-	t.Setenv("OPENSEARCH_DIMENSION", "many")
-	if _, err := ConfigFromEnv(); err == nil {
-		t.Fatal("malformed OPENSEARCH_DIMENSION accepted")
-	}
-}
-
 // recorder is an HTTP transport that records requests and answers 200 [].
 type recorder struct{ reqs []*http.Request }
 

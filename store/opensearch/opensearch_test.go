@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,13 +24,25 @@ import (
 // the package so that binaries do not link storetest and testing.)
 var _ storetest.Backend = (*Store)(nil)
 
-// nodeConfig is the configuration of the test node: OPENSEARCH_URL and the
-// other OPENSEARCH_* variables, else the local node of `make opensearch`.
+// nodeConfig is the configuration of the test node: OPENSEARCH_URL
+// (comma-separated) and its credentials (OPENSEARCH_USERNAME,
+// OPENSEARCH_PASSWORD, OPENSEARCH_CA_FILE, OPENSEARCH_INSECURE_SKIP_VERIFY),
+// else the local node of `make opensearch`. (The processes read these
+// variables in cmd/internal/app; the package reads no environment.)
 func nodeConfig(t *testing.T) Config {
 	t.Helper()
-	cfg, err := ConfigFromEnv()
-	if err != nil {
-		t.Fatalf("ConfigFromEnv: %v", err)
+	var cfg Config
+	for u := range strings.SplitSeq(os.Getenv("OPENSEARCH_URL"), ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			cfg.URLs = append(cfg.URLs, u)
+		}
+	}
+	cfg.Username, cfg.Password, cfg.CAFile = os.Getenv("OPENSEARCH_USERNAME"), os.Getenv("OPENSEARCH_PASSWORD"), os.Getenv("OPENSEARCH_CA_FILE")
+	if v := os.Getenv("OPENSEARCH_INSECURE_SKIP_VERIFY"); v != "" {
+		var err error
+		if cfg.InsecureSkipVerify, err = strconv.ParseBool(v); err != nil {
+			t.Fatalf("OPENSEARCH_INSECURE_SKIP_VERIFY=%q: %v", v, err)
+		}
 	}
 	cfg.Dimension = storetest.Dimension
 	// Writes wait for a refresh; refresh often so the suite stays fast.

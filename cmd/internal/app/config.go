@@ -2,19 +2,17 @@ package app
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go"
 
-	"github.com/agentbus/agentbus/handlers/executor"
 	"github.com/agentbus/agentbus/skills"
-	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/tools"
 )
 
@@ -84,73 +82,51 @@ type Config struct {
 	inProcess nats.InProcessConnProvider
 }
 
-// Register adds the shared flags to fs, with defaults from the environment.
+// Register adds the shared flags to fs, with defaults from the environment
+// (vars.go declares each variable).
 func (c *Config) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.NATSURL, "nats", env("NATS_URL", "nats://127.0.0.1:4222"),
-		"NATS server URL, or the comma-separated URLs of a cluster's nodes (env NATS_URL)")
-	fs.StringVar(&c.NATSUser, "nats-user", env("NATS_USER", ""),
-		"NATS user of this process on a server with per-role permissions (agentbus nats --permissions) (env NATS_USER)")
-	fs.StringVar(&c.natsPassFile, "nats-password-file", env("NATS_PASSWORD_FILE", ""),
-		"file holding the NATS user's password; it may instead be in env NATS_PASSWORD (env NATS_PASSWORD_FILE)")
-	c.NATSPassword = os.Getenv("NATS_PASSWORD")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("METRICS_ADDR", ""),
-		"serve Prometheus /metrics on this address, e.g. :9464 (the ingress also serves it on its own listener) (env METRICS_ADDR)")
+	EnvNATSURL.Bind(fs, &c.NATSURL)
+	EnvNATSUser.Bind(fs, &c.NATSUser)
+	envNATSPasswordFile.Bind(fs, &c.natsPassFile)
+	c.NATSPassword = EnvNATSPassword.Value()
+	envMetricsAddr.Bind(fs, &c.MetricsAddr)
 	c.RegisterStack(fs)
 }
 
 // RegisterStack adds every shared flag but the NATS URL, for the
 // all-in-one, which runs its own NATS server.
 func (c *Config) RegisterStack(fs *flag.FlagSet) {
-	fs.StringVar(&c.Store, "store", env("STORE", "embedded"), "storage backend: embedded (in JetStream) or opensearch (OPENSEARCH_URL and friends) (env STORE)")
-	fs.DurationVar(&c.ExecutionTTL, "execution-record-ttl", envDuration("EXECUTION_RECORD_TTL", store.DefaultExecutionTTL),
-		"how long execution records (GET /agent/executions) are kept: the embedded bucket's TTL, the OpenSearch ISM policy (env EXECUTION_RECORD_TTL)")
-	fs.StringVar(&c.StorePrefix, "store-prefix", env("STORE_PREFIX", ""), "name prefix of the store's buckets and indices (env STORE_PREFIX)")
+	envStore.Bind(fs, &c.Store)
+	envExecutionTTL.Bind(fs, &c.ExecutionTTL)
+	envStorePrefix.Bind(fs, &c.StorePrefix)
 	c.Models.Register(fs)
-	fs.StringVar(&c.SkillServiceURL, "skills", env("SKILL_SERVICE_URL", "http://127.0.0.1:7070/tenants/{tenant}/mcp"),
-		"MCP server URL of the HTTP skill transports (.../sse for sse); {tenant}, if present, is replaced by the run's tenant (env SKILL_SERVICE_URL)")
-	c.SkillAPIKey = os.Getenv("SKILL_SERVICE_API_KEY") // secrets come from the environment only
-	fs.StringVar(&c.SkillTransport, "skill-transport", env("SKILL_TRANSPORT", skills.TransportStreamableHTTP),
-		"MCP transport to the skills: streamable-http, sse or stdio (env SKILL_TRANSPORT)")
-	fs.StringVar(&c.SkillMode, "skill-mode", env("SKILL_MODE", skills.ModeAuto),
-		"auto, skill-service (find_relevant_skills/load_skill) or plain (any MCP server's tools) (env SKILL_MODE)")
-	fs.StringVar(&c.SkillOAuthClientID, "skill-oauth-client-id", env("SKILL_OAUTH_CLIENT_ID", ""),
-		"OAuth client id for a Skill Service that requires client credentials; the secret is read from env SKILL_OAUTH_CLIENT_SECRET only (env SKILL_OAUTH_CLIENT_ID)")
-	c.skillOAuthSecret = os.Getenv("SKILL_OAUTH_CLIENT_SECRET") // secrets come from the environment only
-	fs.StringVar(&c.SkillOAuthKeyFile, "skill-oauth-key-file", env("SKILL_OAUTH_KEY_FILE", ""),
-		"PEM private key that signs a private_key_jwt assertion instead of a client secret (env SKILL_OAUTH_KEY_FILE)")
-	fs.StringVar(&c.SkillOAuthFile, "skill-oauth-credentials", env("SKILL_OAUTH_CREDENTIALS_FILE", ""),
-		`JSON file of OAuth client credentials per tenant ("*" for the others): {"acme": {"client_id": "...", "client_secret": "..." or "private_key_file": "...", "scopes": [...]}} (env SKILL_OAUTH_CREDENTIALS_FILE)`)
-	fs.StringVar(&c.SkillOAuthScopes, "skill-oauth-scopes", env("SKILL_OAUTH_SCOPES", ""),
-		"scopes to ask for when the Skill Service's challenge and metadata name none, space-separated (env SKILL_OAUTH_SCOPES)")
-	fs.StringVar(&c.SkillCommand, "skill-command", env("SKILL_COMMAND", ""),
-		"stdio MCP server command line, split on spaces or a JSON array; one server serves every tenant (env SKILL_COMMAND)")
-	fs.DurationVar(&c.SkillTimeout, "skill-timeout", envDuration("SKILL_TIMEOUT", executor.DefaultSkillTimeout),
-		"bound of one skill call: a call that takes longer fails its step, and the run replans around it (env SKILL_TIMEOUT)")
-	fs.IntVar(&c.BreakerFailures, "breaker-failures", envInt("SKILL_BREAKER_FAILURES", 5),
-		"consecutive failures of a skill that open its circuit: its calls then fail fast (env SKILL_BREAKER_FAILURES)")
-	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", envDuration("SKILL_BREAKER_COOLDOWN", 30*time.Second),
-		"how long an open circuit fails calls fast before one trial call (env SKILL_BREAKER_COOLDOWN)")
-	fs.IntVar(&c.RepeatCallLimit, "repeat-call-limit", envInt("REPEAT_CALL_LIMIT", executor.DefaultRepeatCallLimit),
-		"identical calls (same skill, same arguments) one step may make; the next ends the run REPEATED_FAILURE (env REPEAT_CALL_LIMIT)")
-	fs.IntVar(&c.ContextTokens, "context-tokens", envInt("CONTEXT_TOKENS", executor.DefaultContextTokens),
-		"context budget of a step's turns in tokens; past 80 % older turns are compressed (env CONTEXT_TOKENS)")
-	fs.BoolVar(&c.SandboxUnsafe, "sandbox-unsafe", env("SANDBOX_ALLOW_UNSAFE", "") == "1",
-		"DEVELOPMENT ONLY: run extraction scripts without isolation when none is available (env SANDBOX_ALLOW_UNSAFE=1)")
-	fs.StringVar(&c.AlertWebhook, "alert-webhook", env("ALERT_WEBHOOK_URL", ""),
-		"POST every alert's change of state here, signed with ALERT_WEBHOOK_SECRET (env ALERT_WEBHOOK_URL)")
-	c.alertSecret = os.Getenv("ALERT_WEBHOOK_SECRET") // secrets come from the environment only
-	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", env("SECRETS_KEY_FILE", ""),
-		"file holding the base64 32-byte key that encrypts webhook tools' secrets; the key may instead be in env SECRETS_KEY; "+
-			"without one webhook tools cannot be created (env SECRETS_KEY_FILE)")
-	c.secretsKey = os.Getenv("SECRETS_KEY") // secrets come from the environment only
-	fs.StringVar(&c.LogLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn, error (env LOG_LEVEL)")
-	fs.IntVar(&c.Concurrency, "concurrency", envInt("CONCURRENCY", 16), "messages each role of the process handles at once; the projector reads in batches of up to 256 (env CONCURRENCY)")
-	fs.IntVar(&c.MaxTurns, "max-turns", envInt("MAX_TURNS", 6), "model turns one step may take before it fails (env MAX_TURNS)")
-	fs.DurationVar(&c.HandleTimeout, "handle-timeout", envDuration("HANDLE_TIMEOUT", 5*time.Minute), "deadline of one message's work (env HANDLE_TIMEOUT)")
-	fs.DurationVar(&c.AckWait, "ack-wait", envDuration("ACK_WAIT", 30*time.Second), "JetStream ack wait of the role consumers (env ACK_WAIT)")
-	fs.IntVar(&c.MaxDeliver, "max-deliver", envInt("MAX_DELIVER", 10), "deliveries before a message is dead-lettered (env MAX_DELIVER)")
-	fs.IntVar(&c.Replicas, "replicas", envInt("REPLICAS", 0),
-		"replicas of every stream and bucket; 0: 1 on a single server, 3 on a cluster; the same in every process (env REPLICAS)")
+	EnvSkillServiceURL.Bind(fs, &c.SkillServiceURL)
+	c.SkillAPIKey = envSkillAPIKey.Value() // secrets come from the environment only
+	EnvSkillTransport.Bind(fs, &c.SkillTransport)
+	envSkillMode.Bind(fs, &c.SkillMode)
+	envSkillOAuthClientID.Bind(fs, &c.SkillOAuthClientID)
+	c.skillOAuthSecret = envSkillOAuthSecret.Value()
+	envSkillOAuthKeyFile.Bind(fs, &c.SkillOAuthKeyFile)
+	envSkillOAuthFile.Bind(fs, &c.SkillOAuthFile)
+	envSkillOAuthScopes.Bind(fs, &c.SkillOAuthScopes)
+	envSkillCommand.Bind(fs, &c.SkillCommand)
+	envSkillTimeout.Bind(fs, &c.SkillTimeout)
+	envBreakerFailures.Bind(fs, &c.BreakerFailures)
+	envBreakerCooldown.Bind(fs, &c.BreakerCooldown)
+	envRepeatCallLimit.Bind(fs, &c.RepeatCallLimit)
+	envContextTokens.Bind(fs, &c.ContextTokens)
+	envSandboxUnsafe.Bind(fs, &c.SandboxUnsafe)
+	envAlertWebhook.Bind(fs, &c.AlertWebhook)
+	c.alertSecret = envAlertSecret.Value()
+	envSecretsKeyFile.Bind(fs, &c.SecretsKeyFile)
+	c.secretsKey = envSecretsKey.Value()
+	EnvLogLevel.Bind(fs, &c.LogLevel)
+	envConcurrency.Bind(fs, &c.Concurrency)
+	envMaxTurns.Bind(fs, &c.MaxTurns)
+	envHandleTimeout.Bind(fs, &c.HandleTimeout)
+	envAckWait.Bind(fs, &c.AckWait)
+	envMaxDeliver.Bind(fs, &c.MaxDeliver)
+	envReplicas.Bind(fs, &c.Replicas)
 }
 
 // Validate checks the values the process cannot run with.
@@ -273,9 +249,25 @@ func DefaultConfig() *Config {
 }
 
 // Parse registers the shared flags plus extra on a new flag set named
-// name, parses args and validates. --help prints usage and exits 0.
+// name, parses args and validates. --help prints usage and exits 0; a
+// malformed flag or environment variable, or a configuration the process
+// cannot run with, exits ExitUsage naming it.
 func Parse(name, summary string, args []string, extra func(fs *flag.FlagSet)) *Config {
-	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	c, err := ParseConfig(name, summary, args, extra)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
+		os.Exit(ReportUsage(os.Stderr, name, err))
+	}
+	return c
+}
+
+// ParseConfig is Parse returning the error instead of exiting:
+// flag.ErrHelp after --help printed the usage, *ParseErrors (joined) for
+// malformed values, or what Validate refused.
+func ParseConfig(name, summary string, args []string, extra func(fs *flag.FlagSet)) (*Config, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "%s: %s\n\nUsage: %s [flags]\n\nFlags:\n", name, summary, name)
 		fs.PrintDefaults()
@@ -285,37 +277,11 @@ func Parse(name, summary string, args []string, extra func(fs *flag.FlagSet)) *C
 	if extra != nil {
 		extra(fs)
 	}
-	_ = fs.Parse(args)
-	if err := c.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		os.Exit(2)
+	if err := CheckFlags(fs, args); err != nil {
+		return nil, err
 	}
-	return c
+	return c, c.Validate()
 }
-
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
-
-// Env returns the environment variable name, or def.
-func Env(name, def string) string { return env(name, def) }
 
 // oauthFile reads the OAuth client credentials per tenant of a
 // SKILL_OAUTH_CREDENTIALS_FILE: a JSON object from tenant ("*" for any

@@ -58,36 +58,25 @@ type ModelConfig struct {
 
 // Register adds the model flags to fs, with defaults from the environment.
 func (m *ModelConfig) Register(fs *flag.FlagSet) {
-	fs.StringVar(&m.Default, "model", env("MODEL", "offline"),
-		"model of every role: offline, openai:<model>, anthropic:<model> or bedrock:<model> (env MODEL)")
-	fs.StringVar(&m.Router, "model-router", env("MODEL_ROUTER", ""), "routing model; default --model (env MODEL_ROUTER)")
-	fs.StringVar(&m.Planner, "model-planner", env("MODEL_PLANNER", ""), "planning model; default --model (env MODEL_PLANNER)")
-	fs.StringVar(&m.Executor, "model-executor", env("MODEL_EXECUTOR", ""), "executor model; default --model (env MODEL_EXECUTOR)")
-	fs.StringVar(&m.Synthesiser, "model-synthesiser", env("MODEL_SYNTHESISER", ""), "answer-writing model; default --model (env MODEL_SYNTHESISER)")
-	fs.StringVar(&m.BaseURL, "model-base-url", env("MODEL_BASE_URL", ""),
-		"provider endpoint, e.g. a vLLM, Ollama or LiteLLM server's /v1 URL; default the provider's own (env MODEL_BASE_URL)")
-	fs.StringVar(&m.KeyFile, "model-api-key-file", env("MODEL_API_KEY_FILE", ""),
-		"file holding the provider API key; the key may instead be in env MODEL_API_KEY (env MODEL_API_KEY_FILE)")
-	fs.StringVar(&m.Temperature, "model-temperature", env("MODEL_TEMPERATURE", ""), "sampling temperature; default the provider's (env MODEL_TEMPERATURE)")
-	fs.StringVar(&m.Aliases, "model-aliases", env("MODEL_ALIASES", ""),
-		"agent model names the provider serves, as name=model-id pairs separated by commas; an agent naming another model runs on the role's model (env MODEL_ALIASES)")
-	fs.IntVar(&m.MaxTokens, "model-max-tokens", envInt("MODEL_MAX_TOKENS", 4096), "output tokens per model call (env MODEL_MAX_TOKENS)")
-	fs.DurationVar(&m.Timeout, "model-timeout", envDuration("MODEL_TIMEOUT", 2*time.Minute), "timeout of one model request attempt (env MODEL_TIMEOUT)")
-	fs.IntVar(&m.MaxRetries, "model-max-retries", envInt("MODEL_MAX_RETRIES", 2),
-		"retries of a model call on 429, 5xx or a lost connection, with backoff, jitter and Retry-After (env MODEL_MAX_RETRIES)")
-	fs.StringVar(&m.Fallback, "model-fallback", env("MODEL_FALLBACK", ""),
-		"offline: answer with the offline model while the provider is unavailable, instead of ending the run UNAVAILABLE_DEP (env MODEL_FALLBACK)")
-	fs.StringVar(&m.PricesFile, "model-prices", env("MODEL_PRICES_FILE", ""),
-		`JSON price table added to the built-in one: {"<model>": {"input": USD/Mtok, "cached_input": …, "output": …}} (env MODEL_PRICES_FILE)`)
-	fs.StringVar(&m.Region, "model-region", env("BEDROCK_REGION", ""), "Bedrock AWS region; default the AWS chain's (env BEDROCK_REGION)")
-	fs.StringVar(&m.Embedder, "embedder", env("EMBEDDER", provider.Offline),
-		"memory embeddings: offline (hashed n-grams) or openai:<model> at --model-base-url (env EMBEDDER)")
-	fs.IntVar(&m.EmbeddingDimension, "embedding-dimension", envInt("EMBEDDING_DIMENSION", DefaultEmbeddingDimension),
-		"length of the memory embeddings; with the opensearch store it is also the knn_vector dimension (env EMBEDDING_DIMENSION)")
-	fs.IntVar(&m.MaxConcurrency, "model-max-concurrency", envInt("MODEL_MAX_CONCURRENCY", DefaultModelConcurrency),
-		"model calls in flight to each provider (openai, anthropic, bedrock) from this process; further calls wait. "+
-			"Per process: set it to the provider's limit divided by the processes that call it (env MODEL_MAX_CONCURRENCY)")
-	m.apiKey = os.Getenv("MODEL_API_KEY")
+	envModel.Bind(fs, &m.Default)
+	envModelRouter.Bind(fs, &m.Router)
+	envModelPlanner.Bind(fs, &m.Planner)
+	envModelExecutor.Bind(fs, &m.Executor)
+	envModelSynthesiser.Bind(fs, &m.Synthesiser)
+	envModelBaseURL.Bind(fs, &m.BaseURL)
+	envModelAPIKeyFile.Bind(fs, &m.KeyFile)
+	envModelTemperature.Bind(fs, &m.Temperature)
+	envModelAliases.Bind(fs, &m.Aliases)
+	envModelMaxTokens.Bind(fs, &m.MaxTokens)
+	envModelTimeout.Bind(fs, &m.Timeout)
+	envModelMaxRetries.Bind(fs, &m.MaxRetries)
+	envModelFallback.Bind(fs, &m.Fallback)
+	envModelPrices.Bind(fs, &m.PricesFile)
+	envBedrockRegion.Bind(fs, &m.Region)
+	envEmbedder.Bind(fs, &m.Embedder)
+	envEmbeddingDimension.Bind(fs, &m.EmbeddingDimension)
+	envModelConcurrency.Bind(fs, &m.MaxConcurrency)
+	m.apiKey = envModelAPIKey.Value()
 }
 
 // DefaultModelConcurrency is the default bound of the calls in flight to
@@ -166,21 +155,7 @@ func (m *ModelConfig) roles() []roleSpec {
 }
 
 // aliases parses MODEL_ALIASES.
-func (m *ModelConfig) aliases() (map[string]string, error) {
-	if strings.TrimSpace(m.Aliases) == "" {
-		return nil, nil
-	}
-	out := map[string]string{}
-	for _, pair := range strings.Split(m.Aliases, ",") {
-		name, id, ok := strings.Cut(strings.TrimSpace(pair), "=")
-		name, id = strings.TrimSpace(name), strings.TrimSpace(id)
-		if !ok || name == "" || id == "" {
-			return nil, fmt.Errorf("MODEL_ALIASES %q: each entry must be name=model-id", pair)
-		}
-		out[name] = id
-	}
-	return out, nil
-}
+func (m *ModelConfig) aliases() (map[string]string, error) { return parseAliases(m.Aliases) }
 
 func (m *ModelConfig) temperature() (*float64, error) {
 	if m.Temperature == "" {

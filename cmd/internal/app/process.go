@@ -108,30 +108,22 @@ type IngressOptions struct {
 
 // RegisterLimits registers the request-limit flags on fs.
 func (o *IngressOptions) RegisterLimits(fs *flag.FlagSet) {
-	fs.IntVar(&o.Limits.RequestsPerMinute, "rate-limit", envInt("RATE_LIMIT_PER_MINUTE", ledger.DefaultRequestsPerMinute),
-		"runs a tenant may start per minute across every ingress, POST /agent/run and /agent/events; past it 429 with Retry-After (env RATE_LIMIT_PER_MINUTE)")
-	fs.IntVar(&o.Limits.ConcurrentRuns, "max-concurrent-runs", envInt("TENANT_MAX_CONCURRENT_RUNS", ledger.DefaultConcurrentRuns),
-		"runs of one tenant in flight at once across every ingress; past it 429 with Retry-After (env TENANT_MAX_CONCURRENT_RUNS)")
-	fs.DurationVar(&o.LeaseTTL, "run-lease-ttl", envDuration("RUN_LEASE_TTL", ledger.DefaultRunLeaseTTL),
-		"how long a run holds its concurrency slot if its end is never seen (a process died); at most 23h (env RUN_LEASE_TTL)")
+	envRateLimit.Bind(fs, &o.Limits.RequestsPerMinute)
+	envTenantRuns.Bind(fs, &o.Limits.ConcurrentRuns)
+	envRunLeaseTTL.Bind(fs, &o.LeaseTTL)
 }
 
 // RegisterAuth registers the authentication flags on fs. The HS256
 // secret is read from the environment only, so it never shows in a
 // process listing.
 func (o *IngressOptions) RegisterAuth(fs *flag.FlagSet) {
-	fs.StringVar(&o.Token, "token", os.Getenv("INGRESS_TOKEN"),
-		"service token of a trusted front end that names tenants in X-Tenant-Id (env INGRESS_TOKEN)")
-	fs.BoolVar(&o.APIKeys, "api-keys", Env("INGRESS_API_KEYS", "") == "1",
-		"accept tenant API keys (agentbus tenants create) as bearer credentials (env INGRESS_API_KEYS=1)")
-	fs.StringVar(&o.jwks, "jwt-jwks", os.Getenv("INGRESS_JWT_JWKS"),
-		"accept JWT bearer tokens verified against this JWKS file or http(s) URL; RS256, ES256 (env INGRESS_JWT_JWKS)")
-	fs.StringVar(&o.JWT.Issuer, "jwt-issuer", os.Getenv("INGRESS_JWT_ISSUER"), "required JWT iss (env INGRESS_JWT_ISSUER)")
-	fs.StringVar(&o.JWT.Audience, "jwt-audience", os.Getenv("INGRESS_JWT_AUDIENCE"), "required JWT aud (env INGRESS_JWT_AUDIENCE)")
-	fs.StringVar(&o.JWT.TenantClaim, "jwt-tenant-claim", Env("INGRESS_JWT_TENANT_CLAIM", auth.DefaultTenantClaim),
-		"JWT claim naming the tenant (env INGRESS_JWT_TENANT_CLAIM)")
-	fs.StringVar(&o.JWT.UserClaim, "jwt-user-claim", Env("INGRESS_JWT_USER_CLAIM", auth.DefaultUserClaim),
-		"JWT claim naming the user, falling back to sub (env INGRESS_JWT_USER_CLAIM)")
+	envIngressToken.Bind(fs, &o.Token)
+	envIngressAPIKeys.Bind(fs, &o.APIKeys)
+	envJWKS.Bind(fs, &o.jwks)
+	envJWTIssuer.Bind(fs, &o.JWT.Issuer)
+	envJWTAudience.Bind(fs, &o.JWT.Audience)
+	envJWTTenantClaim.Bind(fs, &o.JWT.TenantClaim)
+	envJWTUserClaim.Bind(fs, &o.JWT.UserClaim)
 }
 
 // jwtConfig returns the JWT settings and whether JWTs are accepted: a
@@ -144,7 +136,7 @@ func (o *IngressOptions) jwtConfig() (auth.JWTConfig, bool) {
 	case o.jwks != "":
 		c.JWKSFile = o.jwks
 	}
-	if secret := os.Getenv("INGRESS_JWT_HS256_SECRET"); secret != "" && c.HS256Secret == nil {
+	if secret := envJWTHS256Secret.Value(); secret != "" && c.HS256Secret == nil {
 		c.HS256Secret = []byte(secret)
 	}
 	return c, c.JWKSFile != "" || c.JWKSURL != "" || len(c.HS256Secret) > 0

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -190,26 +191,14 @@ func (s *Stack) shutdownInfra() {
 	s.Server.WaitForShutdown()
 }
 
+// fillDefaults gives the zero settings of c their declared defaults
+// (vars.go).
 func fillDefaults(c *Config) {
-	if c.Store == "" {
-		c.Store = "embedded"
-	}
-	if c.Models.Default == "" {
-		c.Models.Default = "offline"
-	}
-	if c.Models.MaxTokens == 0 {
-		c.Models.MaxTokens = 4096
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 16
-	}
-	if c.HandleTimeout == 0 {
-		c.HandleTimeout = 5 * time.Minute
-	}
-	if c.AckWait == 0 {
-		c.AckWait = 30 * time.Second
-	}
-	if c.MaxDeliver == 0 {
-		c.MaxDeliver = 10
-	}
+	c.Store = cmp.Or(c.Store, envStore.def)
+	c.Models.Default = cmp.Or(c.Models.Default, envModel.def)
+	c.Models.MaxTokens = cmp.Or(c.Models.MaxTokens, envModelMaxTokens.def)
+	c.Concurrency = cmp.Or(c.Concurrency, envConcurrency.def)
+	c.HandleTimeout = cmp.Or(c.HandleTimeout, envHandleTimeout.def)
+	c.AckWait = cmp.Or(c.AckWait, envAckWait.def)
+	c.MaxDeliver = cmp.Or(c.MaxDeliver, envMaxDeliver.def)
 }

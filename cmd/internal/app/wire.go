@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -63,10 +64,7 @@ func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, e
 			return embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix, Replicas: c.Replicas, ExecutionTTL: c.ExecutionTTL})
 		})
 	}
-	cfg, err := opensearch.ConfigFromEnv()
-	if err != nil {
-		return nil, err
-	}
+	cfg := openSearchConfig()
 	if c.StorePrefix != "" {
 		cfg.IndexPrefix = c.StorePrefix
 	}
@@ -74,22 +72,44 @@ func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, e
 	// The index holds what the embedder writes: OPENSEARCH_DIMENSION, when
 	// set, is the embedder's too; otherwise the index takes the embedder's.
 	switch dim := c.Models.EmbeddingDimension; {
-	case os.Getenv("OPENSEARCH_DIMENSION") == "":
+	case !envOpenSearchDimension.IsSet():
 		if dim > 0 {
 			cfg.Dimension = dim
 		}
-	case os.Getenv("EMBEDDING_DIMENSION") != "" && dim != cfg.Dimension:
+	case envEmbeddingDimension.IsSet() && dim != cfg.Dimension:
 		return nil, fmt.Errorf("OPENSEARCH_DIMENSION %d differs from EMBEDDING_DIMENSION %d", cfg.Dimension, dim)
 	default:
 		c.Models.EmbeddingDimension = cfg.Dimension
 	}
 	var st *opensearch.Store
-	err = retry(ctx, func() error {
+	err := retry(ctx, func() error {
 		var err error
 		st, err = opensearch.New(ctx, cfg)
 		return err
 	})
 	return st, err
+}
+
+// openSearchConfig is the OpenSearch store's configuration from the
+// OPENSEARCH_* variables.
+func openSearchConfig() opensearch.Config {
+	cfg := opensearch.Config{Username: envOpenSearchUser.Value(), Password: envOpenSearchPassword.Value(),
+		CAFile: envOpenSearchCA.Value(), InsecureSkipVerify: envOpenSearchInsecure.Value(), IndexPrefix: envOpenSearchPrefix.Value(),
+		Dimension: envOpenSearchDimension.Value(), ISM: opensearch.ISMMode(envOpenSearchISM.Value())}
+	if envOpenSearchURL.IsSet() {
+		for u := range strings.SplitSeq(envOpenSearchURL.Value(), ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				cfg.URLs = append(cfg.URLs, u)
+			}
+		}
+	}
+	if envOpenSearchRetention.IsSet() {
+		cfg.EventRetention = envOpenSearchRetention.Value()
+	}
+	if region := envOpenSearchRegion.Value(); region != "" {
+		cfg.AWS = &opensearch.AWSConfig{Region: region, Service: envOpenSearchService.Value()}
+	}
+	return cfg
 }
 
 // Skills is what the roles need from the skills: the planner finds them,
@@ -121,7 +141,7 @@ func Connect(ctx context.Context, process string, c *Config, log zerolog.Logger)
 	if err := CheckRoles(Roles); err != nil {
 		return nil, fmt.Errorf("roles: %w", err)
 	}
-	stopTracing, err := tracing.Setup(ctx, process)
+	stopTracing, err := tracing.Setup(ctx, process, envOTLPEndpoint.IsSet() || envOTLPTracesEndpoint.IsSet())
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
