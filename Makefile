@@ -28,7 +28,7 @@ export GOTOOLCHAIN ?= auto
 # The tests that need no server and no setup script: no OpenSearch, no sandbox (bubblewrap), no MCP
 # reference servers or conformance suite, no browser, no role binaries run as processes. Tests in
 # these packages that need one skip under -short (testing.Short); everything else runs.
-UNIT_SKIP := /store/opensearch$$|/cmd/agentbus$$|/cmd/internal/chaos$$
+UNIT_SKIP := /store/opensearch$$|/sandbox$$|/cmd/agentbus$$|/cmd/internal/chaos$$
 
 .PHONY: all build run up test test-unit bench chaos check lint staticcheck vulncheck stream-view clean
 

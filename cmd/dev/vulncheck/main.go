@@ -155,7 +155,7 @@ func (r *report) add(id, fixed string, trace []frame) {
 		}
 		name := fr.Function
 		if fr.Receiver != "" {
-			name = fr.Receiver + "." + name
+			name = "(" + fr.Receiver + ")." + name
 		}
 		f.trace = fmt.Sprintf("%s:%d %s.%s", fr.Position.Filename, fr.Position.Line, fr.Package, name)
 		return
