@@ -1,20 +1,36 @@
 # agentbus: event-driven agent orchestration on NATS JetStream.
 #
-# Quick start (fresh machine, Go 1.26 installed):
+# Quick start (fresh machine, Go 1.26 or later installed; the targets use go.mod's toolchain, go1.27.3,
+# which the go command fetches through the module proxy on first use):
 #   make run    # build and run the demo task end to end: embedded NATS, store, demo skills, offline model
 #   make test   # every test, with the race detector: real in-process NATS, a real OpenSearch node
 #               # (started by `make opensearch`), real MCP servers
 #
 # Other targets: make build (binaries in bin/), make up (all-in-one on 127.0.0.1:8080),
+# make check (gofmt, go vet, staticcheck, govulncheck against an offline database; what CI runs first),
+# make test-unit (the tests that need no server and no setup, in under a minute),
 # make bench (ratios against the JetStream floor, LangGraph and Restate, executor processes 1/2/4; writes bench/out/),
+# make chaos (the fault-injection run against the multi-process deployment),
 # make opensearch / opensearch-stop (the dev OpenSearch node on 127.0.0.1:9200, cached under .cache/),
 # make lint, make stream-view (the AGENT stream of a running `make up`).
+#
+# Two modules: the product (go.mod) and the development module cmd/dev (cmd/dev/go.mod), which holds
+# what only development needs: the nats CLI, staticcheck, govulncheck, the benchmark's Restate peer and
+# the deployment manifests' tests, so that none of them is a requirement of the product.
 
 GO      ?= go
 BIN     := bin
+DEV     := cmd/dev
 TESTFLAGS ?=
+# go.mod's toolchain line picks the Go release (a machine set to GOTOOLCHAIN=local ignores it otherwise).
+export GOTOOLCHAIN ?= auto
 
-.PHONY: all build run up test bench chaos lint stream-view clean
+# The tests that need no server and no setup script: no OpenSearch, no sandbox (bubblewrap), no MCP
+# reference servers or conformance suite, no browser, no role binaries run as processes. Tests in
+# these packages that need one skip under -short (testing.Short); everything else runs.
+UNIT_SKIP := /store/opensearch$$|/sandbox$$|/cmd/agentbus$$|/cmd/internal/chaos$$
+
+.PHONY: all build run up test test-unit bench chaos check lint staticcheck vulncheck stream-view clean
 
 all: build
 
@@ -29,11 +45,11 @@ up: build
 	$(BIN)/agentbus up --http 127.0.0.1:8080 --data ./data
 
 bench: build
-	$(GO) build -o $(BIN)/ ./bench/restate/restatepeer
-	$(BIN)/agentbus bench
+	$(GO) build -C $(DEV) -o $(CURDIR)/$(BIN)/ ./restatepeer
+	$(BIN)/agentbus-dev bench
 
 chaos: build
-	$(BIN)/agentbus chaos --bin $(BIN) --runs 500 $(CHAOSFLAGS)
+	$(BIN)/agentbus-dev chaos --bin $(BIN) --runs 500 $(CHAOSFLAGS)
 
 opensearch:
 	deploy/opensearch/run.sh start
@@ -47,13 +63,31 @@ test: opensearch build
 	deploy/mcp/conformance/setup.sh
 	deploy/browser/setup.sh
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...
+	cd $(DEV) && $(GO) test -race -count=1 $(TESTFLAGS) ./...
+
+test-unit:
+	$(GO) test -short -count=1 $(TESTFLAGS) $$($(GO) list ./... | grep -Ev '$(UNIT_SKIP)')
+	cd $(DEV) && $(GO) test -short -count=1 $(TESTFLAGS) ./...
+
+check: lint staticcheck vulncheck
 
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	cd $(DEV) && $(GO) vet ./...
+
+# staticcheck and govulncheck are tools of the development module (pinned in cmd/dev/go.mod), run on
+# each module from its own root.
+staticcheck:
+	sc="$$(cd $(DEV) && $(GO) tool -n staticcheck)" && "$$sc" ./... && cd $(DEV) && "$$sc" ./...
+
+vulncheck:
+	db="$$(deploy/vulndb/setup.sh)" && cd $(DEV) && \
+		$(GO) run ./vulncheck -db "file://$$db" -allow vulncheck/allowed.txt -C $(CURDIR) ./... && \
+		$(GO) run ./vulncheck -db "file://$$db" -C $(CURDIR)/$(DEV) ./...
 
 stream-view:
-	$(GO) tool nats --server nats://127.0.0.1:4222 stream view AGENT
+	cd $(DEV) && $(GO) tool nats --server nats://127.0.0.1:4222 stream view AGENT
 
 clean:
 	rm -rf $(BIN)

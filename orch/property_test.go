@@ -30,9 +30,8 @@ type sim struct {
 }
 
 type msg struct {
-	id    string
-	state State
-	data  any // RunRequest, PlanRequest, PlanProposal, StepRequest, StepFinished, GroupJoined
+	id   string
+	data any // RunRequest, PlanRequest, PlanProposal, StepRequest, StepFinished, GroupJoined
 }
 
 func (s *sim) now() time.Time {

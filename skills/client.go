@@ -279,7 +279,7 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	return &Client{
 		cfg:        cfg,
-		httpClient: &http.Client{Transport: refusalTransport{base: base}},
+		httpClient: &http.Client{Transport: refusalTransport{base: base}, CheckRedirect: refuseRedirect},
 		sessions:   make(map[string]*session),
 	}, nil
 }

@@ -30,9 +30,13 @@ const (
 
 // everythingScript returns node and the server's entry point, failing the
 // test with what to run when either is missing or the installed version is
-// not the one deploy/mcp/package.json pins.
+// not the one deploy/mcp/package.json pins. Under -short (make test-unit,
+// the tier without set-up servers) it skips the test instead.
 func everythingScript(t *testing.T) (node, script string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s (%s); make test runs it", everythingPackage, everythingSetup)
+	}
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node is not on PATH; install node >= 20 and run %s", everythingSetup)

@@ -650,7 +650,7 @@ func clientAssertion(c *ClientCredentials, algs []string, audience string, now t
 			}
 		}
 	}
-	alg := jose.SignatureAlgorithm(c.Algorithm)
+	var alg jose.SignatureAlgorithm
 	switch key.(type) {
 	case *ecdsa.PrivateKey:
 		alg = jose.SignatureAlgorithm(cmp.Or(c.Algorithm, string(jose.ES256)))

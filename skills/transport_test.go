@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,5 +323,39 @@ func TestStdioServerRestarted(t *testing.T) {
 	skills.StopStdioServer(c)
 	if _, err := c.Call(ctx, "beta", demo.SkillOutletList, nil, ""); err != nil {
 		t.Fatalf("call after the server exited: %v", err)
+	}
+}
+
+// TestRedirectNotFollowed: a Skill Service that redirects does not get the
+// caller's API key sent to the redirect's target, on either HTTP
+// transport; the call fails with ErrRedirect.
+func TestRedirectNotFollowed(t *testing.T) {
+	const key = "sk-redirect-3c9e"
+	var leaked atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked.Add(1)
+		http.Error(w, "not here", http.StatusNotFound)
+	}))
+	t.Cleanup(target.Close)
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirector.Close)
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		transport string
+		path      string
+	}{
+		{skills.TransportStreamableHTTP, "/tenants/{tenant}/mcp"},
+		{skills.TransportSSE, "/tenants/{tenant}/sse"},
+	} {
+		c := newClient(t, skills.Config{Transport: tc.transport, URL: redirector.URL + tc.path, APIKey: key})
+		_, err := c.Find(ctx, "beta", "outlets", 1)
+		if !errors.Is(err, skills.ErrRedirect) {
+			t.Errorf("%s: Find err = %v, want ErrRedirect", tc.transport, err)
+		}
+	}
+	if n := leaked.Load(); n != 0 {
+		t.Fatalf("%d requests followed the redirect to another server", n)
 	}
 }

@@ -50,6 +50,7 @@ func (c *Client) newTransport(t target) (transport.Interface, error) {
 			// requests there (an elicitation from a tool that does not tie
 			// it to the call's stream). A server without one answers 405
 			// and the client stops asking.
+			//lint:ignore SA1019 the sessions speak a protocol version before 2026-07-28, on which this stream is how a server sends requests outside a call; Client.Listen replaces it only on 2026-07-28.
 			transport.WithContinuousListening(),
 		)
 		if err != nil {
@@ -114,6 +115,16 @@ func stdioCommand(ctx context.Context, command string, env []string, args []stri
 	}
 	cmd.Env = append(cmd.Env, env...)
 	return cmd, nil
+}
+
+// refuseRedirect is the redirect policy of the HTTP transports: none is
+// followed. A request carries the caller's API key (X-Api-Key, which
+// net/http copies to a redirect's target whatever its host) or an OAuth
+// token, and those go to the configured Skill Service only. mcp-go's
+// streamable HTTP transport would follow any redirect otherwise
+// (GO-2026-6911, for which mcp-go has no fixed version).
+func refuseRedirect(req *http.Request, _ []*http.Request) error {
+	return fmt.Errorf("%w to %s://%s", ErrRedirect, req.URL.Scheme, req.URL.Host)
 }
 
 // refusalTransport is the HTTP transport under a Client's streamable HTTP

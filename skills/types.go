@@ -104,6 +104,9 @@ var (
 	ErrInvalidConfig = errors.New("skills: invalid config")
 	// ErrInvalidArguments reports skill arguments that are not a JSON object.
 	ErrInvalidArguments = errors.New("skills: invalid arguments")
+	// ErrRedirect reports a Skill Service that answered with an HTTP
+	// redirect, which the client does not follow (see refuseRedirect).
+	ErrRedirect = errors.New("skills: the skill service redirects")
 	// ErrInvalidResponse reports a Skill Service answer that cannot be decoded.
 	ErrInvalidResponse = errors.New("skills: invalid response")
 	// ErrClosed reports use of a Client after Close.

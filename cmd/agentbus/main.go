@@ -1,8 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/agentbus/agentbus/cmd/internal/app"
 )
 
 const usage = `agentbus: event-driven agent orchestration on NATS JetStream
@@ -20,35 +21,18 @@ Usage:
   agentbus skills [--addr 127.0.0.1:7070]                 serve the demo Skill Service alone
   agentbus nats [--port 4222] [--store DIR] [--sync-always]  run nats-server with JetStream alone
          [--name n1 --cluster HOST:PORT --routes HOST:PORT,...]  ... or as one node of a JetStream cluster
-  agentbus chaos [--runs 500] [--seed N] [--concurrency 8]  fault-injection run against the multi-process deployment
-         [--cluster 3] [--broker-outages continuous]      ... on a 3-node cluster; with a broker down every 5–40 s
-  agentbus bench [--quick] [--skip-peer] [--skip-scaling]  measure agentbus beside the JetStream floor, LangGraph, Restate
-                                                           and with 1, 2, 4 executor processes
   agentbus tenants create|list|rotate|revoke [--nats URL]  manage tenant API keys (abk_…)
   agentbus setup [--nats URL] [--replicas 3]               set the topology up as admin on a server agentbus does not run
   agentbus mcp-conformance-client <server-url>            the client the MCP conformance suite runs (deploy/mcp/conformance)
 
-Run "agentbus <command> --help" for the flags of a command.
+Run "agentbus <command> --help" for the flags of a command. The benchmark and the
+fault-injection harness are in agentbus-dev (make bench, make chaos).
 `
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
 	cmds := map[string]func([]string) int{"up": up, "demo": runDemo, "run": run, "cancel": cancelRun,
 		"approve": control("approve"), "interrupt": control("interrupt"), "resume": control("resume"), "steer": control("steer"),
-		"replay": replay, "skills": serveSkills, "nats": serveNATS, "chaos": runChaos, "bench": runBench, "tenants": tenants,
+		"replay": replay, "skills": serveSkills, "nats": serveNATS, "tenants": tenants,
 		"setup": setup, "mcp-conformance-client": conformanceClient}
-	switch cmd := os.Args[1]; cmd {
-	case "-h", "--help", "help":
-		fmt.Print(usage)
-	default:
-		fn, ok := cmds[cmd]
-		if !ok {
-			fmt.Fprintf(os.Stderr, "agentbus: unknown command %q\n\n%s", cmd, usage)
-			os.Exit(2)
-		}
-		os.Exit(fn(os.Args[2:]))
-	}
+	os.Exit(app.RunCommand("agentbus", usage, os.Args[1:], cmds, os.Stdout, os.Stderr))
 }

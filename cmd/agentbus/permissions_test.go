@@ -244,12 +244,13 @@ func TestPerRolePermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj, typ, err := iarts.Open(octx, "demo", "29ae6fb3c1d9f7f5c1b8a7c5d2a5b0e1f3b4d5c6e7f8091a2b3c4d5e6f708192")
+	_, _, err = iarts.Open(octx, "demo", "29ae6fb3c1d9f7f5c1b8a7c5d2a5b0e1f3b4d5c6e7f8091a2b3c4d5e6f708192")
 	if !errors.Is(err, jetstream.ErrObjectNotFound) {
 		t.Fatalf("an unknown artifact: %v", err)
 	}
 	sum := sha256.Sum256([]byte("png"))
-	if obj, typ, err = iarts.Open(octx, "demo", hex.EncodeToString(sum[:])); err != nil || typ != "image/png" {
+	obj, typ, err := iarts.Open(octx, "demo", hex.EncodeToString(sum[:]))
+	if err != nil || typ != "image/png" {
 		t.Fatalf("the ingress may not read an artifact: %s, %v", typ, err)
 	}
 	_ = obj.Close()

@@ -31,12 +31,12 @@ func testExecutionsListed(t *testing.T, b Backend) {
 		must(t, "PutExecution", b.PutExecution(ctx, e))
 		return e
 	}
-	e1 := rec(f.tenant, "run-1", "agent-a", "s-1", "SUCCESS", 1)
+	rec(f.tenant, "run-1", "agent-a", "s-1", "SUCCESS", 1)
 	e2 := rec(f.tenant, "run-2", "agent-b", "s-1", "REPEATED_FAILURE", 2)
 	e3 := rec(f.tenant, "run-3", "agent-a", "s-2", "TIMEOUT", 3)
 	e0 := rec(f.tenant, "run-0", "agent-a", "s-2", "SUCCESS", 3) // same time as e3: the id breaks the tie
 	// A redelivered run.finished writes the same record again: still one.
-	e1 = rec(f.tenant, "run-1", "agent-a", "s-1", "SUCCESS", 1)
+	e1 := rec(f.tenant, "run-1", "agent-a", "s-1", "SUCCESS", 1)
 	x := rec(other.tenant, "run-x", "agent-a", "s-1", "SUCCESS", 4)
 	// Past the TTL (the longest a test store is configured with is the
 	// default, 30 days).

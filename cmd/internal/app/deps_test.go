@@ -14,14 +14,30 @@ import (
 // may link.
 const demoPackage = "github.com/agentbus/agentbus/skills/demo"
 
+// devPackages are the benchmark and the fault-injection harness, which
+// only the development binary may link.
+var devPackages = []string{"github.com/agentbus/agentbus/cmd/internal/bench", "github.com/agentbus/agentbus/cmd/internal/chaos"}
+
+// devOnlyModules are the import path prefixes of modules that only the
+// development module (cmd/dev) requires: the Restate SDK of the benchmark's
+// peer and the Kubernetes API types of the manifests' tests.
+var devOnlyModules = []string{"github.com/restatedev/", "k8s.io/", "sigs.k8s.io/"}
+
 // allInOne is the binary that serves the demo Skill Service (agentbus up,
 // demo and skills).
 const allInOne = "agentbus"
 
+// devBinary is the binary of the benchmark and the chaos harness, which no
+// deployment runs.
+const devBinary = "agentbus-dev"
+
 // TestRoleBinariesDoNotLinkTheDemo: no role binary (every cmd/<name> with
-// a main.go but cmd/agentbus) depends on the demo Skill Service, directly
-// or through this package; the all-in-one does, which shows the check
-// sees it.
+// a main.go but cmd/agentbus and cmd/agentbus-dev) depends on the demo
+// Skill Service, directly or through this package; the all-in-one does,
+// which shows the check sees it. No binary a deployment runs (the roles
+// and agentbus) links the benchmark or the chaos harness, or a package of
+// a development-only module; agentbus-dev links both harnesses, which
+// shows that check sees them.
 func TestRoleBinariesDoNotLinkTheDemo(t *testing.T) {
 	cmdDir, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -37,8 +53,8 @@ func TestRoleBinariesDoNotLinkTheDemo(t *testing.T) {
 			pkgs = append(pkgs, "./"+e.Name())
 		}
 	}
-	if len(pkgs) < 2 || !slices.Contains(pkgs, "./"+allInOne) {
-		t.Fatalf("binaries found in %s: %v, want the roles and %s", cmdDir, pkgs, allInOne)
+	if len(pkgs) < 3 || !slices.Contains(pkgs, "./"+allInOne) || !slices.Contains(pkgs, "./"+devBinary) {
+		t.Fatalf("binaries found in %s: %v, want the roles, %s and %s", cmdDir, pkgs, allInOne, devBinary)
 	}
 
 	// One go list for every binary: its import path, then its dependencies.
@@ -55,12 +71,30 @@ func TestRoleBinariesDoNotLinkTheDemo(t *testing.T) {
 	for _, line := range lines {
 		fields := strings.Fields(line)
 		bin, deps := filepath.Base(fields[0]), fields[1:]
+		if bin == devBinary {
+			for _, p := range devPackages {
+				if !slices.Contains(deps, p) {
+					t.Errorf("%s does not depend on %s: the check no longer sees it", bin, p)
+				}
+			}
+			continue
+		}
 		links := slices.Contains(deps, demoPackage)
 		switch {
 		case bin == allInOne && !links:
 			t.Errorf("%s does not depend on %s: the check no longer sees it", bin, demoPackage)
 		case bin != allInOne && links:
 			t.Errorf("role binary %s links the demo Skill Service (%s); pass it in from cmd/%s instead", bin, demoPackage, allInOne)
+		}
+		for _, dep := range deps {
+			if slices.Contains(devPackages, dep) {
+				t.Errorf("%s links %s, which only cmd/%s may", bin, dep, devBinary)
+			}
+			for _, m := range devOnlyModules {
+				if strings.HasPrefix(dep, m) {
+					t.Errorf("%s links %s, of a module only the development module (cmd/dev) may require", bin, dep)
+				}
+			}
 		}
 	}
 }

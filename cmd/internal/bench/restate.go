@@ -20,7 +20,7 @@ import (
 )
 
 // restateSteps is the journaled steps of one Restate run: 12 model calls
-// and 5 skill calls (bench/restate/restatepeer).
+// and 5 skill calls (cmd/dev/restatepeer).
 const restateSteps = 17
 
 // RestateResult is one closed-loop load point of the Restate peer.
@@ -150,7 +150,7 @@ func prepareRestate(ctx context.Context, cfg Config) (*restatePeer, error) {
 	if err != nil {
 		return nil, err
 	}
-	peerBin, cleanup, err := binary(ctx, cfg.BinDir, "restatepeer", procs.Module+"/bench/restate/restatepeer")
+	peerBin, cleanup, err := binary(ctx, cfg.BinDir, filepath.Join(cfg.Root, procs.DevModuleDir), "restatepeer", procs.DevModule+"/restatepeer")
 	if err != nil {
 		return &restatePeer{version: version}, fmt.Errorf("restate-unavailable: %w", err)
 	}

@@ -89,7 +89,7 @@ func runScaling(ctx context.Context, cfg Config) ScalingReport {
 	sr := ScalingReport{SkillLatencyMS: int(scalingLatency.Milliseconds()), PerProcess: scalingPerProcess}
 	fmt.Fprintf(cfg.Log, "bench: executor scaling: %v executor processes, %d messages at once each, %s skills over MCP\n",
 		cfg.Executors, scalingPerProcess, scalingLatency)
-	bin, cleanup, err := binary(ctx, cfg.BinDir, "executor", procs.Module+"/cmd/executor")
+	bin, cleanup, err := binary(ctx, cfg.BinDir, "", "executor", procs.Module+"/cmd/executor")
 	if err != nil {
 		sr.Reason = err.Error()
 		return sr
@@ -217,9 +217,10 @@ func connected(srv *benchServer, name string) int {
 }
 
 // binary finds the binary name in dir (default: beside this executable,
-// where make build puts it), or builds pkg into a temporary directory that
-// cleanup removes.
-func binary(ctx context.Context, dir, name, pkg string) (path string, cleanup func(), err error) {
+// where make build puts it), or builds pkg, in the module that contains
+// moduleDir (the current directory's when empty), into a temporary
+// directory that cleanup removes.
+func binary(ctx context.Context, dir, moduleDir, name, pkg string) (path string, cleanup func(), err error) {
 	if dir == "" {
 		if exe, err := os.Executable(); err == nil {
 			dir = filepath.Dir(exe)
@@ -232,7 +233,7 @@ func binary(ctx context.Context, dir, name, pkg string) (path string, cleanup fu
 	if err != nil {
 		return "", nil, err
 	}
-	if err := procs.Build(ctx, tmp, pkg); err != nil {
+	if err := procs.BuildIn(ctx, moduleDir, tmp, pkg); err != nil {
 		os.RemoveAll(tmp)
 		return "", nil, fmt.Errorf("no %s binary in %s and building one failed: %s", name, dir, firstLine(err.Error()))
 	}

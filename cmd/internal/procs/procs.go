@@ -19,6 +19,15 @@ import (
 // Module is the import path of the agentbus module.
 const Module = "github.com/agentbus/agentbus"
 
+// DevModule is the import path of the development module in cmd/dev
+// (DevModuleDir from the repository root): what only development needs,
+// such as the benchmark's Restate peer, kept out of Module's requirements.
+const DevModule = Module + "/cmd/dev"
+
+// DevModuleDir is the directory of DevModule, relative to the repository
+// root.
+const DevModuleDir = "cmd/dev"
+
 // Roles are the binaries of a deployment, each built from cmd/<name>: the
 // role processes and the ingress.
 var Roles = func() []string {
@@ -33,6 +42,12 @@ var Roles = func() []string {
 // `go build`, each binary named after the last element of its path. It
 // runs in the module that contains the current directory.
 func Build(ctx context.Context, dir string, pkgs ...string) error {
+	return BuildIn(ctx, "", dir, pkgs...)
+}
+
+// BuildIn is Build run in the module that contains moduleDir (the current
+// directory when moduleDir is empty), such as DevModuleDir.
+func BuildIn(ctx context.Context, moduleDir, dir string, pkgs ...string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -41,7 +56,9 @@ func Build(ctx context.Context, dir string, pkgs ...string) error {
 		return err
 	}
 	args := append([]string{"build", "-o", abs + string(filepath.Separator)}, pkgs...)
-	out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
+	build := exec.CommandContext(ctx, "go", args...)
+	build.Dir = moduleDir
+	out, err := build.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("procs: go build %v: %v\n%s", pkgs, err, out)
 	}

@@ -126,7 +126,7 @@ func TestQuota_AgentSessionAndMonthlyQuotas(t *testing.T) {
 	if err := policy.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	*offset = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC).Sub(time.Now())
+	*offset = time.Until(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC))
 	run := func(id, agent, session string) ledger.RunBudget {
 		return ledger.NewRunBudget(testTenant, id, orch.DefaultLimits, env.budgets.Now().Add(time.Hour), policy.QuotasFor(testTenant, agent, session))
 	}
@@ -185,7 +185,7 @@ func TestQuota_AgentSessionAndMonthlyQuotas(t *testing.T) {
 		t.Fatalf("a draw within the month's remainder: %v", err)
 	}
 	// The first of the next month starts a new monthly count.
-	*offset = time.Date(2026, 4, 1, 0, 0, 1, 0, time.UTC).Sub(time.Now())
+	*offset = time.Until(time.Date(2026, 4, 1, 0, 0, 1, 0, time.UTC))
 	r5 := run("run-q5", "agent-3", "s4")
 	if err := env.budgets.Reserve(ctx, r5, tokens(450)); err != nil {
 		t.Fatalf("a new month's draw: %v", err)

@@ -9,6 +9,6 @@
 //
 // It serves the service endpoint (HTTP/2 cleartext) on --addr, prints
 // "restatepeer listening on <addr>" on stdout once it accepts connections,
-// and runs until SIGINT or SIGTERM. agentbus bench registers it with the
+// and runs until SIGINT or SIGTERM. agentbus-dev bench registers it with the
 // Restate server's admin API and invokes Pipeline/Run on the ingress.
 package main

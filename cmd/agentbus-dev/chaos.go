@@ -14,7 +14,7 @@ import (
 // reference answer and no skill side effect happened twice.
 func runChaos(args []string) int {
 	var c chaos.Config
-	fs := flag.NewFlagSet("agentbus chaos", flag.ExitOnError)
+	fs := flag.NewFlagSet("agentbus-dev chaos", flag.ExitOnError)
 	fs.IntVar(&c.Runs, "runs", 500, "runs to submit under faults")
 	fs.Int64Var(&c.Seed, "seed", 0, "seed of the fault schedule (default: the current time)")
 	fs.IntVar(&c.Concurrency, "concurrency", 8, "runs in flight at once")
@@ -40,7 +40,7 @@ func runChaos(args []string) int {
 	defer stop()
 	sum, err := chaos.Run(ctx, c)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "agentbus chaos:", err)
+		fmt.Fprintln(os.Stderr, "agentbus-dev chaos:", err)
 		if sum.WorkDir != "" {
 			fmt.Fprintln(os.Stderr, "process logs:", sum.WorkDir)
 		}

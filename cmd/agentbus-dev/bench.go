@@ -16,14 +16,14 @@ import (
 
 // runBench measures agentbus beside the JetStream floor and LangGraph.
 func runBench(args []string) int {
-	fs := flag.NewFlagSet("agentbus bench", flag.ExitOnError)
+	fs := flag.NewFlagSet("agentbus-dev bench", flag.ExitOnError)
 	var cfg bench.Config
 	fs.StringVar(&cfg.Root, "root", ".", "repository root (holds bench/langgraph)")
 	fs.StringVar(&cfg.OutDir, "out", "bench/out", "where bench.json and latency.svg are written")
 	fs.BoolVar(&cfg.Quick, "quick", false, "small samples (smoke test)")
 	fs.BoolVar(&cfg.SkipPeer, "skip-peer", false, "do not measure the peers (LangGraph, Restate)")
 	fs.BoolVar(&cfg.SkipScaling, "skip-scaling", false, "do not measure executor processes (1, 2, 4; quick 1, 2)")
-	fs.StringVar(&cfg.BinDir, "bin", "", "directory holding the executor and restatepeer binaries (default: beside this agentbus; each built if absent)")
+	fs.StringVar(&cfg.BinDir, "bin", "", "directory holding the executor and restatepeer binaries (default: beside this agentbus-dev; each built if absent)")
 	timeout := fs.Duration("timeout", 60*time.Minute, "give up after this long")
 	modes := fs.String("modes", "", "durability modes to measure, comma-separated: default, sync_always (default both)")
 	conc := fs.String("concurrency", "", "concurrency points of the throughput runs, comma-separated (default 1,8,64; quick 1,8)")
