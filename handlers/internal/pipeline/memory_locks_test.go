@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/orch"
 )
 
@@ -16,22 +17,22 @@ import (
 // key until the router has its result (TestCoreFlow_ExecutorValidatesBeforeWriteMemory,
 // TestMemory_ConcurrentSessionsDoNotCollide).
 func TestMemoryLocksOnlyWhereWritersCanMeet(t *testing.T) {
-	env := newEnv(t)
-	before, err := env.locks.Status(testCtx(t))
+	env := handlerstest.NewEnv(t)
+	before, err := env.Locks.Status(handlerstest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFlow(t, env, env.st)
-	res, _ := f.drive(t, newEvent(t, "run-locks", events.TypeRunRequested, runRequest("run-locks", rankTask)))
+	f := newFlow(t, env, env.Store)
+	res, _ := f.drive(t, handlerstest.NewEvent(t, "run-locks", events.TypeRunRequested, handlerstest.RunRequest("run-locks", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeSuccess || len(res.Steps) == 0 {
 		t.Fatalf("run ended %s with %d steps", res.TerminalCode, len(res.Steps))
 	}
 	for _, s := range res.Steps {
-		if lockTaken(t, env, s.MemoryKey) {
+		if handlerstest.LockTaken(t, env, s.MemoryKey) {
 			t.Errorf("step %d's output %s took a lock, alone in its group", s.Index, s.MemoryKey)
 		}
 	}
-	after, err := env.locks.Status(testCtx(t))
+	after, err := env.Locks.Status(handlerstest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
