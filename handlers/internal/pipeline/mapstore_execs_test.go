@@ -2,7 +2,7 @@ package pipeline
 
 import (
 	"context"
-	"slices"
+	"maps"
 	"time"
 
 	"github.com/agentbus/agentbus/store"
@@ -40,14 +40,8 @@ func (s *mapStore) ListExecutions(_ context.Context, q store.ExecutionQuery) ([]
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []store.Execution
-	for _, e := range s.execs {
-		if q.Match(e) && live(e) {
-			out = append(out, e)
-		}
-	}
-	slices.SortFunc(out, store.CompareExecutionsNewestFirst)
-	return out[:min(len(out), q.EffectiveLimit())], nil
+	match := func(e store.Execution) bool { return q.Match(e) && live(e) }
+	return newestFirst(maps.Values(s.execs), match, store.CompareExecutionsNewestFirst, q.EffectiveLimit()), nil
 }
 
 // live reports whether an execution record is younger than the TTL the

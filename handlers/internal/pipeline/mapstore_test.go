@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"slices"
 	"sync"
 
@@ -176,14 +178,7 @@ func (s *mapStore) Events(_ context.Context, q store.EventQuery) ([]store.Event,
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []store.Event
-	for _, ev := range s.events {
-		if q.Match(ev) {
-			out = append(out, ev)
-		}
-	}
-	slices.SortStableFunc(out, store.CompareNewestFirst)
-	return out[:min(len(out), q.EffectiveLimit())], nil
+	return newestFirst(slices.Values(s.events), q.Match, store.CompareNewestFirst, q.EffectiveLimit()), nil
 }
 
 func (s *mapStore) PutSoul(_ context.Context, soul store.Soul) error {
@@ -249,12 +244,18 @@ func (s *mapStore) ListSessions(_ context.Context, q store.SessionQuery) ([]stor
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []store.Session
-	for _, sess := range s.sess {
-		if q.Match(sess) {
-			out = append(out, sess)
+	return newestFirst(maps.Values(s.sess), q.Match, store.CompareSessionsNewestFirst, q.EffectiveLimit()), nil
+}
+
+// newestFirst is what of all match selects, ordered by compare (stably:
+// the events' append order breaks their ties), the first limit of it.
+func newestFirst[T any](all iter.Seq[T], match func(T) bool, compare func(a, b T) int, limit int) []T {
+	var out []T
+	for v := range all {
+		if match(v) {
+			out = append(out, v)
 		}
 	}
-	slices.SortFunc(out, store.CompareSessionsNewestFirst)
-	return out[:min(len(out), q.EffectiveLimit())], nil
+	slices.SortStableFunc(out, compare)
+	return out[:min(len(out), limit)]
 }
