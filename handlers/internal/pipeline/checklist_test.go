@@ -43,7 +43,10 @@ import (
 // "Memory & contracts", "Replanning"). Each test's name says which
 // checklist item it proves. Everything runs against a real in-process NATS
 // JetStream and the real demo Skill Service over MCP; only the LLM is
-// scripted (or the deterministic offline model).
+// scripted (or the deterministic offline model). The two Boundaries items
+// about one executor turn's tool calls are tested beside the executor
+// (handlers/executor/executor_boundaries_test.go), and the large-response
+// Core flow item too (executor_large_test.go).
 
 // ---------------------------------------------------------------------------
 // Shared helpers of the checklist tests.
