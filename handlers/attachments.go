@@ -33,7 +33,7 @@ const ArtifactScheme = "artifact://"
 // the data>, so that the same content is stored once per tenant, with the
 // attachment's MIME type as the object's Content-Type header.
 type Attachments struct {
-	Obs jetstream.ObjectStore
+	obs jetstream.ObjectStore
 	ttl time.Duration // the bucket's
 }
 
@@ -49,7 +49,7 @@ func NewAttachments(ctx context.Context, js jetstream.JetStream) (*Attachments, 
 	if err != nil {
 		return nil, fmt.Errorf("handlers: object store %s: %w", BucketArtifacts, err)
 	}
-	return &Attachments{Obs: obs, ttl: st.TTL()}, nil
+	return &Attachments{obs: obs, ttl: st.TTL()}, nil
 }
 
 // Put stores data for tenant unless it already is, and returns its
@@ -63,7 +63,7 @@ func (s *Attachments) Put(ctx context.Context, tenant string, a skills.Attachmen
 	sum := sha256.Sum256(data)
 	name := tenant + "/" + hex.EncodeToString(sum[:])
 	ictx, cancel := context.WithTimeout(ctx, events.CallTimeout) // one request: its reply may be lost with a dying node
-	info, err := s.Obs.GetInfo(ictx, name)
+	info, err := s.obs.GetInfo(ictx, name)
 	cancel()
 	switch {
 	case err == nil && (s.ttl == 0 || time.Since(info.ModTime) < s.ttl/2):
@@ -79,7 +79,7 @@ func (s *Attachments) Put(ctx context.Context, tenant string, a skills.Attachmen
 	// with a dying node holds the step until the handler's deadline.
 	pctx, cancel := context.WithTimeout(ctx, transferBound(len(data), putMinRate))
 	defer cancel()
-	if _, err := s.Obs.Put(pctx, meta, bytes.NewReader(data)); err != nil {
+	if _, err := s.obs.Put(pctx, meta, bytes.NewReader(data)); err != nil {
 		return "", fmt.Errorf("handlers: store artifact %s: %w", name, err)
 	}
 	return ArtifactScheme + name, nil
@@ -95,7 +95,7 @@ func (s *Attachments) Open(ctx context.Context, tenant, digest string) (jetstrea
 	}
 	name := tenant + "/" + digest
 	ictx, cancel := context.WithTimeout(ctx, events.CallTimeout)
-	info, err := s.Obs.GetInfo(ictx, name)
+	info, err := s.obs.GetInfo(ictx, name)
 	cancel()
 	if err != nil {
 		return nil, "", fmt.Errorf("handlers: artifact %s: %w", name, err)
@@ -105,7 +105,7 @@ func (s *Attachments) Open(ctx context.Context, tenant, digest string) (jetstrea
 	// of a large object): allow the object's size at a slow reader's
 	// pace, so a chunk lost with a dying node still ends the read.
 	rctx, cancel := context.WithTimeout(ctx, transferBound(int(info.Size), readMinRate))
-	res, err := s.Obs.Get(rctx, name)
+	res, err := s.obs.Get(rctx, name)
 	if err != nil {
 		cancel()
 		return nil, "", fmt.Errorf("handlers: artifact %s: %w", name, err)

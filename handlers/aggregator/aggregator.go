@@ -29,10 +29,10 @@ func NewAggregator(fanin jetstream.KeyValue, log zerolog.Logger) *Aggregator {
 	return &Aggregator{Fanin: fanin, Log: log}
 }
 
-// FaninState is a group's entry in the fanin bucket. Cut is set when the
+// faninState is a group's entry in the fanin bucket. Cut is set when the
 // group's deadline joined it with what had finished: a member finishing
 // later is not recorded and joins nothing.
-type FaninState struct {
+type faninState struct {
 	Expected int                     `json:"expected"`
 	Results  map[int]orch.StepResult `json:"results"`
 	Cut      bool                    `json:"cut,omitempty"`
@@ -52,7 +52,7 @@ func (a *Aggregator) Handle(ctx context.Context, ev event.Event) ([]event.Event,
 }
 
 func (a *Aggregator) stepFinished(ctx context.Context, ev event.Event, sf orch.StepFinished) ([]event.Event, error) {
-	state, err := a.update(ctx, sf.Group, func(s *FaninState) bool {
+	state, err := a.update(ctx, sf.Group, func(s *faninState) bool {
 		if _, dup := s.Results[sf.Result.Step]; dup || s.Cut {
 			return false
 		}
@@ -74,7 +74,7 @@ func (a *Aggregator) stepFinished(ctx context.Context, ev event.Event, sf orch.S
 // nothing. A redelivered deadline of a cut group emits the same join id
 // again, so the stream keeps one.
 func (a *Aggregator) deadline(ctx context.Context, ev event.Event, gd orch.GroupDeadline) ([]event.Event, error) {
-	state, err := a.update(ctx, gd.Group, func(s *FaninState) bool {
+	state, err := a.update(ctx, gd.Group, func(s *faninState) bool {
 		if s.Cut || len(s.Results) >= s.Expected {
 			return false
 		}
@@ -89,7 +89,7 @@ func (a *Aggregator) deadline(ctx context.Context, ev event.Event, gd orch.Group
 
 // joinEvent is a group's group.joined event: its members' results by step,
 // partial when the deadline cut it.
-func joinEvent(ev event.Event, run orch.RunState, g orch.Group, state FaninState) ([]event.Event, error) {
+func joinEvent(ev event.Event, run orch.RunState, g orch.Group, state faninState) ([]event.Event, error) {
 	results := make([]orch.StepResult, 0, len(state.Results))
 	for _, r := range state.Results {
 		results = append(results, r)
@@ -106,9 +106,9 @@ func joinEvent(ev event.Event, run orch.RunState, g orch.Group, state FaninState
 // update applies change to the group's fanin entry with
 // compare-and-swap and returns the entry; change reports whether it
 // changed anything (nothing is written when it did not).
-func (a *Aggregator) update(ctx context.Context, g orch.Group, change func(*FaninState) bool) (FaninState, error) {
+func (a *Aggregator) update(ctx context.Context, g orch.Group, change func(*faninState) bool) (faninState, error) {
 	key := "grp." + g.ID
-	e, err := kvcas.Update(ctx, a.Fanin, key, func(s *FaninState, rev uint64) (bool, error) {
+	e, err := kvcas.Update(ctx, a.Fanin, key, func(s *faninState, rev uint64) (bool, error) {
 		if rev == 0 {
 			s.Expected = g.Expected
 		}

@@ -101,8 +101,8 @@ func NewExecutor(model llm.Model, sk SkillCaller, mem memory.MemoryStore, locks,
 // ErrSpawnDenied is what an executor's attempt to start a subagent gets.
 var ErrSpawnDenied = errors.New("handlers: executors cannot spawn subagents; return insufficient instead")
 
-// SpawnTools are tool names that would start another agent.
-var SpawnTools = []string{"spawn_subagent", "create_subagent", "delegate", "run_agent"}
+// spawnTools are tool names that would start another agent.
+var spawnTools = []string{"spawn_subagent", "create_subagent", "delegate", "run_agent"}
 
 // Routes are the events the executor consumes: a step's first turn and
 // each next one.
@@ -123,7 +123,7 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 	if step == nil {
 		return nil, events.Permanent(fmt.Errorf("handlers: step %d is not in plan %s", req.Step, req.Run.Plan.PlanID))
 	}
-	t := Turn{Exec: x, in: ev, Req: req, step: *step, out: handlers.Outbox{In: ev}, rec: llm.Record(x.Model), budget: ledger.StepBudget(req)}
+	t := turn{exec: x, in: ev, req: req, step: *step, out: handlers.Outbox{In: ev}, rec: llm.Record(x.Model), budget: ledger.StepBudget(req)}
 	t.model = handlers.AgentModel(x.Budgets.ReportingModel(t.rec, t.budget, func(d orch.Vector) { t.drawn = t.drawn.Add(d) }), req.Run.Agent)
 	tenant, runID := req.Run.Request.TenantID, req.Run.Request.RunID
 	ctx, release := x.Cancels.Watch(ctx, tenant, runID)
@@ -135,7 +135,7 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 	// step's skills are loaded (a manifest not cached is a round trip to
 	// the Skill Service): the reads are done before the turn's context
 	// ends.
-	t.inputs = t.ReadInputs(ctx)
+	t.inputs = t.readInputs(ctx)
 	defer func() { _, _ = t.inputs() }()
 	ctx, err := x.Credentials.Context(ctx, req.Run.Request)
 	if err == nil {
@@ -172,11 +172,11 @@ var modelOutcomes = map[string]string{
 	orch.CodeBudgetExhausted: orch.OutcomeBudgetExhausted, orch.CodeTimeout: orch.OutcomeTimedOut,
 }
 
-// Turn is the work of one executor message.
-type Turn struct {
-	Exec      *Executor
+// turn is the work of one executor message.
+type turn struct {
+	exec      *Executor
 	in        event.Event
-	Req       orch.StepRequest
+	req       orch.StepRequest
 	step      orch.Step
 	out       handlers.Outbox
 	skills    map[string]llm.SkillInfo   // the step's allowed skills, by name
@@ -202,13 +202,13 @@ type Turn struct {
 // steers are the run's steering messages (POST /agent/runs/{id}/steer)
 // as user messages after the turns: every model turn of the run's steps
 // sees them all. Those new to the step are traced (steer.applied).
-func (t *Turn) steers() []llm.Message {
-	run := t.Req.Run.Request
-	list := t.Exec.Cancels.Steers(run.TenantID, run.RunID)
-	t.steered = max(t.Req.Steered, len(list))
+func (t *turn) steers() []llm.Message {
+	run := t.req.Run.Request
+	list := t.exec.Cancels.Steers(run.TenantID, run.RunID)
+	t.steered = max(t.req.Steered, len(list))
 	var msgs []llm.Message
 	for i, st := range list {
-		if i >= t.Req.Steered {
+		if i >= t.req.Steered {
 			t.out.Audit("steer.applied", t.lineage(), map[string]any{"steer_id": st.ID, "by": st.By, "step": t.step.Index,
 				"message_bytes": len(st.Message)})
 		}
@@ -220,25 +220,25 @@ func (t *Turn) steers() []llm.Message {
 // spent emits the hop's model.called events and returns the step's usage
 // so far: the earlier turns' and this hop's. Call it once, with the
 // hop's one orchestration output.
-func (t *Turn) spent() llm.Usage {
-	return t.Req.Usage.Add(t.out.ModelCalls(t.lineage(), t.rec))
+func (t *turn) spent() llm.Usage {
+	return t.req.Usage.Add(t.out.ModelCalls(t.lineage(), t.rec))
 }
 
-func (t *Turn) lineage() events.Audit {
-	return events.Audit{PlanID: t.Req.Run.Plan.PlanID, TaskID: t.step.TaskID, UserID: t.Req.Run.Request.UserID}
+func (t *turn) lineage() events.Audit {
+	return events.Audit{PlanID: t.req.Run.Plan.PlanID, TaskID: t.step.TaskID, UserID: t.req.Run.Request.UserID}
 }
 
-func (t *Turn) run(ctx context.Context) error {
-	if maxTurns := t.maxTurns(); t.Req.Iteration >= maxTurns {
+func (t *turn) run(ctx context.Context) error {
+	if maxTurns := t.maxTurns(); t.req.Iteration >= maxTurns {
 		return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed,
 			Reason: fmt.Sprintf("step used its %d turns without an answer", maxTurns), Suggestion: "split the step"})
 	}
-	tenant := t.Req.Run.Request.TenantID
+	tenant := t.req.Run.Request.TenantID
 	var infos []llm.SkillInfo
 	var tools []llm.Tool
 	t.skills, t.manifests = map[string]llm.SkillInfo{}, map[string]skills.Manifest{}
 	for _, name := range t.step.Skills {
-		m, err := t.Exec.Skills.Load(ctx, tenant, name)
+		m, err := t.exec.Skills.Load(ctx, tenant, name)
 		if errors.Is(err, skills.ErrSkillNotFound) {
 			return t.skillUnavailable(name, err)
 		}
@@ -256,15 +256,15 @@ func (t *Turn) run(ctx context.Context) error {
 		return err
 	}
 	t.inputData = inputs
-	if a := t.Req.Approved; a != nil {
+	if a := t.req.Approved; a != nil {
 		return t.resume(ctx, *a)
 	}
-	in := llm.ActInput{Task: t.step.Task, Framing: t.Req.Run.Framing, Skills: infos, Inputs: inputs,
+	in := llm.ActInput{Task: t.step.Task, Framing: t.req.Run.Framing, Skills: infos, Inputs: inputs,
 		ReturnSpec: llm.ReturnSpec{Shape: t.step.ReturnSpec.Shape, Reason: t.step.ReturnSpec.Reason}}
 	req := llm.NewRequest(llm.TaskAct, in)
 	req.Tools, req.Schema = tools, llm.ActSchema
-	req.Messages = append(append(t.handoffNote(), toMessages(t.Req.Turns)...), t.steers()...)
-	req.Repair = t.Req.Repairs > 0 // a turn after a rejected one draws on the retry budget
+	req.Messages = append(append(t.handoffNote(), toMessages(t.req.Turns)...), t.steers()...)
+	req.Repair = t.req.Repairs > 0 // a turn after a rejected one draws on the retry budget
 	resp, err := t.model.Complete(ctx, req)
 	if err != nil {
 		return fmt.Errorf("handlers: act: %w", err)
@@ -281,23 +281,23 @@ func (t *Turn) run(ctx context.Context) error {
 // results it observes (seed 001's thought and observation messages), as
 // they happen. A chunk that cannot be stored is logged: the caller misses
 // it, the step goes on.
-func (t *Turn) say(ctx context.Context, msgType, name, content string) {
-	if !t.Req.Run.Request.Stream || t.Exec.Replies == nil || strings.TrimSpace(content) == "" {
+func (t *turn) say(ctx context.Context, msgType, name, content string) {
+	if !t.req.Run.Request.Stream || t.exec.Replies == nil || strings.TrimSpace(content) == "" {
 		return
 	}
-	s := t.Exec.Replies.OpenNamed(t.in, msgType, name)
+	s := t.exec.Replies.OpenNamed(t.in, msgType, name)
 	s.Write(t.withoutSecrets(ctx, content), true)
 	if err := s.Wait(ctx); err != nil {
-		t.Exec.Log.Warn().Err(err).Str("message_type", msgType).Msg("chunk not streamed")
+		t.exec.Log.Warn().Err(err).Str("message_type", msgType).Msg("chunk not streamed")
 	}
 }
 
 // observe streams the result of call c to a run that streams.
-func (t *Turn) observe(ctx context.Context, c llm.ToolCall, result []byte, isErr bool) {
-	if !t.Req.Run.Request.Stream || t.Exec.Replies == nil {
+func (t *turn) observe(ctx context.Context, c llm.ToolCall, result []byte, isErr bool) {
+	if !t.req.Run.Request.Stream || t.exec.Replies == nil {
 		return
 	}
-	o := runclient.Observation{RunID: t.Req.Run.Request.RunID, StepIndex: t.step.Index, SkillID: c.Name, CallID: c.ID, IsError: isErr}
+	o := runclient.Observation{RunID: t.req.Run.Request.RunID, StepIndex: t.step.Index, SkillID: c.Name, CallID: c.ID, IsError: isErr}
 	// Secrets out first, so that the cut cannot leave part of one.
 	r := []byte(t.withoutSecrets(ctx, string(result)))
 	if len(r) > runclient.MaxObservationBytes {
@@ -310,29 +310,29 @@ func (t *Turn) observe(ctx context.Context, c llm.ToolCall, result []byte, isErr
 
 // maxTurns bounds the step's model turns: a loop step's own bound (the
 // pattern's max_iterations), else the executor's.
-func (t *Turn) maxTurns() int {
+func (t *turn) maxTurns() int {
 	if l := t.step.Loop; l != nil && l.MaxTurns > 0 {
 		return l.MaxTurns
 	}
-	return t.Exec.MaxTurns
+	return t.exec.MaxTurns
 }
 
-// ReadInputs starts reading the outputs of the steps this one depends
+// readInputs starts reading the outputs of the steps this one depends
 // on, each by its key, all at once; wait returns them by key, or the
 // first key's error.
-func (t *Turn) ReadInputs(ctx context.Context) (wait func() (map[string]json.RawMessage, error)) {
-	keys := t.Req.Inputs
+func (t *turn) readInputs(ctx context.Context) (wait func() (map[string]json.RawMessage, error)) {
+	keys := t.req.Inputs
 	if len(keys) == 0 {
 		return func() (map[string]json.RawMessage, error) { return nil, nil }
 	}
 	in := make(map[string]json.RawMessage, len(keys))
 	var read []string
 	for _, key := range keys {
-		if v, ok := t.Req.InputData[key]; ok {
+		if v, ok := t.req.InputData[key]; ok {
 			in[key] = v // carried from the step's first turn
 			continue
 		}
-		if v := t.Req.Run.Plan.Carried(key); v != nil {
+		if v := t.req.Run.Plan.Carried(key); v != nil {
 			in[key] = v // carried by the run state: a small output
 			continue
 		}
@@ -346,7 +346,7 @@ func (t *Turn) ReadInputs(ctx context.Context) (wait func() (map[string]json.Raw
 	var err error
 	go func() {
 		defer close(done)
-		mems, err = memory.ReadMemories(ctx, t.Exec.Memory, read)
+		mems, err = memory.ReadMemories(ctx, t.exec.Memory, read)
 	}()
 	return func() (map[string]json.RawMessage, error) {
 		<-done
@@ -362,12 +362,12 @@ func (t *Turn) ReadInputs(ctx context.Context) (wait func() (map[string]json.Raw
 
 // callTools runs the model's tool calls under the hard limits and emits
 // the next turn.
-func (t *Turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
-	turns := slices.Clone(t.Req.Turns)
+func (t *turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
+	turns := slices.Clone(t.req.Turns)
 	invalid := ""
 	for i, c := range calls {
 		turns = append(turns, orch.Turn{Role: "assistant", ToolCallID: c.ID, ToolName: c.Name, ToolArgs: c.Arguments})
-		tn, bad, done, err := t.call(ctx, t.Req.Iteration*100+i, c, turns)
+		tn, bad, done, err := t.call(ctx, t.req.Iteration*100+i, c, turns)
 		if done || err != nil {
 			return err
 		}
@@ -381,7 +381,7 @@ func (t *Turn) callTools(ctx context.Context, calls []llm.ToolCall) error {
 // result, or why its arguments were invalid (the result says so too).
 // done reports that the step finished instead: a guard stopped it, its
 // skill hung, or the call waits at a gate (the step parks with turns).
-func (t *Turn) call(ctx context.Context, n int, c llm.ToolCall, turns []orch.Turn) (orch.Turn, string, bool, error) {
+func (t *turn) call(ctx context.Context, n int, c llm.ToolCall, turns []orch.Turn) (orch.Turn, string, bool, error) {
 	result, isErr, err := t.callTool(ctx, n, c)
 	invalid := ""
 	var bad *invalidArgs
@@ -416,20 +416,20 @@ func (t *Turn) call(ctx context.Context, n int, c llm.ToolCall, turns []orch.Tur
 // park finishes the step at a gate: the held call is not made; the step
 // resumes with it, and with its turns so far, once the run's gate is
 // approved.
-func (t *Turn) park(g *gateStop, n int, turns []orch.Turn) error {
+func (t *turn) park(g *gateStop, n int, turns []orch.Turn) error {
 	g.call.N = n
 	return t.finish(orch.StepResult{Outcome: orch.OutcomeAwaitingGate, Reason: g.Error(), Evidence: g.evidence,
-		Parked: &orch.Parked{Call: g.call, Elicit: g.elicit, Iteration: t.Req.Iteration, Turns: turns, Repairs: t.Req.Repairs,
-			Observed: t.Req.Observed + t.observed, Calls: t.callCounts(), Denied: t.Req.Denied + t.deniedN,
-			Steered: max(t.Req.Steered, t.steered)}})
+		Parked: &orch.Parked{Call: g.call, Elicit: g.elicit, Iteration: t.req.Iteration, Turns: turns, Repairs: t.req.Repairs,
+			Observed: t.req.Observed + t.observed, Calls: t.callCounts(), Denied: t.req.Denied + t.deniedN,
+			Steered: max(t.req.Steered, t.steered)}})
 }
 
 // resume makes the call a step held at its gate, now approved: the gate's
 // record must say so (a message claiming an approval it does not have
 // fails closed, UNSAFE_DETECTION). Its result is the next turn's.
-func (t *Turn) resume(ctx context.Context, a orch.Approved) error {
-	run := t.Req.Run.Request
-	if err := t.Exec.Gates.CheckApproved(ctx, run.TenantID, run.RunID, t.step.Index, a); err != nil {
+func (t *turn) resume(ctx context.Context, a orch.Approved) error {
+	run := t.req.Run.Request
+	if err := t.exec.Gates.CheckApproved(ctx, run.TenantID, run.RunID, t.step.Index, a); err != nil {
 		if !errors.Is(err, runctl.ErrNotApproved) {
 			return err
 		}
@@ -438,7 +438,7 @@ func (t *Turn) resume(ctx context.Context, a orch.Approved) error {
 		return stop(orch.OutcomeUnsafe, "unsafe: "+err.Error(), "", ev)
 	}
 	t.approved = &a
-	turns := slices.Clone(t.Req.Turns)
+	turns := slices.Clone(t.req.Turns)
 	tn, invalid, done, err := t.call(ctx, a.Call.N, llm.ToolCall{ID: a.Call.ID, Name: a.Call.Skill, Arguments: a.Call.Arguments}, turns)
 	if done || err != nil {
 		return err
@@ -448,17 +448,17 @@ func (t *Turn) resume(ctx context.Context, a orch.Approved) error {
 
 // next emits the step's next turn with turns, counting a repair when the
 // Turn's tool arguments were invalid.
-func (t *Turn) next(turns []orch.Turn, invalid string) error {
-	next := t.Req
+func (t *turn) next(turns []orch.Turn, invalid string) error {
+	next := t.req
 	next.Approved = nil
 	next.Repairs = 0
 	if invalid != "" {
-		if t.Req.Repairs >= llm.MaxRepairs {
+		if t.req.Repairs >= llm.MaxRepairs {
 			return t.finish(orch.StepResult{Outcome: orch.OutcomeInvalidOutput,
 				Reason:     fmt.Sprintf("tool arguments stayed invalid after %d repairs: %s", llm.MaxRepairs, invalid),
 				Suggestion: "use a model that follows the tool's input schema"})
 		}
-		next.Repairs = t.Req.Repairs + 1
+		next.Repairs = t.req.Repairs + 1
 	}
 	next.Iteration++
 	next.Turns = t.compressTurns(turns)
@@ -469,22 +469,22 @@ func (t *Turn) next(turns []orch.Turn, invalid string) error {
 
 // carry sets what the next turn inherits from this one: usage, draws,
 // observations, the loop guard's counts.
-func (t *Turn) carry(next *orch.StepRequest) {
-	next.InputData = CarriedInputs(t.inputData)
+func (t *turn) carry(next *orch.StepRequest) {
+	next.InputData = carriedInputs(t.inputData)
 	next.Usage = t.spent()
 	next.Spent = t.spentSoFar()
 	next.Pooled = t.budget.Pooled()
-	next.Observed = t.Req.Observed + t.observed
+	next.Observed = t.req.Observed + t.observed
 	next.Calls = t.callCounts()
-	next.Denied = t.Req.Denied + t.deniedN
-	next.Steered = max(t.Req.Steered, t.steered)
+	next.Denied = t.req.Denied + t.deniedN
+	next.Steered = max(t.req.Steered, t.steered)
 	next.Tools = t.toolUses()
 }
 
-// CarriedInputs is what of a step's input values its next turn carries:
+// carriedInputs is what of a step's input values its next turn carries:
 // all of them when they total at most orch.MaxCarriedInputs bytes, else
 // none (the next turn reads them again).
-func CarriedInputs(in map[string]json.RawMessage) map[string]json.RawMessage {
+func carriedInputs(in map[string]json.RawMessage) map[string]json.RawMessage {
 	n := 0
 	for _, v := range in {
 		n += len(v)
@@ -497,7 +497,7 @@ func CarriedInputs(in map[string]json.RawMessage) map[string]json.RawMessage {
 
 // tally counts one tool call of this hop, failed or not: the step
 // reports its calls by tool name, the run's execution record lists them.
-func (t *Turn) tally(name string, failed bool) {
+func (t *turn) tally(name string, failed bool) {
 	u := t.tools[name]
 	u.Calls++
 	if failed {
@@ -510,7 +510,7 @@ func (t *Turn) tally(name string, failed bool) {
 }
 
 // toolUses are the step's tool calls after this hop.
-func (t *Turn) toolUses() orch.ToolUses { return t.Req.Tools.Add(t.tools) }
+func (t *turn) toolUses() orch.ToolUses { return t.req.Tools.Add(t.tools) }
 
 // DefaultSkillTimeout bounds one skill call when Executor.SkillTimeout is
 // zero.
@@ -542,10 +542,10 @@ func (e *invalidArgs) Error() string {
 	return fmt.Sprintf("invalid arguments for %s: %v; call it again with arguments valid against its input schema", e.skill, e.err)
 }
 
-// Compress keeps the last keep turns and folds the older ones into a
+// compress keeps the last keep turns and folds the older ones into a
 // single summary turn that counts the calls made per skill. The model sees
 // its recent observations; the message size stays bounded.
-func Compress(turns []orch.Turn, keep int) []orch.Turn {
+func compress(turns []orch.Turn, keep int) []orch.Turn {
 	if keep <= 0 || len(turns) <= keep+1 {
 		return turns
 	}
@@ -580,13 +580,13 @@ type Summary struct {
 
 // callTool enforces the step's limits, then calls the skill once per
 // idempotency key: a redelivered turn reuses the recorded result.
-func (t *Turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, bool, error) {
+func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, bool, error) {
 	lin := t.lineage()
 	lin.SkillID = c.Name
 	if handled, err := t.handoffCall(c); handled {
 		return nil, false, err
 	}
-	if slices.Contains(SpawnTools, c.Name) {
+	if slices.Contains(spawnTools, c.Name) {
 		t.out.Audit("subagent.spawn_denied", lin, map[string]any{"tool": c.Name})
 		return []byte(ErrSpawnDenied.Error()), true, nil
 	}
@@ -607,7 +607,7 @@ func (t *Turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	if err := t.guardCall(ctx, c, hash); err != nil {
 		return nil, false, err
 	}
-	key := fmt.Sprintf("%s/%d/%s/%d", t.Req.Run.Request.RunID, t.step.Index, t.step.TaskID, n)
+	key := fmt.Sprintf("%s/%d/%s/%d", t.req.Run.Request.RunID, t.step.Index, t.step.TaskID, n)
 	answers := t.answers(c, hash, n)
 	if len(answers) > 0 {
 		// Each set of answers is a call of its own: the server executes
@@ -646,8 +646,8 @@ func (t *Turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 	}
 	// A recorded call never reaches the breaker: it is asked only once
 	// the lookup found no record.
-	circuit := t.Req.Run.Request.TenantID + "/" + c.Name
-	if err := t.Exec.Breakers.Allow(circuit); err != nil {
+	circuit := t.req.Run.Request.TenantID + "/" + c.Name
+	if err := t.exec.Breakers.Allow(circuit); err != nil {
 		if drawErr == nil {
 			t.giveBack(ctx, want) // the call is not made
 		}
@@ -656,19 +656,19 @@ func (t *Turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 			"skill_id": c.Name, "circuit": ledger.CircuitOpen})
 	}
 	if err := t.took(want, drawErr); err != nil {
-		t.Exec.Breakers.Skip(circuit) // no call was made: the trial, if any, is not spent
+		t.exec.Breakers.Skip(circuit) // no call was made: the trial, if any, is not spent
 		return nil, false, err
 	}
 	audited := len(t.out.Audits)
 	start := time.Now()
-	timeout := cmp.Or(t.Exec.SkillTimeout, DefaultSkillTimeout)
+	timeout := cmp.Or(t.exec.SkillTimeout, DefaultSkillTimeout)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	elicitor := skills.NewElicitor(answers)
 	cctx, endSpan := tracing.Tool(cctx, c.Name, c.ID)
 	cctx, endProgress := t.progress(cctx, c, key)
-	run := t.Req.Run.Request
+	run := t.req.Run.Request
 	cctx = skills.WithCallInfo(cctx, skills.CallInfo{RunID: run.RunID, SessionID: run.SessionID, UserID: run.UserID, CallID: c.ID})
-	result, err := t.Exec.Skills.Call(skills.WithElicitor(cctx, elicitor), t.Req.Run.Request.TenantID, c.Name, c.Arguments, key)
+	result, err := t.exec.Skills.Call(skills.WithElicitor(cctx, elicitor), t.req.Run.Request.TenantID, c.Name, c.Arguments, key)
 	endProgress(ctx)
 	endSpan(err)
 	cancel()
@@ -698,13 +698,13 @@ func (t *Turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 		result, isErr = []byte(err.Error()), true
 	}
 	t.out.Audit("skill.called", lin, map[string]any{
-		"skill_id": c.Name, "tenant_id": t.Req.Run.Request.TenantID, "user_id": t.Req.Run.Request.UserID,
-		"session_id": t.Req.Run.Request.SessionID, "input_size_bytes": len(c.Arguments), "response_size_bytes": len(result),
+		"skill_id": c.Name, "tenant_id": t.req.Run.Request.TenantID, "user_id": t.req.Run.Request.UserID,
+		"session_id": t.req.Run.Request.SessionID, "input_size_bytes": len(c.Arguments), "response_size_bytes": len(result),
 		"args_hash": hash, "tool_registry_version": t.registryVersion(), "approval_mode": mode,
 		"duration_ms": time.Since(start).Milliseconds(), "is_error": isErr,
-		"large_response_triggered": len(result) >= t.Exec.LargeResponse, "ts": time.Now().UTC(),
+		"large_response_triggered": len(result) >= t.exec.LargeResponse, "ts": time.Now().UTC(),
 	})
-	if !isErr && len(result) >= t.Exec.LargeResponse {
+	if !isErr && len(result) >= t.exec.LargeResponse {
 		if result, isErr, err = t.extractLarge(ctx, c.Name, result); err != nil {
 			return nil, false, err
 		}
@@ -723,15 +723,15 @@ func (t *Turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 // call's reports one message, its chunk ids derived from the input (a
 // redelivered hop that calls again stores none twice). The returned func
 // ends the message once the call is over.
-func (t *Turn) progress(ctx context.Context, c llm.ToolCall, key string) (context.Context, func(context.Context)) {
-	if !t.Req.Run.Request.Stream || t.Exec.Replies == nil {
+func (t *turn) progress(ctx context.Context, c llm.ToolCall, key string) (context.Context, func(context.Context)) {
+	if !t.req.Run.Request.Stream || t.exec.Replies == nil {
 		return ctx, func(context.Context) {}
 	}
 	var mu sync.Mutex
 	var stream *handlers.ReplyStream
 	over := false // a report after the call is dropped
 	report := func(p skills.Progress) {
-		body, _ := json.Marshal(runclient.ToolProgress{RunID: t.Req.Run.Request.RunID, StepIndex: t.step.Index, SkillID: c.Name,
+		body, _ := json.Marshal(runclient.ToolProgress{RunID: t.req.Run.Request.RunID, StepIndex: t.step.Index, SkillID: c.Name,
 			CallID: c.ID, Progress: p.Progress, Total: p.Total, Message: p.Message})
 		mu.Lock()
 		defer mu.Unlock()
@@ -739,7 +739,7 @@ func (t *Turn) progress(ctx context.Context, c llm.ToolCall, key string) (contex
 			return
 		}
 		if stream == nil {
-			stream = t.Exec.Replies.OpenNamed(t.in, runclient.ChunkToolProgress, runclient.ChunkToolProgress+"/"+key)
+			stream = t.exec.Replies.OpenNamed(t.in, runclient.ChunkToolProgress, runclient.ChunkToolProgress+"/"+key)
 		}
 		stream.Write(string(body), false)
 	}
@@ -747,7 +747,7 @@ func (t *Turn) progress(ctx context.Context, c llm.ToolCall, key string) (contex
 		mu.Lock()
 		defer mu.Unlock()
 		if err := stream.Close(ctx); err != nil {
-			t.Exec.Log.Warn().Err(err).Str("skill_id", c.Name).Msg("tool progress not streamed")
+			t.exec.Log.Warn().Err(err).Str("skill_id", c.Name).Msg("tool progress not streamed")
 		}
 		over = true
 	}
@@ -757,15 +757,15 @@ func (t *Turn) progress(ctx context.Context, c llm.ToolCall, key string) (contex
 // of the skill (not of the model's arguments, a refusal, a question to
 // the user, nor a call that never reached the skill) counts toward
 // opening it. A change of state is audited.
-func (t *Turn) circuitDone(ctx context.Context, circuit, skill string, err error) {
+func (t *turn) circuitDone(ctx context.Context, circuit, skill string, err error) {
 	if errors.Is(err, skills.ErrNotCalled) { // an outage of ours, not the skill's
-		t.Exec.Breakers.Skip(circuit)
+		t.exec.Breakers.Skip(circuit)
 		return
 	}
 	ok := err == nil || errors.Is(err, skills.ErrInvalidArguments) || errors.Is(err, skills.ErrSkillNotFound) ||
 		errors.Is(err, skills.ErrPermissionDenied) || errors.Is(err, skills.ErrElicitation)
-	if st := t.Exec.Breakers.Done(circuit, ok); st != "" {
-		t.Exec.Breakers.Publish(ctx, circuit, st)
+	if st := t.exec.Breakers.Done(circuit, ok); st != "" {
+		t.exec.Breakers.Publish(ctx, circuit, st)
 		lin := t.lineage()
 		lin.SkillID = skill
 		t.out.Audit("circuit."+st, lin, map[string]any{"skill_id": skill, "state": st})
@@ -783,11 +783,11 @@ type toolRecord struct {
 	Drawn orch.Vector `json:"drawn,omitempty"`
 }
 
-func (t *Turn) recorded(ctx context.Context, key string) (toolRecord, bool) {
-	if t.Exec.ToolCalls == nil {
+func (t *turn) recorded(ctx context.Context, key string) (toolRecord, bool) {
+	if t.exec.ToolCalls == nil {
 		return toolRecord{}, false
 	}
-	e, err := t.Exec.ToolCalls.Get(ctx, kvs.Key(key))
+	e, err := t.exec.ToolCalls.Get(ctx, kvs.Key(key))
 	if err != nil {
 		return toolRecord{}, false
 	}
@@ -799,8 +799,8 @@ func (t *Turn) recorded(ctx context.Context, key string) (toolRecord, bool) {
 // mode is read-only (such a call keeps none), while it reserves want from
 // the run's budget, and returns both outcomes: the reservation's refusal
 // as the ledger gave it (reserve), not yet booked (took).
-func (t *Turn) recordedDrawing(ctx context.Context, key, mode string, want orch.Vector) (toolRecord, bool, error) {
-	if t.Exec.ToolCalls == nil || mode == skills.ModeReadOnly {
+func (t *turn) recordedDrawing(ctx context.Context, key, mode string, want orch.Vector) (toolRecord, bool, error) {
+	if t.exec.ToolCalls == nil || mode == skills.ModeReadOnly {
 		return toolRecord{}, false, t.reserve(ctx, want)
 	}
 	type found struct {
@@ -825,13 +825,13 @@ func (t *Turn) recordedDrawing(ctx context.Context, key, mode string, want orch.
 // once. A failed write is logged and the hop goes on: a redelivery may
 // then call the skill again (failing the hop instead would redeliver it
 // without the record, and call the skill again for sure).
-func (t *Turn) record(ctx context.Context, key string, rec toolRecord) {
-	if t.Exec.ToolCalls == nil {
+func (t *turn) record(ctx context.Context, key string, rec toolRecord) {
+	if t.exec.ToolCalls == nil {
 		return
 	}
 	b, err := json.Marshal(rec)
 	if err != nil {
-		t.Exec.Log.Warn().Err(err).Msg("tool call not recorded; a redelivery may call the skill again")
+		t.exec.Log.Warn().Err(err).Msg("tool call not recorded; a redelivery may call the skill again")
 		return
 	}
 	done := make(chan error, 1)
@@ -840,10 +840,10 @@ func (t *Turn) record(ctx context.Context, key string, rec toolRecord) {
 		// write may outlast it.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), events.CallTimeout)
 		defer cancel()
-		_, err := t.Exec.ToolCalls.Put(pctx, kvs.Key(key), b)
+		_, err := t.exec.ToolCalls.Put(pctx, kvs.Key(key), b)
 		done <- err
 	}()
-	log := t.Exec.Log
+	log := t.exec.Log
 	wait := func(ctx context.Context) error {
 		select {
 		case err := <-done:

@@ -18,7 +18,7 @@ import (
 // answers are the recorded answers the call c (of argument hash hash and
 // index n) is made with: those of the approval the step resumed with,
 // when it is this call's.
-func (t *Turn) answers(c llm.ToolCall, hash string, n int) []skills.Answer {
+func (t *turn) answers(c llm.ToolCall, hash string, n int) []skills.Answer {
 	a := t.approved
 	if a == nil || a.Call.Skill != c.Name || a.Call.ArgsHash != hash || a.Call.N != n {
 		return nil
@@ -33,7 +33,7 @@ func (t *Turn) answers(c llm.ToolCall, hash string, n int) []skills.Answer {
 // elicited parks the step at an elicitation gate: the call's server asked
 // q, which none of answers answers. The call will be made again, so it
 // does not count toward the loop guard's identical calls.
-func (t *Turn) elicited(c llm.ToolCall, hash, mode string, answers []skills.Answer, q skills.Elicitation) error {
+func (t *turn) elicited(c llm.ToolCall, hash, mode string, answers []skills.Answer, q skills.Elicitation) error {
 	lin := t.lineage()
 	lin.SkillID = c.Name
 	t.out.Audit("skill.elicitation", lin, map[string]any{"skill_id": c.Name, "args_hash": hash, "question": q.Question,

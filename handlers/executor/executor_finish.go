@@ -21,7 +21,7 @@ import (
 
 // answer handles the model's final message for the step: it self-checks
 // the answer, writes it through write_memory and reports the outcome.
-func (t *Turn) answer(ctx context.Context, content string) error {
+func (t *turn) answer(ctx context.Context, content string) error {
 	var a llm.ActOutput
 	err := schema.Validate(llm.ActSchema, []byte(content))
 	if err == nil {
@@ -59,7 +59,7 @@ func (t *Turn) answer(ctx context.Context, content string) error {
 		t.out.Audit("guard.unsafe", lin, ev)
 		return stop(orch.OutcomeUnsafe, "unsafe: the step's output carries a credential of the run", "", ev)
 	}
-	run := t.Req.Run
+	run := t.req.Run
 	if c, min := a.Confidence, run.MinConfidence(); c != nil && *c < min {
 		// Not accepted, so not written: the critic gives the step one
 		// reflection pass on what the answer misses, then halts.
@@ -71,11 +71,11 @@ func (t *Turn) answer(ctx context.Context, content string) error {
 			Suggestion: "revise the step so that its skills can establish the answer"})
 	}
 	scope := memory.MemoryScope{TenantID: run.Request.TenantID, SessionID: run.Request.SessionID, TaskID: t.step.TaskID,
-		UserID: run.Request.UserID, PlanID: run.Plan.PlanID, StepIndex: t.step.Index, Shared: t.Req.Group.Expected > 1}
+		UserID: run.Request.UserID, PlanID: run.Plan.PlanID, StepIndex: t.step.Index, Shared: t.req.Group.Expected > 1}
 	// The write is drawn from the budget while its key is locked (in a
 	// group of several); a refused draw writes nothing and releases the
 	// lock it took.
-	key, waited, err := t.Exec.Writer.WriteDrawn(ctx, scope, a.Label, a.Data, t.step.ReturnSpec.Shape, func(ctx context.Context) error {
+	key, waited, err := t.exec.Writer.WriteDrawn(ctx, scope, a.Label, a.Data, t.step.ReturnSpec.Shape, func(ctx context.Context) error {
 		return t.draw(ctx, orch.Vector{orch.DimMemoryWrites: 1})
 	})
 	var cv *memory.ContractViolation
@@ -103,7 +103,7 @@ func (t *Turn) answer(ctx context.Context, content string) error {
 // is written, and the conflicting claims go to the critic as evidence. A
 // conflict is one the step observed, so a step that called no skill is
 // told to observe first.
-func (t *Turn) conflict(content string, a llm.ActOutput) error {
+func (t *turn) conflict(content string, a llm.ActOutput) error {
 	if !t.grounded() {
 		t.out.Audit("grounding.refused", t.lineage(), map[string]any{"step": t.step.Index, "observations": 0,
 			"reason": "a source conflict with no tool observation in this step"})
@@ -123,22 +123,22 @@ var errUngrounded = errors.New("ungrounded: the answer rests on no tool observat
 // reason and what to do (hint), as the step's next turn, at most
 // llm.MaxRepairs times in a row; then the step ends invalid_output (or
 // failed, for an ungrounded answer, so the run replans).
-func (t *Turn) repair(content string, verr error, hint string) error {
-	if t.Req.Repairs >= llm.MaxRepairs && errors.Is(verr, errUngrounded) {
+func (t *turn) repair(content string, verr error, hint string) error {
+	if t.req.Repairs >= llm.MaxRepairs && errors.Is(verr, errUngrounded) {
 		return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed,
 			Reason:     fmt.Sprintf("the step's answer stayed ungrounded after %d repairs: %v", llm.MaxRepairs, verr),
 			Suggestion: "give the step a skill that returns what it needs, or declare it model_only"})
 	}
-	if t.Req.Repairs >= llm.MaxRepairs {
+	if t.req.Repairs >= llm.MaxRepairs {
 		return t.finish(orch.StepResult{Outcome: orch.OutcomeInvalidOutput,
 			Reason:     fmt.Sprintf("the step's answer stayed invalid after %d repairs: %v", llm.MaxRepairs, verr),
 			Suggestion: "use a model that follows the answer schema, or simplify the step"})
 	}
-	t.out.Audit("output.repair_requested", t.lineage(), map[string]any{"attempt": t.Req.Repairs + 1, "reason": verr.Error()})
-	next := t.Req
+	t.out.Audit("output.repair_requested", t.lineage(), map[string]any{"attempt": t.req.Repairs + 1, "reason": verr.Error()})
+	next := t.req
 	next.Repairs++
 	next.Iteration++
-	next.Turns = t.compressTurns(append(slices.Clone(t.Req.Turns),
+	next.Turns = t.compressTurns(append(slices.Clone(t.req.Turns),
 		orch.Turn{Role: "assistant", Content: content},
 		orch.Turn{Role: "user", Content: "Your answer was rejected: " + verr.Error() + ". " + hint}))
 	t.carry(&next)
@@ -148,33 +148,33 @@ func (t *Turn) repair(content string, verr error, hint string) error {
 
 // finish emits step.finished (step.joined for a group of one) and the
 // subagent.finish audit event.
-func (t *Turn) finish(res orch.StepResult) error {
+func (t *turn) finish(res orch.StepResult) error {
 	res.Usage, res.Spent, res.Tools = t.spent(), t.spentSoFar(), t.toolUses()
 	res.Step, res.TaskID = t.step.Index, t.step.TaskID
-	res.StartedAt, res.FinishedAt = t.step.StartedAt, t.Exec.Now().UTC()
+	res.StartedAt, res.FinishedAt = t.step.StartedAt, t.exec.Now().UTC()
 	t.out.Audit("subagent.finish", t.lineage(), map[string]any{"status": res.Outcome, "memory_key": res.MemoryKey,
 		"duration_ms": res.FinishedAt.Sub(res.StartedAt).Milliseconds(), "reason": res.Reason, "spent": res.Spent,
 		"tool_registry_version": t.registryVersion()})
-	if t.Req.Group.Expected == 1 {
+	if t.req.Group.Expected == 1 {
 		// A group of one is joined by its only member: no fan-in hop.
-		t.out.EmitID(handlers.JoinID(t.Req.Group.ID), events.TypeStepJoined,
-			orch.StepJoined{Run: t.Req.Run, Group: t.Req.Group, Result: res})
+		t.out.EmitID(handlers.JoinID(t.req.Group.ID), events.TypeStepJoined,
+			orch.StepJoined{Run: t.req.Run, Group: t.req.Group, Result: res})
 		return nil
 	}
-	t.out.Emit("finished", events.TypeStepFinished, orch.StepFinished{Run: t.Req.Run, Group: t.Req.Group, Result: res})
+	t.out.Emit("finished", events.TypeStepFinished, orch.StepFinished{Run: t.req.Run, Group: t.req.Group, Result: res})
 	return nil
 }
 
 // skillUnavailable fails the step when an allowed skill cannot be loaded.
-func (t *Turn) skillUnavailable(name string, err error) error {
+func (t *turn) skillUnavailable(name string, err error) error {
 	return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed,
 		Reason: fmt.Sprintf("skill %s unavailable: %v", name, err), Suggestion: "choose another skill"})
 }
 
 // cancelled finishes the step of a cancelled run with outcome cancelled:
 // the run ends USER_CANCEL at the router's next hop.
-func (t *Turn) cancelled() ([]event.Event, error) {
-	c, _ := t.Exec.Cancels.Lookup(t.Req.Run.Request.TenantID, t.Req.Run.Request.RunID)
+func (t *turn) cancelled() ([]event.Event, error) {
+	c, _ := t.exec.Cancels.Lookup(t.req.Run.Request.TenantID, t.req.Run.Request.RunID)
 	res := orch.StepResult{Outcome: orch.OutcomeCancelled, Reason: "run cancelled"}
 	if c.By != "" {
 		res.Reason += " by " + c.By

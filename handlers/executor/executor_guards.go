@@ -66,7 +66,7 @@ func stop(outcome, reason, suggestion string, evidence any) error {
 }
 
 // budgetStop is the step's end when the budget refused a draw.
-func (t *Turn) budgetStop(ex *ledger.Exhausted) *stepStop {
+func (t *turn) budgetStop(ex *ledger.Exhausted) *stepStop {
 	t.out.Audit("budget.exhausted", t.lineage(), ex)
 	outcome := orch.OutcomeBudgetExhausted
 	if ex.Dim == orch.DimWallClockS {
@@ -78,20 +78,20 @@ func (t *Turn) budgetStop(ex *ledger.Exhausted) *stepStop {
 // draw takes want from the run's budget, recording it as the step's,
 // and writes the hop's unsettled model calls with it (only the dimensions
 // want draws from are checked against their limits).
-func (t *Turn) draw(ctx context.Context, want orch.Vector) error {
+func (t *turn) draw(ctx context.Context, want orch.Vector) error {
 	return t.took(want, t.reserve(ctx, want))
 }
 
 // reserve is draw's ledger draw alone: it takes want from the run's
 // budget and returns the ledger's refusal (*Exhausted) as it is. took
 // books its outcome.
-func (t *Turn) reserve(ctx context.Context, want orch.Vector) error {
-	return t.Exec.Budgets.Reserve(ctx, t.budget, want)
+func (t *turn) reserve(ctx context.Context, want orch.Vector) error {
+	return t.exec.Budgets.Reserve(ctx, t.budget, want)
 }
 
 // took books the outcome of reserving want: a refusal is the step's
 // budget stop; a draw is the step's.
-func (t *Turn) took(want orch.Vector, err error) error {
+func (t *turn) took(want orch.Vector, err error) error {
 	var ex *ledger.Exhausted
 	if errors.As(err, &ex) {
 		return t.budgetStop(ex)
@@ -105,17 +105,17 @@ func (t *Turn) took(want orch.Vector, err error) error {
 
 // giveBack returns want, reserved but not spent (the call it was drawn
 // for was not made), to the run's budget.
-func (t *Turn) giveBack(ctx context.Context, want orch.Vector) {
-	_ = t.Exec.Budgets.Settle(context.WithoutCancel(ctx), t.budget, want, nil)
+func (t *turn) giveBack(ctx context.Context, want orch.Vector) {
+	_ = t.exec.Budgets.Settle(context.WithoutCancel(ctx), t.budget, want, nil)
 }
 
 // spentSoFar is what the step drew besides model usage: its earlier
 // turns' and this hop's.
-func (t *Turn) spentSoFar() orch.Vector {
+func (t *turn) spentSoFar() orch.Vector {
 	if len(t.drawn) == 0 {
-		return t.Req.Spent
+		return t.req.Spent
 	}
-	return t.Req.Spent.Add(t.drawn)
+	return t.req.Spent.Add(t.drawn)
 }
 
 // ArgsHash identifies a call's arguments whatever their key order or
@@ -135,7 +135,7 @@ func ArgsHash(args json.RawMessage) string {
 // registryVersion identifies the tools the step could call: their names,
 // schemas and annotations, hashed, in the step's order. It is computed
 // once a trace event needs it, and is "" before the manifests are loaded.
-func (t *Turn) registryVersion() string {
+func (t *turn) registryVersion() string {
 	if t.registry != "" || len(t.manifests) == 0 {
 		return t.registry
 	}
@@ -155,7 +155,7 @@ func (t *Turn) registryVersion() string {
 // whose approval mode is gated (a destructive skill always) waits at a
 // gate unless the step holds its approval (gateStop), and an identical
 // call repeated past the limit is blocked (REPEATED_FAILURE).
-func (t *Turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error {
+func (t *turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error {
 	lin := t.lineage()
 	lin.SkillID = c.Name
 	if t.leaksSecret(ctx, c.Arguments) {
@@ -164,7 +164,7 @@ func (t *Turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error
 		return stop(orch.OutcomeUnsafe, fmt.Sprintf("unsafe: the arguments of a %s call carry a credential of the run", c.Name),
 			"", ev)
 	}
-	if mode := t.mode(c.Name); t.Exec.Modes.Gated(t.Req.Run.Request.TenantID, mode) {
+	if mode := t.mode(c.Name); t.exec.Modes.Gated(t.req.Run.Request.TenantID, mode) {
 		if a := t.approved; a != nil && a.Call.Skill == c.Name && a.Call.ArgsHash == hash {
 			t.out.Audit("approval.used", lin, map[string]any{"gate_id": a.Gate, "by": a.By, "action": c.Name, "args_hash": hash})
 		} else {
@@ -177,7 +177,7 @@ func (t *Turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error
 		}
 	}
 	key := c.Name + ":" + hash
-	n := t.Req.Calls[key] + t.calls[key]
+	n := t.req.Calls[key] + t.calls[key]
 	if limit := t.repeatLimit(); n >= limit {
 		ev := map[string]any{"skill_id": c.Name, "args_hash": hash, "count": n + 1, "limit": limit}
 		t.out.Audit("guard.repeated_call", lin, ev)
@@ -193,17 +193,17 @@ func (t *Turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error
 
 // mode is the approval mode of a call of the step's skill name: the
 // tenant's override, else the skill's own.
-func (t *Turn) mode(name string) string {
-	return t.Exec.Modes.Of(t.Req.Run.Request.TenantID, t.manifests[name])
+func (t *turn) mode(name string) string {
+	return t.exec.Modes.Of(t.req.Run.Request.TenantID, t.manifests[name])
 }
 
 // callCounts are the step's identical-call counts after this hop.
-func (t *Turn) callCounts() map[string]int {
+func (t *turn) callCounts() map[string]int {
 	if len(t.calls) == 0 {
-		return t.Req.Calls
+		return t.req.Calls
 	}
-	out := make(map[string]int, len(t.Req.Calls)+len(t.calls))
-	for k, v := range t.Req.Calls {
+	out := make(map[string]int, len(t.req.Calls)+len(t.calls))
+	for k, v := range t.req.Calls {
 		out[k] = v
 	}
 	for k, v := range t.calls {
@@ -212,22 +212,22 @@ func (t *Turn) callCounts() map[string]int {
 	return out
 }
 
-func (t *Turn) repeatLimit() int {
-	if t.Exec.RepeatCallLimit > 0 {
-		return t.Exec.RepeatCallLimit
+func (t *turn) repeatLimit() int {
+	if t.exec.RepeatCallLimit > 0 {
+		return t.exec.RepeatCallLimit
 	}
 	return DefaultRepeatCallLimit
 }
 
 // denied counts a call of a skill outside the step's allowed skills and
 // stops the step once the model has tried too often.
-func (t *Turn) denied(name string) error {
+func (t *turn) denied(name string) error {
 	t.deniedN++
-	limit := t.Exec.DeniedLimit
+	limit := t.exec.DeniedLimit
 	if limit <= 0 {
 		limit = DefaultDeniedLimit
 	}
-	if n := t.Req.Denied + t.deniedN; n >= limit {
+	if n := t.req.Denied + t.deniedN; n >= limit {
 		ev := map[string]any{"skill_id": name, "attempts": n, "allowed_skills": t.step.Skills}
 		return stop(orch.OutcomePermissionDenied,
 			fmt.Sprintf("permission denied: %d attempts to call skills outside the step's allowed skills", n), "", ev)
@@ -237,20 +237,20 @@ func (t *Turn) denied(name string) error {
 
 // leaksSecret reports whether b carries a credential of the run: the
 // caller's forwarded API key or one of the executor's configured secrets.
-func (t *Turn) leaksSecret(ctx context.Context, b []byte) bool {
+func (t *turn) leaksSecret(ctx context.Context, b []byte) bool {
 	return slices.ContainsFunc(t.secrets(ctx), func(s string) bool { return bytes.Contains(b, []byte(s)) })
 }
 
 // secrets are the run's credential and the executor's own secrets that
 // are long enough to look for.
-func (t *Turn) secrets(ctx context.Context) []string {
-	return slices.DeleteFunc(append([]string{skills.APIKeyOf(ctx)}, t.Exec.Secrets...), func(s string) bool { return len(s) < 8 })
+func (t *turn) secrets(ctx context.Context) []string {
+	return slices.DeleteFunc(append([]string{skills.APIKeyOf(ctx)}, t.exec.Secrets...), func(s string) bool { return len(s) < 8 })
 }
 
 // withoutSecrets is s with every secret of the run replaced by
 // [redacted]: text that leaves the step as an event (a streamed thought
 // or observation).
-func (t *Turn) withoutSecrets(ctx context.Context, s string) string {
+func (t *turn) withoutSecrets(ctx context.Context, s string) string {
 	for _, sec := range t.secrets(ctx) {
 		s = strings.ReplaceAll(s, sec, "[redacted]")
 	}
@@ -261,14 +261,14 @@ func (t *Turn) withoutSecrets(ctx context.Context, s string) string {
 // step (or one with no skills) always may; any other needs at least one
 // successful tool observation of its own (seed 003: intended, attempted,
 // observed, verified, committed; never assumed).
-func (t *Turn) grounded() bool {
-	return !t.mustObserve() || t.Req.Observed+t.observed > 0
+func (t *turn) grounded() bool {
+	return !t.mustObserve() || t.req.Observed+t.observed > 0
 }
 
 // mustObserve reports whether the step's answer must rest on its own
 // observations: it has skills and the planner did not declare it
 // model-only.
-func (t *Turn) mustObserve() bool {
+func (t *turn) mustObserve() bool {
 	return !t.step.ModelOnly && len(t.step.Skills) > 0
 }
 
@@ -277,12 +277,12 @@ func (t *Turn) mustObserve() bool {
 // step's observations nor its inputs: values the model made up rather than
 // observed. Once older turns were compressed away the observations are no
 // longer all at hand, and nothing is reported.
-func (t *Turn) ungroundedIDs(data json.RawMessage) []string {
+func (t *turn) ungroundedIDs(data json.RawMessage) []string {
 	if !t.mustObserve() {
 		return nil // declared to answer without observing
 	}
 	ids := idValues(data)
-	if len(ids) == 0 || slices.ContainsFunc(t.Req.Turns, func(tn orch.Turn) bool { return tn.Role == "summary" }) {
+	if len(ids) == 0 || slices.ContainsFunc(t.req.Turns, func(tn orch.Turn) bool { return tn.Role == "summary" }) {
 		return nil
 	}
 	seen := map[string]bool{}
@@ -295,7 +295,7 @@ func (t *Turn) ungroundedIDs(data json.RawMessage) []string {
 		}
 		walkStrings(v, func(s string) { seen[s] = true })
 	}
-	for _, tn := range t.Req.Turns {
+	for _, tn := range t.req.Turns {
 		if tn.Role == "tool" && !tn.IsError {
 			note([]byte(tn.Content))
 		}
@@ -360,11 +360,11 @@ func walkStrings(v any, f func(string)) {
 // size passes 80 % of ContextTokens (seed 003's context pressure gate).
 // The turns this hop added (its calls and their observations) are always
 // kept: the next turn must see what it just observed.
-func (t *Turn) compressTurns(turns []orch.Turn) []orch.Turn {
-	keep := t.Exec.KeepTurns
-	out := Compress(turns, keep)
-	least := max(len(turns)-len(t.Req.Turns), 1)
-	limit := t.Exec.ContextTokens
+func (t *turn) compressTurns(turns []orch.Turn) []orch.Turn {
+	keep := t.exec.KeepTurns
+	out := compress(turns, keep)
+	least := max(len(turns)-len(t.req.Turns), 1)
+	limit := t.exec.ContextTokens
 	if limit <= 0 {
 		limit = DefaultContextTokens
 	}
@@ -372,9 +372,9 @@ func (t *Turn) compressTurns(turns []orch.Turn) []orch.Turn {
 	before := turnTokens(out)
 	for keep > least && turnTokens(out) > limit {
 		keep--
-		out = Compress(turns, keep)
+		out = compress(turns, keep)
 	}
-	if after := turnTokens(out); keep < t.Exec.KeepTurns && after < before {
+	if after := turnTokens(out); keep < t.exec.KeepTurns && after < before {
 		t.out.Audit("context.compressed", t.lineage(), map[string]any{"tokens_before": before, "tokens_after": after,
 			"kept_turns": keep, "context_tokens": limit})
 	}

@@ -31,8 +31,8 @@ const maxHandoffContext = 4 << 10
 // handoffTools are the handoff tools a step of a run acting as an agent
 // offers its model: handoff_to_human always, handoff_to_agent while the
 // agent names sub-agents and the chain has a level left.
-func (t *Turn) handoffTools() []llm.Tool {
-	run := t.Req.Run
+func (t *turn) handoffTools() []llm.Tool {
+	run := t.req.Run
 	if run.Agent == nil {
 		return nil
 	}
@@ -48,8 +48,8 @@ func (t *Turn) handoffTools() []llm.Tool {
 
 // handoffNote tells the model of a run handed to its agent who handed it
 // over, why, and with what context.
-func (t *Turn) handoffNote() []llm.Message {
-	hs := t.Req.Run.Handoffs
+func (t *turn) handoffNote() []llm.Message {
+	hs := t.req.Run.Handoffs
 	if len(hs) == 0 {
 		return nil
 	}
@@ -65,8 +65,8 @@ func (t *Turn) handoffNote() []llm.Message {
 // agent: valid arguments end the step with OutcomeHandoff for the
 // decider (which enforces sub_agents, depth and cycles); invalid ones are
 // a repair turn. ok is false for any other tool.
-func (t *Turn) handoffCall(c llm.ToolCall) (handled bool, err error) {
-	if t.Req.Run.Agent == nil || (c.Name != orch.ToolHandoffToAgent && c.Name != orch.ToolHandoffToHuman) {
+func (t *turn) handoffCall(c llm.ToolCall) (handled bool, err error) {
+	if t.req.Run.Agent == nil || (c.Name != orch.ToolHandoffToAgent && c.Name != orch.ToolHandoffToHuman) {
 		return false, nil
 	}
 	lin := t.lineage()
@@ -96,7 +96,7 @@ func (t *Turn) handoffCall(c llm.ToolCall) (handled bool, err error) {
 		h = orch.Handoff{To: orch.HandoffToAgent, TargetAgentID: args.Target, Reason: args.Reason, Context: args.Context}
 	}
 	t.out.Audit("handoff.requested", lin, map[string]any{"to": h.To, "target_agent_id": h.TargetAgentID,
-		"reason": h.Reason, "priority": h.Priority, "from_agent_id": t.Req.Run.Agent.ID, "step": t.step.Index})
+		"reason": h.Reason, "priority": h.Priority, "from_agent_id": t.req.Run.Agent.ID, "step": t.step.Index})
 	return true, &stepStop{res: orch.StepResult{Outcome: orch.OutcomeHandoff, Reason: "handoff to " + h.To + ": " + h.Reason,
 		Handoff: &h}}
 }

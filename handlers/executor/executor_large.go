@@ -33,14 +33,14 @@ const sampleLines = 20
 // runs it. The small result replaces the response in the step's context.
 // The temp dir is wiped when this returns. A response that cannot be
 // reduced comes back as an error result for the model to act on.
-func (t *Turn) extractLarge(ctx context.Context, skill string, data []byte) ([]byte, bool, error) {
+func (t *turn) extractLarge(ctx context.Context, skill string, data []byte) ([]byte, bool, error) {
 	lin := t.lineage()
 	lin.SkillID = skill
-	if t.Exec.Sandbox == nil {
+	if t.exec.Sandbox == nil {
 		return fmt.Appendf(nil, "large_response: skill %s returned %d bytes (gate %d) and this executor has no sandbox to extract from it",
-			skill, len(data), t.Exec.LargeResponse), true, nil
+			skill, len(data), t.exec.LargeResponse), true, nil
 	}
-	task, err := t.Exec.Sandbox.NewTask(t.step.TaskID)
+	task, err := t.exec.Sandbox.NewTask(t.step.TaskID)
 	if err != nil {
 		return nil, false, fmt.Errorf("handlers: sandbox task: %w", err)
 	}
@@ -54,7 +54,7 @@ func (t *Turn) extractLarge(ctx context.Context, skill string, data []byte) ([]b
 		return nil, false, fmt.Errorf("handlers: read_lines: %w", err)
 	}
 	t.out.Audit("large_response.detected", lin, map[string]any{"file_id": fileID, "size_bytes": len(data),
-		"threshold_bytes": t.Exec.LargeResponse, "strategy": "sandbox_extract", "sample_lines": len(sample)})
+		"threshold_bytes": t.exec.LargeResponse, "strategy": "sandbox_extract", "sample_lines": len(sample)})
 	in := llm.ExtractInput{Task: t.step.Task, Skill: t.skills[skill], FileID: fileID, SizeBytes: len(data), Sample: sample,
 		ReturnSpec: llm.ReturnSpec{Shape: t.step.ReturnSpec.Shape, Reason: t.step.ReturnSpec.Reason},
 		Languages:  []string{"python", "jq"}}
@@ -79,10 +79,10 @@ func (t *Turn) extractLarge(ctx context.Context, skill string, data []byte) ([]b
 
 // runScript runs one extraction script and audits it. It returns the
 // output, or feedback for the next attempt when the script failed.
-func (t *Turn) runScript(ctx context.Context, task *sandbox.Task, fileID string, script llm.ExtractOutput, lin events.Audit) ([]byte, string, error) {
-	run, name := t.Exec.Sandbox.ExecPython, "python_script.executed"
+func (t *turn) runScript(ctx context.Context, task *sandbox.Task, fileID string, script llm.ExtractOutput, lin events.Audit) ([]byte, string, error) {
+	run, name := t.exec.Sandbox.ExecPython, "python_script.executed"
 	if script.Language == "jq" {
-		run, name = t.Exec.Sandbox.ExecJQ, "jq_script.executed"
+		run, name = t.exec.Sandbox.ExecJQ, "jq_script.executed"
 	}
 	res, err := run(ctx, task, script.Script, fileID)
 	lin.ScriptHash = res.ScriptHash

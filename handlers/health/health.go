@@ -176,7 +176,7 @@ func ComputeHealth(tenant string, since, until time.Time, evs []store.Event) Hea
 	h.ContractViolations = violations
 	h.ContractViolationRate = ratio(violations, h.MemoryWrites+violations)
 	h.PythonTimeoutRate = ratio(pyTimeouts, h.PythonRuns)
-	h.SubagentP95MS = Percentile(durations, 0.95)
+	h.SubagentP95MS = percentile(durations, 0.95)
 	h.CostUSD = float64(int64(h.CostUSD*1e6+0.5)) / 1e6
 	return h
 }
@@ -189,8 +189,8 @@ func ratio(n, of int) float64 {
 	return float64(n) / float64(of)
 }
 
-// Percentile returns the p-th percentile (nearest rank) of vs, 0 for none.
-func Percentile(vs []int64, p float64) int64 {
+// percentile returns the p-th percentile (nearest rank) of vs, 0 for none.
+func percentile(vs []int64, p float64) int64 {
 	if len(vs) == 0 {
 		return 0
 	}

@@ -129,7 +129,7 @@ func (p *Planner) plan(ctx context.Context, model llm.Model, run orch.RunState, 
 			return fmt.Errorf("the plan needs %d steps; the limit is %d", n, orch.MaxPlanSteps)
 		}
 		var err error
-		steps, err = VerifyPlan(po.Steps, manifests, in.FirstStep, run.Plan)
+		steps, err = verifyPlan(po.Steps, manifests, in.FirstStep, run.Plan)
 		return err
 	})
 	if err != nil {

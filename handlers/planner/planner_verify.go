@@ -14,11 +14,11 @@ import (
 // ErrPlanInvalid marks a plan that failed the verification pass.
 var ErrPlanInvalid = errors.New("handlers: plan failed verification")
 
-// VerifyPlan is the verification pass (seed 000 §2.2): every step uses
+// verifyPlan is the verification pass (seed 000 §2.2): every step uses
 // skills that were loaded, its return_spec is satisfiable by the first
 // skill's declared output schema, step numbers are fresh and ordered, and
 // every dependency is an earlier step of the proposal or a completed step.
-func VerifyPlan(proposed []llm.PlannedStep, manifests map[string]skills.Manifest, first int, existing orch.Plan) ([]orch.Step, error) {
+func verifyPlan(proposed []llm.PlannedStep, manifests map[string]skills.Manifest, first int, existing orch.Plan) ([]orch.Step, error) {
 	known := map[int]bool{}
 	for _, s := range existing.Steps {
 		if s.Status == orch.StepComplete {

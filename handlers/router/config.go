@@ -92,7 +92,7 @@ func loadRunConfig(ctx context.Context, js jetstream.JetStream, kv jetstream.Key
 		if rc.taskTypes, err = loadTaskTypes(ctx, kv); err != nil {
 			return rc, err
 		}
-		if rc.patterns, err = LoadPatterns(ctx, kv); err != nil {
+		if rc.patterns, err = loadPatterns(ctx, kv); err != nil {
 			return rc, err
 		}
 		rc.policy, err = loadPolicy(ctx, kv)
@@ -115,9 +115,9 @@ func loadTaskTypes(ctx context.Context, kv jetstream.KeyValue) ([]llm.TaskType, 
 	return loadConfig(ctx, kv, ConfigKeyTaskTypes, DefaultTaskTypes)
 }
 
-// LoadPatterns reads the pattern definitions, falling back to the
+// loadPatterns reads the pattern definitions, falling back to the
 // defaults.
-func LoadPatterns(ctx context.Context, kv jetstream.KeyValue) ([]llm.Pattern, error) {
+func loadPatterns(ctx context.Context, kv jetstream.KeyValue) ([]llm.Pattern, error) {
 	return loadConfig(ctx, kv, ConfigKeyPatterns, DefaultPatterns)
 }
 

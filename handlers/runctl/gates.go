@@ -279,12 +279,12 @@ func recordedAnswers(rec GateRecord, act orch.GateAction) []orch.ElicitAnswer {
 }
 
 func sameAnswer(a, b orch.ElicitAnswer) bool {
-	return a.Question == b.Question && SameJSON(a.Content, b.Content)
+	return a.Question == b.Question && sameJSON(a.Content, b.Content)
 }
 
-// SameJSON reports whether a and b are the same JSON text, ignoring
+// sameJSON reports whether a and b are the same JSON text, ignoring
 // insignificant space.
-func SameJSON(a, b json.RawMessage) bool {
+func sameJSON(a, b json.RawMessage) bool {
 	var ca, cb bytes.Buffer
 	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }

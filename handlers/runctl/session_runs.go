@@ -46,10 +46,10 @@ type Queued struct {
 	Behind   string `json:"behind"`
 }
 
-func SessionRunsKey(tenant, session string) string { return tenant + "." + session }
+func sessionRunsKey(tenant, session string) string { return tenant + "." + session }
 
-func QueuedRunKey(req orch.RunRequest) string {
-	return SessionRunsKey(req.TenantID, req.SessionID) + "." + req.RunID
+func queuedRunKey(req orch.RunRequest) string {
+	return sessionRunsKey(req.TenantID, req.SessionID) + "." + req.RunID
 }
 
 // Admit reports whether req's run may start now: it is (or becomes) its
@@ -62,7 +62,7 @@ func (s *SessionRuns) Admit(ctx context.Context, req orch.RunRequest) (*Queued, 
 	}
 	var queued *Queued
 	kept, dequeued := false, false
-	_, err := kvcas.Update(ctx, s.KV, SessionRunsKey(req.TenantID, req.SessionID), func(e *sessionRunsEntry, _ uint64) (bool, error) {
+	_, err := kvcas.Update(ctx, s.KV, sessionRunsKey(req.TenantID, req.SessionID), func(e *sessionRunsEntry, _ uint64) (bool, error) {
 		queued, dequeued = nil, false
 		i := slices.Index(e.Queue, req.RunID)
 		switch {
@@ -88,7 +88,7 @@ func (s *SessionRuns) Admit(ctx context.Context, req orch.RunRequest) (*Queued, 
 			if err != nil {
 				return false, err
 			}
-			if _, err := s.KV.Put(ctx, QueuedRunKey(req), b); err != nil {
+			if _, err := s.KV.Put(ctx, queuedRunKey(req), b); err != nil {
 				return false, fmt.Errorf("handlers: queue run %s: %w", req.RunID, err)
 			}
 			kept = true
@@ -103,7 +103,7 @@ func (s *SessionRuns) Admit(ctx context.Context, req orch.RunRequest) (*Queued, 
 	if err == nil && queued == nil && (kept || dequeued) {
 		// It starts: the request it was kept by (while it waited, or by
 		// an attempt whose write lost a race) is not needed any more.
-		_ = s.KV.Purge(ctx, QueuedRunKey(req))
+		_ = s.KV.Purge(ctx, queuedRunKey(req))
 	}
 	return queued, err
 }
@@ -119,7 +119,7 @@ func (s *SessionRuns) Next(ctx context.Context, req orch.RunRequest) (*orch.RunR
 	if s == nil || s.KV == nil {
 		return nil, nil
 	}
-	key := SessionRunsKey(req.TenantID, req.SessionID)
+	key := sessionRunsKey(req.TenantID, req.SessionID)
 	var lost string // a queued run whose request is gone
 	for {
 		var head string
@@ -146,7 +146,7 @@ func (s *SessionRuns) Next(ctx context.Context, req orch.RunRequest) (*orch.RunR
 		}
 		next := req
 		next.RunID = head
-		entry, err := s.KV.Get(ctx, QueuedRunKey(next))
+		entry, err := s.KV.Get(ctx, queuedRunKey(next))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			// Nothing can start it (its entry expired): it leaves the
 			// queue rather than hold the session.

@@ -133,7 +133,7 @@ func (s *Sessions) AppendChange(ctx context.Context, req orch.RunRequest, answer
 		if !appendExchange(sess, req, answer, at) {
 			return false, nil // a redelivered end: the exchange is in
 		}
-		ApplyChange(sess, change, req.RunID, at)
+		applyChange(sess, change, req.RunID, at)
 		return true, nil
 	})
 	if err != nil {
@@ -154,7 +154,7 @@ func (s *Sessions) HandOff(ctx context.Context, req orch.RunRequest, change orch
 		if h := sess.Handoff; sess.State == orch.SessionHandedOff && h != nil && h.GateID == change.GateID {
 			return false, nil // a redelivered hop
 		}
-		ApplyChange(sess, &change, req.RunID, at)
+		applyChange(sess, &change, req.RunID, at)
 		return true, nil
 	})
 	if err != nil {
@@ -164,10 +164,10 @@ func (s *Sessions) HandOff(ctx context.Context, req orch.RunRequest, change orch
 		Revision: e.Revision, Session: e.Value}, nil
 }
 
-// ApplyChange sets what run runID's end or handoff does to its session.
+// applyChange sets what run runID's end or handoff does to its session.
 // A session another run handed to a human stays handed off until that
 // run's reply.
-func ApplyChange(sess *store.Session, c *orch.SessionChange, runID string, at time.Time) {
+func applyChange(sess *store.Session, c *orch.SessionChange, runID string, at time.Time) {
 	if c == nil {
 		return
 	}

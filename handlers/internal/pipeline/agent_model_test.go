@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
 )
@@ -18,19 +19,19 @@ func TestAgentSettingsReachEveryModelCallOfItsRun(t *testing.T) {
 	for _, agent := range []string{"agent-tuned", ""} {
 		// A fresh environment each: both runs are of the test session,
 		// whose next run would continue as its current agent.
-		env := newEnv(t)
-		putAgent(t, env, "agent-tuned", func(s *agents.AgentSpec) {
+		env := handlerstest.NewEnv(t)
+		handlerstest.PutAgent(t, env, "agent-tuned", func(s *agents.AgentSpec) {
 			s.Model = "claude-tuned"
 			s.ModelConfig = agents.ModelConfig{Temperature: &temp, MaxTokens: 640, TopP: &topP, StopSequences: []string{"###"}}
 			s.Limits = nil
 			s.MaxTurns = 0
 		})
-		f := newFlow(t, env, env.st)
-		m := recording()
+		f := newFlow(t, env, env.Store)
+		m := handlerstest.Recording()
 		f.router.Model, f.planner.Model, f.exec.Model = m, m, m
 		ev := runEvent(t, "run-settings-"+agent, false)
 		if agent != "" {
-			ev = agentRunRequested(t, "run-settings-agent", agent)
+			ev = handlerstest.AgentRunRequested(t, "run-settings-agent", agent)
 		}
 		res, _ := f.drive(t, ev)
 		if res.TerminalCode != orch.CodeSuccess {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers/executor"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/ledger"
 	"github.com/agentbus/agentbus/handlers/memory"
 	"github.com/agentbus/agentbus/handlers/router"
@@ -33,9 +34,9 @@ import (
 // ledger in NATS and the real demo Skill Service.
 
 // setPolicy writes the budget policy into the config bucket.
-func setPolicy(t *testing.T, env *testEnv, policy string) {
+func setPolicy(t *testing.T, env *handlerstest.Env, policy string) {
 	t.Helper()
-	if _, err := env.config.Put(testCtx(t), router.ConfigKeyBudgets, []byte(policy)); err != nil {
+	if _, err := env.Config.Put(handlerstest.Ctx(t), router.ConfigKeyBudgets, []byte(policy)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -50,7 +51,7 @@ type runLedger struct {
 // the limits and what the run drew (its state is its ledger).
 func runBudgetOf(t *testing.T, seen []event.Event) runLedger {
 	t.Helper()
-	fin := auditPayloads(t, seen, "run.finished")
+	fin := handlerstest.AuditPayloads(t, seen, "run.finished")
 	if len(fin) != 1 {
 		t.Fatalf("%d run.finished events, want 1", len(fin))
 	}
@@ -73,7 +74,7 @@ func calling(t *testing.T, statuses ...string) *llmtest.Scripted {
 	m.Default = offline.New()
 	m.On(llm.TaskRoute, routeTo("research", router.PatternReact))
 	for i, s := range statuses {
-		m.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp(fmt.Sprintf("c%d", i), demo.SkillOutletList, fmt.Sprintf(`{"status":%q}`, s))})
+		m.On(llm.TaskAct, llmtest.Reply{Response: handlerstest.ToolCallResp(fmt.Sprintf("c%d", i), demo.SkillOutletList, fmt.Sprintf(`{"status":%q}`, s))})
 	}
 	m.On(llm.TaskAct, loopAnswer(t, "done"))
 	return m
@@ -86,19 +87,6 @@ func (p priced) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 	resp, err := p.Model.Complete(ctx, req)
 	resp.Model = "gpt-4o"
 	return resp, err
-}
-
-// exhaustedAudit returns the dimension of the run's budget.exhausted or
-// budget.early_stop audit.
-func exhaustedDim(t *testing.T, seen []event.Event) string {
-	t.Helper()
-	for _, name := range []string{"budget.exhausted", "budget.early_stop"} {
-		if ps := auditPayloads(t, seen, name); len(ps) > 0 {
-			d, _ := ps[0]["dimension"].(string)
-			return d
-		}
-	}
-	return ""
 }
 
 func TestBudget_EveryDimensionStopsTheRunBeforeItsLimit(t *testing.T) {
@@ -131,7 +119,7 @@ func TestBudget_EveryDimensionStopsTheRunBeforeItsLimit(t *testing.T) {
 			m.Default = offline.New()
 			m.Repeat = true
 			m.On(llm.TaskRoute, routeTo("research", router.PatternReact))
-			m.On(llm.TaskAct, llmtest.Reply{Response: textResp("not a step result")})
+			m.On(llm.TaskAct, llmtest.Reply{Response: handlerstest.TextResp("not a step result")})
 			return m
 		}, exact: true},
 		{dim: orch.DimWallClockS, limit: 1, skill: demo.Config{Latency: 700 * time.Millisecond}, code: orch.CodeTimeout,
@@ -139,12 +127,12 @@ func TestBudget_EveryDimensionStopsTheRunBeforeItsLimit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.dim), func(t *testing.T) {
-			env := newEnvWith(t, tc.skill)
+			env := handlerstest.NewEnvWith(t, tc.skill)
 			setPolicy(t, env, fmt.Sprintf(`{"defaults":{%q:%g}}`, tc.dim, tc.limit))
 			f := patternFlow(t, env, tc.model(t))
 			runID := "run-budget-" + string(tc.dim)
 			start := time.Now()
-			res, seen := f.drive(t, newEvent(t, runID, events.TypeRunRequested, runRequest(runID, rankTask)))
+			res, seen := f.drive(t, handlerstest.NewEvent(t, runID, events.TypeRunRequested, handlerstest.RunRequest(runID, handlerstest.RankTask)))
 			want := tc.code
 			if want == "" {
 				want = orch.CodeBudgetExhausted
@@ -152,7 +140,7 @@ func TestBudget_EveryDimensionStopsTheRunBeforeItsLimit(t *testing.T) {
 			if res.TerminalCode != want {
 				t.Fatalf("run ended %s (%s), want %s", res.TerminalCode, res.Reason, want)
 			}
-			if got := exhaustedDim(t, seen); got != string(tc.dim) {
+			if got := handlerstest.ExhaustedDim(t, seen); got != string(tc.dim) {
 				t.Errorf("the trace's budget stop names %q, want %s", got, tc.dim)
 			}
 			if !strings.Contains(string(res.Detail), string(tc.dim)) {
@@ -171,7 +159,7 @@ func TestBudget_EveryDimensionStopsTheRunBeforeItsLimit(t *testing.T) {
 				t.Errorf("a 1 s wall clock stopped the run after %s", time.Since(start))
 			}
 			if tc.dim == orch.DimToolCalls || tc.dim == orch.DimExternalCalls || tc.dim == orch.DimSideEffects {
-				if n := env.svc.Calls(demo.SkillOutletList); float64(n) != tc.limit {
+				if n := env.Demo.Calls(demo.SkillOutletList); float64(n) != tc.limit {
 					t.Errorf("the skill ran %d times with a limit of %g", n, tc.limit)
 				}
 			}
@@ -180,19 +168,19 @@ func TestBudget_EveryDimensionStopsTheRunBeforeItsLimit(t *testing.T) {
 }
 
 func TestBudget_ReflectionPassesBoundReplans(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	setPolicy(t, env, `{"defaults":{"reflection_passes":1}}`)
 	model := llmtest.New()
 	model.Default = offline.New()
 	model.Repeat = true
-	model.On(llm.TaskAct, llmtest.Reply{Response: actAnswer(t, map[string]any{"status": "failed", "reason": "the data is stale"})},
-		llmtest.Reply{Response: actAnswer(t, map[string]any{"status": "failed", "reason": "the data is still stale"})})
+	model.On(llm.TaskAct, llmtest.Reply{Response: handlerstest.ActAnswer(t, map[string]any{"status": "failed", "reason": "the data is stale"})},
+		llmtest.Reply{Response: handlerstest.ActAnswer(t, map[string]any{"status": "failed", "reason": "the data is still stale"})})
 	f := patternFlow(t, env, model)
-	res, seen := f.drive(t, newEvent(t, "run-reflect", events.TypeRunRequested, runRequest("run-reflect", "List the active outlets")))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-reflect", events.TypeRunRequested, handlerstest.RunRequest("run-reflect", "List the active outlets")))
 	if res.TerminalCode != orch.CodeBudgetExhausted || !strings.Contains(res.Reason, "reflection") {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 	}
-	if n := len(auditPayloads(t, seen, "replan.triggered")); n != 1 {
+	if n := len(handlerstest.AuditPayloads(t, seen, "replan.triggered")); n != 1 {
 		t.Errorf("%d replans with a budget of one", n)
 	}
 	if e := runBudgetOf(t, seen); e.Used[orch.DimReflectionPasses] != 1 {
@@ -201,39 +189,39 @@ func TestBudget_ReflectionPassesBoundReplans(t *testing.T) {
 }
 
 func TestBudget_RequestOverridesStayWithinTenantCaps(t *testing.T) {
-	env := newEnv(t)
-	setPolicy(t, env, fmt.Sprintf(`{"tenants":{%q:{"tool_calls":1}}}`, testTenant))
+	env := handlerstest.NewEnv(t)
+	setPolicy(t, env, fmt.Sprintf(`{"tenants":{%q:{"tool_calls":1}}}`, handlerstest.Tenant))
 	f := patternFlow(t, env, calling(t, "active", "inactive"))
-	req := runRequest("run-cap", rankTask)
+	req := handlerstest.RunRequest("run-cap", handlerstest.RankTask)
 	req.Budget = orch.Vector{orch.DimToolCalls: 10}
-	res, seen := f.drive(t, newEvent(t, "run-cap", events.TypeRunRequested, req))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-cap", events.TypeRunRequested, req))
 	if res.TerminalCode != orch.CodeBudgetExhausted {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 	}
-	resolved := auditPayloads(t, seen, "budget.resolved")
+	resolved := handlerstest.AuditPayloads(t, seen, "budget.resolved")
 	if len(resolved) != 1 || !slices.Contains(resolved[0]["clamped_by_tenant_caps"].([]any), any(string(orch.DimToolCalls))) {
 		t.Errorf("budget.resolved %v does not record the clamp", resolved)
 	}
-	if n := env.svc.Calls(demo.SkillOutletList); n != 1 {
+	if n := env.Demo.Calls(demo.SkillOutletList); n != 1 {
 		t.Errorf("the skill ran %d times under a cap of 1", n)
 	}
 }
 
 func TestLoopGuard_RepeatedIdenticalCallIsBlocked(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	f := patternFlow(t, env, calling(t, "active", "active", "active", "active", "active"))
-	res, seen := f.drive(t, newEvent(t, "run-loop", events.TypeRunRequested, runRequest("run-loop", rankTask)))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-loop", events.TypeRunRequested, handlerstest.RunRequest("run-loop", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeRepeatedFailure || !strings.Contains(res.Reason, "loop guard") {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 	}
-	g := auditPayloads(t, seen, "guard.repeated_call")
+	g := handlerstest.AuditPayloads(t, seen, "guard.repeated_call")
 	if len(g) != 1 || g[0]["skill_id"] != demo.SkillOutletList || g[0]["count"] != 4.0 || g[0]["args_hash"] != executor.ArgsHash(json.RawMessage(`{"status":"active"}`)) {
 		t.Fatalf("guard.repeated_call %v", g)
 	}
-	if n := env.svc.Calls(demo.SkillOutletList); n != executor.DefaultRepeatCallLimit {
+	if n := env.Demo.Calls(demo.SkillOutletList); n != executor.DefaultRepeatCallLimit {
 		t.Errorf("the skill ran %d times; the guard allows %d identical calls", n, executor.DefaultRepeatCallLimit)
 	}
-	if len(auditPayloads(t, seen, "replan.triggered")) != 0 {
+	if len(handlerstest.AuditPayloads(t, seen, "replan.triggered")) != 0 {
 		t.Error("a loop-guard stop was replanned")
 	}
 	// Argument order and spacing do not make a call different.
@@ -243,39 +231,39 @@ func TestLoopGuard_RepeatedIdenticalCallIsBlocked(t *testing.T) {
 }
 
 func TestReplan_IntoTheSameFailureEndsAtOnce(t *testing.T) {
-	env := newEnvWith(t, demo.Config{FailFirst: map[string]int{demo.SkillOutletList: 100}})
+	env := handlerstest.NewEnvWith(t, demo.Config{FailFirst: map[string]int{demo.SkillOutletList: 100}})
 	model := llmtest.New()
 	model.Default = offline.New()
 	model.Repeat = true
-	model.On(llm.TaskAct, llmtest.Reply{Response: actAnswer(t, map[string]any{"status": "failed", "reason": "outlet_list keeps failing"})})
+	model.On(llm.TaskAct, llmtest.Reply{Response: handlerstest.ActAnswer(t, map[string]any{"status": "failed", "reason": "outlet_list keeps failing"})})
 	f := patternFlow(t, env, model)
-	res, seen := f.drive(t, newEvent(t, "run-same", events.TypeRunRequested, runRequest("run-same", "List the active outlets")))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-same", events.TypeRunRequested, handlerstest.RunRequest("run-same", "List the active outlets")))
 	if res.TerminalCode != orch.CodeRepeatedFailure || !strings.Contains(res.Reason, "failed the same way") {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 	}
-	if n := len(auditPayloads(t, seen, "replan.triggered")); n != 1 {
+	if n := len(handlerstest.AuditPayloads(t, seen, "replan.triggered")); n != 1 {
 		t.Errorf("%d replans; the second identical failure must end the run (the limit is %d)", n, orch.MaxReplans)
 	}
-	g := auditPayloads(t, seen, "guard.repeated_step")
+	g := handlerstest.AuditPayloads(t, seen, "guard.repeated_step")
 	if len(g) != 1 || g[0]["failure"] != "outlet_list keeps failing" {
 		t.Fatalf("guard.repeated_step %v", g)
 	}
 }
 
 func TestGrounding_AnAnswerWithNoObservationIsNeverWritten(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
 	model.Repeat = true
 	// The model claims outlets without calling a skill.
-	model.On(llm.TaskAct, llmtest.Reply{Response: actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
+	model.On(llm.TaskAct, llmtest.Reply{Response: handlerstest.ActAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
 		"data": map[string]any{"outlet_ids": []string{"out-999"}}})})
 	f := patternFlow(t, env, model)
-	res, seen := f.drive(t, newEvent(t, "run-ground", events.TypeRunRequested, runRequest("run-ground", rankTask)))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-ground", events.TypeRunRequested, handlerstest.RunRequest("run-ground", handlerstest.RankTask)))
 	if res.TerminalCode == orch.CodeSuccess {
 		t.Fatal("a run whose every answer is ungrounded succeeded")
 	}
-	if len(auditPayloads(t, seen, "grounding.refused")) == 0 {
+	if len(handlerstest.AuditPayloads(t, seen, "grounding.refused")) == 0 {
 		t.Fatal("no grounding.refused in the trace")
 	}
 	if slices.Contains(traceNames(seen), "memory.written") {
@@ -285,51 +273,51 @@ func TestGrounding_AnAnswerWithNoObservationIsNeverWritten(t *testing.T) {
 		if s.TaskID == "" {
 			continue
 		}
-		scope := memory.MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: s.TaskID}
-		assertNoMemory(t, env, scope.Key("outlet_ids"))
+		scope := memory.MemoryScope{TenantID: handlerstest.Tenant, SessionID: handlerstest.Session, TaskID: s.TaskID}
+		handlerstest.AssertNoMemory(t, env, scope.Key("outlet_ids"))
 	}
-	if n := env.svc.Calls(demo.SkillOutletList); n != 0 {
+	if n := env.Demo.Calls(demo.SkillOutletList); n != 0 {
 		t.Errorf("the skill ran %d times; the model never called it", n)
 	}
 }
 
 func TestGrounding_AModelOnlyStepCommitsWithoutAnObservation(t *testing.T) {
-	env := newEnv(t)
-	x := newTestExecutor(env, repeating(actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
-		"data": map[string]any{"outlet_ids": []string{"out-001"}}})), env.toolcalls)
-	x.Budgets = env.budgets
-	req := execRequest("run-model-only", 1)
+	env := handlerstest.NewEnv(t)
+	x := handlerstest.NewExecutor(env, handlerstest.Repeating(handlerstest.ActAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
+		"data": map[string]any{"outlet_ids": []string{"out-001"}}})), env.Toolcalls)
+	x.Budgets = env.Budgets
+	req := handlerstest.ExecRequest("run-model-only", 1)
 	req.Run.Plan.Steps[0].ModelOnly = true
-	outs := handleTurns(t, x, newEvent(t, "step-model-only", events.TypeStepRequested, req))
-	if sf := finished(t, outs); sf.Result.Outcome != orch.OutcomeComplete || sf.Result.MemoryKey == "" {
+	outs := handlerstest.HandleTurns(t, x, handlerstest.NewEvent(t, "step-model-only", events.TypeStepRequested, req))
+	if sf := handlerstest.Finished(t, outs); sf.Result.Outcome != orch.OutcomeComplete || sf.Result.MemoryKey == "" {
 		t.Fatalf("a model-only step's answer: %+v", sf.Result)
 	}
 	// The same answer on a step that must observe is refused.
-	x = newTestExecutor(env, repeating(actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
-		"data": map[string]any{"outlet_ids": []string{"out-001"}}})), env.toolcalls)
-	req = execRequest("run-must-observe", 1)
-	outs = handleTurns(t, x, newEvent(t, "step-must-observe", events.TypeStepRequested, req))
-	if sf := finished(t, outs); sf.Result.Outcome != orch.OutcomeFailed || !strings.Contains(sf.Result.Reason, "ungrounded") {
+	x = handlerstest.NewExecutor(env, handlerstest.Repeating(handlerstest.ActAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
+		"data": map[string]any{"outlet_ids": []string{"out-001"}}})), env.Toolcalls)
+	req = handlerstest.ExecRequest("run-must-observe", 1)
+	outs = handlerstest.HandleTurns(t, x, handlerstest.NewEvent(t, "step-must-observe", events.TypeStepRequested, req))
+	if sf := handlerstest.Finished(t, outs); sf.Result.Outcome != orch.OutcomeFailed || !strings.Contains(sf.Result.Reason, "ungrounded") {
 		t.Fatalf("an unobserved answer: %+v", sf.Result)
 	}
 }
 
 func TestGrounding_AnIdentifierNoObservationHoldsIsRefused(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
 	model.Repeat = true
 	model.On(llm.TaskRoute, routeTo("general", router.PatternPlanThenExecute))
 	// The model observes the outlets, then answers with an id it made up.
-	model.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`)},
-		llmtest.Reply{Response: actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
+	model.On(llm.TaskAct, llmtest.Reply{Response: handlerstest.ToolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`)},
+		llmtest.Reply{Response: handlerstest.ActAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
 			"data": map[string]any{"outlet_ids": []string{"out-001", "out-999"}}})})
 	f := patternFlow(t, env, model)
-	res, seen := f.drive(t, newEvent(t, "run-ids", events.TypeRunRequested, runRequest("run-ids", "List the active outlets")))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-ids", events.TypeRunRequested, handlerstest.RunRequest("run-ids", "List the active outlets")))
 	if res.TerminalCode == orch.CodeSuccess {
 		t.Fatal("a run whose answer names an outlet it never observed succeeded")
 	}
-	refused := auditPayloads(t, seen, "grounding.refused")
+	refused := handlerstest.AuditPayloads(t, seen, "grounding.refused")
 	if !slices.ContainsFunc(refused, func(p map[string]any) bool { return fmt.Sprint(p["unobserved_ids"]) == "[out-999]" }) {
 		t.Fatalf("grounding.refused %v, want out-999 named", refused)
 	}
@@ -337,16 +325,16 @@ func TestGrounding_AnIdentifierNoObservationHoldsIsRefused(t *testing.T) {
 		t.Fatal("an answer with a made-up identifier was written to memory")
 	}
 	// The observed id alone is grounded: the same flow answering with it succeeds.
-	env = newEnv(t)
+	env = handlerstest.NewEnv(t)
 	model = llmtest.New()
 	model.Default = offline.New()
 	model.On(llm.TaskRoute, routeTo("general", router.PatternPlanThenExecute))
 	model.On(llm.TaskPlan, llmtest.Text(fmt.Sprintf(`{"steps":[{"step":1,"task":"List the active outlets","skills":[%q],"return_spec":{"shape":%s}}]}`,
-		demo.SkillOutletList, outletIDsShape)))
-	model.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`)},
-		llmtest.Reply{Response: actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
+		demo.SkillOutletList, handlerstest.OutletIDsShape)))
+	model.On(llm.TaskAct, llmtest.Reply{Response: handlerstest.ToolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`)},
+		llmtest.Reply{Response: handlerstest.ActAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
 			"data": map[string]any{"outlet_ids": []string{"out-001"}}})})
-	res, _ = patternFlow(t, env, model).drive(t, newEvent(t, "run-ids-ok", events.TypeRunRequested, runRequest("run-ids-ok", "List the active outlets")))
+	res, _ = patternFlow(t, env, model).drive(t, handlerstest.NewEvent(t, "run-ids-ok", events.TypeRunRequested, handlerstest.RunRequest("run-ids-ok", "List the active outlets")))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("a grounded answer ended %s: %s", res.TerminalCode, res.Reason)
 	}
@@ -398,19 +386,19 @@ func TestBreakers_OpenFailFastAndRecoverHalfOpen(t *testing.T) {
 }
 
 func TestBreakers_AFailingSkillFailsFastThenRecovers(t *testing.T) {
-	env := newEnvWith(t, demo.Config{FailFirst: map[string]int{demo.SkillOutletList: 2}})
+	env := handlerstest.NewEnvWith(t, demo.Config{FailFirst: map[string]int{demo.SkillOutletList: 2}})
 	now := time.Now()
 	breakers := &ledger.Breakers{Failures: 2, Cooldown: time.Minute, Now: func() time.Time { return now }}
 	f := patternFlow(t, env, calling(t, "active", "inactive", "all"))
 	f.exec.Breakers = breakers
-	res, seen := f.drive(t, newEvent(t, "run-cb1", events.TypeRunRequested, runRequest("run-cb1", rankTask)))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-cb1", events.TypeRunRequested, handlerstest.RunRequest("run-cb1", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeUnavailableDep || !strings.Contains(res.Reason, "circuit open") {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 	}
 	if !slices.Contains(traceNames(seen), "circuit.open") || !slices.Contains(traceNames(seen), "circuit.refused") {
 		t.Fatalf("trace %v lacks circuit.open and circuit.refused", traceNames(seen))
 	}
-	if n := env.svc.Calls(demo.SkillOutletList); n != 2 {
+	if n := env.Demo.Calls(demo.SkillOutletList); n != 2 {
 		t.Fatalf("the skill ran %d times; the third call must fail fast", n)
 	}
 	// After the cooldown one trial call goes through; it succeeds and the
@@ -418,11 +406,11 @@ func TestBreakers_AFailingSkillFailsFastThenRecovers(t *testing.T) {
 	now = now.Add(time.Minute)
 	f = patternFlow(t, env, calling(t, "active"))
 	f.exec.Breakers = breakers
-	res, seen = f.drive(t, newEvent(t, "run-cb2", events.TypeRunRequested, runRequest("run-cb2", rankTask)))
+	res, seen = f.drive(t, handlerstest.NewEvent(t, "run-cb2", events.TypeRunRequested, handlerstest.RunRequest("run-cb2", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("the recovered run ended %s: %s", res.TerminalCode, res.Reason)
 	}
-	if !slices.Contains(traceNames(seen), "circuit.closed") || breakers.State(testTenant+"/"+demo.SkillOutletList) != ledger.CircuitClosed {
+	if !slices.Contains(traceNames(seen), "circuit.closed") || breakers.State(handlerstest.Tenant+"/"+demo.SkillOutletList) != ledger.CircuitClosed {
 		t.Fatalf("the circuit did not close: trace %v", traceNames(seen))
 	}
 }
@@ -446,21 +434,21 @@ func (c *notCalledFirst) Call(ctx context.Context, tenant, name string, args jso
 // cluster's leader change) are retried as a failed hop, and count
 // neither toward opening the skill's circuit nor as a half-open trial.
 func TestBreakers_ACallThatNeverReachedTheSkillLeavesItsCircuit(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	breakers := &ledger.Breakers{Failures: 2, Cooldown: time.Minute}
 	f := patternFlow(t, env, calling(t, "active"))
 	f.exec.Breakers = breakers
 	caller := &notCalledFirst{SkillCaller: f.exec.Skills}
 	caller.n.Store(3)
 	f.exec.Skills, f.redeliveries = caller, 3
-	res, seen := f.drive(t, newEvent(t, "run-nc", events.TypeRunRequested, runRequest("run-nc", rankTask)))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-nc", events.TypeRunRequested, handlerstest.RunRequest("run-nc", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 	}
 	if f.redeliveries != 0 {
 		t.Fatalf("%d of 3 redeliveries left: the calls did not fail", f.redeliveries)
 	}
-	k := testTenant + "/" + demo.SkillOutletList
+	k := handlerstest.Tenant + "/" + demo.SkillOutletList
 	if st := breakers.State(k); st != ledger.CircuitClosed || slices.Contains(traceNames(seen), "circuit.open") {
 		t.Fatalf("the circuit is %s after calls that never reached the skill (trace %v)", st, traceNames(seen))
 	}
@@ -490,21 +478,21 @@ func TestBreakers_ACallThatNeverReachedTheSkillLeavesItsCircuit(t *testing.T) {
 // without calling the skill; after the cooldown the other's trial
 // succeeds and closes the circuit in the first as well.
 func TestBreakers_SharedAcrossExecutors(t *testing.T) {
-	env := newEnvWith(t, demo.Config{FailFirst: map[string]int{demo.SkillOutletList: 2}})
-	ctx := testCtx(t)
-	shared, err := env.js.KeyValue(ctx, ledger.BucketCircuits)
+	env := handlerstest.NewEnvWith(t, demo.Config{FailFirst: map[string]int{demo.SkillOutletList: 2}})
+	ctx := handlerstest.Ctx(t)
+	shared, err := env.JS.KeyValue(ctx, ledger.BucketCircuits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := newTestClock(time.Now())
-	a := &ledger.Breakers{Failures: 2, Cooldown: time.Minute, Now: clock.now, Shared: shared}
-	b := &ledger.Breakers{Failures: 2, Cooldown: time.Minute, Now: clock.now, Shared: shared}
+	clock := handlerstest.NewClock(time.Now())
+	a := &ledger.Breakers{Failures: 2, Cooldown: time.Minute, Now: clock.Now, Shared: shared}
+	b := &ledger.Breakers{Failures: 2, Cooldown: time.Minute, Now: clock.Now, Shared: shared}
 	for _, br := range []*ledger.Breakers{a, b} {
 		if err := br.Follow(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	k := testTenant + "/" + demo.SkillOutletList
+	k := handlerstest.Tenant + "/" + demo.SkillOutletList
 	eventually := func(br *ledger.Breakers, want string) {
 		t.Helper()
 		for deadline := time.Now().Add(5 * time.Second); br.State(k) != want; {
@@ -517,25 +505,25 @@ func TestBreakers_SharedAcrossExecutors(t *testing.T) {
 
 	f := patternFlow(t, env, calling(t, "active", "inactive", "all"))
 	f.exec.Breakers = a
-	if res, _ := f.drive(t, newEvent(t, "run-sh1", events.TypeRunRequested, runRequest("run-sh1", rankTask))); res.TerminalCode != orch.CodeUnavailableDep {
+	if res, _ := f.drive(t, handlerstest.NewEvent(t, "run-sh1", events.TypeRunRequested, handlerstest.RunRequest("run-sh1", handlerstest.RankTask))); res.TerminalCode != orch.CodeUnavailableDep {
 		t.Fatalf("run on executor a ended %s: %s", res.TerminalCode, res.Reason)
 	}
 	eventually(b, ledger.CircuitOpen)
 	f = patternFlow(t, env, calling(t, "active"))
 	f.exec.Breakers = b
-	res, seen := f.drive(t, newEvent(t, "run-sh2", events.TypeRunRequested, runRequest("run-sh2", rankTask)))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-sh2", events.TypeRunRequested, handlerstest.RunRequest("run-sh2", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeUnavailableDep || !strings.Contains(res.Reason, "circuit open") ||
 		!slices.Contains(traceNames(seen), "circuit.refused") {
 		t.Fatalf("run on executor b ended %s: %s", res.TerminalCode, res.Reason)
 	}
-	if n := env.svc.Calls(demo.SkillOutletList); n != 2 {
+	if n := env.Demo.Calls(demo.SkillOutletList); n != 2 {
 		t.Fatalf("the skill ran %d times; executor b must refuse it once executor a opened the circuit", n)
 	}
 
-	clock.add(time.Minute)
+	clock.Add(time.Minute)
 	f = patternFlow(t, env, calling(t, "active"))
 	f.exec.Breakers = b
-	if res, seen := f.drive(t, newEvent(t, "run-sh3", events.TypeRunRequested, runRequest("run-sh3", rankTask))); res.TerminalCode != orch.CodeSuccess ||
+	if res, seen := f.drive(t, handlerstest.NewEvent(t, "run-sh3", events.TypeRunRequested, handlerstest.RunRequest("run-sh3", handlerstest.RankTask))); res.TerminalCode != orch.CodeSuccess ||
 		!slices.Contains(traceNames(seen), "circuit.closed") {
 		t.Fatalf("b's trial run ended %s: %s", res.TerminalCode, res.Reason)
 	}

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -22,7 +21,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers/aggregator"
 	"github.com/agentbus/agentbus/handlers/executor"
-	"github.com/agentbus/agentbus/handlers/ingress"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/internal/kvs"
 	"github.com/agentbus/agentbus/handlers/ledger"
 	"github.com/agentbus/agentbus/handlers/memory"
@@ -38,14 +37,16 @@ import (
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
-	"github.com/agentbus/agentbus/store/embedded"
 )
 
 // One named test per item of seed 000 §12 ("Core flow", "Boundaries",
 // "Memory & contracts", "Replanning"). Each test's name says which
 // checklist item it proves. Everything runs against a real in-process NATS
 // JetStream and the real demo Skill Service over MCP; only the LLM is
-// scripted (or the deterministic offline model).
+// scripted (or the deterministic offline model). The two Boundaries items
+// about one executor turn's tool calls are tested beside the executor
+// (handlers/executor/executor_boundaries_test.go), and the large-response
+// Core flow item too (executor_large_test.go).
 
 // ---------------------------------------------------------------------------
 // Shared helpers of the checklist tests.
@@ -71,28 +72,28 @@ type flow struct {
 
 // newFlow wires every role on st: the handlers see only the store
 // interfaces they declare.
-func newFlow(t *testing.T, env *testEnv, st interface {
+func newFlow(t *testing.T, env *handlerstest.Env, st interface {
 	router.RouterStore
 	memory.MemoryStore
 	projector.ProjectionStore
 }) *flow {
 	t.Helper()
-	if err := router.SeedConfig(testCtx(t), env.config); err != nil {
+	if err := router.SeedConfig(handlerstest.Ctx(t), env.Config); err != nil {
 		t.Fatalf("SeedConfig: %v", err)
 	}
 	f := &flow{
-		router:  router.NewRouter(offline.New(), st, env.config, nopLog),
-		planner: planner.NewPlanner(offline.New(), env.sk, nopLog),
-		exec:    executor.NewExecutor(offline.New(), env.sk, st, env.locks, env.toolcalls, nopLog),
-		agg:     aggregator.NewAggregator(env.fanin, nopLog),
-		proj:    &projector.Projector{Store: st, Embedder: testEmbedder},
+		router:  router.NewRouter(offline.New(), st, env.Config, handlerstest.NopLog),
+		planner: planner.NewPlanner(offline.New(), env.Skills, handlerstest.NopLog),
+		exec:    executor.NewExecutor(offline.New(), env.Skills, st, env.Locks, env.Toolcalls, handlerstest.NopLog),
+		agg:     aggregator.NewAggregator(env.Fanin, handlerstest.NopLog),
+		proj:    &projector.Projector{Store: st, Embedder: handlerstest.Embedder},
 	}
-	f.router.Sessions, f.router.Locks = &runctl.Sessions{KV: env.sessions}, env.locks
-	f.router.JS = env.js // the config bucket read in one request, as the roles do
-	f.exec.Writer.Embedder = testEmbedder
-	f.router.Budgets, f.planner.Budgets, f.exec.Budgets = env.budgets, env.budgets, env.budgets
+	f.router.Sessions, f.router.Locks = &runctl.Sessions{KV: env.Sessions}, env.Locks
+	f.router.JS = env.JS // the config bucket read in one request, as the roles do
+	f.exec.Writer.Embedder = handlerstest.Embedder
+	f.router.Budgets, f.planner.Budgets, f.exec.Budgets = env.Budgets, env.Budgets, env.Budgets
 	f.exec.Breakers = &ledger.Breakers{}
-	f.router.Gates, f.exec.Gates = env.gates, env.gates
+	f.router.Gates, f.exec.Gates = env.Gates, env.Gates
 	return f
 }
 
@@ -101,7 +102,7 @@ func newFlow(t *testing.T, env *testEnv, st interface {
 // result and every event handled, in order.
 func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.Event) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := handlerstest.Ctx(t)
 	queue := []event.Event{first}
 	var seen []event.Event
 	var results []orch.RunResult
@@ -116,7 +117,7 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 			expiries = nil
 		}
 		if len(seen) > cmp.Or(f.maxEvents, 500) {
-			t.Fatalf("the run did not finish after %d events: %v", len(seen), types(seen))
+			t.Fatalf("the run did not finish after %d events: %v", len(seen), handlerstest.Types(seen))
 		}
 		ev := queue[0]
 		queue = queue[1:]
@@ -135,7 +136,7 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 		case typ == events.TypeStepFinished:
 			h = f.agg.Handle
 		case typ == events.TypeRunFinished:
-			results = append(results, decode[orch.RunResult](t, ev))
+			results = append(results, handlerstest.Decode[orch.RunResult](t, ev))
 			continue
 		case typ == events.TypeReplyChunk || typ == events.TypeRunParked:
 			continue // the REPLY stream's readers are callers, not roles
@@ -164,233 +165,25 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 		if err != nil {
 			t.Fatalf("Handle %s: %v", ev.Type(), err)
 		}
-		checkOutputsOf(t, outs, events.MetaOf(first).Tenant)
+		handlerstest.CheckOutputsOf(t, outs, events.MetaOf(first).Tenant)
 		queue = append(queue, outs...)
 	}
 	if want := cmp.Or(f.runs, 1); len(results) != want {
-		t.Fatalf("got %d run.finished, want exactly %d (events %v)", len(results), want, types(seen))
+		t.Fatalf("got %d run.finished, want exactly %d (events %v)", len(results), want, handlerstest.Types(seen))
 	}
 	f.finished = results
 	for _, ev := range runDeadlines {
 		// Delivered long after the run: the router leaves it alone.
 		if outs, err := f.router.Handle(ctx, ev); err != nil || len(outs) != 0 {
-			t.Fatalf("the deadline of a finished run: outputs %v, %v", types(outs), err)
+			t.Fatalf("the deadline of a finished run: outputs %v, %v", handlerstest.Types(outs), err)
 		}
 	}
 	for _, ev := range deadlines {
 		if outs, err := f.agg.Handle(ctx, ev); err != nil || len(outs) != 0 {
-			t.Fatalf("the deadline of a joined group: outputs %v, %v", types(outs), err)
+			t.Fatalf("the deadline of a joined group: outputs %v, %v", handlerstest.Types(outs), err)
 		}
 	}
 	return results[0], seen
-}
-
-// mapStore is a second, minimal storage backend: plain maps behind a
-// mutex. It implements exactly the store interfaces package handlers
-// declares (MemoryStore, PlanStore, EventStore, RouterStore, IngressStore)
-// and nothing else, and validates documents with the same local JSON
-// Schemas every backend applies first.
-type mapStore struct {
-	mu     sync.Mutex
-	rev    int64
-	memory map[string]store.Memory
-	plans  map[string]mapPlan
-	events []store.Event
-	seen   map[string]bool
-	souls  map[[2]string]store.Soul
-	sess   map[[2]string]store.Session
-	defs   map[[3]string]store.Definition
-	execs  map[[2]string]store.Execution
-}
-
-type mapPlan struct {
-	version int64
-	doc     []byte
-}
-
-func newMapStore() *mapStore {
-	return &mapStore{memory: map[string]store.Memory{}, plans: map[string]mapPlan{}, seen: map[string]bool{},
-		souls: map[[2]string]store.Soul{}, sess: map[[2]string]store.Session{}}
-}
-
-// The handlers compile against both backends through the interfaces only.
-var (
-	_ memory.MemoryStore        = (*mapStore)(nil)
-	_ projector.PlanStore       = (*mapStore)(nil)
-	_ projector.ProjectionStore = (*mapStore)(nil)
-	_ router.RouterStore        = (*mapStore)(nil)
-	_ ingress.IngressStore      = (*mapStore)(nil)
-
-	_ memory.MemoryStore        = (*embedded.Store)(nil)
-	_ projector.PlanStore       = (*embedded.Store)(nil)
-	_ projector.ProjectionStore = (*embedded.Store)(nil)
-	_ router.RouterStore        = (*embedded.Store)(nil)
-	_ ingress.IngressStore      = (*embedded.Store)(nil)
-)
-
-func (s *mapStore) PutMemory(_ context.Context, m store.Memory) (store.Memory, error) {
-	if err := store.Validate(store.IndexMemory, m); err != nil {
-		return store.Memory{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !m.Version.IsZero() {
-		if cur, ok := s.memory[m.Key]; !ok || cur.Version.SeqNo != m.Version.SeqNo {
-			return store.Memory{}, fmt.Errorf("mapstore: memory %q: %w", m.Key, store.ErrConflict)
-		}
-	}
-	s.rev++
-	m.Version = store.Version{SeqNo: s.rev, PrimaryTerm: 1}
-	s.memory[m.Key] = m
-	return m, nil
-}
-
-func (s *mapStore) GetMemory(_ context.Context, key string) (store.Memory, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, ok := s.memory[key]
-	if !ok {
-		return store.Memory{}, fmt.Errorf("mapstore: memory %q: %w", key, store.ErrNotFound)
-	}
-	return m, nil
-}
-
-func (s *mapStore) PutPlan(_ context.Context, p store.Plan, version int64) error {
-	if err := store.Validate(store.IndexPlans, p); err != nil {
-		return err
-	}
-	doc, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cur, ok := s.plans[p.PlanID]; ok {
-		if version < cur.version || version == cur.version && !bytes.Equal(doc, cur.doc) {
-			return fmt.Errorf("mapstore: plan %q version %d, stored %d: %w", p.PlanID, version, cur.version, store.ErrStale)
-		}
-	}
-	s.plans[p.PlanID] = mapPlan{version: version, doc: doc}
-	return nil
-}
-
-func (s *mapStore) GetPlan(_ context.Context, tenantID, planID string) (store.Plan, int64, error) {
-	s.mu.Lock()
-	cur, ok := s.plans[planID]
-	s.mu.Unlock()
-	if !ok {
-		return store.Plan{}, 0, fmt.Errorf("mapstore: plan %q: %w", planID, store.ErrNotFound)
-	}
-	var p store.Plan
-	if err := json.Unmarshal(cur.doc, &p); err != nil {
-		return store.Plan{}, 0, err
-	}
-	if p.TenantID != tenantID {
-		return store.Plan{}, 0, fmt.Errorf("mapstore: plan %q: %w", planID, store.ErrNotFound)
-	}
-	return p, cur.version, nil
-}
-
-func (s *mapStore) AppendEvents(_ context.Context, evs []store.Event) error {
-	for _, ev := range evs {
-		if err := store.Validate(store.IndexEvents, ev); err != nil {
-			return err
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, ev := range evs {
-		if !s.seen[ev.EventID] {
-			s.seen[ev.EventID] = true
-			s.events = append(s.events, ev)
-		}
-	}
-	return nil
-}
-
-func (s *mapStore) Trace(_ context.Context, q store.TraceQuery) ([]store.Event, error) {
-	if q.TenantID == "" || q.SessionID == "" && q.PlanID == "" {
-		return nil, fmt.Errorf("mapstore: trace needs a tenant and a session or plan: %w", store.ErrInvalidArgument)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []store.Event
-	for _, ev := range s.events {
-		if ev.TenantID == q.TenantID && (q.SessionID == "" || ev.SessionID == q.SessionID) && (q.PlanID == "" || ev.PlanID == q.PlanID) {
-			out = append(out, ev)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b store.Event) int { return a.TS.Compare(b.TS) })
-	return out, nil
-}
-
-func (s *mapStore) Events(_ context.Context, q store.EventQuery) ([]store.Event, error) {
-	if q.TenantID == "" {
-		return nil, fmt.Errorf("mapstore: events without tenant: %w", store.ErrInvalidArgument)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []store.Event
-	for _, ev := range s.events {
-		if q.Match(ev) {
-			out = append(out, ev)
-		}
-	}
-	slices.SortStableFunc(out, store.CompareNewestFirst)
-	return out[:min(len(out), q.EffectiveLimit())], nil
-}
-
-func (s *mapStore) PutSoul(_ context.Context, soul store.Soul) error {
-	if err := store.Validate(store.IndexSouls, soul); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.souls[[2]string{soul.TenantID, soul.UserID}] = soul
-	return nil
-}
-
-func (s *mapStore) GetSoul(_ context.Context, tenantID, userID string) (store.Soul, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	soul, ok := s.souls[[2]string{tenantID, userID}]
-	if !ok {
-		return store.Soul{}, fmt.Errorf("mapstore: soul %q/%q: %w", tenantID, userID, store.ErrNotFound)
-	}
-	return soul, nil
-}
-
-func (s *mapStore) SoulFor(ctx context.Context, tenantID, userID string) (store.Soul, error) {
-	soul, err := s.GetSoul(ctx, tenantID, userID)
-	if errors.Is(err, store.ErrNotFound) && userID != "" {
-		return s.GetSoul(ctx, tenantID, "")
-	}
-	return soul, err
-}
-
-func (s *mapStore) PutSession(_ context.Context, sess store.Session) error {
-	if err := store.Validate(store.IndexSessions, sess); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sess[[2]string{sess.TenantID, sess.SessionID}] = sess
-	return nil
-}
-
-// QueryMemory ranks the tenant's embedded memories by cosine similarity.
-func (s *mapStore) QueryMemory(_ context.Context, q store.MemoryQuery) ([]store.MemoryHit, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var hits []store.MemoryHit
-	for _, m := range s.memory {
-		if m.TenantID == q.TenantID && len(m.Embedding) == len(q.Vector) && (q.Scope == "" || m.Scope == q.Scope) &&
-			(q.UserID == "" || m.UserID == q.UserID) {
-			hits = append(hits, store.MemoryHit{Memory: m, Score: store.Cosine(q.Vector, m.Embedding)})
-		}
-	}
-	slices.SortFunc(hits, func(a, b store.MemoryHit) int { return cmp.Compare(b.Score, a.Score) })
-	return hits[:min(len(hits), cmp.Or(q.TopK, store.DefaultTopK))], nil
 }
 
 // recordingFinder is the real Skill Service client with the planner's
@@ -443,57 +236,17 @@ func schemaOf(t *testing.T, raw json.RawMessage) schema.Shape {
 	return s
 }
 
-func actAnswer(t *testing.T, v map[string]any) llm.Response {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return textResp(string(b))
-}
-
-// lockTaken reports whether the memory lock of key was ever taken: the
-// locks bucket keeps the delete marker of a released lock.
-func lockTaken(t *testing.T, env *testEnv, key string) bool {
-	t.Helper()
-	_, err := env.locks.History(testCtx(t), kvs.Key(key))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false
-	}
-	if err != nil {
-		t.Fatalf("locks history: %v", err)
-	}
-	return true
-}
-
-// lockOwner is the task holding the lock of key, or "".
-func lockOwner(t *testing.T, env *testEnv, key string) string {
-	t.Helper()
-	e, err := env.locks.Get(testCtx(t), kvs.Key(key))
-	if err != nil {
-		return ""
-	}
-	return string(e.Value())
-}
-
 // lockReleased waits for the lock of key to be released: the router
 // releases it without waiting for the delete.
-func lockReleased(t *testing.T, env *testEnv, key string) error {
+func lockReleased(t *testing.T, env *handlerstest.Env, key string) error {
 	t.Helper()
 	var err error
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, err = env.locks.Get(testCtx(t), kvs.Key(key)); errors.Is(err, jetstream.ErrKeyNotFound) {
+		if _, err = env.Locks.Get(handlerstest.Ctx(t), kvs.Key(key)); errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil
 		}
 	}
 	return fmt.Errorf("lock of %s still held: %v", key, err)
-}
-
-func assertNoMemory(t *testing.T, env *testEnv, key string) {
-	t.Helper()
-	if _, err := env.st.GetMemory(testCtx(t), key); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetMemory(%q) err = %v, want nothing written (ErrNotFound)", key, err)
-	}
 }
 
 // ---------------------------------------------------------------------------
@@ -502,17 +255,17 @@ func assertNoMemory(t *testing.T, env *testEnv, key string) {
 // Checklist: "SubAgent-A calls find_relevant_skills and load_skill via MCP,
 // reranks, runs verification pass, returns plan with return_specs".
 func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
-	env := newEnv(t)
-	rf := &recordingFinder{inner: env.sk}
-	model := recording()
-	p := planner.NewPlanner(model, rf, nopLog)
-	run := planRun("run-core-plan", rankTask)
-	outs, err := p.Handle(testCtx(t), newEvent(t, "plan-req-core", events.TypePlanRequested, orch.PlanRequest{Run: run}))
+	env := handlerstest.NewEnv(t)
+	rf := &recordingFinder{inner: env.Skills}
+	model := handlerstest.Recording()
+	p := planner.NewPlanner(model, rf, handlerstest.NopLog)
+	run := handlerstest.PlanRun("run-core-plan", handlerstest.RankTask)
+	outs, err := p.Handle(handlerstest.Ctx(t), handlerstest.NewEvent(t, "plan-req-core", events.TypePlanRequested, orch.PlanRequest{Run: run}))
 	if err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
-	checkOutputs(t, outs)
-	prop := decode[orch.PlanProposal](t, only(t, outs, events.TypePlanProposed))
+	handlerstest.CheckOutputs(t, outs)
+	prop := handlerstest.Decode[orch.PlanProposal](t, handlerstest.Only(t, outs, events.TypePlanProposed))
 	if prop.Infeasible != "" {
 		t.Fatalf("Infeasible = %q", prop.Infeasible)
 	}
@@ -521,8 +274,8 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 	if len(rf.finds) != 1 {
 		t.Fatalf("find_relevant_skills called %d times, want 1", len(rf.finds))
 	}
-	if f := rf.finds[0]; f.query != rankTask || f.tenant != testTenant || f.limit < 2 {
-		t.Errorf("find_relevant_skills(%q, %q, %d), want the task for tenant %s", f.tenant, f.query, f.limit, testTenant)
+	if f := rf.finds[0]; f.query != handlerstest.RankTask || f.tenant != handlerstest.Tenant || f.limit < 2 {
+		t.Errorf("find_relevant_skills(%q, %q, %d), want the task for tenant %s", f.tenant, f.query, f.limit, handlerstest.Tenant)
 	}
 	// load_skill: 2–6 of the candidates, each once.
 	if n := len(rf.loads); n < 2 || n > 6 {
@@ -555,7 +308,7 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 	if !slices.Equal(offered, rf.loads) {
 		t.Errorf("model offered %v, want the loaded skills %v", offered, rf.loads)
 	}
-	if in.Task != rankTask || in.MaxSteps != orch.MaxPlanSteps {
+	if in.Task != handlerstest.RankTask || in.MaxSteps != orch.MaxPlanSteps {
 		t.Errorf("plan input task %q max_steps %d", in.Task, in.MaxSteps)
 	}
 
@@ -621,18 +374,18 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 				// The model keeps proposing the same plan: every repair
 				// turn quotes the verification error, then the run ends
 				// VALIDATION_FAIL.
-				model := repeating(textResp(tc.plan))
-				p := planner.NewPlanner(model, env.sk, nopLog)
-				outs, err := p.Handle(testCtx(t), newEvent(t, "plan-verify-"+tc.name, events.TypePlanRequested, orch.PlanRequest{Run: run}))
+				model := handlerstest.Repeating(handlerstest.TextResp(tc.plan))
+				p := planner.NewPlanner(model, env.Skills, handlerstest.NopLog)
+				outs, err := p.Handle(handlerstest.Ctx(t), handlerstest.NewEvent(t, "plan-verify-"+tc.name, events.TypePlanRequested, orch.PlanRequest{Run: run}))
 				if err != nil {
 					t.Fatalf("Handle: %v", err)
 				}
-				prop := decode[orch.PlanProposal](t, only(t, outs, events.TypePlanProposed))
+				prop := handlerstest.Decode[orch.PlanProposal](t, handlerstest.Only(t, outs, events.TypePlanProposed))
 				if len(prop.Steps) != 0 || prop.Code != orch.CodeValidationFail || !strings.Contains(prop.Infeasible, tc.want) {
 					t.Errorf("proposal steps %d code %q reason %q, want it rejected with %q", len(prop.Steps), prop.Code, prop.Infeasible, tc.want)
 				}
 				reqs := model.Requests()
-				if len(reqs) != 1+llm.MaxRepairs || !strings.Contains(lastMessage(reqs[1]), tc.want) {
+				if len(reqs) != 1+llm.MaxRepairs || !strings.Contains(handlerstest.LastMessage(reqs[1]), tc.want) {
 					t.Errorf("model asked %d times; the repair turn must quote %q", len(reqs), tc.want)
 				}
 			})
@@ -641,14 +394,14 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 		// (maxItems 10) sends it back for repair, then the run ends
 		// VALIDATION_FAIL instead of a redelivery.
 		t.Run("eleven steps", func(t *testing.T) {
-			eleven := textResp(elevenSteps())
+			eleven := handlerstest.TextResp(elevenSteps())
 			model := llmtest.Sequence(eleven, eleven, eleven)
-			p := planner.NewPlanner(model, env.sk, nopLog)
-			outs, err := p.Handle(testCtx(t), newEvent(t, "plan-verify-eleven", events.TypePlanRequested, orch.PlanRequest{Run: run}))
+			p := planner.NewPlanner(model, env.Skills, handlerstest.NopLog)
+			outs, err := p.Handle(handlerstest.Ctx(t), handlerstest.NewEvent(t, "plan-verify-eleven", events.TypePlanRequested, orch.PlanRequest{Run: run}))
 			if err != nil {
 				t.Fatalf("Handle: %v", err)
 			}
-			prop := decode[orch.PlanProposal](t, only(t, outs, events.TypePlanProposed))
+			prop := handlerstest.Decode[orch.PlanProposal](t, handlerstest.Only(t, outs, events.TypePlanProposed))
 			if len(prop.Steps) != 0 || prop.Code != orch.CodeValidationFail || !strings.Contains(prop.Infeasible, "maxItems") {
 				t.Fatalf("proposal steps %d code %q reason %q, want VALIDATION_FAIL", len(prop.Steps), prop.Code, prop.Infeasible)
 			}
@@ -662,7 +415,7 @@ func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
 func elevenSteps() string {
 	var steps []string
 	for i := 1; i <= 11; i++ {
-		steps = append(steps, fmt.Sprintf(`{"step":%d,"task":"t","skills":["outlet_list"],"return_spec":{"shape":%s}}`, i, outletIDsShape))
+		steps = append(steps, fmt.Sprintf(`{"step":%d,"task":"t","skills":["outlet_list"],"return_spec":{"shape":%s}}`, i, handlerstest.OutletIDsShape))
 	}
 	return `{"steps":[` + strings.Join(steps, ",") + `]}`
 }
@@ -671,7 +424,7 @@ func elevenSteps() string {
 // return_spec before write_memory". (The large-response path is covered
 // elsewhere.)
 func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	cases := []struct {
 		name  string
 		data  any
@@ -683,55 +436,55 @@ func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			model := llmtest.Sequence(
-				toolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`),
-				actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids", "data": tc.data}),
+				handlerstest.ToolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`),
+				handlerstest.ActAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids", "data": tc.data}),
 			)
-			x := newTestExecutor(env, model, env.toolcalls)
-			req := execRequest(fmt.Sprintf("run-validate-%d", i), 1)
+			x := handlerstest.NewExecutor(env, model, env.Toolcalls)
+			req := handlerstest.ExecRequest(fmt.Sprintf("run-validate-%d", i), 1)
 			req.Run.Plan.Steps[0].TaskID = fmt.Sprintf("task-validate-%d", i)
 			req.Group.Expected = 2 // a member of a group of several: its key is locked
-			key := memory.MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: req.Run.Plan.Steps[0].TaskID}.Key("outlet_ids")
+			key := memory.MemoryScope{TenantID: handlerstest.Tenant, SessionID: handlerstest.Session, TaskID: req.Run.Plan.Steps[0].TaskID}.Key("outlet_ids")
 
 			// Turn 1 calls the skill; nothing is written yet.
-			itEv := only(t, handle(t, x, newEvent(t, fmt.Sprintf("step-validate-%d", i), events.TypeStepRequested, req)), events.TypeStepIterated)
-			assertNoMemory(t, env, key)
+			itEv := handlerstest.Only(t, handlerstest.HandleStep(t, x, handlerstest.NewEvent(t, fmt.Sprintf("step-validate-%d", i), events.TypeStepRequested, req)), events.TypeStepIterated)
+			handlerstest.AssertNoMemory(t, env, key)
 			// Turn 2 answers: checked against the return_spec, then written.
-			outs := handle(t, x, itEv)
-			sf := finished(t, outs)
+			outs := handlerstest.HandleStep(t, x, itEv)
+			sf := handlerstest.Finished(t, outs)
 			if !tc.valid {
 				if sf.Result.Outcome != orch.OutcomeContractViolation || sf.Result.Validated || sf.Result.MemoryKey != "" {
 					t.Fatalf("result = %+v, want contract_violation, not validated, no key", sf.Result)
 				}
-				assertNoMemory(t, env, key)
-				if lockTaken(t, env, key) {
+				handlerstest.AssertNoMemory(t, env, key)
+				if handlerstest.LockTaken(t, env, key) {
 					t.Error("the memory lock was taken for data that failed validation: validation must come first")
 				}
-				if slices.Contains(auditNames(outs), "memory.written") {
+				if slices.Contains(handlerstest.AuditNames(outs), "memory.written") {
 					t.Error("memory.written audited for data that failed validation")
 				}
-				_, cv := auditOf(t, outs, "contract_violation")
+				_, cv := handlerstest.AuditOf(t, outs, "contract_violation")
 				exp, _ := json.Marshal(cv["expected_shape"])
 				act, _ := json.Marshal(cv["actual_shape"])
-				assertJSON(t, exp, outletIDsShape)
-				assertJSON(t, act, `{"outlet_ids":"string"}`)
+				handlerstest.AssertJSON(t, exp, handlerstest.OutletIDsShape)
+				handlerstest.AssertJSON(t, act, `{"outlet_ids":"string"}`)
 				return
 			}
 			if sf.Result.Outcome != orch.OutcomeComplete || !sf.Result.Validated || sf.Result.MemoryKey != key {
 				t.Fatalf("result = %+v, want complete, validated, under %s", sf.Result, key)
 			}
-			m, err := env.st.GetMemory(testCtx(t), key)
+			m, err := env.Store.GetMemory(handlerstest.Ctx(t), key)
 			if err != nil {
 				t.Fatalf("GetMemory: %v", err)
 			}
-			assertJSON(t, []byte(m.Text), `{"outlet_ids":["out-001","out-002"]}`)
-			if owner := lockOwner(t, env, key); owner != req.Run.Plan.Steps[0].TaskID {
+			handlerstest.AssertJSON(t, []byte(m.Text), `{"outlet_ids":["out-001","out-002"]}`)
+			if owner := handlerstest.LockOwner(t, env, key); owner != req.Run.Plan.Steps[0].TaskID {
 				t.Errorf("after the write the lock is held by %q, want the writing task until the router reads", owner)
 			}
-			memory.ReleaseMemoryLocks(testCtx(t), env.locks, req.Group, []orch.StepResult{sf.Result})
+			memory.ReleaseMemoryLocks(handlerstest.Ctx(t), env.Locks, req.Group, []orch.StepResult{sf.Result})
 			if err := lockReleased(t, env, key); err != nil {
 				t.Errorf("after the router's confirmation: %v", err)
 			}
-			if _, w := auditOf(t, outs, "memory.written"); w["key"] != key || w["validated"] != true {
+			if _, w := handlerstest.AuditOf(t, outs, "memory.written"); w["key"] != key || w["validated"] != true {
 				t.Errorf("memory.written audit = %v", w)
 			}
 		})
@@ -745,7 +498,7 @@ func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
 // touching AgentCore code". The same handler code runs a whole run against
 // the embedded JetStream store and against a map-based store.
 func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	backends := []struct {
 		name string
 		st   interface {
@@ -755,7 +508,7 @@ func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
 			projector.PlanStore
 		}
 	}{
-		{"embedded", env.st},
+		{"embedded", env.Store},
 		{"map", newMapStore()},
 	}
 	responses := map[string]string{}
@@ -765,7 +518,7 @@ func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			f := newFlow(t, env, b.st)
 			runID := "run-swap-" + b.name
-			res, seen := f.drive(t, newEvent(t, runID, events.TypeRunRequested, runRequest(runID, rankTask)))
+			res, seen := f.drive(t, handlerstest.NewEvent(t, runID, events.TypeRunRequested, handlerstest.RunRequest(runID, handlerstest.RankTask)))
 			if res.TerminalCode != orch.CodeSuccess || res.Status != orch.PlanComplete {
 				t.Fatalf("run finished %s/%s (%s), want SUCCESS/complete", res.TerminalCode, res.Status, res.Reason)
 			}
@@ -777,12 +530,12 @@ func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
 			// itself: no step.finished hop.
 			for _, want := range []string{events.TypePlanRequested, events.TypePlanProposed, events.TypeStepRequested,
 				events.TypeStepIterated, events.TypeStepJoined} {
-				if !slices.Contains(types(seen), want) {
+				if !slices.Contains(handlerstest.Types(seen), want) {
 					t.Errorf("the run never passed through %s", want)
 				}
 			}
 			// The backend holds the run's plan, step outputs and trace.
-			ctx := testCtx(t)
+			ctx := handlerstest.Ctx(t)
 			p, _, err := b.st.GetPlan(ctx, res.TenantID, res.PlanID)
 			if err != nil || p.Status != store.PlanStatusComplete || len(p.Steps) != 2 {
 				t.Fatalf("plan projection = %+v (%v), want complete with 2 steps", p, err)
@@ -792,14 +545,14 @@ func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
 				if err != nil || !s.Validated {
 					t.Fatalf("step %d output %q: %v (validated %v)", s.Index, s.MemoryKey, err, s.Validated)
 				}
-				if m.TenantID != testTenant || m.SessionID != testSession || m.TaskID != s.TaskID {
+				if m.TenantID != handlerstest.Tenant || m.SessionID != handlerstest.Session || m.TaskID != s.TaskID {
 					t.Errorf("memory %s scope = %s/%s/%s", s.MemoryKey, m.TenantID, m.SessionID, m.TaskID)
 				}
 				if b.name == "map" {
 					mapKeys = append(mapKeys, s.MemoryKey)
 				}
 			}
-			trace, err := b.st.Trace(ctx, store.TraceQuery{TenantID: testTenant, PlanID: res.PlanID})
+			trace, err := b.st.Trace(ctx, store.TraceQuery{TenantID: handlerstest.Tenant, PlanID: res.PlanID})
 			if err != nil {
 				t.Fatalf("Trace: %v", err)
 			}
@@ -821,93 +574,13 @@ func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
 		t.Errorf("responses differ:\nembedded: %q\nmap:      %q", responses["embedded"], responses["map"])
 	}
 	// The map run never touched the embedded store.
-	ctx := testCtx(t)
-	if _, _, err := env.st.GetPlan(ctx, testTenant, planIDs["map"]); !errors.Is(err, store.ErrNotFound) {
+	ctx := handlerstest.Ctx(t)
+	if _, _, err := env.Store.GetPlan(ctx, handlerstest.Tenant, planIDs["map"]); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the map-backed run's plan reached the embedded store: %v", err)
 	}
 	for _, key := range mapKeys {
-		assertNoMemory(t, env, key)
+		handlerstest.AssertNoMemory(t, env, key)
 	}
-}
-
-// limitCase is one forbidden tool call of an executor turn.
-type limitCase struct {
-	name        string
-	call        llm.Response
-	wantContent string
-	wantAudit   string
-}
-
-// runLimitCases has the model make each forbidden call and checks that it
-// gets an error tool turn, the call is audited as denied, and the Skill
-// Service never sees it.
-func runLimitCases(t *testing.T, prefix string, cases []limitCase) {
-	t.Helper()
-	env := newEnv(t)
-	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			model := llmtest.Sequence(tc.call)
-			x := newTestExecutor(env, model, env.toolcalls)
-			req := execRequest(fmt.Sprintf("run-%s-%d", prefix, i), 1)
-			outs := handle(t, x, newEvent(t, fmt.Sprintf("step-%s-%d", prefix, i), events.TypeStepRequested, req))
-			it := decode[orch.StepRequest](t, only(t, outs, events.TypeStepIterated))
-			if len(it.Turns) != 2 {
-				t.Fatalf("turns = %+v", it.Turns)
-			}
-			name := tc.call.Message.ToolCalls[0].Name
-			if call := it.Turns[0]; call.Role != "assistant" || call.ToolName != name {
-				t.Errorf("call turn = %+v", call)
-			}
-			tool := it.Turns[1]
-			if !tool.IsError || !strings.Contains(tool.Content, tc.wantContent) || tool.ToolCallID != "c1" {
-				t.Errorf("tool turn = %+v, want an error containing %q", tool, tc.wantContent)
-			}
-			a, _ := auditOf(t, outs, tc.wantAudit)
-			if a.SkillID != name || a.TaskID != "task-1" {
-				t.Errorf("%s audit = %+v", tc.wantAudit, a)
-			}
-			if slices.Contains(auditNames(outs), "skill.called") {
-				t.Error("a denied call was audited as skill.called")
-			}
-			if n := env.svc.Calls(name); n != 0 {
-				t.Errorf("the Skill Service recorded %d calls of %s", n, name)
-			}
-			if inv := env.svc.Invocations(); len(inv) != 0 {
-				t.Errorf("the Skill Service executed %v", inv)
-			}
-			// The model was offered the allowed skills only.
-			var offered []string
-			for _, tool := range model.Requests()[0].Tools {
-				offered = append(offered, tool.Name)
-			}
-			if !slices.Equal(offered, []string{demo.SkillOutletList}) {
-				t.Errorf("tools offered = %v, want the step's allowed_skills only", offered)
-			}
-		})
-	}
-}
-
-// Checklist: "SubAgent-B cannot call skills outside its allowed_skills list".
-func TestBoundaries_ExecutorCannotCallSkillsOutsideAllowedSkills(t *testing.T) {
-	runLimitCases(t, "allowed", []limitCase{
-		{"public skill outside allowed_skills", toolCallResp("c1", demo.SkillEngagementAnalytics, `{"outlet_ids":["out-001"]}`),
-			"permission denied", "skill.denied"},
-		{"private skill of another tenant", toolCallResp("c1", demo.SkillAcmeLoyaltyReport, `{}`),
-			"permission denied", "skill.denied"},
-		{"discovery tool", toolCallResp("c1", skills.ToolLoadSkill, `{"name":"menu_catalog"}`),
-			"permission denied", "skill.denied"},
-	})
-}
-
-// Checklist: "SubAgent-B cannot spawn another SubAgent — attempting to do so
-// returns an error".
-func TestBoundaries_ExecutorCannotSpawnSubagents(t *testing.T) {
-	var cases []limitCase
-	for _, name := range executor.SpawnTools {
-		cases = append(cases, limitCase{name, toolCallResp("c1", name, `{"task":"do it for me"}`),
-			executor.ErrSpawnDenied.Error(), "subagent.spawn_denied"})
-	}
-	runLimitCases(t, "spawn", cases)
 }
 
 // ---------------------------------------------------------------------------
@@ -916,9 +589,9 @@ func TestBoundaries_ExecutorCannotSpawnSubagents(t *testing.T) {
 // Checklist: "Two concurrent sessions writing to the same user memory do
 // not collide — locking prevents race".
 func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
-	env := newEnv(t)
-	ctx := testCtx(t)
-	w := &memory.MemoryWriter{Store: env.st, Locks: env.locks}
+	env := handlerstest.NewEnv(t)
+	ctx := handlerstest.Ctx(t)
+	w := &memory.MemoryWriter{Store: env.Store, Locks: env.Locks}
 	const perSession, label = 20, "outlet_ids"
 	sessions := []string{"sess-a", "sess-b"}
 	type write struct {
@@ -930,8 +603,8 @@ func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
 	writes := make([]write, 0, len(sessions)*perSession)
 	for _, sess := range sessions {
 		for i := range perSession {
-			scope := memory.MemoryScope{TenantID: testTenant, SessionID: sess, TaskID: fmt.Sprintf("task-%s-%02d", sess, i),
-				UserID: testUser, PlanID: "plan-" + sess, StepIndex: 1, Shared: true}
+			scope := memory.MemoryScope{TenantID: handlerstest.Tenant, SessionID: sess, TaskID: fmt.Sprintf("task-%s-%02d", sess, i),
+				UserID: handlerstest.User, PlanID: "plan-" + sess, StepIndex: 1, Shared: true}
 			writes = append(writes, write{scope: scope,
 				data: fmt.Sprintf(`{"outlet_ids":["%s-%02d-first","%s-%02d-second"]}`, sess, i, sess, i)})
 		}
@@ -942,7 +615,7 @@ func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			wr := &writes[i]
-			wr.key, _, wr.err = w.Write(ctx, wr.scope, label, json.RawMessage(wr.data), json.RawMessage(outletIDsShape))
+			wr.key, _, wr.err = w.Write(ctx, wr.scope, label, json.RawMessage(wr.data), json.RawMessage(handlerstest.OutletIDsShape))
 		})
 	}
 	close(start)
@@ -954,14 +627,14 @@ func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
 			t.Errorf("Write(%s/%s): %v", wr.scope.SessionID, wr.scope.TaskID, wr.err)
 			continue
 		}
-		if want := testTenant + ":" + wr.scope.SessionID + ":" + wr.scope.TaskID + ":" + label; wr.key != want {
+		if want := handlerstest.Tenant + ":" + wr.scope.SessionID + ":" + wr.scope.TaskID + ":" + label; wr.key != want {
 			t.Errorf("key %q, want %q", wr.key, want)
 		}
 		if keys[wr.key] {
 			t.Errorf("two writers got key %q", wr.key)
 		}
 		keys[wr.key] = true
-		m, err := env.st.GetMemory(ctx, wr.key)
+		m, err := env.Store.GetMemory(ctx, wr.key)
 		if err != nil {
 			t.Errorf("GetMemory(%s): %v", wr.key, err)
 			continue
@@ -969,10 +642,10 @@ func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
 		if m.Text != wr.data {
 			t.Errorf("memory %s = %q, want exactly what its writer wrote %q", wr.key, m.Text, wr.data)
 		}
-		if m.SessionID != wr.scope.SessionID || m.TaskID != wr.scope.TaskID || m.UserID != testUser || m.TenantID != testTenant {
+		if m.SessionID != wr.scope.SessionID || m.TaskID != wr.scope.TaskID || m.UserID != handlerstest.User || m.TenantID != handlerstest.Tenant {
 			t.Errorf("memory %s scope = %s/%s/%s/%s", wr.key, m.TenantID, m.SessionID, m.TaskID, m.UserID)
 		}
-		if !lockTaken(t, env, wr.key) {
+		if !handlerstest.LockTaken(t, env, wr.key) {
 			t.Errorf("write of %s did not go through the locks bucket", wr.key)
 		}
 	}
@@ -983,12 +656,12 @@ func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
 	// step's result, then released.
 	var results []orch.StepResult
 	for _, wr := range writes {
-		if owner := lockOwner(t, env, wr.key); owner != wr.scope.TaskID {
+		if owner := handlerstest.LockOwner(t, env, wr.key); owner != wr.scope.TaskID {
 			t.Errorf("lock of %s held by %q, want %q", wr.key, owner, wr.scope.TaskID)
 		}
 		results = append(results, orch.StepResult{TaskID: wr.scope.TaskID, MemoryKey: wr.key})
 	}
-	memory.ReleaseMemoryLocks(ctx, env.locks, orch.Group{ID: "grp-many", Expected: len(results)}, results)
+	memory.ReleaseMemoryLocks(ctx, env.Locks, orch.Group{ID: "grp-many", Expected: len(results)}, results)
 	for _, wr := range writes {
 		if err := lockReleased(t, env, wr.key); err != nil {
 			t.Errorf("after the router's confirmation: %v", err)
@@ -999,15 +672,15 @@ func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
 // Checklist (same item): the lock serialises two writers of one namespaced
 // key: the second waits until the first releases (seed 000 §4.2).
 func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
-	env := newEnv(t)
-	ctx := testCtx(t)
-	w := &memory.MemoryWriter{Store: env.st, Locks: env.locks, LockWait: 300 * time.Millisecond}
-	scope := memScope("task-1")
+	env := handlerstest.NewEnv(t)
+	ctx := handlerstest.Ctx(t)
+	w := &memory.MemoryWriter{Store: env.Store, Locks: env.Locks, LockWait: 300 * time.Millisecond}
+	scope := handlerstest.MemScope("task-1")
 	key := scope.Key("outlet_ids")
-	data, shape := json.RawMessage(outletIDsData), json.RawMessage(outletIDsShape)
+	data, shape := json.RawMessage(handlerstest.OutletIDsData), json.RawMessage(handlerstest.OutletIDsShape)
 
 	// Another task holds the key, the way lock() takes it.
-	if _, err := env.locks.Create(ctx, kvs.Key(key), []byte("task-other")); err != nil {
+	if _, err := env.Locks.Create(ctx, kvs.Key(key), []byte("task-other")); err != nil {
 		t.Fatalf("take lock: %v", err)
 	}
 	got, waited, err := w.Write(ctx, scope, "outlet_ids", data, shape)
@@ -1017,10 +690,10 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 	if got != "" || waited < 300*time.Millisecond || waited > 5*time.Second {
 		t.Errorf("key %q waited %s, want no key after waiting about 300ms", got, waited)
 	}
-	if _, err := env.st.GetMemory(ctx, key); !errors.Is(err, store.ErrNotFound) {
+	if _, err := env.Store.GetMemory(ctx, key); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetMemory err = %v, want nothing written under a held lock", err)
 	}
-	if e, err := env.locks.Get(ctx, kvs.Key(key)); err != nil || string(e.Value()) != "task-other" {
+	if e, err := env.Locks.Get(ctx, kvs.Key(key)); err != nil || string(e.Value()) != "task-other" {
 		t.Fatalf("the failed writer disturbed the holder's lock: %v", err)
 	}
 
@@ -1037,9 +710,9 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 		defer close(release)
 		time.Sleep(150 * time.Millisecond)
 		releasedAt = time.Now()
-		_ = env.locks.Delete(ctx, kvs.Key(key))
+		_ = env.Locks.Delete(ctx, kvs.Key(key))
 	}()
-	patient := &memory.MemoryWriter{Store: env.st, Locks: env.locks, LockWait: 5 * time.Second}
+	patient := &memory.MemoryWriter{Store: env.Store, Locks: env.Locks, LockWait: 5 * time.Second}
 	got, waited, err = patient.Write(ctx, scope, "outlet_ids", data, shape)
 	<-release
 	if err != nil || got != key {
@@ -1048,7 +721,7 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 	if waited < 100*time.Millisecond {
 		t.Errorf("waited %s, want it to have waited for the release", waited)
 	}
-	m, err := env.st.GetMemory(ctx, key)
+	m, err := env.Store.GetMemory(ctx, key)
 	if err != nil {
 		t.Fatalf("GetMemory: %v", err)
 	}
@@ -1056,7 +729,7 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 		t.Errorf("the waiting writer wrote at %s, before the holder released at %s", m.CreatedAt, releasedAt)
 	}
 	// The writer holds the lock until the router has the step's result.
-	if owner := lockOwner(t, env, key); owner != "task-1" {
+	if owner := handlerstest.LockOwner(t, env, key); owner != "task-1" {
 		t.Errorf("after the write the lock is held by %q, want task-1", owner)
 	}
 
@@ -1068,7 +741,7 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 	if waited >= 300*time.Millisecond {
 		t.Errorf("re-entry waited %s", waited)
 	}
-	if m, err := env.st.GetMemory(ctx, key); err != nil || m.Text != `{"outlet_ids":["out-009"]}` {
+	if m, err := env.Store.GetMemory(ctx, key); err != nil || m.Text != `{"outlet_ids":["out-009"]}` {
 		t.Errorf("memory after re-entry = %q, %v", m.Text, err)
 	}
 }
@@ -1076,40 +749,40 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 // Checklist: "write_memory rejects output that does not match return_spec —
 // Orchestrator treats this as step failure".
 func TestMemory_ContractViolationIsStepFailureForOrchestrator(t *testing.T) {
-	env := newEnv(t)
-	r := newTestRouter(t, env)
-	prEv, pr := start(t, r, "run-cv")
-	s1Ev := only(t, propose(t, r, prEv, pr.Run, twoSteps()), events.TypeStepRequested)
-	s1 := decode[orch.StepRequest](t, s1Ev)
-	step1 := stepOf(t, s1.Run.Plan, 1)
+	env := handlerstest.NewEnv(t)
+	r := handlerstest.NewRouter(t, env)
+	prEv, pr := handlerstest.StartRun(t, r, "run-cv")
+	s1Ev := handlerstest.Only(t, handlerstest.Propose(t, r, prEv, pr.Run, handlerstest.TwoSteps()), events.TypeStepRequested)
+	s1 := handlerstest.Decode[orch.StepRequest](t, s1Ev)
+	step1 := handlerstest.StepOf(t, s1.Run.Plan, 1)
 
 	// The executor runs the dispatched step; the model's data breaks the contract.
 	model := llmtest.Sequence(
-		toolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`),
-		actAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids", "data": map[string]any{"outlets": []string{"out-001"}}}),
+		handlerstest.ToolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`),
+		handlerstest.ActAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids", "data": map[string]any{"outlets": []string{"out-001"}}}),
 	)
-	x := newTestExecutor(env, model, env.toolcalls)
-	itEv := only(t, handle(t, x, s1Ev), events.TypeStepIterated)
-	outs := handle(t, x, itEv)
-	sf := finished(t, outs)
+	x := handlerstest.NewExecutor(env, model, env.Toolcalls)
+	itEv := handlerstest.Only(t, handlerstest.HandleStep(t, x, s1Ev), events.TypeStepIterated)
+	outs := handlerstest.HandleStep(t, x, itEv)
+	sf := handlerstest.Finished(t, outs)
 	if sf.Result.Outcome != orch.OutcomeContractViolation || sf.Result.MemoryKey != "" || sf.Result.Validated {
 		t.Fatalf("result = %+v, want contract_violation with nothing written", sf.Result)
 	}
-	assertNoMemory(t, env, memory.MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: step1.TaskID}.Key("outlet_ids"))
-	_, cv := auditOf(t, outs, "contract_violation")
+	handlerstest.AssertNoMemory(t, env, memory.MemoryScope{TenantID: handlerstest.Tenant, SessionID: handlerstest.Session, TaskID: step1.TaskID}.Key("outlet_ids"))
+	_, cv := handlerstest.AuditOf(t, outs, "contract_violation")
 	exp, _ := json.Marshal(cv["expected_shape"])
 	act, _ := json.Marshal(cv["actual_shape"])
-	assertJSON(t, exp, outletIDsShape)
-	assertJSON(t, act, `{"outlets":"array"}`)
+	handlerstest.AssertJSON(t, exp, handlerstest.OutletIDsShape)
+	handlerstest.AssertJSON(t, act, `{"outlets":"array"}`)
 
 	// The step's group of one is joined by the executor; the router
 	// treats the violation as a step failure and replans.
-	jEv := only(t, outs, events.TypeStepJoined)
-	routed := handleTwice(t, func() ([]event.Event, error) { return r.Handle(testCtx(t), jEv) })
-	if n := len(ofType(routed, events.TypeStepRequested)) + len(ofType(routed, events.TypeRunFinished)); n != 0 {
-		t.Fatalf("a contract violation dispatched or finished: %v", types(routed))
+	jEv := handlerstest.Only(t, outs, events.TypeStepJoined)
+	routed := handlerstest.HandleTwice(t, func() ([]event.Event, error) { return r.Handle(handlerstest.Ctx(t), jEv) })
+	if n := len(handlerstest.OfType(routed, events.TypeStepRequested)) + len(handlerstest.OfType(routed, events.TypeRunFinished)); n != 0 {
+		t.Fatalf("a contract violation dispatched or finished: %v", handlerstest.Types(routed))
 	}
-	rp := decode[orch.PlanRequest](t, only(t, routed, events.TypePlanRequested))
+	rp := handlerstest.Decode[orch.PlanRequest](t, handlerstest.Only(t, routed, events.TypePlanRequested))
 	if rp.Failure == nil || rp.Failure.Step != 1 || rp.Failure.Outcome != orch.OutcomeContractViolation {
 		t.Fatalf("replan failure = %+v, want step 1's contract_violation", rp.Failure)
 	}
@@ -1120,13 +793,13 @@ func TestMemory_ContractViolationIsStepFailureForOrchestrator(t *testing.T) {
 	if h := plan.ReplanHistory[0]; h.Trigger != orch.OutcomeContractViolation || h.FailedStep != 1 || h.Attempt != 1 {
 		t.Errorf("replan record = %+v, want trigger contract_violation for step 1", h)
 	}
-	if s := stepOf(t, plan, 1); s.Status != orch.StepFailed || !strings.Contains(s.FailureReason, "contract violation") {
+	if s := handlerstest.StepOf(t, plan, 1); s.Status != orch.StepFailed || !strings.Contains(s.FailureReason, "contract violation") {
 		t.Errorf("step 1 = %+v, want failed by the contract violation", s)
 	}
-	if _, trig := auditOf(t, routed, "replan.triggered"); trig["trigger"] != orch.OutcomeContractViolation {
+	if _, trig := handlerstest.AuditOf(t, routed, "replan.triggered"); trig["trigger"] != orch.OutcomeContractViolation {
 		t.Errorf("replan.triggered audit = %v", trig)
 	}
-	p := assertProjection(t, env, plan.PlanID, store.PlanStatusReplanning, rp.Run.Seq)
+	p := handlerstest.AssertProjection(t, env, plan.PlanID, store.PlanStatusReplanning, rp.Run.Seq)
 	if len(p.ReplanHistory) != 1 || p.ReplanHistory[0].Trigger != orch.OutcomeContractViolation {
 		t.Errorf("projected replan history = %+v", p.ReplanHistory)
 	}
@@ -1135,7 +808,7 @@ func TestMemory_ContractViolationIsStepFailureForOrchestrator(t *testing.T) {
 // Checklist: "Memory keys are always namespaced — no manual key construction
 // by SubAgents".
 func TestMemory_KeysAlwaysNamespaced(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	data := map[string]any{"outlet_ids": []string{"out-001"}}
 	cases := []struct {
 		name   string
@@ -1151,7 +824,7 @@ func TestMemory_KeysAlwaysNamespaced(t *testing.T) {
 		{name: "model names tenant, session, task and key", label: "outlet_ids", ok: true,
 			answer:  map[string]any{"tenant_id": "acme", "session_id": "sess-x", "task_id": "task-x", "key": "acme:sess-x:task-x:outlet_ids"},
 			foreign: "acme:sess-x:task-x:outlet_ids"},
-		{name: "path traversal", label: "../x", foreign: testTenant + ":" + testSession + ":x"},
+		{name: "path traversal", label: "../x", foreign: handlerstest.Tenant + ":" + handlerstest.Session + ":x"},
 		{name: "separator", label: "a:b"},
 		{name: "slash", label: "a/b"},
 		{name: "upper case", label: "A"},
@@ -1159,55 +832,55 @@ func TestMemory_KeysAlwaysNamespaced(t *testing.T) {
 		{name: "65 characters", label: strings.Repeat("a", 65)},
 		{name: "trailing newline", label: "x\n"},
 		{name: "leading underscore", label: "_x"},
-		{name: "full key as label", label: testTenant + ":sess-other:task-other:outlet_ids",
-			foreign: testTenant + ":sess-other:task-other:outlet_ids"},
+		{name: "full key as label", label: handlerstest.Tenant + ":sess-other:task-other:outlet_ids",
+			foreign: handlerstest.Tenant + ":sess-other:task-other:outlet_ids"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			answer := map[string]any{"status": "complete", "label": tc.label, "data": data}
 			maps.Copy(answer, tc.answer)
-			x := newTestExecutor(env, repeating(actAnswer(t, answer)), env.toolcalls)
-			req := execRequest(fmt.Sprintf("run-ns-%d", i), 1)
+			x := handlerstest.NewExecutor(env, handlerstest.Repeating(handlerstest.ActAnswer(t, answer)), env.Toolcalls)
+			req := handlerstest.ExecRequest(fmt.Sprintf("run-ns-%d", i), 1)
 			req.Run.Plan.Steps[0].TaskID = fmt.Sprintf("task-ns-%d", i)
 			req.Run.Plan.Steps[0].ModelOnly = true // the answer comes first; grounding is TestGrounding_*'s
-			scope := memory.MemoryScope{TenantID: testTenant, SessionID: testSession, TaskID: req.Run.Plan.Steps[0].TaskID}
+			scope := memory.MemoryScope{TenantID: handlerstest.Tenant, SessionID: handlerstest.Session, TaskID: req.Run.Plan.Steps[0].TaskID}
 			// A label off the answer schema is sent back for repair; the
 			// model insists, so the step ends invalid_output.
-			outs := handleTurns(t, x, newEvent(t, fmt.Sprintf("step-ns-%d", i), events.TypeStepRequested, req))
-			sf := finished(t, outs)
+			outs := handlerstest.HandleTurns(t, x, handlerstest.NewEvent(t, fmt.Sprintf("step-ns-%d", i), events.TypeStepRequested, req))
+			sf := handlerstest.Finished(t, outs)
 			if tc.foreign != "" {
-				assertNoMemory(t, env, tc.foreign)
+				handlerstest.AssertNoMemory(t, env, tc.foreign)
 			}
 			if !tc.ok {
 				if (sf.Result.Outcome != orch.OutcomeFailed && sf.Result.Outcome != orch.OutcomeInvalidOutput) ||
 					sf.Result.MemoryKey != "" || sf.Result.Validated {
 					t.Fatalf("result = %+v, want the label %q rejected", sf.Result, tc.label)
 				}
-				if slices.Contains(auditNames(outs), "memory.written") {
+				if slices.Contains(handlerstest.AuditNames(outs), "memory.written") {
 					t.Error("memory.written audited for a rejected label")
 				}
-				assertNoMemory(t, env, scope.Key(tc.label))
-				if lockTaken(t, env, scope.Key(tc.label)) {
+				handlerstest.AssertNoMemory(t, env, scope.Key(tc.label))
+				if handlerstest.LockTaken(t, env, scope.Key(tc.label)) {
 					t.Error("a rejected label reached the lock")
 				}
 				// write_memory itself refuses it, whatever the caller.
-				key, _, err := (&memory.MemoryWriter{Store: env.st, Locks: env.locks}).Write(testCtx(t), scope, tc.label,
-					json.RawMessage(outletIDsData), json.RawMessage(outletIDsShape))
+				key, _, err := (&memory.MemoryWriter{Store: env.Store, Locks: env.Locks}).Write(handlerstest.Ctx(t), scope, tc.label,
+					json.RawMessage(handlerstest.OutletIDsData), json.RawMessage(handlerstest.OutletIDsShape))
 				if !errors.Is(err, memory.ErrBadLabel) || key != "" {
 					t.Errorf("Write(%q) = %q, %v; want ErrBadLabel", tc.label, key, err)
 				}
-				assertNoMemory(t, env, scope.Key(tc.label))
+				handlerstest.AssertNoMemory(t, env, scope.Key(tc.label))
 				return
 			}
-			want := testTenant + ":" + testSession + ":" + scope.TaskID + ":" + tc.label
+			want := handlerstest.Tenant + ":" + handlerstest.Session + ":" + scope.TaskID + ":" + tc.label
 			if sf.Result.Outcome != orch.OutcomeComplete || sf.Result.MemoryKey != want {
 				t.Fatalf("result = %+v, want complete under %s", sf.Result, want)
 			}
-			m, err := env.st.GetMemory(testCtx(t), want)
+			m, err := env.Store.GetMemory(handlerstest.Ctx(t), want)
 			if err != nil {
 				t.Fatalf("GetMemory: %v", err)
 			}
-			if m.Key != want || m.TenantID != testTenant || m.SessionID != testSession || m.TaskID != scope.TaskID {
+			if m.Key != want || m.TenantID != handlerstest.Tenant || m.SessionID != handlerstest.Session || m.TaskID != scope.TaskID {
 				t.Errorf("stored %s for %s/%s/%s, want the run's own namespace", m.Key, m.TenantID, m.SessionID, m.TaskID)
 			}
 		})
@@ -1220,8 +893,8 @@ func TestMemory_KeysAlwaysNamespaced(t *testing.T) {
 // replanFixture runs a plan to the point where step 1 completed (its output
 // stored) and step 2 is dispatched.
 type replanFixture struct {
-	env   *testEnv
-	r     *testRouter
+	env   *handlerstest.Env
+	r     *handlerstest.Router
 	key1  string
 	step1 orch.Step
 	s2Ev  event.Event
@@ -1230,44 +903,44 @@ type replanFixture struct {
 
 func newReplanFixture(t *testing.T, runID string) *replanFixture {
 	t.Helper()
-	env := newEnv(t)
-	r := newTestRouter(t, env)
-	prEv, pr := start(t, r, runID)
-	s1Ev := only(t, propose(t, r, prEv, pr.Run, twoSteps()), events.TypeStepRequested)
-	s1 := decode[orch.StepRequest](t, s1Ev)
-	step1 := stepOf(t, s1.Run.Plan, 1)
-	key1 := writeMemory(t, env, s1.Run, step1, "outlet_ids", step1Output)
-	s2Ev := only(t, join(t, r, s1Ev, s1, orch.StepResult{Step: 1, TaskID: step1.TaskID,
+	env := handlerstest.NewEnv(t)
+	r := handlerstest.NewRouter(t, env)
+	prEv, pr := handlerstest.StartRun(t, r, runID)
+	s1Ev := handlerstest.Only(t, handlerstest.Propose(t, r, prEv, pr.Run, handlerstest.TwoSteps()), events.TypeStepRequested)
+	s1 := handlerstest.Decode[orch.StepRequest](t, s1Ev)
+	step1 := handlerstest.StepOf(t, s1.Run.Plan, 1)
+	key1 := handlerstest.WriteMemory(t, env, s1.Run, step1, "outlet_ids", handlerstest.Step1Output)
+	s2Ev := handlerstest.Only(t, handlerstest.Join(t, r, s1Ev, s1, orch.StepResult{Step: 1, TaskID: step1.TaskID,
 		Outcome: orch.OutcomeComplete, MemoryKey: key1, Validated: true}), events.TypeStepRequested)
-	step1 = stepOf(t, decode[orch.StepRequest](t, s2Ev).Run.Plan, 1)
-	return &replanFixture{env: env, r: r, key1: key1, step1: step1, s2Ev: s2Ev, s2: decode[orch.StepRequest](t, s2Ev)}
+	step1 = handlerstest.StepOf(t, handlerstest.Decode[orch.StepRequest](t, s2Ev).Run.Plan, 1)
+	return &replanFixture{env: env, r: r, key1: key1, step1: step1, s2Ev: s2Ev, s2: handlerstest.Decode[orch.StepRequest](t, s2Ev)}
 }
 
 // fail joins a failure of the dispatched step and returns the router's outputs.
 func (f *replanFixture) fail(t *testing.T, srEv event.Event, reason string) []event.Event {
 	t.Helper()
-	sr := decode[orch.StepRequest](t, srEv)
-	s := stepOf(t, sr.Run.Plan, sr.Step)
-	return join(t, f.r, srEv, sr, orch.StepResult{Step: sr.Step, TaskID: s.TaskID, Outcome: orch.OutcomeFailed,
+	sr := handlerstest.Decode[orch.StepRequest](t, srEv)
+	s := handlerstest.StepOf(t, sr.Run.Plan, sr.Step)
+	return handlerstest.Join(t, f.r, srEv, sr, orch.StepResult{Step: sr.Step, TaskID: s.TaskID, Outcome: orch.OutcomeFailed,
 		Reason: reason, Suggestion: "retry the step"})
 }
 
 // Checklist: "Step failure triggers replan" (the router side).
 func TestReplan_StepFailureTriggersReplan(t *testing.T) {
-	env := newEnv(t)
-	r := newTestRouter(t, env)
-	prEv, pr := start(t, r, "run-step-fails")
-	s1Ev := only(t, propose(t, r, prEv, pr.Run, twoSteps()), events.TypeStepRequested)
-	s1 := decode[orch.StepRequest](t, s1Ev)
-	step1 := stepOf(t, s1.Run.Plan, 1)
+	env := handlerstest.NewEnv(t)
+	r := handlerstest.NewRouter(t, env)
+	prEv, pr := handlerstest.StartRun(t, r, "run-step-fails")
+	s1Ev := handlerstest.Only(t, handlerstest.Propose(t, r, prEv, pr.Run, handlerstest.TwoSteps()), events.TypeStepRequested)
+	s1 := handlerstest.Decode[orch.StepRequest](t, s1Ev)
+	step1 := handlerstest.StepOf(t, s1.Run.Plan, 1)
 
 	fail := orch.StepResult{Step: 1, TaskID: step1.TaskID, Outcome: orch.OutcomeFailed,
 		Reason: "skill outlet_list failed: upstream timeout", Suggestion: "retry the step"}
-	outs := join(t, r, s1Ev, s1, fail)
-	if n := len(ofType(outs, events.TypeStepRequested)) + len(ofType(outs, events.TypeRunFinished)); n != 0 {
-		t.Fatalf("a failed step dispatched or finished: %v", types(outs))
+	outs := handlerstest.Join(t, r, s1Ev, s1, fail)
+	if n := len(handlerstest.OfType(outs, events.TypeStepRequested)) + len(handlerstest.OfType(outs, events.TypeRunFinished)); n != 0 {
+		t.Fatalf("a failed step dispatched or finished: %v", handlerstest.Types(outs))
 	}
-	rp := decode[orch.PlanRequest](t, only(t, outs, events.TypePlanRequested))
+	rp := handlerstest.Decode[orch.PlanRequest](t, handlerstest.Only(t, outs, events.TypePlanRequested))
 	if rp.Failure == nil || !reflect.DeepEqual(*rp.Failure, fail) {
 		t.Fatalf("replan failure = %+v, want the failed result %+v", rp.Failure, fail)
 	}
@@ -1278,19 +951,19 @@ func TestReplan_StepFailureTriggersReplan(t *testing.T) {
 	if h := plan.ReplanHistory[0]; h.Attempt != 1 || h.FailedStep != 1 || h.Trigger != orch.OutcomeFailed || h.Reason != fail.Reason {
 		t.Errorf("replan record = %+v", h)
 	}
-	if s := stepOf(t, plan, 1); s.Status != orch.StepFailed || s.FailureReason != fail.Reason {
+	if s := handlerstest.StepOf(t, plan, 1); s.Status != orch.StepFailed || s.FailureReason != fail.Reason {
 		t.Errorf("failed step = %+v", s)
 	}
 	if !reflect.DeepEqual(rp.Run.Request, pr.Run.Request) {
 		t.Errorf("replan lost the original task: %+v", rp.Run.Request)
 	}
 	for _, want := range []string{"step_1.failed", "replan.triggered", "subagent_a.spawned"} {
-		if !slices.Contains(auditNames(outs), want) {
-			t.Errorf("audit events %v lack %s", auditNames(outs), want)
+		if !slices.Contains(handlerstest.AuditNames(outs), want) {
+			t.Errorf("audit events %v lack %s", handlerstest.AuditNames(outs), want)
 		}
 	}
 	// The replanning status is persisted with the run's seq.
-	p := assertProjection(t, env, plan.PlanID, store.PlanStatusReplanning, rp.Run.Seq)
+	p := handlerstest.AssertProjection(t, env, plan.PlanID, store.PlanStatusReplanning, rp.Run.Seq)
 	if p.ReplanCount != 1 || len(p.ReplanHistory) != 1 || p.ReplanHistory[0].Trigger != orch.OutcomeFailed || p.ReplanHistory[0].FailedStep != 1 {
 		t.Errorf("projection replan_count %d history %+v", p.ReplanCount, p.ReplanHistory)
 	}
@@ -1304,11 +977,11 @@ func TestReplan_StepFailureTriggersReplan(t *testing.T) {
 func TestReplan_PlannerReceivesCompletedStepsAndFailure(t *testing.T) {
 	f := newReplanFixture(t, "run-replan-ctx")
 	outs := f.fail(t, f.s2Ev, "engagement_analytics timed out")
-	rpEv := only(t, outs, events.TypePlanRequested)
+	rpEv := handlerstest.Only(t, outs, events.TypePlanRequested)
 
-	model := recording()
-	p := planner.NewPlanner(model, f.env.sk, nopLog)
-	planned, err := p.Handle(testCtx(t), rpEv)
+	model := handlerstest.Recording()
+	p := planner.NewPlanner(model, f.env.Skills, handlerstest.NopLog)
+	planned, err := p.Handle(handlerstest.Ctx(t), rpEv)
 	if err != nil {
 		t.Fatalf("planner: %v", err)
 	}
@@ -1319,7 +992,7 @@ func TestReplan_PlannerReceivesCompletedStepsAndFailure(t *testing.T) {
 	if !ok {
 		t.Fatalf("model input %T", model.Requests()[0].Input)
 	}
-	if in.Task != rankTask {
+	if in.Task != handlerstest.RankTask {
 		t.Errorf("task %q, want the original task", in.Task)
 	}
 	want := []llm.DoneStep{{Step: 1, Task: f.step1.Task, MemoryKey: f.key1}}
@@ -1336,13 +1009,13 @@ func TestReplan_PlannerReceivesCompletedStepsAndFailure(t *testing.T) {
 	if rem.Step != 2 || !slices.Equal(rem.Skills, []string{demo.SkillEngagementAnalytics}) || !slices.Equal(rem.DependsOn, []int{1}) {
 		t.Errorf("remaining step = %+v", rem)
 	}
-	assertJSON(t, rem.ReturnSpec.Shape, resultsShape)
+	handlerstest.AssertJSON(t, rem.ReturnSpec.Shape, handlerstest.ResultsShape)
 	if in.FirstStep != 3 {
 		t.Errorf("first_step %d, want 3 (after the existing steps)", in.FirstStep)
 	}
 	// Only the remaining work is planned, numbered after the existing steps.
-	prop := decode[orch.PlanProposal](t, only(t, planned, events.TypePlanProposed))
-	if got := stepIndexes(prop.Steps); !slices.Equal(got, []int{3}) {
+	prop := handlerstest.Decode[orch.PlanProposal](t, handlerstest.Only(t, planned, events.TypePlanProposed))
+	if got := handlerstest.StepIndexes(prop.Steps); !slices.Equal(got, []int{3}) {
 		t.Errorf("revised steps %v, want [3]", got)
 	}
 }
@@ -1351,17 +1024,17 @@ func TestReplan_PlannerReceivesCompletedStepsAndFailure(t *testing.T) {
 // remaining work".
 func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
 	f := newReplanFixture(t, "run-replan-keep")
-	rpEv := only(t, f.fail(t, f.s2Ev, "engagement_analytics timed out"), events.TypePlanRequested)
-	planned, err := planner.NewPlanner(offline.New(), f.env.sk, nopLog).Handle(testCtx(t), rpEv)
+	rpEv := handlerstest.Only(t, f.fail(t, f.s2Ev, "engagement_analytics timed out"), events.TypePlanRequested)
+	planned, err := planner.NewPlanner(offline.New(), f.env.Skills, handlerstest.NopLog).Handle(handlerstest.Ctx(t), rpEv)
 	if err != nil {
 		t.Fatalf("planner: %v", err)
 	}
-	ppEv := only(t, planned, events.TypePlanProposed)
-	outs := handleTwice(t, func() ([]event.Event, error) { return f.r.Handle(testCtx(t), ppEv) })
+	ppEv := handlerstest.Only(t, planned, events.TypePlanProposed)
+	outs := handlerstest.HandleTwice(t, func() ([]event.Event, error) { return f.r.Handle(handlerstest.Ctx(t), ppEv) })
 
 	// Only the new step is dispatched, with the completed step's output.
-	s3Ev := only(t, outs, events.TypeStepRequested)
-	s3 := decode[orch.StepRequest](t, s3Ev)
+	s3Ev := handlerstest.Only(t, outs, events.TypeStepRequested)
+	s3 := handlerstest.Decode[orch.StepRequest](t, s3Ev)
 	if s3.Step != 3 || !slices.Equal(s3.Inputs, []string{f.key1}) {
 		t.Fatalf("dispatched step %d inputs %v, want step 3 with [%s]", s3.Step, s3.Inputs, f.key1)
 	}
@@ -1379,28 +1052,28 @@ func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
 	if s := plan.Steps[1]; s.Index != 2 || s.FailureReason == "" {
 		t.Errorf("failed step after the revision = %+v", s)
 	}
-	if plan.ReplanCount != 1 || plan.Status != orch.PlanExecuting || !slices.Contains(auditNames(outs), "plan.revised") {
-		t.Errorf("plan replan_count %d status %s audits %v", plan.ReplanCount, plan.Status, auditNames(outs))
+	if plan.ReplanCount != 1 || plan.Status != orch.PlanExecuting || !slices.Contains(handlerstest.AuditNames(outs), "plan.revised") {
+		t.Errorf("plan replan_count %d status %s audits %v", plan.ReplanCount, plan.Status, handlerstest.AuditNames(outs))
 	}
-	proj := assertProjection(t, f.env, plan.PlanID, store.PlanStatusExecuting, s3.Run.Seq)
+	proj := handlerstest.AssertProjection(t, f.env, plan.PlanID, store.PlanStatusExecuting, s3.Run.Seq)
 	if proj.Steps[0].Status != store.StepStatusComplete || proj.Steps[0].MemoryKey != f.key1 || proj.Steps[1].Status != store.StepStatusRevised {
 		t.Errorf("projected steps = %+v", proj.Steps)
 	}
 
 	// The run continues from the new step and completes; the completed
 	// step is never dispatched again and its skill never runs again.
-	fl := newFlow(t, f.env, f.env.st)
+	fl := newFlow(t, f.env, f.env.Store)
 	fl.router = f.r.Router
 	res, seen := fl.drive(t, s3Ev)
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run finished %s (%s), want SUCCESS", res.TerminalCode, res.Reason)
 	}
-	for _, ev := range ofType(seen, events.TypeStepRequested) {
-		if n := decode[orch.StepRequest](t, ev).Step; n != 3 {
+	for _, ev := range handlerstest.OfType(seen, events.TypeStepRequested) {
+		if n := handlerstest.Decode[orch.StepRequest](t, ev).Step; n != 3 {
 			t.Errorf("step %d dispatched after the revision; only step 3 may be", n)
 		}
 	}
-	if n := f.env.svc.Calls(demo.SkillOutletList); n != 0 {
+	if n := f.env.Demo.Calls(demo.SkillOutletList); n != 0 {
 		t.Errorf("outlet_list ran %d times: completed work was redone", n)
 	}
 	if len(res.Steps) != 3 || res.Steps[0].Status != orch.StepComplete || res.Steps[0].MemoryKey != f.key1 ||
@@ -1418,7 +1091,7 @@ func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
 // failure — does not loop forever".
 func TestReplan_FourthFailureEndsInStructuredFailure(t *testing.T) {
 	f := newReplanFixture(t, "run-max")
-	planner := planner.NewPlanner(offline.New(), f.env.sk, nopLog)
+	planner := planner.NewPlanner(offline.New(), f.env.Skills, handlerstest.NopLog)
 	srEv := f.s2Ev
 	replans := 0
 	var last []event.Event
@@ -1429,18 +1102,18 @@ func TestReplan_FourthFailureEndsInStructuredFailure(t *testing.T) {
 			last = outs
 			break
 		}
-		rpEv := only(t, outs, events.TypePlanRequested)
+		rpEv := handlerstest.Only(t, outs, events.TypePlanRequested)
 		replans++
-		if rp := decode[orch.PlanRequest](t, rpEv); rp.Run.Plan.ReplanCount != attempt {
+		if rp := handlerstest.Decode[orch.PlanRequest](t, rpEv); rp.Run.Plan.ReplanCount != attempt {
 			t.Fatalf("replan %d has replan_count %d", attempt, rp.Run.Plan.ReplanCount)
 		}
-		planned, err := planner.Handle(testCtx(t), rpEv)
+		planned, err := planner.Handle(handlerstest.Ctx(t), rpEv)
 		if err != nil {
 			t.Fatalf("planner: %v", err)
 		}
-		ppEv := only(t, planned, events.TypePlanProposed)
-		srEv = only(t, handleTwice(t, func() ([]event.Event, error) { return f.r.Handle(testCtx(t), ppEv) }), events.TypeStepRequested)
-		if got, want := decode[orch.StepRequest](t, srEv).Step, 2+attempt; got != want {
+		ppEv := handlerstest.Only(t, planned, events.TypePlanProposed)
+		srEv = handlerstest.Only(t, handlerstest.HandleTwice(t, func() ([]event.Event, error) { return f.r.Handle(handlerstest.Ctx(t), ppEv) }), events.TypeStepRequested)
+		if got, want := handlerstest.Decode[orch.StepRequest](t, srEv).Step, 2+attempt; got != want {
 			t.Fatalf("replan %d dispatched step %d, want %d", attempt, got, want)
 		}
 	}
@@ -1449,10 +1122,10 @@ func TestReplan_FourthFailureEndsInStructuredFailure(t *testing.T) {
 	}
 
 	// The fourth failure ends the run: no further plan.requested.
-	if n := len(ofType(last, events.TypePlanRequested)) + len(ofType(last, events.TypeStepRequested)); n != 0 {
-		t.Fatalf("got %v past the replan limit", types(last))
+	if n := len(handlerstest.OfType(last, events.TypePlanRequested)) + len(handlerstest.OfType(last, events.TypeStepRequested)); n != 0 {
+		t.Fatalf("got %v past the replan limit", handlerstest.Types(last))
 	}
-	res := decode[orch.RunResult](t, only(t, last, events.TypeRunFinished))
+	res := handlerstest.Decode[orch.RunResult](t, handlerstest.Only(t, last, events.TypeRunFinished))
 	if res.TerminalCode != orch.CodeRepeatedFailure || res.Status != orch.PlanFailed {
 		t.Fatalf("run finished %s/%s, want REPEATED_FAILURE/failed", res.TerminalCode, res.Status)
 	}
@@ -1478,8 +1151,8 @@ func TestReplan_FourthFailureEndsInStructuredFailure(t *testing.T) {
 	if detail.LastFailure["step"] != lastStep || detail.LastFailure["reason"] != fmt.Sprintf("skill timed out (attempt %d)", orch.MaxReplans+1) {
 		t.Errorf("last_failure = %v, want step %v", detail.LastFailure, lastStep)
 	}
-	sr := decode[orch.StepRequest](t, srEv)
-	p := assertProjection(t, f.env, sr.Run.Plan.PlanID, store.PlanStatusFailed, sr.Run.Seq+2)
+	sr := handlerstest.Decode[orch.StepRequest](t, srEv)
+	p := handlerstest.AssertProjection(t, f.env, sr.Run.Plan.PlanID, store.PlanStatusFailed, sr.Run.Seq+2)
 	if p.ReplanCount != orch.MaxReplans || len(p.ReplanHistory) != orch.MaxReplans {
 		t.Errorf("projection replan_count %d history %d, want %d", p.ReplanCount, len(p.ReplanHistory), orch.MaxReplans)
 	}
@@ -1491,21 +1164,4 @@ func TestReplan_FourthFailureEndsInStructuredFailure(t *testing.T) {
 	if !slices.Equal(attempts, []int{1, 2, 3}) {
 		t.Errorf("replan attempts %v", attempts)
 	}
-}
-
-// ListSessions lists the tenant's sessions q selects, newest first.
-func (s *mapStore) ListSessions(_ context.Context, q store.SessionQuery) ([]store.Session, error) {
-	if q.TenantID == "" {
-		return nil, store.ErrInvalidArgument
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []store.Session
-	for _, sess := range s.sess {
-		if q.Match(sess) {
-			out = append(out, sess)
-		}
-	}
-	slices.SortFunc(out, store.CompareSessionsNewestFirst)
-	return out[:min(len(out), q.EffectiveLimit())], nil
 }

@@ -8,6 +8,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
@@ -26,11 +27,11 @@ func quality(t *testing.T, early map[string]any, answer map[string]any) *llmtest
 	m.On(llm.TaskRoute, routeTo("research", router.PatternReact))
 	var acts []llmtest.Reply
 	if early != nil {
-		acts = append(acts, llmtest.Reply{Response: actAnswer(t, early)})
+		acts = append(acts, llmtest.Reply{Response: handlerstest.ActAnswer(t, early)})
 	}
 	for i := range 2 {
-		acts = append(acts, llmtest.Reply{Response: toolCallResp("c"+string(rune('0'+i)), demo.SkillOutletList, `{"status":"active"}`)},
-			llmtest.Reply{Response: actAnswer(t, answer)})
+		acts = append(acts, llmtest.Reply{Response: handlerstest.ToolCallResp("c"+string(rune('0'+i)), demo.SkillOutletList, `{"status":"active"}`)},
+			llmtest.Reply{Response: handlerstest.ActAnswer(t, answer)})
 	}
 	m.On(llm.TaskAct, acts...)
 	return m
@@ -42,10 +43,10 @@ func quality(t *testing.T, early map[string]any, answer map[string]any) *llmtest
 // run LOW_CONFIDENCE with the confidence, the threshold and what the
 // answer misses.
 func TestCritic_LowConfidenceGetsOneReflectionThenHalts(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	f := patternFlow(t, env, quality(t, nil, map[string]any{"status": "complete", "label": "answer",
 		"data": map[string]any{"answer": "o-1 ranks first"}, "confidence": 0.2, "reason": "engagement was not observed"}))
-	res, seen := f.drive(t, newEvent(t, "run-lowconf", events.TypeRunRequested, runRequest("run-lowconf", rankTask)))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-lowconf", events.TypeRunRequested, handlerstest.RunRequest("run-lowconf", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeLowConfidence || !strings.Contains(res.Reason, "engagement was not observed") ||
 		!strings.Contains(res.Reason, "reflection pass") {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
@@ -55,13 +56,13 @@ func TestCritic_LowConfidenceGetsOneReflectionThenHalts(t *testing.T) {
 		detail["threshold"] != orch.DefaultMinConfidence || detail["unmet"] != "engagement was not observed" {
 		t.Fatalf("detail %s: %v", res.Detail, err)
 	}
-	if n := len(auditPayloads(t, seen, "critic.low_confidence")); n != 2 {
+	if n := len(handlerstest.AuditPayloads(t, seen, "critic.low_confidence")); n != 2 {
 		t.Errorf("%d low-confidence answers, want 2", n)
 	}
-	if r := auditPayloads(t, seen, "replan.triggered"); len(r) != 1 || r[0]["trigger"] != orch.OutcomeLowConfidence {
+	if r := handlerstest.AuditPayloads(t, seen, "replan.triggered"); len(r) != 1 || r[0]["trigger"] != orch.OutcomeLowConfidence {
 		t.Errorf("replans %v, want one reflection pass", r)
 	}
-	if w := auditPayloads(t, seen, "memory.written"); len(w) != 0 {
+	if w := handlerstest.AuditPayloads(t, seen, "memory.written"); len(w) != 0 {
 		t.Errorf("a low-confidence answer was written: %v", w)
 	}
 	if res.Decision == nil || res.Decision.Verdict != orch.VerdictEscalate || len(res.Decision.StepScores) == 0 ||
@@ -74,14 +75,14 @@ func TestCritic_LowConfidenceGetsOneReflectionThenHalts(t *testing.T) {
 // threshold is written and scored with its confidence; a pattern's
 // min_confidence raises the threshold.
 func TestCritic_ConfidentAnswerIsAccepted(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	f := patternFlow(t, env, quality(t, nil, map[string]any{"status": "complete", "label": "answer",
 		"data": map[string]any{"answer": "o-1 ranks first"}, "confidence": 0.9}))
-	res, seen := f.drive(t, newEvent(t, "run-conf", events.TypeRunRequested, runRequest("run-conf", rankTask)))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-conf", events.TypeRunRequested, handlerstest.RunRequest("run-conf", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 	}
-	if len(auditPayloads(t, seen, "memory.written")) != 1 || len(auditPayloads(t, seen, "critic.low_confidence")) != 0 {
+	if len(handlerstest.AuditPayloads(t, seen, "memory.written")) != 1 || len(handlerstest.AuditPayloads(t, seen, "critic.low_confidence")) != 0 {
 		t.Errorf("trace %v", traceNames(seen))
 	}
 	if res.Decision == nil || len(res.Decision.StepScores) != 1 || res.Decision.StepScores[0].Scores["confidence"] != 0.9 {
@@ -97,12 +98,12 @@ func TestCritic_ConfidentAnswerIsAccepted(t *testing.T) {
 		}
 	}
 	b, _ := json.Marshal(patterns)
-	if _, err := env.config.Put(testCtx(t), router.ConfigKeyPatterns, b); err != nil {
+	if _, err := env.Config.Put(handlerstest.Ctx(t), router.ConfigKeyPatterns, b); err != nil {
 		t.Fatal(err)
 	}
 	f = patternFlow(t, env, quality(t, nil, map[string]any{"status": "complete", "label": "answer",
 		"data": map[string]any{"answer": "o-1 ranks first"}, "confidence": 0.9}))
-	res, _ = f.drive(t, newEvent(t, "run-strict", events.TypeRunRequested, runRequest("run-strict", rankTask)))
+	res, _ = f.drive(t, handlerstest.NewEvent(t, "run-strict", events.TypeRunRequested, handlerstest.RunRequest("run-strict", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeLowConfidence || !strings.Contains(res.Reason, "below 0.95") {
 		t.Fatalf("under min_confidence 0.95 the run ended %s: %s", res.TerminalCode, res.Reason)
 	}
@@ -114,12 +115,12 @@ func TestCritic_ConfidentAnswerIsAccepted(t *testing.T) {
 // trigger source_conflict), and the same again ends the run
 // SOURCE_CONFLICT with each source's claim as the evidence.
 func TestCritic_SourceConflictGetsOneCrossCheckThenHalts(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	conflict := map[string]any{"status": "conflict", "reason": "the engagement of o-1",
 		"conflicts": []map[string]any{{"source": "outlet_list", "claim": "o-1 has 12 followers"},
 			{"source": "engagement", "claim": "o-1 has 14000 followers"}}}
 	f := patternFlow(t, env, quality(t, conflict, conflict))
-	res, seen := f.drive(t, newEvent(t, "run-conflict", events.TypeRunRequested, runRequest("run-conflict", rankTask)))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-conflict", events.TypeRunRequested, handlerstest.RunRequest("run-conflict", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeSourceConflict || !strings.Contains(res.Reason, "the engagement of o-1") ||
 		!strings.Contains(res.Reason, "cross-check pass") {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
@@ -132,17 +133,17 @@ func TestCritic_SourceConflictGetsOneCrossCheckThenHalts(t *testing.T) {
 		detail.Conflicts[1].Claim != "o-1 has 14000 followers" {
 		t.Fatalf("detail %s: %v", res.Detail, err)
 	}
-	refused := auditPayloads(t, seen, "grounding.refused")
+	refused := handlerstest.AuditPayloads(t, seen, "grounding.refused")
 	if len(refused) != 1 || !strings.Contains(refused[0]["reason"].(string), "source conflict") {
 		t.Errorf("grounding refusals %v, want the unobserved conflict's", refused)
 	}
-	if n := len(auditPayloads(t, seen, "critic.source_conflict")); n != 2 {
+	if n := len(handlerstest.AuditPayloads(t, seen, "critic.source_conflict")); n != 2 {
 		t.Errorf("%d conflicts reported, want 2", n)
 	}
-	if r := auditPayloads(t, seen, "replan.triggered"); len(r) != 1 || r[0]["trigger"] != orch.OutcomeSourceConflict {
+	if r := handlerstest.AuditPayloads(t, seen, "replan.triggered"); len(r) != 1 || r[0]["trigger"] != orch.OutcomeSourceConflict {
 		t.Errorf("replans %v, want one cross-check pass", r)
 	}
-	if w := auditPayloads(t, seen, "memory.written"); len(w) != 0 {
+	if w := handlerstest.AuditPayloads(t, seen, "memory.written"); len(w) != 0 {
 		t.Errorf("a conflicting answer was written: %v", w)
 	}
 }

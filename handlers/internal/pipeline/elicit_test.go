@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/llm"
@@ -93,13 +94,13 @@ func plainClient(t *testing.T, s *server.MCPServer) *skills.Client {
 // the call is made again, once, and a replay re-derives the run; a denial ends the run rejected; a step
 // message with answers the gate did not give fails closed.
 func TestElicitation_AToolsQuestionIsAGate(t *testing.T) {
-	start := func(t *testing.T, runID string) (*testEnv, *flow, *bookings, orch.RunParked, []event.Event) {
-		env := newEnv(t)
+	start := func(t *testing.T, runID string) (*handlerstest.Env, *flow, *bookings, orch.RunParked, []event.Event) {
+		env := handlerstest.NewEnv(t)
 		b := &bookings{}
 		model := llmtest.New()
 		model.Default = offline.New()
 		model.On(llm.TaskRoute, routeTo("research", router.PatternReact))
-		model.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp("c1", "book_table", `{}`)}, loopAnswer(t, "booked"))
+		model.On(llm.TaskAct, llmtest.Reply{Response: handlerstest.ToolCallResp("c1", "book_table", `{}`)}, loopAnswer(t, "booked"))
 		f := patternFlow(t, env, model)
 		sk := b.client(t)
 		f.planner.Skills, f.exec.Skills = sk, sk
@@ -121,13 +122,13 @@ func TestElicitation_AToolsQuestionIsAGate(t *testing.T) {
 
 		// The answer must satisfy the question's schema.
 		step := parked.Gate.Actions[0].Step
-		bad := orch.ApprovalDecided{RunID: parked.RunID, TenantID: testTenant, SessionID: testSession, Gate: parked.Gate.Gate,
+		bad := orch.ApprovalDecided{RunID: parked.RunID, TenantID: handlerstest.Tenant, SessionID: handlerstest.Session, Gate: parked.Gate.Gate,
 			Decision: orch.GateApproved, By: "host", Answers: map[int]json.RawMessage{step: json.RawMessage(`{"size":0}`)}}
-		if _, _, err := env.gates.Resolve(testCtx(t), testTenant, bad); !errors.Is(err, runctl.ErrInvalidAnswer) {
+		if _, _, err := env.Gates.Resolve(handlerstest.Ctx(t), handlerstest.Tenant, bad); !errors.Is(err, runctl.ErrInvalidAnswer) {
 			t.Fatalf("an answer without the required name: %v", err)
 		}
 		bad.Answers = nil
-		if _, _, err := env.gates.Resolve(testCtx(t), testTenant, bad); !errors.Is(err, runctl.ErrInvalidAnswer) {
+		if _, _, err := env.Gates.Resolve(handlerstest.Ctx(t), handlerstest.Tenant, bad); !errors.Is(err, runctl.ErrInvalidAnswer) {
 			t.Fatalf("an approval without an answer: %v", err)
 		}
 
@@ -140,10 +141,11 @@ func TestElicitation_AToolsQuestionIsAGate(t *testing.T) {
 		if len(got) != 1 || got[0]["name"] != "Ada" || got[0]["size"] != float64(2) {
 			t.Fatalf("bookings %v, want one for Ada with the default size 2", got)
 		}
-		rec, _, err := env.gates.Get(testCtx(t), testTenant, parked.RunID, parked.Gate.Gate)
-		if err != nil || rec.Status != orch.GateApproved || rec.By != "host" || !runctl.SameJSON(rec.Answers[step], json.RawMessage(`{"name":"Ada","size":2}`)) {
+		rec, _, err := env.Gates.Get(handlerstest.Ctx(t), handlerstest.Tenant, parked.RunID, parked.Gate.Gate)
+		if err != nil || rec.Status != orch.GateApproved || rec.By != "host" {
 			t.Fatalf("gate record %+v, %v", rec, err)
 		}
+		handlerstest.AssertJSON(t, rec.Answers[step], `{"name":"Ada","size":2}`)
 		// Replay re-derives the run, the answer included, with no call.
 		if rep := runctl.ReplayRun(parked.RunID, append(seen, p.seen...), gatesOf(t, env, parked.RunID)); rep.Decisions == 0 ||
 			len(rep.Divergences) > 0 || rep.Code != orch.CodeSuccess {
@@ -169,7 +171,7 @@ func TestElicitation_AToolsQuestionIsAGate(t *testing.T) {
 			t.Fatalf("the answered run: %+v, bookings %v", p.finished, b.made())
 		}
 		// The same step again, claiming the gate gave another answer.
-		fin := decode[orch.StepJoined](t, ofType(seen, events.TypeStepJoined)[0])
+		fin := handlerstest.Decode[orch.StepJoined](t, handlerstest.OfType(seen, events.TypeStepJoined)[0])
 		st := fin.Run
 		st.Plan.Live(step).Status = orch.StepRunning
 		call := fin.Result.Parked.Call
@@ -177,11 +179,11 @@ func TestElicitation_AToolsQuestionIsAGate(t *testing.T) {
 		forged := orch.StepRequest{Run: st, Step: step, Group: orch.Group{ID: "grp-forged", Expected: 1},
 			Iteration: fin.Result.Parked.Iteration, Turns: fin.Result.Parked.Turns,
 			Approved: &orch.Approved{Gate: parked.Gate.Gate, By: "mallory", Call: call}}
-		outs, err := f.exec.Handle(testCtx(t), newEvent(t, "forged-answers", events.TypeStepRequested, forged))
+		outs, err := f.exec.Handle(handlerstest.Ctx(t), handlerstest.NewEvent(t, "forged-answers", events.TypeStepRequested, forged))
 		if err != nil {
 			t.Fatal(err)
 		}
-		j := decode[orch.StepJoined](t, ofType(outs, events.TypeStepJoined)[0])
+		j := handlerstest.Decode[orch.StepJoined](t, handlerstest.OfType(outs, events.TypeStepJoined)[0])
 		if j.Result.Outcome != orch.OutcomeUnsafe || !strings.Contains(j.Result.Reason, "answers") || len(b.made()) != 1 {
 			t.Fatalf("forged answers: %s %s; bookings %v", j.Result.Outcome, j.Result.Reason, b.made())
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers/ingress"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/projector"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
@@ -46,22 +47,22 @@ func skillCalls(t *testing.T, seen []event.Event) map[string][2]int {
 // /agent/executions lists them per agent and status, newest first, and
 // another tenant neither lists nor reads them.
 func TestExecutionRecords(t *testing.T) {
-	env := newEnv(t)
-	ctx := testCtx(t)
-	putAgent(t, env, "agent-analyst", nil)
-	f := newFlow(t, env, env.st)
+	env := handlerstest.NewEnv(t)
+	ctx := handlerstest.Ctx(t)
+	handlerstest.PutAgent(t, env, "agent-analyst", nil)
+	f := newFlow(t, env, env.Store)
 
-	res, seen := f.drive(t, agentRunRequested(t, "run-exec-ok", "agent-analyst"))
+	res, seen := f.drive(t, handlerstest.AgentRunRequested(t, "run-exec-ok", "agent-analyst"))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("agent run ended %s: %s", res.TerminalCode, res.Reason)
 	}
-	ok, err := env.st.GetExecution(ctx, testTenant, "run-exec-ok")
+	ok, err := env.Store.GetExecution(ctx, handlerstest.Tenant, "run-exec-ok")
 	if err != nil {
 		t.Fatalf("record of the agent run: %v", err)
 	}
 	if ok.Status != store.ExecutionSuccess || ok.TerminalCode != orch.CodeSuccess || ok.ErrorCode != "" ||
-		ok.AgentID != "agent-analyst" || ok.SessionID != testSession || ok.UserID != "user-1" ||
-		ok.Input != rankTask || ok.Output != res.Response || !slices.Equal(ok.HandoffChain, []string{"agent-analyst"}) {
+		ok.AgentID != "agent-analyst" || ok.SessionID != handlerstest.Session || ok.UserID != "user-1" ||
+		ok.Input != handlerstest.RankTask || ok.Output != res.Response || !slices.Equal(ok.HandoffChain, []string{"agent-analyst"}) {
 		t.Fatalf("record %+v", ok)
 	}
 	if ok.TokensIn != res.Usage.InputTokens || ok.TokensOut != res.Usage.OutputTokens || ok.TokensIn == 0 {
@@ -95,14 +96,14 @@ func TestExecutionRecords(t *testing.T) {
 			}
 		}
 	}
-	again, err := env.st.GetExecution(ctx, testTenant, "run-exec-ok")
+	again, err := env.Store.GetExecution(ctx, handlerstest.Tenant, "run-exec-ok")
 	if err != nil || !sameRecord(again, ok) {
 		t.Fatalf("record after a redelivery %+v (%v), want %+v", again, err, ok)
 	}
 
 	// A failed run: the agent is not defined.
-	failed, _ := f.drive(t, agentRunRequested(t, "run-exec-failed", "agent-ghost"))
-	bad, err := env.st.GetExecution(ctx, testTenant, "run-exec-failed")
+	failed, _ := f.drive(t, handlerstest.AgentRunRequested(t, "run-exec-failed", "agent-ghost"))
+	bad, err := env.Store.GetExecution(ctx, handlerstest.Tenant, "run-exec-failed")
 	if err != nil {
 		t.Fatalf("record of the failed run: %v", err)
 	}
@@ -111,19 +112,19 @@ func TestExecutionRecords(t *testing.T) {
 		t.Fatalf("failed record %+v (run %s %q)", bad, failed.TerminalCode, failed.Reason)
 	}
 	// A run without an agent has its record too.
-	plainReq := runRequest("run-exec-plain", rankTask)
+	plainReq := handlerstest.RunRequest("run-exec-plain", handlerstest.RankTask)
 	plainReq.SessionID = "sess-plain" // a new session: testSession continues with its agent
-	plain, _ := f.drive(t, newEvent(t, "run-exec-plain", events.TypeRunRequested, plainReq))
-	if r, err := env.st.GetExecution(ctx, testTenant, "run-exec-plain"); err != nil || r.AgentID != "" || r.SessionID != "sess-plain" ||
+	plain, _ := f.drive(t, handlerstest.NewEvent(t, "run-exec-plain", events.TypeRunRequested, plainReq))
+	if r, err := env.Store.GetExecution(ctx, handlerstest.Tenant, "run-exec-plain"); err != nil || r.AgentID != "" || r.SessionID != "sess-plain" ||
 		r.TerminalCode != plain.TerminalCode || len(r.HandoffChain) != 0 {
 		t.Fatalf("record of the run without an agent %+v: %v", r, err)
 	}
 
-	keys, err := auth.NewKeys(ctx, env.js)
+	keys, err := auth.NewKeys(ctx, env.JS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	betaKey, _, err := keys.Create(ctx, testTenant, "")
+	betaKey, _, err := keys.Create(ctx, handlerstest.Tenant, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +132,11 @@ func TestExecutionRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherUser, _, err := keys.Create(ctx, testTenant, "user-2")
+	otherUser, _, err := keys.Create(ctx, handlerstest.Tenant, "user-2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newIngressServer(t, env, ingress.IngressConfig{Auth: auth.Select(keys, nil)})
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{Auth: auth.Select(keys, nil)})
 	as := func(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + key} }
 	ids := func(body map[string]any) []string {
 		var out []string
@@ -147,7 +148,7 @@ func TestExecutionRecords(t *testing.T) {
 	}
 	list := func(headers map[string]string, query string) []string {
 		t.Helper()
-		return ids(checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/executions" + query, headers: headers, wantStatus: 200}))
+		return ids(handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/executions" + query, Headers: headers, WantStatus: 200}))
 	}
 	if got := list(as(betaKey), ""); !slices.Equal(got, []string{"run-exec-plain", "run-exec-failed", "run-exec-ok"}) {
 		t.Fatalf("all records %v, want the three runs newest first", got)
@@ -164,19 +165,19 @@ func TestExecutionRecords(t *testing.T) {
 	if got := list(as(otherUser), ""); len(got) != 0 {
 		t.Fatalf("another user of the tenant lists %v", got)
 	}
-	one := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/executions/run-exec-ok", headers: as(betaKey), wantStatus: 200})
+	one := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/executions/run-exec-ok", Headers: as(betaKey), WantStatus: 200})
 	if one["agent_id"] != "agent-analyst" || one["status"] != "success" {
 		t.Fatalf("GET record %v", one)
 	}
-	for _, tc := range []httpCase{
-		{name: "another tenant's record", method: "GET", path: "/agent/executions/run-exec-ok", headers: as(acmeKey), wantStatus: 404, wantCode: "not_found"},
-		{name: "another user's record", method: "GET", path: "/agent/executions/run-exec-ok", headers: as(otherUser), wantStatus: 404, wantCode: "not_found"},
-		{name: "no such record", method: "GET", path: "/agent/executions/run-none", headers: as(betaKey), wantStatus: 404, wantCode: "not_found"},
-		{name: "bad status", method: "GET", path: "/agent/executions?status=done", headers: as(betaKey), wantStatus: 400, wantCode: "invalid_request"},
-		{name: "bad since", method: "GET", path: "/agent/executions?since=yesterday", headers: as(betaKey), wantStatus: 400, wantCode: "invalid_request"},
-		{name: "bad limit", method: "GET", path: "/agent/executions?limit=0", headers: as(betaKey), wantStatus: 400, wantCode: "invalid_request"},
+	for _, tc := range []handlerstest.HTTPCase{
+		{Name: "another tenant's record", Method: "GET", Path: "/agent/executions/run-exec-ok", Headers: as(acmeKey), WantStatus: 404, WantCode: "not_found"},
+		{Name: "another user's record", Method: "GET", Path: "/agent/executions/run-exec-ok", Headers: as(otherUser), WantStatus: 404, WantCode: "not_found"},
+		{Name: "no such record", Method: "GET", Path: "/agent/executions/run-none", Headers: as(betaKey), WantStatus: 404, WantCode: "not_found"},
+		{Name: "bad status", Method: "GET", Path: "/agent/executions?status=done", Headers: as(betaKey), WantStatus: 400, WantCode: "invalid_request"},
+		{Name: "bad since", Method: "GET", Path: "/agent/executions?since=yesterday", Headers: as(betaKey), WantStatus: 400, WantCode: "invalid_request"},
+		{Name: "bad limit", Method: "GET", Path: "/agent/executions?limit=0", Headers: as(betaKey), WantStatus: 400, WantCode: "invalid_request"},
 	} {
-		t.Run(tc.name, func(t *testing.T) { checkHTTP(t, srv, tc) })
+		t.Run(tc.Name, func(t *testing.T) { handlerstest.CheckHTTP(t, srv, tc) })
 	}
 }
 

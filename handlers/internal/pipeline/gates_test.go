@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
@@ -32,22 +33,22 @@ type pumped struct {
 // run parked at a gate has nothing in flight.
 func (f *flow) pump(t *testing.T, queue ...event.Event) pumped {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := handlerstest.Ctx(t)
 	var p pumped
 	for len(queue) > 0 {
 		if len(p.seen) > 500 {
-			t.Fatalf("no rest after %d events: %v", len(p.seen), types(p.seen))
+			t.Fatalf("no rest after %d events: %v", len(p.seen), handlerstest.Types(p.seen))
 		}
 		ev := queue[0]
 		queue = queue[1:]
 		_, scheduled := ev.Extensions()[events.ExtDeliverAt]
 		switch typ := ev.Type(); {
 		case typ == events.TypeRunFinished:
-			p.finished = append(p.finished, decode[orch.RunResult](t, ev))
+			p.finished = append(p.finished, handlerstest.Decode[orch.RunResult](t, ev))
 			p.seen = append(p.seen, ev)
 			continue
 		case typ == events.TypeRunParked:
-			p.parked = append(p.parked, decode[orch.RunParked](t, ev))
+			p.parked = append(p.parked, handlerstest.Decode[orch.RunParked](t, ev))
 			p.seen = append(p.seen, ev)
 			continue
 		case typ == events.TypeApprovalDecided && scheduled:
@@ -65,7 +66,7 @@ func (f *flow) pump(t *testing.T, queue ...event.Event) pumped {
 		if err != nil {
 			t.Fatalf("Handle %s: %v", ev.Type(), err)
 		}
-		checkOutputs(t, outs)
+		handlerstest.CheckOutputs(t, outs)
 		queue = append(queue, outs...)
 	}
 	return p
@@ -83,7 +84,7 @@ func delivered(ev event.Event) event.Event {
 // the gate's scheduled expiry and the events handled.
 func (f *flow) parkedRun(t *testing.T, runID, task string) (orch.RunParked, event.Event, []event.Event) {
 	t.Helper()
-	p := f.pump(t, newEvent(t, runID, events.TypeRunRequested, runRequest(runID, task)))
+	p := f.pump(t, handlerstest.NewEvent(t, runID, events.TypeRunRequested, handlerstest.RunRequest(runID, task)))
 	if len(p.finished) != 0 || len(p.parked) != 1 || len(p.scheduled) != 1 {
 		t.Fatalf("want the run parked: finished %+v, parked %+v, %d scheduled; trace %v", p.finished, p.parked,
 			len(p.scheduled), traceNames(p.seen))
@@ -93,21 +94,21 @@ func (f *flow) parkedRun(t *testing.T, runID, task string) (orch.RunParked, even
 
 // decideGate resolves the gate as the ingress does (the record, then
 // approval.decided) and pumps the run on.
-func (f *flow) decideGate(t *testing.T, env *testEnv, parked orch.RunParked, decision, by, comment string) pumped {
+func (f *flow) decideGate(t *testing.T, env *handlerstest.Env, parked orch.RunParked, decision, by, comment string) pumped {
 	t.Helper()
 	return f.decide(t, env, parked, orch.ApprovalDecided{Decision: decision, By: by, Comment: comment})
 }
 
 // decide is decideGate with a's decision, approver, comment and answers.
-func (f *flow) decide(t *testing.T, env *testEnv, parked orch.RunParked, a orch.ApprovalDecided) pumped {
+func (f *flow) decide(t *testing.T, env *handlerstest.Env, parked orch.RunParked, a orch.ApprovalDecided) pumped {
 	t.Helper()
-	a.RunID, a.TenantID, a.SessionID, a.Gate, a.At = parked.RunID, testTenant, testSession, parked.Gate.Gate, time.Now()
+	a.RunID, a.TenantID, a.SessionID, a.Gate, a.At = parked.RunID, handlerstest.Tenant, handlerstest.Session, parked.Gate.Gate, time.Now()
 	decision := a.Decision
-	if _, _, err := env.gates.Resolve(testCtx(t), testTenant, a); err != nil {
+	if _, _, err := env.Gates.Resolve(handlerstest.Ctx(t), handlerstest.Tenant, a); err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}
 	ev, err := events.New(events.DeriveID(a.Gate, "decided/"+decision), events.TypeApprovalDecided,
-		events.Meta{Tenant: testTenant, Session: testSession, Run: parked.RunID}, a)
+		events.Meta{Tenant: handlerstest.Tenant, Session: handlerstest.Session, Run: parked.RunID}, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,10 +117,10 @@ func (f *flow) decide(t *testing.T, env *testEnv, parked orch.RunParked, a orch.
 
 // destructiveOutlets is the demo Skill Service with outlet_list annotated
 // destructive, and a flow whose ReACT loop calls it once, then answers.
-func destructiveOutlets(t *testing.T) (*testEnv, *flow) {
+func destructiveOutlets(t *testing.T) (*handlerstest.Env, *flow) {
 	t.Helper()
 	destructive := &skills.Annotations{ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(true)}
-	env := newEnvWith(t, demo.Config{Hints: map[string]*skills.Annotations{demo.SkillOutletList: destructive}})
+	env := handlerstest.NewEnvWith(t, demo.Config{Hints: map[string]*skills.Annotations{demo.SkillOutletList: destructive}})
 	return env, patternFlow(t, env, calling(t, "active"))
 }
 
@@ -131,8 +132,8 @@ func destructiveOutlets(t *testing.T) (*testEnv, *flow) {
 func TestGate_ADestructiveCallRunsOnlyAfterItsApproval(t *testing.T) {
 	t.Run("approved", func(t *testing.T) {
 		env, f := destructiveOutlets(t)
-		parked, expiry, seen := f.parkedRun(t, "run-gate-ok", rankTask)
-		if n := env.svc.Calls(demo.SkillOutletList); n != 0 {
+		parked, expiry, seen := f.parkedRun(t, "run-gate-ok", handlerstest.RankTask)
+		if n := env.Demo.Calls(demo.SkillOutletList); n != 0 {
 			t.Fatalf("the destructive skill ran %d times before its approval", n)
 		}
 		if a := parked.Gate.Actions; parked.Status != orch.PlanAwaitingGate || len(a) != 1 || a[0].Action != demo.SkillOutletList ||
@@ -142,7 +143,7 @@ func TestGate_ADestructiveCallRunsOnlyAfterItsApproval(t *testing.T) {
 		if !slices.Contains(traceNames(seen), "gate.opened") || !slices.Contains(traceNames(seen), "approval.required") {
 			t.Fatalf("trace %v", traceNames(seen))
 		}
-		views, err := env.gates.List(testCtx(t), testTenant, "run-gate-ok")
+		views, err := env.Gates.List(handlerstest.Ctx(t), handlerstest.Tenant, "run-gate-ok")
 		if err != nil || len(views) != 1 || views[0].Status != orch.GateOpen {
 			t.Fatalf("gates %+v, %v", views, err)
 		}
@@ -150,22 +151,22 @@ func TestGate_ADestructiveCallRunsOnlyAfterItsApproval(t *testing.T) {
 		if len(p.finished) != 1 || p.finished[0].TerminalCode != orch.CodeSuccess {
 			t.Fatalf("after approval: %+v (trace %v)", p.finished, traceNames(p.seen))
 		}
-		if n := env.svc.Calls(demo.SkillOutletList); n != 1 {
+		if n := env.Demo.Calls(demo.SkillOutletList); n != 1 {
 			t.Fatalf("the approved call ran %d times, want once", n)
 		}
-		if used := auditPayloads(t, p.seen, "approval.used"); len(used) != 1 || used[0]["by"] != "lead" {
+		if used := handlerstest.AuditPayloads(t, p.seen, "approval.used"); len(used) != 1 || used[0]["by"] != "lead" {
 			t.Fatalf("approval.used %v", used)
 		}
-		if g := auditPayloads(t, p.seen, "gate.approved"); len(g) != 1 || g[0]["by"] != "lead" {
+		if g := handlerstest.AuditPayloads(t, p.seen, "gate.approved"); len(g) != 1 || g[0]["by"] != "lead" {
 			t.Fatalf("gate.approved %v", g)
 		}
 		// The gate's expiry arrives later: the gate was applied, nothing happens.
-		if outs, err := f.router.Handle(testCtx(t), expiry); err != nil || len(outs) != 0 {
-			t.Fatalf("the expiry of an applied gate: %v, %v", types(outs), err)
+		if outs, err := f.router.Handle(handlerstest.Ctx(t), expiry); err != nil || len(outs) != 0 {
+			t.Fatalf("the expiry of an applied gate: %v, %v", handlerstest.Types(outs), err)
 		}
 		// The same approval again (a retried request) finds it applied:
 		// the ingress sends nothing more.
-		rec, _, err := env.gates.Resolve(testCtx(t), testTenant, orch.ApprovalDecided{RunID: "run-gate-ok", Gate: parked.Gate.Gate,
+		rec, _, err := env.Gates.Resolve(handlerstest.Ctx(t), handlerstest.Tenant, orch.ApprovalDecided{RunID: "run-gate-ok", Gate: parked.Gate.Gate,
 			Decision: orch.GateApproved, By: "lead"})
 		if err != nil || rec.Applied == "" || rec.By != "lead" {
 			t.Fatalf("the record after its application: %+v, %v", rec, err)
@@ -173,32 +174,32 @@ func TestGate_ADestructiveCallRunsOnlyAfterItsApproval(t *testing.T) {
 	})
 	t.Run("rejected", func(t *testing.T) {
 		env, f := destructiveOutlets(t)
-		parked, _, _ := f.parkedRun(t, "run-gate-deny", rankTask)
+		parked, _, _ := f.parkedRun(t, "run-gate-deny", handlerstest.RankTask)
 		p := f.decideGate(t, env, parked, orch.GateRejected, "lead", "not today")
 		if len(p.finished) != 1 || p.finished[0].TerminalCode != orch.CodeUserCancel || p.finished[0].Status != orch.PlanRejected ||
 			!strings.Contains(p.finished[0].Reason, "not approved by lead: not today") {
 			t.Fatalf("after denial: %+v", p.finished)
 		}
-		if n := env.svc.Calls(demo.SkillOutletList); n != 0 {
+		if n := env.Demo.Calls(demo.SkillOutletList); n != 0 {
 			t.Fatalf("a denied call ran %d times", n)
 		}
 	})
 	t.Run("expired", func(t *testing.T) {
 		env, f := destructiveOutlets(t)
-		_, expiry, _ := f.parkedRun(t, "run-gate-ttl", rankTask)
+		_, expiry, _ := f.parkedRun(t, "run-gate-ttl", handlerstest.RankTask)
 		p := f.pump(t, delivered(expiry))
 		if len(p.finished) != 1 || p.finished[0].TerminalCode != orch.CodeConfirmRequired || p.finished[0].Status != orch.PlanExpired {
 			t.Fatalf("after the TTL: %+v", p.finished)
 		}
-		rec, _, err := env.gates.Get(testCtx(t), testTenant, "run-gate-ttl", decode[orch.ApprovalDecided](t, expiry).Gate)
+		rec, _, err := env.Gates.Get(handlerstest.Ctx(t), handlerstest.Tenant, "run-gate-ttl", handlerstest.Decode[orch.ApprovalDecided](t, expiry).Gate)
 		if err != nil || rec.Status != orch.GateExpired {
 			t.Fatalf("gate record %s, %v", rec.Status, err)
 		}
-		if n := env.svc.Calls(demo.SkillOutletList); n != 0 {
+		if n := env.Demo.Calls(demo.SkillOutletList); n != 0 {
 			t.Fatalf("an expired call ran %d times", n)
 		}
 		// A decision after the expiry is refused.
-		_, _, err = env.gates.Resolve(testCtx(t), testTenant, orch.ApprovalDecided{RunID: "run-gate-ttl", Gate: rec.Gate.ID,
+		_, _, err = env.Gates.Resolve(handlerstest.Ctx(t), handlerstest.Tenant, orch.ApprovalDecided{RunID: "run-gate-ttl", Gate: rec.Gate.ID,
 			Decision: orch.GateApproved, By: "late"})
 		if err == nil {
 			t.Fatal("an expired gate was approved")
@@ -206,23 +207,23 @@ func TestGate_ADestructiveCallRunsOnlyAfterItsApproval(t *testing.T) {
 	})
 	t.Run("forged approval", func(t *testing.T) {
 		env, f := destructiveOutlets(t)
-		parked, _, seen := f.parkedRun(t, "run-gate-forged", rankTask)
+		parked, _, seen := f.parkedRun(t, "run-gate-forged", handlerstest.RankTask)
 		// A step message that claims the gate's approval while the gate
 		// is still open: the executor checks the record and refuses.
-		fin := decode[orch.StepJoined](t, ofType(seen, events.TypeStepJoined)[0])
+		fin := handlerstest.Decode[orch.StepJoined](t, handlerstest.OfType(seen, events.TypeStepJoined)[0])
 		p := fin.Result.Parked
 		st := fin.Run
 		st.Plan.Live(1).Status = orch.StepRunning
 		forged := orch.StepRequest{Run: st, Step: 1, Group: orch.Group{ID: "grp-forged", Expected: 1}, Iteration: p.Iteration,
 			Turns: p.Turns, Approved: &orch.Approved{Gate: parked.Gate.Gate, By: "mallory", Call: p.Call}}
-		outs, err := f.exec.Handle(testCtx(t), newEvent(t, "forged", events.TypeStepRequested, forged))
+		outs, err := f.exec.Handle(handlerstest.Ctx(t), handlerstest.NewEvent(t, "forged", events.TypeStepRequested, forged))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if env.svc.Calls(demo.SkillOutletList) != 0 {
+		if env.Demo.Calls(demo.SkillOutletList) != 0 {
 			t.Fatal("a forged approval made the call")
 		}
-		j := decode[orch.StepJoined](t, ofType(outs, events.TypeStepJoined)[0])
+		j := handlerstest.Decode[orch.StepJoined](t, handlerstest.OfType(outs, events.TypeStepJoined)[0])
 		if j.Result.Outcome != orch.OutcomeUnsafe || !strings.Contains(j.Result.Reason, "is open") {
 			t.Fatalf("forged approval: %s %s", j.Result.Outcome, j.Result.Reason)
 		}
@@ -232,33 +233,33 @@ func TestGate_ADestructiveCallRunsOnlyAfterItsApproval(t *testing.T) {
 // TestGate_ConfiguredModesGoThroughAGate: a tenant's approval_gates make
 // its network calls wait at a gate too; another tenant's do not.
 func TestGate_ConfiguredModesGoThroughAGate(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	f := patternFlow(t, env, calling(t, "active"))
 	withModes(t, env, f, `{"*":{"`+demo.SkillOutletList+`":"network"}}`)
-	if _, err := env.config.Put(testCtx(t), runctl.ConfigKeyApprovalGates, []byte(`{"`+testTenant+`":["network"],"*":[]}`)); err != nil {
+	if _, err := env.Config.Put(handlerstest.Ctx(t), runctl.ConfigKeyApprovalGates, []byte(`{"`+handlerstest.Tenant+`":["network"],"*":[]}`)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() bool { return f.exec.Modes.Gated(testTenant, skills.ModeNetwork) })
+	eventually(t, func() bool { return f.exec.Modes.Gated(handlerstest.Tenant, skills.ModeNetwork) })
 	if f.exec.Modes.Gated("acme", skills.ModeNetwork) || !f.exec.Modes.Gated("acme", skills.ModeDestructive) {
 		t.Fatal("gated modes leak across tenants, or destructive is not always gated")
 	}
-	parked, _, _ := f.parkedRun(t, "run-gate-network", rankTask)
-	if a := parked.Gate.Actions; len(a) != 1 || a[0].Risk != skills.ModeNetwork || env.svc.Calls(demo.SkillOutletList) != 0 {
-		t.Fatalf("packet %+v, %d calls", parked.Gate, env.svc.Calls(demo.SkillOutletList))
+	parked, _, _ := f.parkedRun(t, "run-gate-network", handlerstest.RankTask)
+	if a := parked.Gate.Actions; len(a) != 1 || a[0].Risk != skills.ModeNetwork || env.Demo.Calls(demo.SkillOutletList) != 0 {
+		t.Fatalf("packet %+v, %d calls", parked.Gate, env.Demo.Calls(demo.SkillOutletList))
 	}
 	if p := f.decideGate(t, env, parked, orch.GateApproved, "lead", ""); len(p.finished) != 1 ||
-		p.finished[0].TerminalCode != orch.CodeSuccess || env.svc.Calls(demo.SkillOutletList) != 1 {
+		p.finished[0].TerminalCode != orch.CodeSuccess || env.Demo.Calls(demo.SkillOutletList) != 1 {
 		t.Fatalf("after approval: %+v", p.finished)
 	}
 }
 
 // withControls follows the cancels bucket (cancels, interrupts, steers)
 // in the router and the executor.
-func withControls(t *testing.T, env *testEnv, f *flow) *runctl.Cancels {
+func withControls(t *testing.T, env *handlerstest.Env, f *flow) *runctl.Cancels {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	c := runctl.NewCancels(env.cancels)
+	c := runctl.NewCancels(env.Cancels)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -270,10 +271,10 @@ func withControls(t *testing.T, env *testEnv, f *flow) *runctl.Cancels {
 // step 1 runs parks the run when step 1 joins (step 2 not dispatched);
 // resumed, the run goes on to its end, each skill called once.
 func TestInterrupt_ParksAtTheNextHopAndResumes(t *testing.T) {
-	env := newEnv(t)
-	f := newFlow(t, env, env.st)
+	env := handlerstest.NewEnv(t)
+	f := newFlow(t, env, env.Store)
 	c := withControls(t, env, f)
-	first := runStart(t, "run-interrupt", rankTask)
+	first := runStart(t, "run-interrupt", handlerstest.RankTask)
 	interrupted := false
 	var queue []event.Event
 	// Run until step 1 is requested, then interrupt.
@@ -282,14 +283,14 @@ func TestInterrupt_ParksAtTheNextHopAndResumes(t *testing.T) {
 		ev := queue[0]
 		queue = queue[1:]
 		if ev.Type() == events.TypeStepRequested {
-			if err := c.RequestInterrupt(testCtx(t), testTenant, "run-interrupt", runctl.Interrupt{ID: "int-1", By: "ops"}); err != nil {
+			if err := c.RequestInterrupt(handlerstest.Ctx(t), handlerstest.Tenant, "run-interrupt", runctl.Interrupt{ID: "int-1", By: "ops"}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, func() bool { _, ok := c.Interrupt(testTenant, "run-interrupt"); return ok })
+			eventually(t, func() bool { _, ok := c.Interrupt(handlerstest.Tenant, "run-interrupt"); return ok })
 			interrupted = true
 		}
 		if h := handlerOf(f, ev.Type()); h != nil && ev.Type() != events.TypeRunDeadline {
-			outs, err := h(testCtx(t), ev)
+			outs, err := h(handlerstest.Ctx(t), ev)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -300,16 +301,16 @@ func TestInterrupt_ParksAtTheNextHopAndResumes(t *testing.T) {
 	if len(p.finished) != 0 || len(p.parked) != 1 || p.parked[0].Status != orch.PlanPaused || p.parked[0].Gate.Kind != orch.GateInterrupt {
 		t.Fatalf("want the run paused: %+v %+v (trace %v)", p.finished, p.parked, traceNames(p.seen))
 	}
-	if n := len(ofType(p.seen, events.TypeStepRequested)); n != 0 {
+	if n := len(handlerstest.OfType(p.seen, events.TypeStepRequested)); n != 0 {
 		t.Fatalf("%d steps requested after the interrupt; step 2 must wait for the resume", n)
 	}
 	done := f.decideGate(t, env, p.parked[0], orch.GateApproved, "ops", "resumed")
 	if len(done.finished) != 1 || done.finished[0].TerminalCode != orch.CodeSuccess {
 		t.Fatalf("after resume: %+v (trace %v)", done.finished, traceNames(done.seen))
 	}
-	if env.svc.Calls(demo.SkillOutletList) != 1 || env.svc.Calls(demo.SkillEngagementAnalytics) != 1 {
-		t.Fatalf("calls: outlet_list %d, engagement %d; want each once", env.svc.Calls(demo.SkillOutletList),
-			env.svc.Calls(demo.SkillEngagementAnalytics))
+	if env.Demo.Calls(demo.SkillOutletList) != 1 || env.Demo.Calls(demo.SkillEngagementAnalytics) != 1 {
+		t.Fatalf("calls: outlet_list %d, engagement %d; want each once", env.Demo.Calls(demo.SkillOutletList),
+			env.Demo.Calls(demo.SkillEngagementAnalytics))
 	}
 }
 
@@ -317,15 +318,15 @@ func TestInterrupt_ParksAtTheNextHopAndResumes(t *testing.T) {
 // run reaches the model in every later turn of its steps, traced once per
 // step.
 func TestSteer_TheNextTurnSeesTheMessage(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	model := calling(t, "active")
 	f := patternFlow(t, env, model)
 	c := withControls(t, env, f)
-	if err := c.AddSteer(testCtx(t), testTenant, "run-steer", runctl.Steer{ID: "st-1", Message: "only outlets in the north", By: "u"}); err != nil {
+	if err := c.AddSteer(handlerstest.Ctx(t), handlerstest.Tenant, "run-steer", runctl.Steer{ID: "st-1", Message: "only outlets in the north", By: "u"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() bool { return len(c.Steers(testTenant, "run-steer")) == 1 })
-	res, seen := f.drive(t, newEvent(t, "run-steer", events.TypeRunRequested, runRequest("run-steer", rankTask)))
+	eventually(t, func() bool { return len(c.Steers(handlerstest.Tenant, "run-steer")) == 1 })
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-steer", events.TypeRunRequested, handlerstest.RunRequest("run-steer", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("ended %s: %s", res.TerminalCode, res.Reason)
 	}
@@ -338,15 +339,15 @@ func TestSteer_TheNextTurnSeesTheMessage(t *testing.T) {
 			t.Errorf("act turn %d did not see the steering message", i+1)
 		}
 	}
-	if n := len(auditPayloads(t, seen, "steer.applied")); n != 1 {
+	if n := len(handlerstest.AuditPayloads(t, seen, "steer.applied")); n != 1 {
 		t.Errorf("%d steer.applied, want 1 (one step)", n)
 	}
 	for range runctl.MaxSteers - 1 {
-		if err := c.AddSteer(testCtx(t), testTenant, "run-steer", runctl.Steer{ID: "x", Message: "m"}); err != nil {
+		if err := c.AddSteer(handlerstest.Ctx(t), handlerstest.Tenant, "run-steer", runctl.Steer{ID: "x", Message: "m"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.AddSteer(testCtx(t), testTenant, "run-steer", runctl.Steer{ID: "x", Message: "m"}); err == nil {
+	if err := c.AddSteer(handlerstest.Ctx(t), handlerstest.Tenant, "run-steer", runctl.Steer{ID: "x", Message: "m"}); err == nil {
 		t.Error("a steer past the limit was kept")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers/ingress"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/llm"
@@ -25,10 +26,10 @@ func handoffArgs(target string) string {
 // chainAgents stores agents named by ids, each handing off to the next
 // (the last to none): definitions written straight to the store, as an
 // edit after validation may leave them.
-func chainAgents(t *testing.T, env *testEnv, ids ...string) {
+func chainAgents(t *testing.T, env *handlerstest.Env, ids ...string) {
 	t.Helper()
 	for i, id := range ids {
-		putAgent(t, env, id, func(s *agents.AgentSpec) {
+		handlerstest.PutAgent(t, env, id, func(s *agents.AgentSpec) {
 			s.Name, s.SystemPrompt, s.MaxTurns = "Agent "+id, "You are "+id+".", 0
 			s.SubAgents = nil
 			if i+1 < len(ids) {
@@ -67,15 +68,15 @@ func toolNames(req llm.Request) []string {
 // PERMISSION_DENIED. So is a handoff back into the chain.
 func TestHandoff_ChainOfThreeSucceedsAndAFourthIsRefused(t *testing.T) {
 	t.Run("depth 3", func(t *testing.T) {
-		env := newEnv(t)
+		env := handlerstest.NewEnv(t)
 		chainAgents(t, env, "agent-a", "agent-b", "agent-c", "agent-d")
 		model := handoffModel(t, true, "agent-b", "agent-c", "agent-d")
 		f := patternFlow(t, env, model)
-		res, seen := f.drive(t, agentRunRequested(t, "run-chain", "agent-a"))
+		res, seen := f.drive(t, handlerstest.AgentRunRequested(t, "run-chain", "agent-a"))
 		if res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run ended %s: %s (trace %v)", res.TerminalCode, res.Reason, traceNames(seen))
 		}
-		accepted := auditPayloads(t, seen, "handoff.accepted")
+		accepted := handlerstest.AuditPayloads(t, seen, "handoff.accepted")
 		if len(accepted) != 3 {
 			t.Fatalf("handoff.accepted %v", accepted)
 		}
@@ -101,7 +102,7 @@ func TestHandoff_ChainOfThreeSucceedsAndAFourthIsRefused(t *testing.T) {
 			!strings.Contains(last.Messages[0].Content, "ORD-12345") {
 			t.Fatalf("D's first message %+v", last.Messages)
 		}
-		sess, _, err := (&runctl.Sessions{KV: env.sessions}).Get(testCtx(t), testTenant, testSession)
+		sess, _, err := (&runctl.Sessions{KV: env.Sessions}).Get(handlerstest.Ctx(t), handlerstest.Tenant, handlerstest.Session)
 		if err != nil || sess.AgentID != "agent-d" || sess.ParentAgentID != "agent-c" || sess.HandoffDepth != 3 ||
 			sess.HandoffReason != "needs agent-d" || sess.TurnCount != 1 || sess.State != orch.SessionActive {
 			t.Fatalf("session %+v, %v", sess, err)
@@ -112,14 +113,14 @@ func TestHandoff_ChainOfThreeSucceedsAndAFourthIsRefused(t *testing.T) {
 		}
 	})
 	t.Run("depth 4 refused", func(t *testing.T) {
-		env := newEnv(t)
+		env := handlerstest.NewEnv(t)
 		chainAgents(t, env, "agent-a", "agent-b", "agent-c", "agent-d", "agent-e")
 		f := patternFlow(t, env, handoffModel(t, false, "agent-b", "agent-c", "agent-d", "agent-e"))
-		res, seen := f.drive(t, agentRunRequested(t, "run-chain4", "agent-a"))
+		res, seen := f.drive(t, handlerstest.AgentRunRequested(t, "run-chain4", "agent-a"))
 		if res.TerminalCode != orch.CodePermissionDenied || !strings.Contains(res.Reason, "depth 4") {
 			t.Fatalf("run ended %s: %q", res.TerminalCode, res.Reason)
 		}
-		if refused := auditPayloads(t, seen, "handoff.refused"); len(refused) != 1 || refused[0]["to_agent_id"] != "agent-e" {
+		if refused := handlerstest.AuditPayloads(t, seen, "handoff.refused"); len(refused) != 1 || refused[0]["to_agent_id"] != "agent-e" {
 			t.Fatalf("handoff.refused %v", refused)
 		}
 		if rep := runctl.ReplayRun("run-chain4", seen, runctl.ReplayControls{}); len(rep.Divergences) != 0 || rep.Code != orch.CodePermissionDenied {
@@ -127,12 +128,12 @@ func TestHandoff_ChainOfThreeSucceedsAndAFourthIsRefused(t *testing.T) {
 		}
 	})
 	t.Run("cycle refused", func(t *testing.T) {
-		env := newEnv(t)
+		env := handlerstest.NewEnv(t)
 		for id, sub := range map[string]string{"agent-a": "agent-b", "agent-b": "agent-a"} {
-			putAgent(t, env, id, func(s *agents.AgentSpec) { s.Type, s.SubAgents, s.MaxTurns = agents.TypeRouter, []string{sub}, 0 })
+			handlerstest.PutAgent(t, env, id, func(s *agents.AgentSpec) { s.Type, s.SubAgents, s.MaxTurns = agents.TypeRouter, []string{sub}, 0 })
 		}
 		f := patternFlow(t, env, handoffModel(t, false, "agent-b", "agent-a"))
-		res, _ := f.drive(t, agentRunRequested(t, "run-cycle", "agent-a"))
+		res, _ := f.drive(t, handlerstest.AgentRunRequested(t, "run-cycle", "agent-a"))
 		if res.TerminalCode != orch.CodePermissionDenied || !strings.Contains(res.Reason, "already in the handoff chain") {
 			t.Fatalf("run ended %s: %q", res.TerminalCode, res.Reason)
 		}
@@ -140,9 +141,9 @@ func TestHandoff_ChainOfThreeSucceedsAndAFourthIsRefused(t *testing.T) {
 }
 
 // humanHandoffRun runs agent-a until it hands the session to a human.
-func humanHandoffRun(t *testing.T, env *testEnv, f *flow, runID string) (orch.RunParked, pumped) {
+func humanHandoffRun(t *testing.T, env *handlerstest.Env, f *flow, runID string) (orch.RunParked, pumped) {
 	t.Helper()
-	p := f.pump(t, agentRunRequested(t, runID, "agent-a"))
+	p := f.pump(t, handlerstest.AgentRunRequested(t, runID, "agent-a"))
 	if len(p.finished) != 0 || len(p.parked) != 1 {
 		t.Fatalf("want the run parked: finished %+v, parked %+v; trace %v", p.finished, p.parked, traceNames(p.seen))
 	}
@@ -157,51 +158,51 @@ func humanHandoffRun(t *testing.T, env *testEnv, f *flow, runID string) (orch.Ru
 // history. Another tenant's session is 404; a reply to a session that is
 // not handed off is 409 session_not_handed_off.
 func TestHandoff_HumanParksAndResumesOnReply(t *testing.T) {
-	env := newEnv(t)
-	putAgent(t, env, "agent-a", func(s *agents.AgentSpec) { s.MaxTurns = 0 })
+	env := handlerstest.NewEnv(t)
+	handlerstest.PutAgent(t, env, "agent-a", func(s *agents.AgentSpec) { s.MaxTurns = 0 })
 	model := routedTo("research", router.PatternReact)
 	model.On(llm.TaskAct, llmtest.ToolCall("h-1", orch.ToolHandoffToHuman, `{"reason":"the customer asks for a person","priority":"high"}`))
 	f := patternFlow(t, env, model)
 	parked, p := humanHandoffRun(t, env, f, "run-human")
 	if h := parked.Gate.Handoff; parked.Gate.Kind != orch.GateHuman || h == nil || h.Priority != "high" ||
-		!slices.Equal(h.Agents, []string{"agent-a"}) || !strings.Contains(h.Summary, rankTask) {
+		!slices.Equal(h.Agents, []string{"agent-a"}) || !strings.Contains(h.Summary, handlerstest.RankTask) {
 		t.Fatalf("parked %+v", parked)
 	}
-	if ev := auditPayloads(t, p.seen, "session.handoff.human"); len(ev) != 1 || ev[0]["priority"] != "high" ||
-		ev[0]["session_id"] != testSession || ev[0]["reason"] != "the customer asks for a person" {
+	if ev := handlerstest.AuditPayloads(t, p.seen, "session.handoff.human"); len(ev) != 1 || ev[0]["priority"] != "high" ||
+		ev[0]["session_id"] != handlerstest.Session || ev[0]["reason"] != "the customer asks for a person" {
 		t.Fatalf("session.handoff.human %v", ev)
 	}
 	// The projector indexed the handed-off session into agent_sessions.
-	if doc, err := env.st.GetSession(testCtx(t), testTenant, testSession); err != nil || doc.State != orch.SessionHandedOff ||
+	if doc, err := env.Store.GetSession(handlerstest.Ctx(t), handlerstest.Tenant, handlerstest.Session); err != nil || doc.State != orch.SessionHandedOff ||
 		doc.Handoff == nil || doc.Handoff.GateID != parked.Gate.Gate {
 		t.Fatalf("agent_sessions document %+v, %v", doc, err)
 	}
-	sessions := &runctl.Sessions{KV: env.sessions}
-	srv := newIngressServer(t, env, ingress.IngressConfig{Sessions: sessions, Gates: env.gates, Cancels: runctl.NewCancels(env.cancels)})
-	body := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/sessions/" + testSession, headers: asTenant(testTenant), wantStatus: 200})
+	sessions := &runctl.Sessions{KV: env.Sessions}
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{Sessions: sessions, Gates: env.Gates, Cancels: runctl.NewCancels(env.Cancels)})
+	body := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/sessions/" + handlerstest.Session, Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 200})
 	h, _ := body["handoff"].(map[string]any)
 	if body["state"] != orch.SessionHandedOff || h == nil || h["run_id"] != "run-human" || h["gate_id"] != parked.Gate.Gate ||
 		h["priority"] != "high" || body["agent_id"] != "agent-a" {
 		t.Fatalf("session %v", body)
 	}
 	// An approval without a reply cannot answer the run for the human.
-	checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/runs/run-human/approvals/" + parked.Gate.Gate,
-		body: `{"decision":"approve"}`, headers: map[string]string{"X-Tenant-Id": testTenant, "X-User-Id": "lead"},
-		wantStatus: 400, wantCode: "invalid_answer"})
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: "/agent/runs/run-human/approvals/" + parked.Gate.Gate,
+		Body: `{"decision":"approve"}`, Headers: map[string]string{"X-Tenant-Id": handlerstest.Tenant, "X-User-Id": "lead"},
+		WantStatus: 400, WantCode: "invalid_answer"})
 	reply := `{"message":"I have refunded your order.","by":"operator-jo"}`
-	path := "/agent/sessions/" + testSession + "/reply"
-	checkHTTP(t, srv, httpCase{method: "POST", path: path, body: reply, headers: asTenant("other-tenant"), wantStatus: 404, wantCode: "not_found"})
-	checkHTTP(t, srv, httpCase{method: "POST", path: path, body: `{"message":" ","by":"x"}`, headers: asTenant(testTenant), wantStatus: 400, wantCode: "invalid_request"})
-	got := checkHTTP(t, srv, httpCase{method: "POST", path: path, body: reply, headers: asTenant(testTenant), wantStatus: 202})
+	path := "/agent/sessions/" + handlerstest.Session + "/reply"
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: path, Body: reply, Headers: handlerstest.AsTenant("other-tenant"), WantStatus: 404, WantCode: "not_found"})
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: path, Body: `{"message":" ","by":"x"}`, Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 400, WantCode: "invalid_request"})
+	got := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: path, Body: reply, Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 202})
 	if got["run_id"] != "run-human" || got["status"] != "resuming" || got["by"] != "operator-jo" {
 		t.Fatalf("reply answer %v", got)
 	}
 	// The ingress published the resolution; the router takes it on.
-	stream, err := env.js.Stream(testCtx(t), events.StreamAgent)
+	stream, err := env.JS.Stream(handlerstest.Ctx(t), events.StreamAgent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := stream.GetLastMsgForSubject(testCtx(t), "agent.approval.decided."+testTenant)
+	m, err := stream.GetLastMsgForSubject(handlerstest.Ctx(t), "agent.approval.decided."+handlerstest.Tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,12 +214,12 @@ func TestHandoff_HumanParksAndResumesOnReply(t *testing.T) {
 	if len(done.finished) != 1 || done.finished[0].TerminalCode != orch.CodeSuccess || done.finished[0].Response != "I have refunded your order." {
 		t.Fatalf("after the reply: %+v (trace %v)", done.finished, traceNames(done.seen))
 	}
-	sess, _, err := sessions.Get(testCtx(t), testTenant, testSession)
+	sess, _, err := sessions.Get(handlerstest.Ctx(t), handlerstest.Tenant, handlerstest.Session)
 	if err != nil || sess.State != orch.SessionActive || sess.Handoff != nil || len(sess.Messages) < 2 ||
 		sess.Messages[len(sess.Messages)-1].Content != "I have refunded your order." || sess.TurnCount != 0 {
 		t.Fatalf("session after the reply %+v, %v", sess, err)
 	}
-	checkHTTP(t, srv, httpCase{method: "POST", path: path, body: reply, headers: asTenant(testTenant), wantStatus: 409, wantCode: "session_not_handed_off"})
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: path, Body: reply, Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 409, WantCode: "session_not_handed_off"})
 	if rep := runctl.ReplayRun("run-human", append(p.seen, append(done.seen, decided)...), gatesOf(t, env, "run-human")); rep.Decisions == 0 ||
 		len(rep.Divergences) != 0 {
 		t.Fatalf("replay %+v", rep)
@@ -232,18 +233,18 @@ func TestHandoff_HumanParksAndResumesOnReply(t *testing.T) {
 func TestHandoff_SessionTurnLimit(t *testing.T) {
 	for _, behavior := range []string{orch.HandoffEnd, orch.HandoffEscalate} {
 		t.Run(behavior, func(t *testing.T) {
-			env := newEnv(t)
-			putAgent(t, env, "agent-a", func(s *agents.AgentSpec) { s.MaxTurns, s.HandoffBehavior = 1, behavior })
+			env := handlerstest.NewEnv(t)
+			handlerstest.PutAgent(t, env, "agent-a", func(s *agents.AgentSpec) { s.MaxTurns, s.HandoffBehavior = 1, behavior })
 			model := loopCalling(t, `{"status":"active"}`)
 			f := patternFlow(t, env, model)
-			if res, seen := f.drive(t, agentRunRequested(t, "run-turn-1", "agent-a")); res.TerminalCode != orch.CodeSuccess {
+			if res, seen := f.drive(t, handlerstest.AgentRunRequested(t, "run-turn-1", "agent-a")); res.TerminalCode != orch.CodeSuccess {
 				t.Fatalf("first run %s: %s (%v)", res.TerminalCode, res.Reason, traceNames(seen))
 			}
 			calls := len(model.Requests())
-			sessions := &runctl.Sessions{KV: env.sessions}
+			sessions := &runctl.Sessions{KV: env.Sessions}
 			var p pumped
 			if behavior == orch.HandoffEnd {
-				res, seen := f.drive(t, agentRunRequested(t, "run-turn-2", "agent-a"))
+				res, seen := f.drive(t, handlerstest.AgentRunRequested(t, "run-turn-2", "agent-a"))
 				if res.TerminalCode != orch.CodeBudgetExhausted || !strings.Contains(res.Reason, "limit of 1 turns") {
 					t.Fatalf("second run %s: %q", res.TerminalCode, res.Reason)
 				}
@@ -258,10 +259,10 @@ func TestHandoff_SessionTurnLimit(t *testing.T) {
 			if n := len(model.Requests()); n != calls {
 				t.Fatalf("the run past the limit made %d model calls", n-calls)
 			}
-			if tl := auditPayloads(t, p.seen, "session.turn_limit"); len(tl) != 1 || tl[0]["max_turns"] != float64(1) {
+			if tl := handlerstest.AuditPayloads(t, p.seen, "session.turn_limit"); len(tl) != 1 || tl[0]["max_turns"] != float64(1) {
 				t.Fatalf("session.turn_limit %v", tl)
 			}
-			sess, _, err := sessions.Get(testCtx(t), testTenant, testSession)
+			sess, _, err := sessions.Get(handlerstest.Ctx(t), handlerstest.Tenant, handlerstest.Session)
 			want := map[string]string{orch.HandoffEnd: orch.SessionCompleted, orch.HandoffEscalate: orch.SessionHandedOff}[behavior]
 			if err != nil || sess.State != want || sess.TurnCount != 1 {
 				t.Fatalf("session %+v, %v", sess, err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers/health"
 	"github.com/agentbus/agentbus/handlers/ingress"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/projector"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills/demo"
@@ -29,8 +31,8 @@ import (
 // and step counted, the p95 of the steps'
 // durations, the runs' tokens and cost; another tenant's health is empty.
 func TestHealth_OfSeededRunsWithKnownOutcomes(t *testing.T) {
-	env := newEnvWith(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 2}})
-	f := newFlow(t, env, env.st)
+	env := handlerstest.NewEnvWith(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 2}})
+	f := newFlow(t, env, env.Store)
 	f.exec.SkillTimeout = 300 * time.Millisecond
 	since := time.Now().Add(-time.Minute)
 	var seen []event.Event
@@ -39,7 +41,7 @@ func TestHealth_OfSeededRunsWithKnownOutcomes(t *testing.T) {
 		if policy != "" {
 			putPolicy(t, env, policy)
 		}
-		res, s := f.drive(t, runStart(t, fmt.Sprintf("run-health-%d", i), rankTask))
+		res, s := f.drive(t, runStart(t, fmt.Sprintf("run-health-%d", i), handlerstest.RankTask))
 		seen, results = append(seen, s...), append(results, res)
 	}
 	codes := map[string]int{}
@@ -57,14 +59,14 @@ func TestHealth_OfSeededRunsWithKnownOutcomes(t *testing.T) {
 		t.Fatalf("seeded runs ended %v", codes)
 	}
 
-	h, err := health.TenantHealth(testCtx(t), env.st, testTenant, since, time.Now().Add(time.Minute))
+	h, err := health.TenantHealth(handlerstest.Ctx(t), env.Store, handlerstest.Tenant, since, time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// What the recorded streams say, counted independently of the store.
-	calls := auditPayloads(t, seen, "skill.called")
+	calls := handlerstest.AuditPayloads(t, seen, "skill.called")
 	var durations []int64
-	for _, p := range auditPayloads(t, seen, "subagent.finish") {
+	for _, p := range handlerstest.AuditPayloads(t, seen, "subagent.finish") {
 		durations = append(durations, int64(p["duration_ms"].(float64)))
 	}
 	// Success is seed 000's: SUCCESS without a replan (3 of 5); 4 of 5
@@ -88,11 +90,11 @@ func TestHealth_OfSeededRunsWithKnownOutcomes(t *testing.T) {
 	if h.SkillCalls != len(calls) || h.SkillCalls == 0 || h.SkillFailureRate[demo.SkillOutletList] != 0 || h.LargeResponseRate != 0 {
 		t.Errorf("skill calls %d (recorded %d), failure rates %v, large %v", h.SkillCalls, len(calls), h.SkillFailureRate, h.LargeResponseRate)
 	}
-	if h.Steps != len(durations) || h.SubagentP95MS != health.Percentile(durations, 0.95) || h.ContractViolationRate != 0 {
+	if h.Steps != len(durations) || h.SubagentP95MS != nearestRank(durations, 0.95) || h.ContractViolationRate != 0 {
 		t.Errorf("steps %d (recorded %d), p95 %d ms, contract violations %v", h.Steps, len(durations), h.SubagentP95MS, h.ContractViolationRate)
 	}
 	var writes, maxWait int64
-	for _, p := range auditPayloads(t, seen, "memory.written") {
+	for _, p := range handlerstest.AuditPayloads(t, seen, "memory.written") {
 		writes, maxWait = writes+1, max(maxWait, int64(p["lock_wait_ms"].(float64)))
 	}
 	if int64(h.MemoryWrites) != writes || writes == 0 || h.MemoryLockWaitMaxMS != maxWait || h.PythonRuns != 0 {
@@ -102,13 +104,13 @@ func TestHealth_OfSeededRunsWithKnownOutcomes(t *testing.T) {
 	if h.InputTokens != in || h.OutputTokens != out || math.Abs(h.CostUSD-cost) > 1e-6 || in == 0 {
 		t.Errorf("tokens %d/%d cost %v, the runs say %d/%d %v", h.InputTokens, h.OutputTokens, h.CostUSD, in, out, cost)
 	}
-	if other, err := health.TenantHealth(testCtx(t), env.st, "acme", since, time.Now()); err != nil || other.Runs != 0 || other.SkillCalls != 0 {
+	if other, err := health.TenantHealth(handlerstest.Ctx(t), env.Store, "acme", since, time.Now()); err != nil || other.Runs != 0 || other.SkillCalls != 0 {
 		t.Errorf("another tenant's health: %+v, %v", other, err)
 	}
 
 	// The recent runs, newest first, as the dashboard lists them.
-	srv := newIngressServer(t, env, ingress.IngressConfig{})
-	body := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/runs?limit=4", headers: asTenant(testTenant), wantStatus: 200})
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{})
+	body := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/runs?limit=4", Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 200})
 	runs, _ := body["runs"].([]any)
 	if len(runs) != 4 {
 		t.Fatalf("recent runs: %v", body)
@@ -121,26 +123,14 @@ func TestHealth_OfSeededRunsWithKnownOutcomes(t *testing.T) {
 	}
 }
 
-// TestHealth_Percentile is the nearest-rank percentile.
-func TestHealth_Percentile(t *testing.T) {
-	for _, tc := range []struct {
-		vs   []int64
-		want int64
-	}{{nil, 0}, {[]int64{7}, 7}, {[]int64{5, 1, 3}, 5}, {[]int64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 160, 170, 180, 190, 200}, 190}} {
-		if got := health.Percentile(tc.vs, 0.95); got != tc.want {
-			t.Errorf("p95 of %v = %d, want %d", tc.vs, got, tc.want)
-		}
-	}
-}
-
 // TestAuditQuery_SkillCallsByTenantSkillTimeAndLargeResponse: the
 // projector copies a skill call's figures into the event's queryable
 // fields; GET /agent/audit/events filters the caller's tenant's events by
 // type, skill, time range and the large-response flag, newest first, and
 // refuses a malformed query with a stable code.
 func TestAuditQuery_SkillCallsByTenantSkillTimeAndLargeResponse(t *testing.T) {
-	env := newEnv(t)
-	srv := newIngressServer(t, env, ingress.IngressConfig{})
+	env := handlerstest.NewEnv(t)
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{})
 	now := time.Now().UTC().Truncate(time.Second)
 	var docs []store.Event
 	for i, c := range []struct {
@@ -148,16 +138,16 @@ func TestAuditQuery_SkillCallsByTenantSkillTimeAndLargeResponse(t *testing.T) {
 		large         bool
 		ago           time.Duration
 	}{
-		{testTenant, demo.SkillMenuCatalog, true, time.Hour},
-		{testTenant, demo.SkillMenuCatalog, false, 2 * time.Hour},
-		{testTenant, demo.SkillOutletList, false, 3 * time.Hour},
-		{testTenant, demo.SkillMenuCatalog, true, 10 * 24 * time.Hour}, // outside the last 7 days
+		{handlerstest.Tenant, demo.SkillMenuCatalog, true, time.Hour},
+		{handlerstest.Tenant, demo.SkillMenuCatalog, false, 2 * time.Hour},
+		{handlerstest.Tenant, demo.SkillOutletList, false, 3 * time.Hour},
+		{handlerstest.Tenant, demo.SkillMenuCatalog, true, 10 * 24 * time.Hour}, // outside the last 7 days
 		{"acme", demo.SkillMenuCatalog, true, time.Hour},
 	} {
 		payload, _ := json.Marshal(map[string]any{"skill_id": c.skill, "duration_ms": 120 + i, "input_size_bytes": 17,
 			"response_size_bytes": 1_048_576, "large_response_triggered": c.large, "is_error": false})
 		ev, err := events.New(fmt.Sprintf("audit-%d", i), events.AuditType("skill.called"),
-			events.Meta{Tenant: c.tenant, Session: testSession, Run: "run-a"}, events.Audit{PlanID: "plan-a", SkillID: c.skill, Payload: payload})
+			events.Meta{Tenant: c.tenant, Session: handlerstest.Session, Run: "run-a"}, events.Audit{PlanID: "plan-a", SkillID: c.skill, Payload: payload})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,11 +161,11 @@ func TestAuditQuery_SkillCallsByTenantSkillTimeAndLargeResponse(t *testing.T) {
 		}
 		docs = append(docs, doc)
 	}
-	if err := env.st.AppendEvents(testCtx(t), docs); err != nil {
+	if err := env.Store.AppendEvents(handlerstest.Ctx(t), docs); err != nil {
 		t.Fatal(err)
 	}
 	query := func(q url.Values) []string {
-		body := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/audit/events?" + q.Encode(), headers: asTenant(testTenant), wantStatus: 200})
+		body := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/audit/events?" + q.Encode(), Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 200})
 		var ids []string
 		for _, e := range body["events"].([]any) {
 			ids = append(ids, e.(map[string]any)["event_id"].(string))
@@ -197,17 +187,26 @@ func TestAuditQuery_SkillCallsByTenantSkillTimeAndLargeResponse(t *testing.T) {
 			t.Errorf("%s: %s, want %s", name, got, tc.want)
 		}
 	}
-	for _, tc := range []httpCase{
-		{name: "no tenant", method: "GET", path: "/agent/audit/events", wantStatus: 400, wantCode: "tenant_required"},
-		{name: "bad flag", method: "GET", path: "/agent/audit/events?large_response=maybe", headers: asTenant(testTenant), wantStatus: 400, wantCode: "invalid_request"},
-		{name: "bad since", method: "GET", path: "/agent/audit/events?since=yesterday", headers: asTenant(testTenant), wantStatus: 400, wantCode: "invalid_request"},
-		{name: "bad limit", method: "GET", path: "/agent/audit/events?limit=0", headers: asTenant(testTenant), wantStatus: 400, wantCode: "invalid_request"},
-		{name: "health, bad window", method: "GET", path: "/agent/health?window=-1h", headers: asTenant(testTenant), wantStatus: 400, wantCode: "invalid_request"},
+	for _, tc := range []handlerstest.HTTPCase{
+		{Name: "no tenant", Method: "GET", Path: "/agent/audit/events", WantStatus: 400, WantCode: "tenant_required"},
+		{Name: "bad flag", Method: "GET", Path: "/agent/audit/events?large_response=maybe", Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 400, WantCode: "invalid_request"},
+		{Name: "bad since", Method: "GET", Path: "/agent/audit/events?since=yesterday", Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 400, WantCode: "invalid_request"},
+		{Name: "bad limit", Method: "GET", Path: "/agent/audit/events?limit=0", Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 400, WantCode: "invalid_request"},
+		{Name: "health, bad window", Method: "GET", Path: "/agent/health?window=-1h", Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 400, WantCode: "invalid_request"},
 	} {
-		t.Run(tc.name, func(t *testing.T) { checkHTTP(t, srv, tc) })
+		t.Run(tc.Name, func(t *testing.T) { handlerstest.CheckHTTP(t, srv, tc) })
 	}
-	body := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/health?window=168h", headers: asTenant(testTenant), wantStatus: 200})
-	if body["skill_calls"] != float64(3) || body["large_response_rate"] != 1.0/3 || body["tenant_id"] != testTenant {
+	body := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/health?window=168h", Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 200})
+	if body["skill_calls"] != float64(3) || body["large_response_rate"] != 1.0/3 || body["tenant_id"] != handlerstest.Tenant {
 		t.Errorf("health of the last 7 days: %v", body)
 	}
+}
+
+// nearestRank is the p-th percentile of vs by nearest rank, 0 for none.
+func nearestRank(vs []int64, p float64) int64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	sorted := slices.Sorted(slices.Values(vs))
+	return sorted[int(math.Ceil(p*float64(len(sorted))))-1]
 }

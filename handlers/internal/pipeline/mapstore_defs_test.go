@@ -40,6 +40,9 @@ func (s *mapStore) PutDefinition(_ context.Context, d store.Definition, expected
 }
 
 func (s *mapStore) GetDefinition(_ context.Context, tenantID, kind, id string) (store.Definition, error) {
+	if tenantID == "" || kind == "" || id == "" {
+		return store.Definition{}, fmt.Errorf("mapstore: definition needs a tenant, a kind and an id: %w", store.ErrInvalidArgument)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, ok := s.defs[s.defKey(tenantID, kind, id)]
@@ -50,6 +53,9 @@ func (s *mapStore) GetDefinition(_ context.Context, tenantID, kind, id string) (
 }
 
 func (s *mapStore) ListDefinitions(_ context.Context, tenantID, kind string) ([]store.Definition, error) {
+	if tenantID == "" || kind == "" {
+		return nil, fmt.Errorf("mapstore: definitions need a tenant and a kind: %w", store.ErrInvalidArgument)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []store.Definition

@@ -2,7 +2,8 @@ package pipeline
 
 import (
 	"context"
-	"slices"
+	"maps"
+	"time"
 
 	"github.com/agentbus/agentbus/store"
 )
@@ -26,7 +27,7 @@ func (s *mapStore) GetExecution(_ context.Context, tenantID, id string) (store.E
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.execs[[2]string{tenantID, id}]
-	if !ok {
+	if !ok || !live(e) {
 		return store.Execution{}, store.ErrNotFound
 	}
 	return e, nil
@@ -39,12 +40,12 @@ func (s *mapStore) ListExecutions(_ context.Context, q store.ExecutionQuery) ([]
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []store.Execution
-	for _, e := range s.execs {
-		if q.Match(e) {
-			out = append(out, e)
-		}
-	}
-	slices.SortFunc(out, store.CompareExecutionsNewestFirst)
-	return out[:min(len(out), q.EffectiveLimit())], nil
+	match := func(e store.Execution) bool { return q.Match(e) && live(e) }
+	return newestFirst(maps.Values(s.execs), match, store.CompareExecutionsNewestFirst, q.EffectiveLimit()), nil
+}
+
+// live reports whether an execution record is younger than the TTL the
+// shipped backends keep records for by default.
+func live(e store.Execution) bool {
+	return !e.CreatedAt.Before(time.Now().Add(-store.DefaultExecutionTTL))
 }

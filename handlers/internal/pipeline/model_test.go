@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/llm/offline"
@@ -36,9 +37,9 @@ func scriptedThenOffline(replies ...llmtest.Reply) *llmtest.Scripted {
 
 func runEvent(t *testing.T, runID string, stream bool) event.Event {
 	t.Helper()
-	req := runRequest(runID, rankTask)
+	req := handlerstest.RunRequest(runID, handlerstest.RankTask)
 	req.Stream = stream
-	ev, err := events.New(runID, events.TypeRunRequested, events.Meta{Tenant: testTenant, Session: testSession, Run: runID}, req)
+	ev, err := events.New(runID, events.TypeRunRequested, events.Meta{Tenant: handlerstest.Tenant, Session: handlerstest.Session, Run: runID}, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +49,8 @@ func runEvent(t *testing.T, runID string, stream bool) event.Event {
 func modelCalls(t *testing.T, seen []event.Event) []llm.Call {
 	t.Helper()
 	var calls []llm.Call
-	for _, ev := range ofType(seen, events.AuditType("model.called")) {
-		a := decode[events.Audit](t, ev)
+	for _, ev := range handlerstest.OfType(seen, events.AuditType("model.called")) {
+		a := handlerstest.Decode[events.Audit](t, ev)
 		var c llm.Call
 		if err := json.Unmarshal(a.Payload, &c); err != nil {
 			t.Fatalf("model.called payload: %v", err)
@@ -64,8 +65,8 @@ func modelCalls(t *testing.T, seen []event.Event) []llm.Call {
 // task, prompt version, model, tokens and cost, and the run's totals in
 // run.finished and in the plan projection are their sum.
 func TestUsage_RunTotalsEqualTheModelCalls(t *testing.T) {
-	env := newEnv(t)
-	f := newFlow(t, env, env.st)
+	env := handlerstest.NewEnv(t)
+	f := newFlow(t, env, env.Store)
 	m := pricedOffline()
 	f.router.Model, f.planner.Model, f.exec.Model = m, m, m
 	res, seen := f.drive(t, runEvent(t, "run-usage", false))
@@ -90,7 +91,7 @@ func TestUsage_RunTotalsEqualTheModelCalls(t *testing.T) {
 		math.Abs(res.Usage.CostUSD-sum.CostUSD) > 1e-12 {
 		t.Fatalf("run totals %+v, want the sum of its %d model.called events %+v", res.Usage, len(calls), sum)
 	}
-	p, _, err := env.st.GetPlan(testCtx(t), res.TenantID, res.PlanID)
+	p, _, err := env.Store.GetPlan(handlerstest.Ctx(t), res.TenantID, res.PlanID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,8 +104,8 @@ func TestUsage_RunTotalsEqualTheModelCalls(t *testing.T) {
 // that was never loaded goes back to the model with the verification
 // error, and the corrected plan runs to SUCCESS.
 func TestValidation_InvalidPlanRepairedOnTheSecondTurn(t *testing.T) {
-	env := newEnv(t)
-	f := newFlow(t, env, env.st)
+	env := handlerstest.NewEnv(t)
+	f := newFlow(t, env, env.Store)
 	planner := scriptedThenOffline(llmtest.Text(`{"steps":[{"step":1,"task":"t","skills":["launch_rocket"],"return_spec":{"shape":{"type":"object"}}}]}`))
 	f.planner.Model = planner
 	res, _ := f.drive(t, runEvent(t, "run-repair", false))
@@ -112,8 +113,8 @@ func TestValidation_InvalidPlanRepairedOnTheSecondTurn(t *testing.T) {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 	}
 	reqs := planner.Requests(llm.TaskPlan)
-	if len(reqs) != 2 || !strings.Contains(lastMessage(reqs[1]), `unknown skill "launch_rocket"`) {
-		t.Fatalf("planner asked %d times; the second ask must quote the error: %q", len(reqs), lastMessage(reqs[len(reqs)-1]))
+	if len(reqs) != 2 || !strings.Contains(handlerstest.LastMessage(reqs[1]), `unknown skill "launch_rocket"`) {
+		t.Fatalf("planner asked %d times; the second ask must quote the error: %q", len(reqs), handlerstest.LastMessage(reqs[len(reqs)-1]))
 	}
 }
 
@@ -121,9 +122,9 @@ func TestValidation_InvalidPlanRepairedOnTheSecondTurn(t *testing.T) {
 // answering an invalid plan is asked 1 + MaxRepairs times, then the run
 // ends VALIDATION_FAIL without a redelivery.
 func TestValidation_ThirdInvalidPlanEndsValidationFail(t *testing.T) {
-	env := newEnv(t)
-	f := newFlow(t, env, env.st)
-	planner := repeating(textResp(`{"steps":"not a list"}`))
+	env := handlerstest.NewEnv(t)
+	f := newFlow(t, env, env.Store)
+	planner := handlerstest.Repeating(handlerstest.TextResp(`{"steps":"not a list"}`))
 	f.planner.Model = planner
 	res, _ := f.drive(t, runEvent(t, "run-invalid-plan", false))
 	if res.TerminalCode != orch.CodeValidationFail || len(planner.Requests()) != 1+llm.MaxRepairs {
@@ -138,30 +139,30 @@ func TestValidation_ThirdInvalidPlanEndsValidationFail(t *testing.T) {
 func TestValidation_ToolArgumentsOffTheInputSchemaNeverReachTheTool(t *testing.T) {
 	bad := llmtest.ToolCall("c1", demo.SkillOutletList, `{"status":"open"}`) // not in the enum
 	t.Run("three invalid calls", func(t *testing.T) {
-		env := newEnv(t)
-		f := newFlow(t, env, env.st)
+		env := handlerstest.NewEnv(t)
+		f := newFlow(t, env, env.Store)
 		f.exec.Model = scriptedThenOffline(bad, bad, bad)
 		res, seen := f.drive(t, runEvent(t, "run-bad-args", false))
 		if res.TerminalCode != orch.CodeValidationFail || !strings.Contains(res.Reason, "stayed invalid") {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 		}
-		if n := env.svc.Calls(demo.SkillOutletList); n != 0 {
+		if n := env.Demo.Calls(demo.SkillOutletList); n != 0 {
 			t.Fatalf("outlet_list ran %d times with invalid arguments", n)
 		}
-		if n := len(ofType(seen, events.AuditType("skill.arguments_invalid"))); n != 1+llm.MaxRepairs {
+		if n := len(handlerstest.OfType(seen, events.AuditType("skill.arguments_invalid"))); n != 1+llm.MaxRepairs {
 			t.Errorf("%d skill.arguments_invalid events, want %d", n, 1+llm.MaxRepairs)
 		}
 	})
 	t.Run("repaired on the next turn", func(t *testing.T) {
-		env := newEnv(t)
-		f := newFlow(t, env, env.st)
+		env := handlerstest.NewEnv(t)
+		f := newFlow(t, env, env.Store)
 		exec := scriptedThenOffline(bad)
 		f.exec.Model = exec
 		res, _ := f.drive(t, runEvent(t, "run-fixed-args", false))
 		if res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Response)
 		}
-		if n := env.svc.Calls(demo.SkillOutletList); n != 1 {
+		if n := env.Demo.Calls(demo.SkillOutletList); n != 1 {
 			t.Fatalf("outlet_list ran %d times, want once (the repaired call)", n)
 		}
 		reqs := exec.Requests(llm.TaskAct)
@@ -188,8 +189,8 @@ func TestUnavailable_ProviderDownEndsTheRunUnavailableDep(t *testing.T) {
 	}
 	for role, set := range roles {
 		t.Run(role, func(t *testing.T) {
-			env := newEnv(t)
-			f := newFlow(t, env, env.st)
+			env := handlerstest.NewEnv(t)
+			f := newFlow(t, env, env.Store)
 			set(f, down())
 			res, seen := f.drive(t, runEvent(t, "run-down-"+role, false))
 			if res.TerminalCode != orch.CodeUnavailableDep || !strings.Contains(res.Reason, "unavailable") {
@@ -206,8 +207,8 @@ func TestUnavailable_ProviderDownEndsTheRunUnavailableDep(t *testing.T) {
 			}
 		})
 		t.Run(role+" with fallback", func(t *testing.T) {
-			env := newEnv(t)
-			f := newFlow(t, env, env.st)
+			env := handlerstest.NewEnv(t)
+			f := newFlow(t, env, env.Store)
 			set(f, llm.Fallback{Primary: down(), Secondary: pricedOffline()})
 			res, seen := f.drive(t, runEvent(t, "run-fallback-"+role, false))
 			if res.TerminalCode != orch.CodeSuccess {
@@ -231,16 +232,16 @@ func TestUnavailable_ProviderDownEndsTheRunUnavailableDep(t *testing.T) {
 // in order, adding up to the final response, the last one ending the
 // message.
 func TestStreaming_AnswerChunksOnTheReplyStream(t *testing.T) {
-	env := newEnv(t)
-	f := newFlow(t, env, env.st)
-	f.router.Replies = &handlers.Replies{JS: env.js}
+	env := handlerstest.NewEnv(t)
+	f := newFlow(t, env, env.Store)
+	f.router.Replies = &handlers.Replies{JS: env.JS}
 	res, _ := f.drive(t, runEvent(t, "run-stream", true))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s", res.TerminalCode)
 	}
-	ctx := testCtx(t)
-	c, err := env.js.OrderedConsumer(ctx, events.StreamReply, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.ReplySubject(testTenant, testSession)}})
+	ctx := handlerstest.Ctx(t)
+	c, err := env.JS.OrderedConsumer(ctx, events.StreamReply, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{events.ReplySubject(handlerstest.Tenant, handlerstest.Session)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +256,7 @@ func TestStreaming_AnswerChunksOnTheReplyStream(t *testing.T) {
 		if err != nil || ev.Type() != events.TypeReplyChunk || events.MetaOf(ev).Run != "run-stream" {
 			t.Fatalf("reply message %v: %v", ev.Type(), err)
 		}
-		ch := decode[runclient.Chunk](t, ev)
+		ch := handlerstest.Decode[runclient.Chunk](t, ev)
 		chunks = append(chunks, ch)
 		text.WriteString(ch.Content)
 	}
@@ -263,7 +264,7 @@ func TestStreaming_AnswerChunksOnTheReplyStream(t *testing.T) {
 		t.Fatalf("%d chunks add up to %q, want %q ending the message", len(chunks), text.String(), res.Response)
 	}
 	for _, ch := range chunks {
-		if ch.MessageID != chunks[0].MessageID || ch.MessageType != "answer" || ch.SessionID != testSession || ch.EndOfDialog {
+		if ch.MessageID != chunks[0].MessageID || ch.MessageType != "answer" || ch.SessionID != handlerstest.Session || ch.EndOfDialog {
 			t.Fatalf("chunk %+v is not part of one answer message", ch)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/llm"
@@ -27,14 +28,14 @@ import (
 
 // withModes starts the executor's approval modes on the config bucket,
 // after writing overrides there.
-func withModes(t *testing.T, env *testEnv, f *flow, overrides string) {
+func withModes(t *testing.T, env *handlerstest.Env, f *flow, overrides string) {
 	t.Helper()
-	if _, err := env.config.Put(testCtx(t), runctl.ConfigKeyApprovalModes, []byte(overrides)); err != nil {
+	if _, err := env.Config.Put(handlerstest.Ctx(t), runctl.ConfigKeyApprovalModes, []byte(overrides)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	f.exec.Modes = runctl.NewApprovalModes(env.config)
+	f.exec.Modes = runctl.NewApprovalModes(env.Config)
 	if err := f.exec.Modes.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -43,14 +44,14 @@ func withModes(t *testing.T, env *testEnv, f *flow, overrides string) {
 func TestApprovalModes_ATenantOverrideRelaxesOrTightensASkill(t *testing.T) {
 	destructive := &skills.Annotations{ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(true)}
 	t.Run("a destructive skill configured local_write runs", func(t *testing.T) {
-		env := newEnvWith(t, demo.Config{Hints: map[string]*skills.Annotations{demo.SkillOutletList: destructive}})
+		env := handlerstest.NewEnvWith(t, demo.Config{Hints: map[string]*skills.Annotations{demo.SkillOutletList: destructive}})
 		f := patternFlow(t, env, calling(t, "active"))
-		withModes(t, env, f, `{"`+testTenant+`":{"`+demo.SkillOutletList+`":"local_write"}}`)
-		res, seen := f.drive(t, newEvent(t, "run-relaxed", events.TypeRunRequested, runRequest("run-relaxed", rankTask)))
+		withModes(t, env, f, `{"`+handlerstest.Tenant+`":{"`+demo.SkillOutletList+`":"local_write"}}`)
+		res, seen := f.drive(t, handlerstest.NewEvent(t, "run-relaxed", events.TypeRunRequested, handlerstest.RunRequest("run-relaxed", handlerstest.RankTask)))
 		if res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 		}
-		called := auditPayloads(t, seen, "skill.called")
+		called := handlerstest.AuditPayloads(t, seen, "skill.called")
 		if len(called) == 0 || called[0]["approval_mode"] != skills.ModeLocalWrite {
 			t.Fatalf("skill.called %v, want approval_mode local_write", called)
 		}
@@ -59,43 +60,43 @@ func TestApprovalModes_ATenantOverrideRelaxesOrTightensASkill(t *testing.T) {
 		}
 	})
 	t.Run("a read-only skill configured destructive for every tenant needs an approval", func(t *testing.T) {
-		env := newEnv(t)
+		env := handlerstest.NewEnv(t)
 		f := patternFlow(t, env, calling(t, "active"))
 		withModes(t, env, f, `{"*":{"`+demo.SkillOutletList+`":"destructive"}}`)
-		res, seen := f.drive(t, newEvent(t, "run-tight", events.TypeRunRequested, runRequest("run-tight", rankTask)))
+		res, seen := f.drive(t, handlerstest.NewEvent(t, "run-tight", events.TypeRunRequested, handlerstest.RunRequest("run-tight", handlerstest.RankTask)))
 		if res.TerminalCode != orch.CodeConfirmRequired {
 			t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 		}
-		if !slices.Contains(traceNames(seen), "approval.required") || env.svc.Calls(demo.SkillOutletList) != 0 {
-			t.Fatalf("trace %v, %d calls: the skill must not run", traceNames(seen), env.svc.Calls(demo.SkillOutletList))
+		if !slices.Contains(traceNames(seen), "approval.required") || env.Demo.Calls(demo.SkillOutletList) != 0 {
+			t.Fatalf("trace %v, %d calls: the skill must not run", traceNames(seen), env.Demo.Calls(demo.SkillOutletList))
 		}
 	})
 }
 
 func TestApprovalModes_FollowTheConfigKey(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := runctl.NewApprovalModes(env.config)
+	a := runctl.NewApprovalModes(env.Config)
 	if err := a.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	m := skills.Manifest{Name: "send_mail"}
-	if got := a.Of(testTenant, m); got != skills.ModeNetwork {
+	if got := a.Of(handlerstest.Tenant, m); got != skills.ModeNetwork {
 		t.Fatalf("without overrides %s, want the skill's own network", got)
 	}
 	put := func(v string) {
-		if _, err := env.config.Put(testCtx(t), runctl.ConfigKeyApprovalModes, []byte(v)); err != nil {
+		if _, err := env.Config.Put(handlerstest.Ctx(t), runctl.ConfigKeyApprovalModes, []byte(v)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	put(`{"*":{"send_mail":"delegated"},"` + testTenant + `":{"send_mail":"destructive"}}`)
+	put(`{"*":{"send_mail":"delegated"},"` + handlerstest.Tenant + `":{"send_mail":"destructive"}}`)
 	eventually(t, func() bool {
-		return a.Of(testTenant, m) == skills.ModeDestructive && a.Of("acme", m) == skills.ModeDelegated
+		return a.Of(handlerstest.Tenant, m) == skills.ModeDestructive && a.Of("acme", m) == skills.ModeDelegated
 	})
 	put(`{"*":{"send_mail":"approve-everything"}}`) // invalid: the overrides in force stay
 	time.Sleep(100 * time.Millisecond)
-	if got := a.Of(testTenant, m); got != skills.ModeDestructive {
+	if got := a.Of(handlerstest.Tenant, m); got != skills.ModeDestructive {
 		t.Fatalf("an invalid edit changed the mode to %s", got)
 	}
 	if _, err := runctl.ParseApprovalModes([]byte(`{"*":{"x":"approve-everything"}}`)); err == nil {
@@ -148,15 +149,15 @@ func TestDestructive_PlainMCPToolsNeverRunWithoutApproval(t *testing.T) {
 
 	for _, name := range []string{"reset_table", "delete_record"} {
 		t.Run(name, func(t *testing.T) {
-			env := newEnv(t)
+			env := handlerstest.NewEnv(t)
 			model := llmtest.New()
 			model.Default = offline.New()
 			model.On(llm.TaskRoute, routeTo("research", router.PatternReact))
-			model.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp("c1", name, `{}`)}, loopAnswer(t, "cleaned up"))
+			model.On(llm.TaskAct, llmtest.Reply{Response: handlerstest.ToolCallResp("c1", name, `{}`)}, loopAnswer(t, "cleaned up"))
 			f := patternFlow(t, env, model)
 			f.planner.Skills, f.exec.Skills = sk, sk
 			parked, _, seen := f.parkedRun(t, "run-"+name, "Clean up the records: reset, delete or look them up")
-			packets := auditPayloads(t, seen, "approval.required")
+			packets := handlerstest.AuditPayloads(t, seen, "approval.required")
 			if len(packets) != 1 || packets[0]["action"] != name || packets[0]["risk"] != skills.ModeDestructive {
 				t.Fatalf("approval.required %v", packets)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers/ingress"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
@@ -26,46 +27,31 @@ import (
 // model for the rest.
 
 // patternFlow is a flow whose every role answers with model.
-func patternFlow(t *testing.T, env *testEnv, model llm.Model) *flow {
+func patternFlow(t *testing.T, env *handlerstest.Env, model llm.Model) *flow {
 	t.Helper()
-	f := newFlow(t, env, env.st)
+	f := newFlow(t, env, env.Store)
 	f.router.Model, f.planner.Model, f.exec.Model = model, model, model
 	return f
 }
 
 // routeTo is a routing answer choosing taskType and pattern.
 func routeTo(taskType, pattern string) llmtest.Reply {
-	return llmtest.Reply{Response: textResp(fmt.Sprintf(`{"task_type":%q,"pattern":%q,"reason":"scripted"}`, taskType, pattern))}
+	return llmtest.Reply{Response: handlerstest.TextResp(fmt.Sprintf(`{"task_type":%q,"pattern":%q,"reason":"scripted"}`, taskType, pattern))}
 }
 
 // traceNames are the audit names of the events a drive handled, in order.
-func traceNames(seen []event.Event) []string { return auditNames(seen) }
-
-// auditPayloads decodes the payloads of the audit events named name.
-func auditPayloads(t *testing.T, seen []event.Event, name string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, ev := range ofType(seen, events.AuditType(name)) {
-		a := decode[events.Audit](t, ev)
-		var p map[string]any
-		if err := json.Unmarshal(a.Payload, &p); err != nil {
-			t.Fatalf("%s payload: %v", name, err)
-		}
-		out = append(out, p)
-	}
-	return out
-}
+func traceNames(seen []event.Event) []string { return handlerstest.AuditNames(seen) }
 
 // loopAnswer is a loop's final turn: its answer.
 func loopAnswer(t *testing.T, answer string) llmtest.Reply {
-	return llmtest.Reply{Response: actAnswer(t, map[string]any{"status": "complete", "label": "answer",
+	return llmtest.Reply{Response: handlerstest.ActAnswer(t, map[string]any{"status": "complete", "label": "answer",
 		"data": map[string]any{"answer": answer}})}
 }
 
 // actTurns counts the model.called audits of executor turns.
 func actTurns(t *testing.T, seen []event.Event) int {
 	n := 0
-	for _, p := range auditPayloads(t, seen, "model.called") {
+	for _, p := range handlerstest.AuditPayloads(t, seen, "model.called") {
 		if p["task"] == string(llm.TaskAct) {
 			n++
 		}
@@ -74,18 +60,18 @@ func actTurns(t *testing.T, seen []event.Event) int {
 }
 
 func TestPattern_ReactIsOneLoopOfTurnsWithNoPlan(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
 	model.On(llm.TaskRoute, routeTo("research", router.PatternReact))
 	model.On(llm.TaskAct,
-		llmtest.Reply{Response: toolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`)},
-		llmtest.Reply{Response: toolCallResp("c2", demo.SkillOutletList, `{"status":"inactive"}`)},
-		llmtest.Reply{Response: toolCallResp("c3", demo.SkillOutletList, `{}`)},
+		llmtest.Reply{Response: handlerstest.ToolCallResp("c1", demo.SkillOutletList, `{"status":"active"}`)},
+		llmtest.Reply{Response: handlerstest.ToolCallResp("c2", demo.SkillOutletList, `{"status":"inactive"}`)},
+		llmtest.Reply{Response: handlerstest.ToolCallResp("c3", demo.SkillOutletList, `{}`)},
 		loopAnswer(t, "12 outlets, 9 of them active"),
 	)
 	f := patternFlow(t, env, model)
-	res, seen := f.drive(t, newEvent(t, "run-react", events.TypeRunRequested, runRequest("run-react", rankTask)))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-react", events.TypeRunRequested, handlerstest.RunRequest("run-react", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 	}
@@ -98,13 +84,13 @@ func TestPattern_ReactIsOneLoopOfTurnsWithNoPlan(t *testing.T) {
 	if !slices.Contains(names, "react.started") {
 		t.Fatalf("no react.started in the trace: %v", names)
 	}
-	if n := len(ofType(seen, events.TypeStepIterated)); n != 3 {
+	if n := len(handlerstest.OfType(seen, events.TypeStepIterated)); n != 3 {
 		t.Errorf("%d step.iterated turns, want 3 (one per tool call)", n)
 	}
 	if n := actTurns(t, seen); n != 4 {
 		t.Errorf("%d executor model turns, want 4", n)
 	}
-	if len(res.Steps) != 1 || res.Steps[0].Loop == nil || res.Steps[0].Task != rankTask {
+	if len(res.Steps) != 1 || res.Steps[0].Loop == nil || res.Steps[0].Task != handlerstest.RankTask {
 		t.Fatalf("a ReACT run has one loop step over the task; steps: %+v", res.Steps)
 	}
 	// The loop may call only the skills the planner discovered for it.
@@ -119,7 +105,7 @@ func TestPattern_ReactIsOneLoopOfTurnsWithNoPlan(t *testing.T) {
 }
 
 func TestPattern_PlanThenExecuteRunsIndependentStepsAsOneParallelGroup(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
 	model.On(llm.TaskRoute, routeTo("general", router.PatternPlanThenExecute))
@@ -127,16 +113,16 @@ func TestPattern_PlanThenExecuteRunsIndependentStepsAsOneParallelGroup(t *testin
 		{"step":1,"task":"List the active outlets","skills":[%[1]q],"return_spec":{"shape":%[3]s,"reason":"ids to rank"}},
 		{"step":2,"task":"List the inactive outlets","skills":[%[1]q],"return_spec":{"shape":%[3]s,"reason":"ids to compare"}},
 		{"step":3,"task":"Rank the active outlets by engagement","skills":[%[2]q],"return_spec":{"shape":%[4]s,"reason":"the answer"},"depends_on":[1]}]}`,
-		demo.SkillOutletList, demo.SkillEngagementAnalytics, outletIDsShape, resultsShape)
-	model.On(llm.TaskPlan, llmtest.Reply{Response: textResp(plan)})
+		demo.SkillOutletList, demo.SkillEngagementAnalytics, handlerstest.OutletIDsShape, handlerstest.ResultsShape)
+	model.On(llm.TaskPlan, llmtest.Reply{Response: handlerstest.TextResp(plan)})
 	f := patternFlow(t, env, model)
-	res, seen := f.drive(t, newEvent(t, "run-dag", events.TypeRunRequested, runRequest("run-dag", rankTask)))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-dag", events.TypeRunRequested, handlerstest.RunRequest("run-dag", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 	}
 	groups := map[string][]int{}
-	for _, ev := range ofType(seen, events.TypeStepRequested) {
-		sr := decode[orch.StepRequest](t, ev)
+	for _, ev := range handlerstest.OfType(seen, events.TypeStepRequested) {
+		sr := handlerstest.Decode[orch.StepRequest](t, ev)
 		groups[sr.Group.ID] = append(groups[sr.Group.ID], sr.Step)
 	}
 	var parallel []int
@@ -149,10 +135,10 @@ func TestPattern_PlanThenExecuteRunsIndependentStepsAsOneParallelGroup(t *testin
 	if !slices.Equal(parallel, []int{1, 2}) || len(groups) != 2 {
 		t.Fatalf("groups %v: want steps 1 and 2 in one parallel group, step 3 after", groups)
 	}
-	if n := len(ofType(seen, events.TypeGroupJoined)); n != 1 {
+	if n := len(handlerstest.OfType(seen, events.TypeGroupJoined)); n != 1 {
 		t.Fatalf("%d group.joined, want the aggregator's one join of the parallel group", n)
 	}
-	if j := auditPayloads(t, seen, "fanin.joined"); len(j) != 1 || j[0]["expected_siblings"] != 2.0 {
+	if j := handlerstest.AuditPayloads(t, seen, "fanin.joined"); len(j) != 1 || j[0]["expected_siblings"] != 2.0 {
 		t.Fatalf("fanin.joined audits %v", j)
 	}
 	if !slices.Contains(traceNames(seen), "plan.received") {
@@ -161,7 +147,7 @@ func TestPattern_PlanThenExecuteRunsIndependentStepsAsOneParallelGroup(t *testin
 }
 
 func TestPattern_SupervisorFansOutLanesAndJoinsOnce(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
 	model.On(llm.TaskRoute, routeTo("risk-assessment", router.PatternSupervisor))
@@ -171,14 +157,14 @@ func TestPattern_SupervisorFansOutLanesAndJoinsOnce(t *testing.T) {
 		lanes[i] = llm.LaneGoal{Goal: g, Skills: []string{demo.SkillOutletList}}
 	}
 	b, _ := json.Marshal(llm.SuperviseOutput{Lanes: lanes})
-	model.On(llm.TaskSupervise, llmtest.Reply{Response: textResp(string(b))})
+	model.On(llm.TaskSupervise, llmtest.Reply{Response: handlerstest.TextResp(string(b))})
 	f := patternFlow(t, env, model)
-	res, seen := f.drive(t, newEvent(t, "run-sup", events.TypeRunRequested,
-		runRequest("run-sup", "Assess the outlets' risk across their active, inactive and overall status")))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-sup", events.TypeRunRequested,
+		handlerstest.RunRequest("run-sup", "Assess the outlets' risk across their active, inactive and overall status")))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 	}
-	fan := auditPayloads(t, seen, "fanout.started")
+	fan := handlerstest.AuditPayloads(t, seen, "fanout.started")
 	if len(fan) != 1 {
 		t.Fatalf("%d fanout.started, want 1", len(fan))
 	}
@@ -187,17 +173,17 @@ func TestPattern_SupervisorFansOutLanesAndJoinsOnce(t *testing.T) {
 	for _, l := range recorded {
 		lane := l.(map[string]any)
 		sessions[lane["session_id"].(string)] = true
-		if lane["session_id"] == testSession {
+		if lane["session_id"] == handlerstest.Session {
 			t.Errorf("lane %v shares its parent's session", lane)
 		}
 	}
-	if len(recorded) != 3 || len(sessions) != 3 || fan[0]["expected_siblings"] != 3.0 || fan[0]["parent_session_id"] != testSession {
+	if len(recorded) != 3 || len(sessions) != 3 || fan[0]["expected_siblings"] != 3.0 || fan[0]["parent_session_id"] != handlerstest.Session {
 		t.Fatalf("fan-out %v: want 3 lanes with their own sessions", fan[0])
 	}
 	corr := fan[0]["correlation_id"]
 	var laneGroups []string
-	for _, ev := range ofType(seen, events.TypeStepRequested) {
-		sr := decode[orch.StepRequest](t, ev)
+	for _, ev := range handlerstest.OfType(seen, events.TypeStepRequested) {
+		sr := handlerstest.Decode[orch.StepRequest](t, ev)
 		laneGroups = append(laneGroups, sr.Group.ID)
 		if sr.Group.Expected != 3 {
 			t.Errorf("lane %d expects %d siblings, want 3", sr.Step, sr.Group.Expected)
@@ -206,10 +192,10 @@ func TestPattern_SupervisorFansOutLanesAndJoinsOnce(t *testing.T) {
 	if len(laneGroups) != 3 || slices.ContainsFunc(laneGroups, func(g string) bool { return g != corr }) {
 		t.Fatalf("lanes were dispatched in groups %v, want 3 under correlation id %v", laneGroups, corr)
 	}
-	if n := len(ofType(seen, events.TypeGroupJoined)); n != 1 {
+	if n := len(handlerstest.OfType(seen, events.TypeGroupJoined)); n != 1 {
 		t.Fatalf("%d group.joined, want one join of the 3 lanes", n)
 	}
-	syn := auditPayloads(t, seen, "synthesis.started")
+	syn := handlerstest.AuditPayloads(t, seen, "synthesis.started")
 	if from, _ := syn[0]["derived_from"].([]any); len(syn) != 1 || len(from) != 3 {
 		t.Fatalf("synthesis provenance %v: want one synthesis derived from the 3 lanes", syn)
 	}
@@ -224,21 +210,21 @@ func TestPattern_SupervisorFansOutLanesAndJoinsOnce(t *testing.T) {
 }
 
 func TestPattern_SupervisorRejectsLanesOutsideTheDiscoveredSkills(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
 	model.On(llm.TaskRoute, routeTo("risk-assessment", router.PatternSupervisor))
 	model.On(llm.TaskSupervise,
-		llmtest.Reply{Response: textResp(`{"lanes":[{"goal":"wire money","skills":["bank_transfer"]}]}`)},
-		llmtest.Reply{Response: textResp(fmt.Sprintf(`{"lanes":[{"goal":"List the active outlets","skills":[%q]}]}`, demo.SkillOutletList))})
+		llmtest.Reply{Response: handlerstest.TextResp(`{"lanes":[{"goal":"wire money","skills":["bank_transfer"]}]}`)},
+		llmtest.Reply{Response: handlerstest.TextResp(fmt.Sprintf(`{"lanes":[{"goal":"List the active outlets","skills":[%q]}]}`, demo.SkillOutletList))})
 	f := patternFlow(t, env, model)
-	res, _ := f.drive(t, newEvent(t, "run-sup-bad", events.TypeRunRequested, runRequest("run-sup-bad", rankTask)))
+	res, _ := f.drive(t, handlerstest.NewEvent(t, "run-sup-bad", events.TypeRunRequested, handlerstest.RunRequest("run-sup-bad", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeSuccess || len(res.Steps) != 1 || res.Steps[0].Skills[0] != demo.SkillOutletList {
 		t.Fatalf("run ended %s with steps %+v: want the repaired lane only", res.TerminalCode, res.Steps)
 	}
 	var repairs int
 	for _, req := range model.Requests() {
-		if req.Task == llm.TaskSupervise && strings.Contains(lastMessage(req), `"bank_transfer", which is not in the skills list`) {
+		if req.Task == llm.TaskSupervise && strings.Contains(handlerstest.LastMessage(req), `"bank_transfer", which is not in the skills list`) {
 			repairs++
 		}
 	}
@@ -249,7 +235,7 @@ func TestPattern_SupervisorRejectsLanesOutsideTheDiscoveredSkills(t *testing.T) 
 
 func TestPattern_LongReactLoopKeepsItsMessagesBounded(t *testing.T) {
 	const turns = 200
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	patterns := slices.Clone(router.DefaultPatterns)
 	for i := range patterns {
 		if patterns[i].Name == router.PatternReact {
@@ -257,7 +243,7 @@ func TestPattern_LongReactLoopKeepsItsMessagesBounded(t *testing.T) {
 		}
 	}
 	b, _ := json.Marshal(patterns)
-	if _, err := env.config.Put(testCtx(t), router.ConfigKeyPatterns, b); err != nil {
+	if _, err := env.Config.Put(handlerstest.Ctx(t), router.ConfigKeyPatterns, b); err != nil {
 		t.Fatal(err)
 	}
 	model := llmtest.New()
@@ -265,17 +251,17 @@ func TestPattern_LongReactLoopKeepsItsMessagesBounded(t *testing.T) {
 	model.On(llm.TaskRoute, routeTo("research", router.PatternReact))
 	for i := range turns - 1 {
 		status := []string{"active", "inactive"}[i%2]
-		model.On(llm.TaskAct, llmtest.Reply{Response: toolCallResp(fmt.Sprintf("c%d", i), demo.SkillOutletList, fmt.Sprintf(`{"status":%q}`, status))})
+		model.On(llm.TaskAct, llmtest.Reply{Response: handlerstest.ToolCallResp(fmt.Sprintf("c%d", i), demo.SkillOutletList, fmt.Sprintf(`{"status":%q}`, status))})
 	}
 	model.On(llm.TaskAct, loopAnswer(t, "done"))
 	f := patternFlow(t, env, model)
 	f.maxEvents = 20 * turns
 	f.exec.RepeatCallLimit = turns // the loop alternates two calls on purpose
-	res, seen := f.drive(t, newEvent(t, "run-long", events.TypeRunRequested, runRequest("run-long", rankTask)))
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-long", events.TypeRunRequested, handlerstest.RunRequest("run-long", handlerstest.RankTask)))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 	}
-	iterated := ofType(seen, events.TypeStepIterated)
+	iterated := handlerstest.OfType(seen, events.TypeStepIterated)
 	if len(iterated) != turns-1 {
 		t.Fatalf("%d step.iterated, want %d", len(iterated), turns-1)
 	}
@@ -297,7 +283,7 @@ func TestPattern_LongReactLoopKeepsItsMessagesBounded(t *testing.T) {
 	if largest > early+early/10 {
 		t.Fatalf("turn messages grew from %d bytes in the first 20 turns to %d", early, largest)
 	}
-	last := decode[orch.StepRequest](t, iterated[len(iterated)-1])
+	last := handlerstest.Decode[orch.StepRequest](t, iterated[len(iterated)-1])
 	if last.Iteration != turns-1 || last.Turns[0].Role != "summary" || len(last.Turns) > f.exec.KeepTurns+1 {
 		t.Fatalf("turn %d carries %d turns (first %q): want a summary and at most %d recent", last.Iteration, len(last.Turns), last.Turns[0].Role, f.exec.KeepTurns)
 	}
@@ -307,7 +293,7 @@ func TestPattern_LongReactLoopKeepsItsMessagesBounded(t *testing.T) {
 // decomposition, one group with the three lanes, and the synthesis derived
 // from all three.
 func TestPattern_SupervisorTraceIsADAG(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
 	model.On(llm.TaskRoute, routeTo("risk-assessment", router.PatternSupervisor))
@@ -315,13 +301,13 @@ func TestPattern_SupervisorTraceIsADAG(t *testing.T) {
 		{Goal: "List the inactive outlets", Skills: []string{demo.SkillOutletList}},
 		{Goal: "List every outlet", Skills: []string{demo.SkillOutletList}}}
 	b, _ := json.Marshal(llm.SuperviseOutput{Lanes: lanes})
-	model.On(llm.TaskSupervise, llmtest.Reply{Response: textResp(string(b))})
+	model.On(llm.TaskSupervise, llmtest.Reply{Response: handlerstest.TextResp(string(b))})
 	f := patternFlow(t, env, model)
-	res, _ := f.drive(t, newEvent(t, "run-dag2", events.TypeRunRequested, runRequest("run-dag2", "Assess the outlets across dimensions")))
+	res, _ := f.drive(t, handlerstest.NewEvent(t, "run-dag2", events.TypeRunRequested, handlerstest.RunRequest("run-dag2", "Assess the outlets across dimensions")))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
 	}
-	evs, err := env.st.Trace(testCtx(t), store.TraceQuery{TenantID: testTenant, PlanID: res.PlanID})
+	evs, err := env.Store.Trace(handlerstest.Ctx(t), store.TraceQuery{TenantID: handlerstest.Tenant, PlanID: res.PlanID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
@@ -67,7 +68,7 @@ func TestStreaming_ToolProgressChunksOnTheReplyStream(t *testing.T) {
 		}
 		want := runclient.ToolProgress{RunID: "run-progress", StepIndex: p.StepIndex, SkillID: "export_report", CallID: "c1",
 			Progress: float64(i + 1), Total: 3, Message: fmt.Sprintf("page %d", i+1)}
-		if p != want || ch.MessageID != chunks[0].MessageID || ch.EndOfMessage || ch.SessionID != testSession {
+		if p != want || ch.MessageID != chunks[0].MessageID || ch.EndOfMessage || ch.SessionID != handlerstest.Session {
 			t.Fatalf("chunk %d: %+v (%+v), want %+v in one message", i, ch, p, want)
 		}
 	}
@@ -78,10 +79,10 @@ func TestStreaming_ToolProgressChunksOnTheReplyStream(t *testing.T) {
 
 // replyChunks are the chunks of the given types on the test session's
 // reply subject, in order.
-func replyChunks(t *testing.T, env *testEnv, types ...string) []runclient.Chunk {
+func replyChunks(t *testing.T, env *handlerstest.Env, types ...string) []runclient.Chunk {
 	t.Helper()
-	c, err := env.js.OrderedConsumer(testCtx(t), events.StreamReply, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.ReplySubject(testTenant, testSession)}})
+	c, err := env.JS.OrderedConsumer(handlerstest.Ctx(t), events.StreamReply, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{events.ReplySubject(handlerstest.Tenant, handlerstest.Session)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func replyChunks(t *testing.T, env *testEnv, types ...string) []runclient.Chunk 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ch := decode[runclient.Chunk](t, ev); slices.Contains(types, ch.MessageType) {
+		if ch := handlerstest.Decode[runclient.Chunk](t, ev); slices.Contains(types, ch.MessageType) {
 			out = append(out, ch)
 		}
 	}
@@ -117,7 +118,7 @@ func TestStreaming_ThoughtsAndObservations(t *testing.T) {
 		t.Fatalf("chunks %+v, want a thought then an observation", chunks)
 	}
 	// A secret of the executor's is not streamed.
-	if c := chunks[0]; c.Content != "The report has to be exported first, with key [redacted]." || !c.EndOfMessage || c.SessionID != testSession {
+	if c := chunks[0]; c.Content != "The report has to be exported first, with key [redacted]." || !c.EndOfMessage || c.SessionID != handlerstest.Session {
 		t.Fatalf("thought %+v", c)
 	}
 	var o runclient.Observation
@@ -139,20 +140,20 @@ func TestStreaming_ThoughtsAndObservations(t *testing.T) {
 // returns the chunks of the given types the run left on the reply stream.
 func exportRun(t *testing.T, runID string, stream bool, thought string, types ...string) []runclient.Chunk {
 	t.Helper()
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
 	model.On(llm.TaskRoute, routeTo("research", router.PatternReact))
-	call := toolCallResp("c1", "export_report", `{}`)
+	call := handlerstest.ToolCallResp("c1", "export_report", `{}`)
 	call.Message.Content = thought
 	model.On(llm.TaskAct, llmtest.Reply{Response: call}, loopAnswer(t, "exported"))
 	f := patternFlow(t, env, model)
 	sk := longJob(t)
 	f.planner.Skills, f.exec.Skills = sk, sk
-	f.exec.Replies = &handlers.Replies{JS: env.js}
+	f.exec.Replies = &handlers.Replies{JS: env.JS}
 	f.exec.Secrets = []string{"whsec-0123456789"}
 	ev := runEvent(t, runID, stream)
-	req := runRequest(runID, "Export the outlet's monthly report")
+	req := handlerstest.RunRequest(runID, "Export the outlet's monthly report")
 	req.Stream = stream
 	if err := ev.SetData("application/json", req); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills/demo"
@@ -22,9 +23,9 @@ type recordedRun struct {
 }
 
 // gatesOf reads a run's gate records, its recorded controls.
-func gatesOf(t *testing.T, env *testEnv, runID string) runctl.ReplayControls {
+func gatesOf(t *testing.T, env *handlerstest.Env, runID string) runctl.ReplayControls {
 	t.Helper()
-	recs, err := env.gates.List(testCtx(t), testTenant, runID)
+	recs, err := env.Gates.List(handlerstest.Ctx(t), handlerstest.Tenant, runID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,35 +44,35 @@ func gatesOf(t *testing.T, env *testEnv, runID string) runctl.ReplayControls {
 // the same verdict. A transcript with one step's result changed diverges.
 func TestReplay_ReDerivesTheVerdictsOf20RunsAndDetectsATamperedOne(t *testing.T) {
 	var runs []recordedRun
-	env := newEnv(t)
-	f := newFlow(t, env, env.st)
+	env := handlerstest.NewEnv(t)
+	f := newFlow(t, env, env.Store)
 	for i := range 14 {
 		id := fmt.Sprintf("run-replay-%d", i)
-		res, seen := f.drive(t, runStart(t, id, rankTask))
+		res, seen := f.drive(t, runStart(t, id, handlerstest.RankTask))
 		runs = append(runs, recordedRun{id: id, code: res.TerminalCode, seen: seen})
 	}
-	budget := newEnv(t)
+	budget := handlerstest.NewEnv(t)
 	putPolicy(t, budget, `{"defaults":{"tool_calls":1}}`)
-	fb := newFlow(t, budget, budget.st)
+	fb := newFlow(t, budget, budget.Store)
 	for i := range 3 {
 		id := fmt.Sprintf("run-replay-budget-%d", i)
-		res, seen := fb.drive(t, runStart(t, id, rankTask))
+		res, seen := fb.drive(t, runStart(t, id, handlerstest.RankTask))
 		runs = append(runs, recordedRun{id: id, code: res.TerminalCode, seen: seen})
 	}
 	genv, gf := destructiveOutlets(t)
-	parked, _, seen := gf.parkedRun(t, "run-replay-gate", rankTask)
+	parked, _, seen := gf.parkedRun(t, "run-replay-gate", handlerstest.RankTask)
 	p := gf.decideGate(t, genv, parked, orch.GateApproved, "lead", "")
 	runs = append(runs, recordedRun{id: "run-replay-gate", code: p.finished[0].TerminalCode, seen: append(seen, p.seen...),
 		controls: gatesOf(t, genv, "run-replay-gate")})
-	res, seen := gf.drive(t, runStart(t, "run-replay-expired", rankTask))
+	res, seen := gf.drive(t, runStart(t, "run-replay-expired", handlerstest.RankTask))
 	runs = append(runs, recordedRun{id: "run-replay-expired", code: res.TerminalCode, seen: seen,
 		controls: gatesOf(t, genv, "run-replay-expired")})
 	// The first skill call hangs past its timeout: the step fails and the
 	// run replans.
-	renv := newEnvWith(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 1}})
-	rf := newFlow(t, renv, renv.st)
+	renv := handlerstest.NewEnvWith(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 1}})
+	rf := newFlow(t, renv, renv.Store)
 	rf.exec.SkillTimeout = 300 * time.Millisecond
-	res, seen = rf.drive(t, runStart(t, "run-replay-replan", rankTask))
+	res, seen = rf.drive(t, runStart(t, "run-replay-replan", handlerstest.RankTask))
 	runs = append(runs, recordedRun{id: "run-replay-replan", code: res.TerminalCode, seen: seen})
 
 	codes := map[string]int{}

@@ -11,9 +11,14 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/handlers/ingress"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/orch"
 )
+
+// sessionRunsKey is the key of the test session's queue in the
+// session_runs bucket; a queued run's request is under it plus its run id.
+const sessionRunsKey = handlerstest.Tenant + "." + handlerstest.Session
 
 // TestSessionRuns_OneAtATimeInArrivalOrder: runs of one session that
 // arrive while one of them is in flight are queued (run.queued, with
@@ -22,22 +27,22 @@ import (
 // history; a run of another session is not held; a redelivered request
 // of a queued run stays where it is.
 func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
-	env := newEnv(t)
-	ctx := testCtx(t)
+	env := handlerstest.NewEnv(t)
+	ctx := handlerstest.Ctx(t)
 	kv := sessionRunsBucket(t, env)
-	f := newFlow(t, env, env.st)
+	f := newFlow(t, env, env.Store)
 	f.router.SessionRuns = &runctl.SessionRuns{KV: kv}
-	messages := map[string]string{"run-a": rankTask + " for the first report", "run-b": rankTask + " for the second report",
-		"run-c": rankTask + " for the third report"}
+	messages := map[string]string{"run-a": handlerstest.RankTask + " for the first report", "run-b": handlerstest.RankTask + " for the second report",
+		"run-c": handlerstest.RankTask + " for the third report"}
 	req := func(id string) event.Event {
-		return newEvent(t, id, events.TypeRunRequested, runRequest(id, messages[id]))
+		return handlerstest.NewEvent(t, id, events.TypeRunRequested, handlerstest.RunRequest(id, messages[id]))
 	}
 	queuedAs := func(outs []event.Event) map[string]any {
 		t.Helper()
-		if len(outs) != 1 || len(auditPayloads(t, outs, handlers.AuditRunQueued)) != 1 {
-			t.Fatalf("a queued run's hop emitted %v, want its run.queued alone", types(outs))
+		if len(outs) != 1 || len(handlerstest.AuditPayloads(t, outs, handlers.AuditRunQueued)) != 1 {
+			t.Fatalf("a queued run's hop emitted %v, want its run.queued alone", handlerstest.Types(outs))
 		}
-		return auditPayloads(t, outs, handlers.AuditRunQueued)[0]
+		return handlerstest.AuditPayloads(t, outs, handlers.AuditRunQueued)[0]
 	}
 
 	if _, err := f.router.Handle(ctx, req("run-a")); err != nil {
@@ -54,11 +59,11 @@ func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
 		}
 	}
 	// Another session's run starts at once.
-	other := runRequest("run-other", rankTask)
+	other := handlerstest.RunRequest("run-other", handlerstest.RankTask)
 	other.SessionID = "another-session"
-	outs, err := f.router.Handle(ctx, newEvent(t, "run-other", events.TypeRunRequested, other))
-	if err != nil || len(ofType(outs, events.TypePlanRequested)) != 1 {
-		t.Fatalf("another session's run: %v, %v", types(outs), err)
+	outs, err := f.router.Handle(ctx, handlerstest.NewEvent(t, "run-other", events.TypeRunRequested, other))
+	if err != nil || len(handlerstest.OfType(outs, events.TypePlanRequested)) != 1 {
+		t.Fatalf("another session's run: %v, %v", handlerstest.Types(outs), err)
 	}
 
 	// run-a's request again (as a redelivery would bring it) drives it;
@@ -78,11 +83,11 @@ func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
 	// Each run started with the exchanges of the runs before it.
 	for _, id := range []string{"run-b", "run-c"} {
 		var history []string
-		for _, ev := range ofType(seen, events.TypePlanRequested) {
+		for _, ev := range handlerstest.OfType(seen, events.TypePlanRequested) {
 			if events.MetaOf(ev).Run != id {
 				continue
 			}
-			for _, m := range decode[orch.PlanRequest](t, ev).Run.Context.History {
+			for _, m := range handlerstest.Decode[orch.PlanRequest](t, ev).Run.Context.History {
 				history = append(history, m.Content)
 			}
 			break
@@ -92,7 +97,7 @@ func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
 			t.Errorf("%s started with the history %q", id, history)
 		}
 	}
-	e, err := kv.Get(ctx, runctl.SessionRunsKey(testTenant, testSession))
+	e, err := kv.Get(ctx, sessionRunsKey)
 	if err != nil || string(e.Value()) != "{}" {
 		t.Fatalf("the session's entry after its runs: %s, %v", e.Value(), err)
 	}
@@ -111,13 +116,13 @@ func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
 // end of a run that is not the session's (or a second end of one) starts
 // nothing new while another run is in flight.
 func TestSessionRuns_EndsWhileQueuedAndLostRequests(t *testing.T) {
-	env := newEnv(t)
-	ctx := testCtx(t)
+	env := handlerstest.NewEnv(t)
+	ctx := handlerstest.Ctx(t)
 	kv := sessionRunsBucket(t, env)
 	s := &runctl.SessionRuns{KV: kv}
 	admit := func(id string) *runctl.Queued {
 		t.Helper()
-		q, err := s.Admit(ctx, runRequest(id, "hello"))
+		q, err := s.Admit(ctx, handlerstest.RunRequest(id, "hello"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +130,7 @@ func TestSessionRuns_EndsWhileQueuedAndLostRequests(t *testing.T) {
 	}
 	next := func(id string) string {
 		t.Helper()
-		r, err := s.Next(ctx, runRequest(id, "hello"))
+		r, err := s.Next(ctx, handlerstest.RunRequest(id, "hello"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +152,7 @@ func TestSessionRuns_EndsWhileQueuedAndLostRequests(t *testing.T) {
 		t.Fatalf("r2's end, with r1 in flight, started %q", n)
 	}
 	// r3's kept request expired.
-	if err := kv.Purge(ctx, runctl.QueuedRunKey(runRequest("r3", ""))); err != nil {
+	if err := kv.Purge(ctx, sessionRunsKey+".r3"); err != nil {
 		t.Fatal(err)
 	}
 	if n := next("r1"); n != "r4" {
@@ -162,7 +167,7 @@ func TestSessionRuns_EndsWhileQueuedAndLostRequests(t *testing.T) {
 	if n := next("r1"); n != "" {
 		t.Fatalf("r1's end, with r4 in flight, started %q", n)
 	}
-	if _, err := kv.Get(ctx, runctl.QueuedRunKey(runRequest("r4", ""))); err == nil {
+	if _, err := kv.Get(ctx, sessionRunsKey+".r4"); err == nil {
 		t.Fatal("r4's request is still kept once it started")
 	}
 }
@@ -172,34 +177,36 @@ func TestSessionRuns_EndsWhileQueuedAndLostRequests(t *testing.T) {
 // tenant's caller gets 404); it ends USER_CANCEL when its turn comes,
 // without routing, and the session goes on.
 func TestSessionRuns_CancelAQueuedRun(t *testing.T) {
-	env := newEnv(t)
-	ctx := testCtx(t)
+	env := handlerstest.NewEnv(t)
+	ctx := handlerstest.Ctx(t)
 	kv := sessionRunsBucket(t, env)
-	f := newFlow(t, env, env.st)
+	f := newFlow(t, env, env.Store)
 	f.router.SessionRuns = &runctl.SessionRuns{KV: kv}
-	f.router.Cancels = startCancels(t, env)
-	srv := newIngressServer(t, env, ingress.IngressConfig{Cancels: runctl.NewCancels(env.cancels)})
-	req := func(id string) event.Event { return newEvent(t, id, events.TypeRunRequested, runRequest(id, rankTask)) }
+	f.router.Cancels = handlerstest.StartCancels(t, env)
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{Cancels: runctl.NewCancels(env.Cancels)})
+	req := func(id string) event.Event {
+		return handlerstest.NewEvent(t, id, events.TypeRunRequested, handlerstest.RunRequest(id, handlerstest.RankTask))
+	}
 	if _, err := f.router.Handle(ctx, req("run-first")); err != nil {
 		t.Fatal(err)
 	}
 	outs, err := f.router.Handle(ctx, req("run-waiting"))
-	if err != nil || len(auditPayloads(t, outs, handlers.AuditRunQueued)) != 1 {
-		t.Fatalf("run-waiting: %v, %v", types(outs), err)
+	if err != nil || len(handlerstest.AuditPayloads(t, outs, handlers.AuditRunQueued)) != 1 {
+		t.Fatalf("run-waiting: %v, %v", handlerstest.Types(outs), err)
 	}
 	for _, ev := range outs { // the projector records run.queued
 		if _, err := f.proj.Handle(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
-	checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/runs/run-waiting/cancel", headers: asTenant("acme"),
-		wantStatus: 404, wantCode: "not_found"})
-	body := checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/runs/run-waiting/cancel", headers: asTenant(testTenant),
-		wantStatus: 202})
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: "/agent/runs/run-waiting/cancel", Headers: handlerstest.AsTenant("acme"),
+		WantStatus: 404, WantCode: "not_found"})
+	body := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: "/agent/runs/run-waiting/cancel", Headers: handlerstest.AsTenant(handlerstest.Tenant),
+		WantStatus: 202})
 	if body["plan_id"] != orch.PlanID("run-waiting") || body["status"] != "cancelling" {
 		t.Fatalf("cancel of a queued run: %v", body)
 	}
-	waitFor(t, "the cancel of run-waiting", func() bool { _, ok := f.router.Cancels.Lookup(testTenant, "run-waiting"); return ok })
+	handlerstest.WaitFor(t, "the cancel of run-waiting", func() bool { _, ok := f.router.Cancels.Lookup(handlerstest.Tenant, "run-waiting"); return ok })
 
 	f.runs = 2
 	_, seen := f.drive(t, req("run-first"))
@@ -207,23 +214,23 @@ func TestSessionRuns_CancelAQueuedRun(t *testing.T) {
 		b.RunID != "run-waiting" || b.TerminalCode != orch.CodeUserCancel {
 		t.Fatalf("ended %s %s, then %s %s", a.RunID, a.TerminalCode, b.RunID, b.TerminalCode)
 	}
-	for _, ev := range ofType(seen, events.AuditType("routing.decided")) {
+	for _, ev := range handlerstest.OfType(seen, events.AuditType("routing.decided")) {
 		if events.MetaOf(ev).Run == "run-waiting" {
 			t.Fatal("the cancelled run was routed")
 		}
 	}
-	if n := len(ofType(seen, events.AuditType("routing.decided"))); n != 1 {
+	if n := len(handlerstest.OfType(seen, events.AuditType("routing.decided"))); n != 1 {
 		t.Fatalf("%d runs routed, want run-first's alone", n)
 	}
-	if e, err := kv.Get(ctx, runctl.SessionRunsKey(testTenant, testSession)); err != nil || string(e.Value()) != "{}" {
+	if e, err := kv.Get(ctx, sessionRunsKey); err != nil || string(e.Value()) != "{}" {
 		t.Fatalf("the session after its runs: %v", err)
 	}
 }
 
 // sessionRunsBucket is env's session_runs bucket.
-func sessionRunsBucket(t *testing.T, env *testEnv) jetstream.KeyValue {
+func sessionRunsBucket(t *testing.T, env *handlerstest.Env) jetstream.KeyValue {
 	t.Helper()
-	kv, err := env.js.KeyValue(testCtx(t), runctl.BucketSessionRuns)
+	kv, err := env.JS.KeyValue(handlerstest.Ctx(t), runctl.BucketSessionRuns)
 	if err != nil {
 		t.Fatal(err)
 	}

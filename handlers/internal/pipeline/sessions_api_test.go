@@ -14,6 +14,7 @@ import (
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers/ingress"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/llm"
@@ -27,7 +28,7 @@ import (
 func selectedAgents(t *testing.T, seen []event.Event) []string {
 	t.Helper()
 	var out []string
-	for _, p := range auditPayloads(t, seen, "agent.selected") {
+	for _, p := range handlerstest.AuditPayloads(t, seen, "agent.selected") {
 		id, _ := p["agent_id"].(string)
 		out = append(out, id)
 	}
@@ -50,10 +51,10 @@ func detailCode(t *testing.T, res orch.RunResult) string {
 
 // lastAudit is the last audit event name the ingress published for the
 // test tenant, read back from the AGENT stream (each a trail of its own).
-func lastAudit(t *testing.T, env *testEnv, name string) event.Event {
+func lastAudit(t *testing.T, env *handlerstest.Env, name string) event.Event {
 	t.Helper()
-	cons, err := env.js.OrderedConsumer(testCtx(t), events.StreamAgent, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.TrailSubject(testTenant)}})
+	cons, err := env.JS.OrderedConsumer(handlerstest.Ctx(t), events.StreamAgent, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{events.TrailSubject(handlerstest.Tenant)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +88,9 @@ func lastAudit(t *testing.T, env *testEnv, name string) event.Event {
 // outside the session's is refused: 409 session_agent_mismatch at the
 // ingress, VALIDATION_FAIL (detail.code) from NATS, without a model call.
 func TestSessions_NextRunContinuesWithTheCurrentAgent(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	chainAgents(t, env, "agent-a", "agent-b", "agent-c", "agent-d", "agent-e")
-	putAgent(t, env, "agent-x", func(s *agents.AgentSpec) { s.MaxTurns = 0 })
+	handlerstest.PutAgent(t, env, "agent-x", func(s *agents.AgentSpec) { s.MaxTurns = 0 })
 	model := routedTo("research", router.PatternReact)
 	model.On(llm.TaskRoute, routeTo("research", router.PatternReact), routeTo("research", router.PatternReact))
 	model.On(llm.TaskAct,
@@ -103,25 +104,25 @@ func TestSessions_NextRunContinuesWithTheCurrentAgent(t *testing.T) {
 		llmtest.ToolCall("h-3", orch.ToolHandoffToAgent, handoffArgs("agent-d")),
 		llmtest.ToolCall("h-4", orch.ToolHandoffToAgent, handoffArgs("agent-e")))
 	f := patternFlow(t, env, model)
-	sessions := &runctl.Sessions{KV: env.sessions}
+	sessions := &runctl.Sessions{KV: env.Sessions}
 
-	if res, seen := f.drive(t, agentRunRequested(t, "run-s1", "agent-a")); res.TerminalCode != orch.CodeSuccess {
+	if res, seen := f.drive(t, handlerstest.AgentRunRequested(t, "run-s1", "agent-a")); res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("run 1 ended %s: %s (%v)", res.TerminalCode, res.Reason, traceNames(seen))
 	}
-	sess, _, err := sessions.Get(testCtx(t), testTenant, testSession)
+	sess, _, err := sessions.Get(handlerstest.Ctx(t), handlerstest.Tenant, handlerstest.Session)
 	if err != nil || sess.AgentID != "agent-c" || !slices.Equal(sess.HandoffChain, []string{"agent-a", "agent-b", "agent-c"}) ||
 		sess.HandoffDepth != 2 {
 		t.Fatalf("session after run 1: %+v, %v", sess, err)
 	}
 
-	res, seen := f.drive(t, agentRunRequested(t, "run-s2", "agent-a"))
+	res, seen := f.drive(t, handlerstest.AgentRunRequested(t, "run-s2", "agent-a"))
 	if res.TerminalCode != orch.CodeSuccess || res.Response == "" {
 		t.Fatalf("run 2 ended %s: %s (%v)", res.TerminalCode, res.Reason, traceNames(seen))
 	}
 	if got := selectedAgents(t, seen); !slices.Equal(got, []string{"agent-c"}) {
 		t.Fatalf("run 2 acted as %v; want agent-c, the session's current agent", got)
 	}
-	if c := auditPayloads(t, seen, "session.continued"); len(c) != 1 || c[0]["handoff_depth"] != float64(2) ||
+	if c := handlerstest.AuditPayloads(t, seen, "session.continued"); len(c) != 1 || c[0]["handoff_depth"] != float64(2) ||
 		c[0]["requested_agent_id"] != "agent-a" {
 		t.Fatalf("session.continued %v", c)
 	}
@@ -131,31 +132,31 @@ func TestSessions_NextRunContinuesWithTheCurrentAgent(t *testing.T) {
 		t.Fatalf("run 2's first message %+v", m)
 	}
 
-	none := runRequest("run-s3", rankTask)
-	res, seen = f.drive(t, newEvent(t, "run-s3", events.TypeRunRequested, none))
+	none := handlerstest.RunRequest("run-s3", handlerstest.RankTask)
+	res, seen = f.drive(t, handlerstest.NewEvent(t, "run-s3", events.TypeRunRequested, none))
 	if res.TerminalCode != orch.CodePermissionDenied || !strings.Contains(res.Reason, "depth 4") {
 		t.Fatalf("run 3 ended %s: %q; want the handoff to E refused at depth 4 (%v)", res.TerminalCode, res.Reason, traceNames(seen))
 	}
-	if acc := auditPayloads(t, seen, "handoff.accepted"); len(acc) != 1 || acc[0]["to_agent_id"] != "agent-d" || acc[0]["depth"] != float64(3) {
+	if acc := handlerstest.AuditPayloads(t, seen, "handoff.accepted"); len(acc) != 1 || acc[0]["to_agent_id"] != "agent-d" || acc[0]["depth"] != float64(3) {
 		t.Fatalf("run 3 handoff.accepted %v; want C → D at depth 3", acc)
 	}
-	sess, _, err = sessions.Get(testCtx(t), testTenant, testSession)
+	sess, _, err = sessions.Get(handlerstest.Ctx(t), handlerstest.Tenant, handlerstest.Session)
 	if err != nil || sess.AgentID != "agent-d" || sess.HandoffDepth != 3 || len(sess.HandoffChain) != 4 {
 		t.Fatalf("session after run 3: %+v, %v", sess, err)
 	}
 
 	// Another agent than the session's: refused at the ingress and, when
 	// the request comes straight from NATS, by the router.
-	srv := newIngressServer(t, env, ingress.IngressConfig{Sessions: sessions, RunTimeout: time.Second})
-	checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/run", headers: asTenant(testTenant),
-		body:       `{"user_id":"user-1","session_id":"` + testSession + `","message":"hi","agent_id":"agent-x"}`,
-		wantStatus: http.StatusConflict, wantCode: orch.SessionRefusedAgent})
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{Sessions: sessions, RunTimeout: time.Second})
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: "/agent/run", Headers: handlerstest.AsTenant(handlerstest.Tenant),
+		Body:       `{"user_id":"user-1","session_id":"` + handlerstest.Session + `","message":"hi","agent_id":"agent-x"}`,
+		WantStatus: http.StatusConflict, WantCode: orch.SessionRefusedAgent})
 	calls := len(model.Requests())
-	res, _ = f.drive(t, agentRunRequested(t, "run-s4", "agent-x"))
+	res, _ = f.drive(t, handlerstest.AgentRunRequested(t, "run-s4", "agent-x"))
 	if res.TerminalCode != orch.CodeValidationFail || detailCode(t, res) != orch.SessionRefusedAgent || len(model.Requests()) != calls {
 		t.Fatalf("run naming agent-x ended %s (%s) after %d model calls", res.TerminalCode, res.Detail, len(model.Requests())-calls)
 	}
-	if after, _, _ := sessions.Get(testCtx(t), testTenant, testSession); after.AgentID != "agent-d" || len(after.Messages) != len(sess.Messages) {
+	if after, _, _ := sessions.Get(handlerstest.Ctx(t), handlerstest.Tenant, handlerstest.Session); after.AgentID != "agent-d" || len(after.Messages) != len(sess.Messages) {
 		t.Fatalf("the refused run changed the session: %+v", after)
 	}
 }
@@ -167,57 +168,57 @@ func TestSessions_NextRunContinuesWithTheCurrentAgent(t *testing.T) {
 // leaving the handoff open. A completed session (max_turns, end) refuses
 // runs likewise: 409 session_completed, VALIDATION_FAIL.
 func TestSessions_HandedOffSessionIsTheHumans(t *testing.T) {
-	env := newEnv(t)
-	putAgent(t, env, "agent-a", func(s *agents.AgentSpec) { s.MaxTurns = 0 })
+	env := handlerstest.NewEnv(t)
+	handlerstest.PutAgent(t, env, "agent-a", func(s *agents.AgentSpec) { s.MaxTurns = 0 })
 	model := routedTo("research", router.PatternReact)
 	model.On(llm.TaskAct, llmtest.ToolCall("h-1", orch.ToolHandoffToHuman, `{"reason":"wants a person"}`))
 	f := patternFlow(t, env, model)
 	parked, _ := humanHandoffRun(t, env, f, "run-ho")
-	sessions := &runctl.Sessions{KV: env.sessions}
-	srv := newIngressServer(t, env, ingress.IngressConfig{Sessions: sessions, Gates: env.gates, RunTimeout: time.Second})
+	sessions := &runctl.Sessions{KV: env.Sessions}
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{Sessions: sessions, Gates: env.Gates, RunTimeout: time.Second})
 	for _, body := range []string{
-		`{"user_id":"user-1","session_id":"` + testSession + `","message":"hello?","agent_id":"agent-a"}`,
-		`{"user_id":"user-1","session_id":"` + testSession + `","message":"hello?"}`,
+		`{"user_id":"user-1","session_id":"` + handlerstest.Session + `","message":"hello?","agent_id":"agent-a"}`,
+		`{"user_id":"user-1","session_id":"` + handlerstest.Session + `","message":"hello?"}`,
 	} {
-		checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/run", headers: asTenant(testTenant), body: body,
-			wantStatus: http.StatusConflict, wantCode: orch.SessionRefusedHandedOff})
+		handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: "/agent/run", Headers: handlerstest.AsTenant(handlerstest.Tenant), Body: body,
+			WantStatus: http.StatusConflict, WantCode: orch.SessionRefusedHandedOff})
 	}
-	call(t, srv, testTenant, "POST", "/agent/triggers", `{"name":"all","agent_id":"agent-a","event_type":"message.new","conditions":{}}`).
-		want(t, "trigger", http.StatusCreated)
-	checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/events", headers: asTenant(testTenant),
-		body:       `{"event_type":"message.new","user_id":"user-1","session_id":"` + testSession + `","message":"still there?"}`,
-		wantStatus: http.StatusConflict, wantCode: orch.SessionRefusedHandedOff})
+	handlerstest.Call(t, srv, handlerstest.Tenant, "POST", "/agent/triggers", `{"name":"all","agent_id":"agent-a","event_type":"message.new","conditions":{}}`).
+		Want(t, "trigger", http.StatusCreated)
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: "/agent/events", Headers: handlerstest.AsTenant(handlerstest.Tenant),
+		Body:       `{"event_type":"message.new","user_id":"user-1","session_id":"` + handlerstest.Session + `","message":"still there?"}`,
+		WantStatus: http.StatusConflict, WantCode: orch.SessionRefusedHandedOff})
 	// Another session is not affected: its triggered run starts.
-	other := call(t, srv, testTenant, "POST", "/agent/events",
-		`{"event_type":"message.new","user_id":"user-1","session_id":"sess-2","message":"hi"}`).want(t, "other session", http.StatusAccepted)
-	if other.str("agent_id") != "agent-a" {
-		t.Fatalf("other session's run %v", other.body)
+	other := handlerstest.Call(t, srv, handlerstest.Tenant, "POST", "/agent/events",
+		`{"event_type":"message.new","user_id":"user-1","session_id":"sess-2","message":"hi"}`).Want(t, "other session", http.StatusAccepted)
+	if other.Str("agent_id") != "agent-a" {
+		t.Fatalf("other session's run %v", other.Body)
 	}
 
 	calls := len(model.Requests())
-	res, seen := f.drive(t, agentRunRequested(t, "run-ho-2", "agent-a"))
+	res, seen := f.drive(t, handlerstest.AgentRunRequested(t, "run-ho-2", "agent-a"))
 	if res.TerminalCode != orch.CodeReviewRequired || detailCode(t, res) != orch.SessionRefusedHandedOff || len(model.Requests()) != calls {
 		t.Fatalf("a run in the handed-off session ended %s (%s), %d model calls; trace %v", res.TerminalCode, res.Detail,
 			len(model.Requests())-calls, traceNames(seen))
 	}
-	sess, _, err := sessions.Get(testCtx(t), testTenant, testSession)
+	sess, _, err := sessions.Get(handlerstest.Ctx(t), handlerstest.Tenant, handlerstest.Session)
 	if err != nil || sess.State != orch.SessionHandedOff || sess.Handoff == nil || sess.Handoff.GateID != parked.Gate.Gate {
 		t.Fatalf("the handoff is no longer open: %+v, %v", sess, err)
 	}
 
 	t.Run("completed", func(t *testing.T) {
-		env := newEnv(t)
-		putAgent(t, env, "agent-a", func(s *agents.AgentSpec) { s.MaxTurns, s.HandoffBehavior = 1, orch.HandoffEnd })
+		env := handlerstest.NewEnv(t)
+		handlerstest.PutAgent(t, env, "agent-a", func(s *agents.AgentSpec) { s.MaxTurns, s.HandoffBehavior = 1, orch.HandoffEnd })
 		f := patternFlow(t, env, loopCalling(t, `{"status":"active"}`))
-		f.drive(t, agentRunRequested(t, "run-c1", "agent-a"))
-		if res, _ := f.drive(t, agentRunRequested(t, "run-c2", "agent-a")); res.TerminalCode != orch.CodeBudgetExhausted {
+		f.drive(t, handlerstest.AgentRunRequested(t, "run-c1", "agent-a"))
+		if res, _ := f.drive(t, handlerstest.AgentRunRequested(t, "run-c2", "agent-a")); res.TerminalCode != orch.CodeBudgetExhausted {
 			t.Fatalf("second run %s", res.TerminalCode)
 		}
-		srv := newIngressServer(t, env, ingress.IngressConfig{Sessions: &runctl.Sessions{KV: env.sessions}, RunTimeout: time.Second})
-		checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/run", headers: asTenant(testTenant),
-			body:       `{"user_id":"user-1","session_id":"` + testSession + `","message":"again","agent_id":"agent-a"}`,
-			wantStatus: http.StatusConflict, wantCode: orch.SessionRefusedCompleted})
-		res, _ := f.drive(t, agentRunRequested(t, "run-c3", "agent-a"))
+		srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{Sessions: &runctl.Sessions{KV: env.Sessions}, RunTimeout: time.Second})
+		handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: "/agent/run", Headers: handlerstest.AsTenant(handlerstest.Tenant),
+			Body:       `{"user_id":"user-1","session_id":"` + handlerstest.Session + `","message":"again","agent_id":"agent-a"}`,
+			WantStatus: http.StatusConflict, WantCode: orch.SessionRefusedCompleted})
+		res, _ := f.drive(t, handlerstest.AgentRunRequested(t, "run-c3", "agent-a"))
 		if res.TerminalCode != orch.CodeValidationFail || detailCode(t, res) != orch.SessionRefusedCompleted {
 			t.Fatalf("a run in the completed session ended %s (%s)", res.TerminalCode, res.Detail)
 		}
@@ -232,57 +233,57 @@ func TestSessions_HandedOffSessionIsTheHumans(t *testing.T) {
 // updated through the projector), new runs are refused, and a reply
 // resumes the session at once. Another tenant's session is 404.
 func TestSessions_OperatorHandoff(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	chainAgents(t, env, "agent-a", "agent-b")
-	putAgent(t, env, "agent-x", func(s *agents.AgentSpec) { s.MaxTurns = 0 })
+	handlerstest.PutAgent(t, env, "agent-x", func(s *agents.AgentSpec) { s.MaxTurns = 0 })
 	model := loopCalling(t, `{"status":"active"}`)
 	model.On(llm.TaskRoute, routeTo("research", router.PatternReact))
 	model.On(llm.TaskAct, loopAnswer(t, "B here"))
 	f := patternFlow(t, env, model)
-	if res, _ := f.drive(t, agentRunRequested(t, "run-o1", "agent-a")); res.TerminalCode != orch.CodeSuccess {
+	if res, _ := f.drive(t, handlerstest.AgentRunRequested(t, "run-o1", "agent-a")); res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("first run %s", res.TerminalCode)
 	}
-	sessions := &runctl.Sessions{KV: env.sessions}
-	srv := newIngressServer(t, env, ingress.IngressConfig{Sessions: sessions, Gates: env.gates, RunTimeout: time.Second})
-	path := "/agent/sessions/" + testSession + "/handoff"
-	hdr := map[string]string{"X-Tenant-Id": testTenant, "X-User-Id": "operator-jo"}
-	for _, c := range []httpCase{
-		{name: "other tenant", body: `{"target_type":"human","reason":"x"}`, headers: map[string]string{"X-Tenant-Id": "other", "X-User-Id": "op"},
-			wantStatus: 404, wantCode: "not_found"},
-		{name: "bad type", body: `{"target_type":"robot","reason":"x"}`, wantStatus: 400, wantCode: "invalid_request"},
-		{name: "no reason", body: `{"target_type":"human"}`, wantStatus: 400, wantCode: "invalid_request"},
-		{name: "no target", body: `{"target_type":"agent","reason":"x"}`, wantStatus: 400, wantCode: "invalid_request"},
-		{name: "not a sub-agent", body: `{"target_type":"agent","target_agent_id":"agent-x","reason":"x"}`, wantStatus: 409, wantCode: ingress.CodeHandoffRefused},
-		{name: "back to itself", body: `{"target_type":"agent","target_agent_id":"agent-a","reason":"x"}`, wantStatus: 409, wantCode: ingress.CodeHandoffRefused},
+	sessions := &runctl.Sessions{KV: env.Sessions}
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{Sessions: sessions, Gates: env.Gates, RunTimeout: time.Second})
+	path := "/agent/sessions/" + handlerstest.Session + "/handoff"
+	hdr := map[string]string{"X-Tenant-Id": handlerstest.Tenant, "X-User-Id": "operator-jo"}
+	for _, c := range []handlerstest.HTTPCase{
+		{Name: "other tenant", Body: `{"target_type":"human","reason":"x"}`, Headers: map[string]string{"X-Tenant-Id": "other", "X-User-Id": "op"},
+			WantStatus: 404, WantCode: "not_found"},
+		{Name: "bad type", Body: `{"target_type":"robot","reason":"x"}`, WantStatus: 400, WantCode: "invalid_request"},
+		{Name: "no reason", Body: `{"target_type":"human"}`, WantStatus: 400, WantCode: "invalid_request"},
+		{Name: "no target", Body: `{"target_type":"agent","reason":"x"}`, WantStatus: 400, WantCode: "invalid_request"},
+		{Name: "not a sub-agent", Body: `{"target_type":"agent","target_agent_id":"agent-x","reason":"x"}`, WantStatus: 409, WantCode: ingress.CodeHandoffRefused},
+		{Name: "back to itself", Body: `{"target_type":"agent","target_agent_id":"agent-a","reason":"x"}`, WantStatus: 409, WantCode: ingress.CodeHandoffRefused},
 	} {
-		c.method, c.path = "POST", path
-		if c.headers == nil {
-			c.headers = hdr
+		c.Method, c.Path = "POST", path
+		if c.Headers == nil {
+			c.Headers = hdr
 		}
-		t.Run(c.name, func(t *testing.T) { checkHTTP(t, srv, c) })
+		t.Run(c.Name, func(t *testing.T) { handlerstest.CheckHTTP(t, srv, c) })
 	}
-	got := checkHTTP(t, srv, httpCase{method: "POST", path: path, headers: hdr, wantStatus: 200,
-		body: `{"target_type":"agent","target_agent_id":"agent-b","reason":"billing specialist"}`})
+	got := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: path, Headers: hdr, WantStatus: 200,
+		Body: `{"target_type":"agent","target_agent_id":"agent-b","reason":"billing specialist"}`})
 	if got["agent_id"] != "agent-b" || got["handoff_depth"] != float64(1) || got["status"] != orch.SessionActive || got["by"] != "operator-jo" {
 		t.Fatalf("handoff to agent-b answered %v", got)
 	}
 	if acc := lastAudit(t, env, "handoff.accepted"); !strings.Contains(string(acc.Data()), `"to_agent_id":"agent-b"`) {
 		t.Fatalf("handoff.accepted %s", acc.Data())
 	}
-	res, seen := f.drive(t, agentRunRequested(t, "run-o2", "agent-a"))
+	res, seen := f.drive(t, handlerstest.AgentRunRequested(t, "run-o2", "agent-a"))
 	if res.TerminalCode != orch.CodeSuccess || !slices.Equal(selectedAgents(t, seen), []string{"agent-b"}) {
 		t.Fatalf("the next run ended %s acting as %v; want agent-b", res.TerminalCode, selectedAgents(t, seen))
 	}
 
 	// To a human.
-	got = checkHTTP(t, srv, httpCase{method: "POST", path: path, headers: hdr, wantStatus: 200,
-		body: `{"target_type":"human","reason":"complaint","priority":"urgent"}`})
+	got = handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: path, Headers: hdr, WantStatus: 200,
+		Body: `{"target_type":"human","reason":"complaint","priority":"urgent"}`})
 	if got["status"] != orch.SessionHandedOff {
 		t.Fatalf("handoff to a human answered %v", got)
 	}
-	body := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/sessions/" + testSession, headers: asTenant(testTenant), wantStatus: 200})
+	body := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/sessions/" + handlerstest.Session, Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 200})
 	h, _ := body["handoff"].(map[string]any)
-	if h == nil || h["trigger"] != ingress.OperatorHandoff || h["priority"] != "urgent" || !strings.Contains(h["summary"].(string), rankTask) {
+	if h == nil || h["trigger"] != ingress.OperatorHandoff || h["priority"] != "urgent" || !strings.Contains(h["summary"].(string), handlerstest.RankTask) {
 		t.Fatalf("session %v", body)
 	}
 	human := lastAudit(t, env, "session.handoff.human")
@@ -291,35 +292,35 @@ func TestSessions_OperatorHandoff(t *testing.T) {
 	}
 	// The projector takes the ingress's session.updated into
 	// agent_sessions: the operators' queue lists the session.
-	if _, err := f.proj.Handle(testCtx(t), lastAudit(t, env, runctl.AuditSessionUpdated)); err != nil {
+	if _, err := f.proj.Handle(handlerstest.Ctx(t), lastAudit(t, env, runctl.AuditSessionUpdated)); err != nil {
 		t.Fatalf("project session.updated: %v", err)
 	}
-	queue := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/sessions?status=handed_off", headers: asTenant(testTenant), wantStatus: 200})
-	if list, _ := queue["sessions"].([]any); len(list) != 1 || list[0].(map[string]any)["session_id"] != testSession {
+	queue := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/sessions?status=handed_off", Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 200})
+	if list, _ := queue["sessions"].([]any); len(list) != 1 || list[0].(map[string]any)["session_id"] != handlerstest.Session {
 		t.Fatalf("handed-off queue %v", queue)
 	}
-	checkHTTP(t, srv, httpCase{method: "POST", path: path, headers: hdr, wantStatus: 409, wantCode: orch.SessionRefusedHandedOff,
-		body: `{"target_type":"human","reason":"again"}`})
-	checkHTTP(t, srv, httpCase{method: "POST", path: "/agent/run", headers: asTenant(testTenant), wantStatus: 409,
-		wantCode: orch.SessionRefusedHandedOff, body: `{"user_id":"user-1","session_id":"` + testSession + `","message":"hello?"}`})
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: path, Headers: hdr, WantStatus: 409, WantCode: orch.SessionRefusedHandedOff,
+		Body: `{"target_type":"human","reason":"again"}`})
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: "/agent/run", Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 409,
+		WantCode: orch.SessionRefusedHandedOff, Body: `{"user_id":"user-1","session_id":"` + handlerstest.Session + `","message":"hello?"}`})
 
-	reply := "/agent/sessions/" + testSession + "/reply"
-	got = checkHTTP(t, srv, httpCase{method: "POST", path: reply, headers: hdr, wantStatus: 200,
-		body: `{"message":"Sorry about that, refunded."}`})
+	reply := "/agent/sessions/" + handlerstest.Session + "/reply"
+	got = handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: reply, Headers: hdr, WantStatus: 200,
+		Body: `{"message":"Sorry about that, refunded."}`})
 	if got["status"] != orch.SessionActive || got["by"] != "operator-jo" {
 		t.Fatalf("reply answered %v", got)
 	}
-	checkHTTP(t, srv, httpCase{method: "POST", path: reply, headers: hdr, wantStatus: 409, wantCode: "session_not_handed_off",
-		body: `{"message":"twice"}`})
-	sess, _, err := sessions.Get(testCtx(t), testTenant, testSession)
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: reply, Headers: hdr, WantStatus: 409, WantCode: "session_not_handed_off",
+		Body: `{"message":"twice"}`})
+	sess, _, err := sessions.Get(handlerstest.Ctx(t), handlerstest.Tenant, handlerstest.Session)
 	if err != nil || sess.State != orch.SessionActive || sess.Handoff != nil || sess.AgentID != "agent-b" ||
 		sess.Messages[len(sess.Messages)-1].Content != "Sorry about that, refunded." {
 		t.Fatalf("session after the reply %+v, %v", sess, err)
 	}
-	if _, err := f.proj.Handle(testCtx(t), lastAudit(t, env, runctl.AuditSessionUpdated)); err != nil {
+	if _, err := f.proj.Handle(handlerstest.Ctx(t), lastAudit(t, env, runctl.AuditSessionUpdated)); err != nil {
 		t.Fatalf("project session.updated: %v", err)
 	}
-	if doc, err := env.st.GetSession(testCtx(t), testTenant, testSession); err != nil || doc.State != orch.SessionActive {
+	if doc, err := env.Store.GetSession(handlerstest.Ctx(t), handlerstest.Tenant, handlerstest.Session); err != nil || doc.State != orch.SessionActive {
 		t.Fatalf("agent_sessions after the reply %+v, %v", doc, err)
 	}
 }
@@ -328,23 +329,23 @@ func TestSessions_OperatorHandoff(t *testing.T) {
 // newest first, by status and agent, with a limit; never another
 // tenant's; a bad filter is 400.
 func TestSessions_List(t *testing.T) {
-	env := newEnv(t)
+	env := handlerstest.NewEnv(t)
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i, s := range []store.Session{
-		{SessionID: "s-1", TenantID: testTenant, UserID: "u1", State: orch.SessionActive, AgentID: "agent-a"},
-		{SessionID: "s-2", TenantID: testTenant, UserID: "u1", State: orch.SessionHandedOff, AgentID: "agent-a",
+		{SessionID: "s-1", TenantID: handlerstest.Tenant, UserID: "u1", State: orch.SessionActive, AgentID: "agent-a"},
+		{SessionID: "s-2", TenantID: handlerstest.Tenant, UserID: "u1", State: orch.SessionHandedOff, AgentID: "agent-a",
 			Messages: []store.SessionMessage{{MsgID: "m", Role: runctl.RoleUser, Content: "hi"}}},
-		{SessionID: "s-3", TenantID: testTenant, UserID: "u2", State: orch.SessionHandedOff, AgentID: "agent-b"},
+		{SessionID: "s-3", TenantID: handlerstest.Tenant, UserID: "u2", State: orch.SessionHandedOff, AgentID: "agent-b"},
 		{SessionID: "s-4", TenantID: "other", UserID: "u1", State: orch.SessionHandedOff, AgentID: "agent-a"},
 	} {
 		s.StartedAt = base.Add(time.Duration(i) * time.Minute)
-		if err := env.st.PutSession(testCtx(t), s); err != nil {
+		if err := env.Store.PutSession(handlerstest.Ctx(t), s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	srv := newIngressServer(t, env, ingress.IngressConfig{})
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{})
 	ids := func(q string) []string {
-		body := checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/sessions" + q, headers: asTenant(testTenant), wantStatus: 200})
+		body := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/sessions" + q, Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 200})
 		var out []string
 		list, _ := body["sessions"].([]any)
 		for _, s := range list {
@@ -369,36 +370,7 @@ func TestSessions_List(t *testing.T) {
 		}
 	}
 	for _, q := range []string{"?status=open", "?limit=0", "?limit=x", "?agent_id=a%20b"} {
-		checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/sessions" + q, headers: asTenant(testTenant), wantStatus: 400, wantCode: "invalid_request"})
+		handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/sessions" + q, Headers: handlerstest.AsTenant(handlerstest.Tenant), WantStatus: 400, WantCode: "invalid_request"})
 	}
-	checkHTTP(t, srv, httpCase{method: "GET", path: "/agent/sessions", wantStatus: 400, wantCode: "tenant_required"})
-}
-
-// TestSessions_RunEndKeepsAnOperatorsAgentHandoff: a run's end writes its
-// agent and chain to the session only if it went on from the session's
-// current agent; an operator who handed the session to another agent
-// while the run was going keeps it.
-func TestSessions_RunEndKeepsAnOperatorsAgentHandoff(t *testing.T) {
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	cases := []struct {
-		name    string
-		current string
-		change  orch.SessionChange
-		want    string
-	}{
-		{"new session", "", orch.SessionChange{Status: orch.SessionActive, AgentID: "agent-a"}, "agent-a"},
-		{"same agent", "agent-a", orch.SessionChange{Status: orch.SessionActive, AgentID: "agent-a"}, "agent-a"},
-		{"the run handed off", "agent-a", orch.SessionChange{Status: orch.SessionActive, AgentID: "agent-b", Depth: 1,
-			Chain: []string{"agent-a", "agent-b"}}, "agent-b"},
-		{"operator handed off meanwhile", "agent-x", orch.SessionChange{Status: orch.SessionActive, AgentID: "agent-a"}, "agent-x"},
-		{"operator handed off meanwhile, run handed off too", "agent-x", orch.SessionChange{Status: orch.SessionActive,
-			AgentID: "agent-b", Depth: 1, Chain: []string{"agent-a", "agent-b"}}, "agent-x"},
-	}
-	for _, c := range cases {
-		sess := store.Session{SessionID: "s", TenantID: testTenant, State: orch.SessionActive, AgentID: c.current}
-		runctl.ApplyChange(&sess, &c.change, "run-1", at)
-		if sess.AgentID != c.want {
-			t.Errorf("%s: agent %q, want %q", c.name, sess.AgentID, c.want)
-		}
-	}
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/sessions", WantStatus: 400, WantCode: "tenant_required"})
 }

@@ -11,6 +11,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/memory"
 	"github.com/agentbus/agentbus/handlers/projector"
 	"github.com/agentbus/agentbus/handlers/runctl"
@@ -24,15 +25,15 @@ import (
 // it, and over 50 runs the history (and so the largest message of a run)
 // stays bounded, the older turns condensed into a summary.
 func TestSessionHistory(t *testing.T) {
-	env := newEnv(t)
-	f := newFlow(t, env, env.st)
-	ctx := testCtx(t)
+	env := handlerstest.NewEnv(t)
+	f := newFlow(t, env, env.Store)
+	ctx := handlerstest.Ctx(t)
 	run := func(i int) (orch.RunResult, []event.Event) {
 		t.Helper()
 		runID := fmt.Sprintf("run-sess-%02d", i)
 		// A long message, so an unbounded history would show at once.
-		msg := fmt.Sprintf("%s (turn %d) %s", rankTask, i, strings.Repeat("with every detail ", 40))
-		res, seen := f.drive(t, newEvent(t, runID, events.TypeRunRequested, runRequest(runID, msg)))
+		msg := fmt.Sprintf("%s (turn %d) %s", handlerstest.RankTask, i, strings.Repeat("with every detail ", 40))
+		res, seen := f.drive(t, handlerstest.NewEvent(t, runID, events.TypeRunRequested, handlerstest.RunRequest(runID, msg)))
 		if res.TerminalCode != orch.CodeSuccess {
 			t.Fatalf("run %d ended %s: %s", i, res.TerminalCode, res.Reason)
 		}
@@ -53,7 +54,7 @@ func TestSessionHistory(t *testing.T) {
 		if i < 0 {
 			t.Fatal("no plan.requested")
 		}
-		return decode[orch.PlanRequest](t, seen[i]).Run.Context.History
+		return handlerstest.Decode[orch.PlanRequest](t, seen[i]).Run.Context.History
 	}
 
 	first, seen := run(1)
@@ -67,7 +68,7 @@ func TestSessionHistory(t *testing.T) {
 		h[1].Role != runctl.RoleAssistant || h[1].Content != runctl.Clip(first.Response, runctl.HistoryMessageBytes) {
 		t.Fatalf("run 2 history = %+v, want run 1's message and answer %q", h, first.Response)
 	}
-	trace, err := env.st.Trace(ctx, store.TraceQuery{TenantID: testTenant, PlanID: orch.PlanID("run-sess-02")})
+	trace, err := env.Store.Trace(ctx, store.TraceQuery{TenantID: handlerstest.Tenant, PlanID: orch.PlanID("run-sess-02")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,18 +98,18 @@ func TestSessionHistory(t *testing.T) {
 		t.Errorf("run 50's largest message is %d bytes; run 1's was %d (history bound %d)", got, firstLargest, bound)
 	}
 
-	sess, _, err := (&runctl.Sessions{KV: env.sessions}).Get(ctx, testTenant, testSession)
-	if err != nil || len(sess.Messages) != runctl.HistoryKeep+1 || sess.UserID != testUser {
+	sess, _, err := (&runctl.Sessions{KV: env.Sessions}).Get(ctx, handlerstest.Tenant, handlerstest.Session)
+	if err != nil || len(sess.Messages) != runctl.HistoryKeep+1 || sess.UserID != handlerstest.User {
 		t.Fatalf("session = %+v (%v)", sess, err)
 	}
 	// The projector indexed the session and kept every exchange in the
 	// user's memory.
-	proj, err := env.st.GetSession(ctx, testTenant, testSession)
+	proj, err := env.Store.GetSession(ctx, handlerstest.Tenant, handlerstest.Session)
 	if err != nil || !strings.Contains(proj.Messages[len(proj.Messages)-2].Content, "(turn 50)") {
 		t.Fatalf("agent_sessions projection = %+v (%v)", proj, err)
 	}
-	m, err := env.st.GetMemory(ctx, projector.ExchangeKey(testTenant, testUser, "run-sess-01"))
-	if err != nil || m.Scope != memory.ScopeUser || len(m.Embedding) != testEmbedder.Dimension() || !strings.Contains(m.Text, "(turn 1)") {
+	m, err := env.Store.GetMemory(ctx, projector.ExchangeKey(handlerstest.Tenant, handlerstest.User, "run-sess-01"))
+	if err != nil || m.Scope != memory.ScopeUser || len(m.Embedding) != handlerstest.Embedder.Dimension() || !strings.Contains(m.Text, "(turn 1)") {
 		t.Fatalf("run 1's exchange in memory = %+v (%v)", m.Key, err)
 	}
 }
@@ -116,21 +117,21 @@ func TestSessionHistory(t *testing.T) {
 // TestSessionAppendIsIdempotent: a redelivered end appends its exchange
 // once.
 func TestSessionAppendIsIdempotent(t *testing.T) {
-	env := newEnv(t)
-	ctx := testCtx(t)
-	s := &runctl.Sessions{KV: env.sessions}
-	req := runRequest("run-once", "hello")
+	env := handlerstest.NewEnv(t)
+	ctx := handlerstest.Ctx(t)
+	s := &runctl.Sessions{KV: env.Sessions}
+	req := handlerstest.RunRequest("run-once", "hello")
 	at := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	for range 2 {
 		if _, err := s.Append(ctx, req, "hi there", at, true); err != nil { // the second finds the session made
 			t.Fatal(err)
 		}
 	}
-	sess, rev, err := s.Get(ctx, testTenant, testSession)
+	sess, rev, err := s.Get(ctx, handlerstest.Tenant, handlerstest.Session)
 	if err != nil || len(sess.Messages) != 2 || rev != 1 {
 		t.Fatalf("session after two appends of one run: %+v rev %d (%v)", sess.Messages, rev, err)
 	}
-	if _, _, err := s.Get(ctx, "acme", testSession); err == nil {
+	if _, _, err := s.Get(ctx, "acme", handlerstest.Session); err == nil {
 		t.Fatal("another tenant read the session")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
@@ -20,14 +21,14 @@ import (
 // plan, the two steps of the revised plan (skill call, model turns,
 // memory write, the subagent's finish), the synthesis and the end.
 func TestTrace_TheExactEventSequenceOfARunWithOneReplan(t *testing.T) {
-	env := newEnvWith(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 1}})
-	f := newFlow(t, env, env.st)
+	env := handlerstest.NewEnvWith(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 1}})
+	f := newFlow(t, env, env.Store)
 	f.exec.SkillTimeout = 300 * time.Millisecond
-	res, _ := f.drive(t, runStart(t, "run-trace-replan", rankTask))
+	res, _ := f.drive(t, runStart(t, "run-trace-replan", handlerstest.RankTask))
 	if res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("the run ended %s: %s", res.TerminalCode, res.Reason)
 	}
-	evs, err := env.st.Trace(testCtx(t), store.TraceQuery{TenantID: testTenant, PlanID: res.PlanID})
+	evs, err := env.Store.Trace(handlerstest.Ctx(t), store.TraceQuery{TenantID: handlerstest.Tenant, PlanID: res.PlanID})
 	if err != nil {
 		t.Fatal(err)
 	}

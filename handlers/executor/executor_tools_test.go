@@ -1,0 +1,139 @@
+package executor_test
+
+import (
+	"crypto/rand"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	json "github.com/go-json-experiment/json/v1"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/executor"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
+	"github.com/agentbus/agentbus/handlers/runctl"
+	"github.com/agentbus/agentbus/llm/llmtest"
+	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/tools"
+)
+
+// toolLayer is the executor's skills as the processes wire them: the demo
+// Skill Service behind the system tools and env's webhook tools, whose
+// calls trust the TLS server srv.
+func toolLayer(t *testing.T, env *handlerstest.Env, srv *httptest.Server) (*tools.Layer, *tools.Secrets) {
+	t.Helper()
+	kv, err := env.JS.KeyValue(handlerstest.Ctx(t), handlers.BucketToolSecrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, tools.KeyLen)
+	_, _ = rand.Read(key)
+	secrets, err := tools.NewSecrets(kv, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var client *http.Client
+	if srv != nil {
+		client = srv.Client()
+	}
+	return &tools.Layer{Next: env.Skills, Defs: env.Store,
+		System:   &tools.System{JS: env.JS, Memory: env.Store, Sessions: &runctl.Sessions{KV: env.Sessions}},
+		Webhooks: &tools.Webhooks{Secrets: secrets, Client: client, Log: handlerstest.NopLog}}, secrets
+}
+
+// TestExecutorWebhookTimeoutFailsStep: a webhook tool that does not
+// answer within its timeout_ms fails the step (skill_timeout), as the
+// executor's own skill timeout does; the model is not asked again.
+func TestExecutorWebhookTimeoutFailsStep(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	release := make(chan struct{})
+	hung := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(hung.Close)
+	t.Cleanup(func() { close(release) }) // runs first
+	layer, secrets := toolLayer(t, env, hung)
+	now := time.Now().UTC()
+	tool := agents.Tool{ToolID: "tool-slow", TenantID: handlerstest.Tenant, Type: agents.ToolTypeCustom, Version: 1, CreatedAt: now, UpdatedAt: now,
+		ToolSpec: agents.ToolSpec{Name: "lookup_order", Description: "Look up an order.", Parameters: json.RawMessage(`{"type":"object"}`),
+			Handler: agents.ToolHandler{URL: hung.URL + "/orders", TimeoutMS: 150}}}
+	tool.Normalize()
+	d, err := tool.Definition()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Store.PutDefinition(handlerstest.Ctx(t), d, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := secrets.Put(handlerstest.Ctx(t), handlerstest.Tenant, tool.ToolID, "a-webhook-secret-of-enough-bytes"); err != nil {
+		t.Fatal(err)
+	}
+	model := llmtest.Sequence(handlerstest.ToolCallResp("c1", "lookup_order", `{"order_id":"42"}`))
+	x := executor.NewExecutor(model, layer, env.Store, env.Locks, env.Toolcalls, handlerstest.NopLog)
+	req := handlerstest.ExecRequest("run-hook-timeout", 1)
+	req.Run.Plan.Steps[0].Skills = []string{"lookup_order"}
+	start := time.Now()
+	outs := handlerstest.HandleStep(t, x, handlerstest.NewEvent(t, "step-hook-timeout", events.TypeStepRequested, req))
+	sf := handlerstest.Finished(t, outs)
+	if sf.Result.Outcome != orch.OutcomeFailed || !strings.Contains(sf.Result.Reason, "skill_timeout") ||
+		!strings.Contains(sf.Result.Reason, "150ms") || time.Since(start) > 2*time.Second {
+		t.Fatalf("result %+v after %s", sf.Result, time.Since(start))
+	}
+	if _, ev := handlerstest.AuditOf(t, outs, "skill.timeout"); ev["skill_id"] != "lookup_order" {
+		t.Fatalf("skill.timeout %v", ev)
+	}
+	if n := len(model.Requests()); n != 1 {
+		t.Fatalf("the model was asked %d times", n)
+	}
+}
+
+// TestExecutorSendMessage: a step allowed send_message calls it like any
+// skill: the message is published on agent.outbound.<tenant> and the call
+// is in the run's trace (skill.called); the model then answers.
+func TestExecutorSendMessage(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	layer, _ := toolLayer(t, env, nil)
+	model := llmtest.Sequence(handlerstest.ToolCallResp("c1", agents.ToolSendMessage, `{"text":"Looking up your outlets now."}`),
+		handlerstest.TextResp(`{"status":"insufficient","reason":"the outlets are not known yet","suggestion":"list them first"}`))
+	x := executor.NewExecutor(model, layer, env.Store, env.Locks, env.Toolcalls, handlerstest.NopLog)
+	req := handlerstest.ExecRequest("run-send", 1)
+	req.Run.Plan.Steps[0].Skills = []string{agents.ToolSendMessage}
+	outs := handlerstest.HandleStep(t, x, handlerstest.NewEvent(t, "step-send", events.TypeStepRequested, req))
+	_, called := handlerstest.AuditOf(t, outs, "skill.called")
+	if called["skill_id"] != agents.ToolSendMessage || called["is_error"] != false || called["approval_mode"] != "network" {
+		t.Fatalf("skill.called %v", called)
+	}
+	next := handlerstest.OfType(outs, events.TypeStepIterated)
+	if len(next) != 1 {
+		t.Fatalf("outputs %v", handlerstest.Types(outs))
+	}
+	if sf := handlerstest.Finished(t, handlerstest.HandleStep(t, x, next[0])); sf.Result.Outcome != orch.OutcomeInsufficient {
+		t.Fatalf("result %+v", sf.Result)
+	}
+	stream, err := env.JS.Stream(handlerstest.Ctx(t), events.StreamAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := stream.GetLastMsgForSubject(handlerstest.Ctx(t), tools.OutboundSubject(handlerstest.Tenant))
+	if err != nil {
+		t.Fatalf("no outbound message: %v", err)
+	}
+	var msg tools.OutboundMessage
+	if err := json.Unmarshal(m.Data, &msg); err != nil || msg.Text != "Looking up your outlets now." || msg.RunID != "run-send" ||
+		msg.SessionID != handlerstest.Session {
+		t.Fatalf("outbound %s (%v)", m.Data, err)
+	}
+	if !slices.Contains(handlerstest.AuditNames(outs), "skill.called") {
+		t.Fatal("the call is not traced")
+	}
+	var _ jetstream.Stream = stream
+}

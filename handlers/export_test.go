@@ -1,0 +1,9 @@
+package handlers
+
+import "github.com/nats-io/nats.go/jetstream"
+
+// WrapObjectStore puts wrap around the object store a keeps its
+// attachments in, for the external tests.
+func WrapObjectStore(a *Attachments, wrap func(jetstream.ObjectStore) jetstream.ObjectStore) {
+	a.obs = wrap(a.obs)
+}

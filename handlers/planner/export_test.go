@@ -1,0 +1,4 @@
+package planner
+
+// VerifyPlan is the verification pass, for the external tests.
+var VerifyPlan = verifyPlan

@@ -1,0 +1,391 @@
+package projector_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	json "github.com/go-json-experiment/json/v1"
+
+	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
+	"github.com/agentbus/agentbus/handlers/projector"
+	"github.com/agentbus/agentbus/handlers/runctl"
+	"github.com/agentbus/agentbus/store"
+)
+
+func TestProjectorIndexesAuditEvents(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	p := &projector.Projector{Store: env.Store}
+	skillEv, err := events.New("audit-1", events.AuditType("skill.called"),
+		events.Meta{Tenant: handlerstest.Tenant, Session: handlerstest.Session, Run: "run-1", Task: "task-1"},
+		events.Audit{PlanID: "plan-1", TaskID: "task-1", SkillID: "outlet_list", Payload: json.RawMessage(`{"is_error":false}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bareEv := handlerstest.NewEvent(t, "audit-2", events.AuditType("run.finished"), events.Audit{PlanID: "plan-1"})
+
+	// Each is handled twice, as a redelivery would: stored once.
+	for _, ev := range []string{"first", "redelivery"} {
+		if _, err := p.Handle(handlerstest.Ctx(t), skillEv); err != nil {
+			t.Fatalf("Handle (%s): %v", ev, err)
+		}
+		if _, err := p.Handle(handlerstest.Ctx(t), bareEv); err != nil {
+			t.Fatalf("Handle (%s): %v", ev, err)
+		}
+	}
+	got, err := env.Store.Trace(handlerstest.Ctx(t), store.TraceQuery{TenantID: handlerstest.Tenant, SessionID: handlerstest.Session})
+	if err != nil {
+		t.Fatalf("Trace: %v", err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("trace has %d events, want 2: %+v", len(got), got)
+	}
+	byID := map[string]store.Event{}
+	for _, e := range got {
+		byID[e.EventID] = e
+	}
+	cases := []struct {
+		id, typ, skill, task, payload string
+	}{
+		{"audit-1", "skill.called", "outlet_list", "task-1", `{"is_error":false}`},
+		{"audit-2", "run.finished", "", "", `{}`},
+	}
+	for _, tc := range cases {
+		e, ok := byID[tc.id]
+		if !ok {
+			t.Errorf("event %s not in the trace", tc.id)
+			continue
+		}
+		if e.EventType != tc.typ || e.SkillID != tc.skill || e.TaskID != tc.task || e.PlanID != "plan-1" ||
+			e.TenantID != handlerstest.Tenant || e.SessionID != handlerstest.Session || e.TS.IsZero() {
+			t.Errorf("event %s = %+v", tc.id, e)
+		}
+		handlerstest.AssertJSON(t, e.Payload, tc.payload)
+	}
+	byPlan, err := env.Store.Trace(handlerstest.Ctx(t), store.TraceQuery{TenantID: handlerstest.Tenant, PlanID: "plan-1"})
+	if err != nil || len(byPlan) != 2 {
+		t.Errorf("trace by plan = %d events, %v", len(byPlan), err)
+	}
+}
+
+func TestProjectorRejects(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	p := &projector.Projector{Store: env.Store}
+	noTenant, err := events.New("audit-nt", events.AuditType("skill.called"), events.Meta{Session: handlerstest.Session}, events.Audit{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		ev      func() error
+		wantErr error
+	}{
+		{"no tenant", func() error { _, err := p.Handle(handlerstest.Ctx(t), noTenant); return err }, store.ErrSchema},
+		{"payload not an object", func() error {
+			_, err := p.Handle(handlerstest.Ctx(t), handlerstest.NewEvent(t, "audit-arr", events.AuditType("x.y"), events.Audit{Payload: json.RawMessage(`[1]`)}))
+			return err
+		}, store.ErrSchema},
+		{"data not an audit", func() error {
+			_, err := p.Handle(handlerstest.Ctx(t), handlerstest.NewEvent(t, "audit-str", events.AuditType("x.y"), "text"))
+			return err
+		}, events.ErrDecode},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.ev()
+			if !errors.Is(err, tc.wantErr) || !events.IsPermanent(err) {
+				t.Errorf("err = %v, want a permanent %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestProjectorWritesPlanSnapshots feeds plan.projected events out of
+// order and twice, as concurrent projector workers and redeliveries would:
+// the newest snapshot wins, and none of them enters the trace.
+func TestProjectorWritesPlanSnapshots(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	p := &projector.Projector{Store: env.Store}
+	snapshot := func(version int64, status string) event.Event {
+		plan := store.Plan{PlanID: "plan-snap", TenantID: handlerstest.Tenant, SessionID: handlerstest.Session, UserID: handlerstest.User,
+			Status: status, CreatedAt: time.Now().UTC()}
+		return handlerstest.NewEvent(t, fmt.Sprintf("snap-%d", version), events.AuditType(handlers.AuditPlanProjected),
+			events.Audit{PlanID: plan.PlanID, Payload: mustJSON(t, handlers.PlanProjected{Version: version, Plan: plan})})
+	}
+	for _, ev := range []event.Event{snapshot(1, store.PlanStatusPlanning), snapshot(3, store.PlanStatusComplete),
+		snapshot(2, store.PlanStatusExecuting), snapshot(3, store.PlanStatusComplete), snapshot(1, store.PlanStatusPlanning)} {
+		if _, err := p.Handle(handlerstest.Ctx(t), ev); err != nil {
+			t.Fatalf("Handle %s: %v", ev.ID(), err)
+		}
+	}
+	handlerstest.AssertProjection(t, env, "plan-snap", store.PlanStatusComplete, 3)
+	trace, err := env.Store.Trace(handlerstest.Ctx(t), store.TraceQuery{TenantID: handlerstest.Tenant, PlanID: "plan-snap"})
+	if err != nil || len(trace) != 0 {
+		t.Errorf("trace = %d events (%v), want none: a snapshot is not a trace event", len(trace), err)
+	}
+
+	// A snapshot whose plan is not the event's, or of another tenant, is
+	// refused for good.
+	forged := []struct {
+		name string
+		mod  func(*handlers.PlanProjected)
+	}{
+		{"other plan", func(pp *handlers.PlanProjected) { pp.Plan.PlanID = "plan-other" }},
+		{"other tenant", func(pp *handlers.PlanProjected) { pp.Plan.TenantID = "alpha" }},
+		{"no version", func(pp *handlers.PlanProjected) { pp.Version = 0 }},
+	}
+	for _, tc := range forged {
+		t.Run(tc.name, func(t *testing.T) {
+			pp := handlers.PlanProjected{Version: 9, Plan: store.Plan{PlanID: "plan-snap", TenantID: handlerstest.Tenant, SessionID: handlerstest.Session,
+				UserID: handlerstest.User, Status: store.PlanStatusFailed, CreatedAt: time.Now().UTC()}}
+			tc.mod(&pp)
+			ev := handlerstest.NewEvent(t, "forged-"+tc.name, events.AuditType(handlers.AuditPlanProjected),
+				events.Audit{PlanID: "plan-snap", Payload: mustJSON(t, pp)})
+			if _, err := p.Handle(handlerstest.Ctx(t), ev); !errors.Is(err, events.ErrInvalidData) || !events.IsPermanent(err) {
+				t.Errorf("err = %v, want a permanent invalid-data error", err)
+			}
+		})
+	}
+	handlerstest.AssertProjection(t, env, "plan-snap", store.PlanStatusComplete, 3)
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// slowStore counts the writes of a store that takes a while for each, so
+// the projector's concurrent callers queue behind a write under way.
+type slowStore struct {
+	projector.ProjectionStore
+	appends, puts atomic.Int32
+}
+
+func (s *slowStore) AppendEvents(ctx context.Context, evs []store.Event) error {
+	s.appends.Add(1)
+	time.Sleep(20 * time.Millisecond)
+	return s.ProjectionStore.AppendEvents(ctx, evs)
+}
+
+func (s *slowStore) PutPlan(ctx context.Context, p store.Plan, version int64) error {
+	s.puts.Add(1)
+	time.Sleep(20 * time.Millisecond)
+	return s.ProjectionStore.PutPlan(ctx, p, version)
+}
+
+// TestProjectorGroupCommits hands the projector 40 audit events and 10
+// snapshots of one plan at once: every event is stored, the newest
+// snapshot wins, and the store sees a few bulk writes, not 50.
+func TestProjectorGroupCommits(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	st := &slowStore{ProjectionStore: env.Store}
+	p := &projector.Projector{Store: st}
+	var evs []event.Event
+	for i := range 40 {
+		evs = append(evs, handlerstest.NewEvent(t, fmt.Sprintf("gc-%d", i), events.AuditType("step_1.started"), events.Audit{PlanID: "plan-gc"}))
+	}
+	for v := int64(1); v <= 10; v++ {
+		plan := store.Plan{PlanID: "plan-gc", TenantID: handlerstest.Tenant, SessionID: handlerstest.Session, UserID: handlerstest.User,
+			Status: store.PlanStatusExecuting, ReplanCount: int(v), CreatedAt: time.Now().UTC()}
+		evs = append(evs, handlerstest.NewEvent(t, fmt.Sprintf("gc-snap-%d", v), events.AuditType(handlers.AuditPlanProjected),
+			events.Audit{PlanID: plan.PlanID, Payload: mustJSON(t, handlers.PlanProjected{Version: v, Plan: plan})}))
+	}
+	errs := handleAtOnce(t, p, evs)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Handle %s: %v", evs[i].ID(), err)
+		}
+	}
+	trace, err := env.Store.Trace(handlerstest.Ctx(t), store.TraceQuery{TenantID: handlerstest.Tenant, PlanID: "plan-gc"})
+	if err != nil || len(trace) != 40 {
+		t.Fatalf("trace holds %d events (%v), want 40", len(trace), err)
+	}
+	if got := handlerstest.AssertProjection(t, env, "plan-gc", store.PlanStatusExecuting, 10); got.ReplanCount != 10 {
+		t.Errorf("projection replan_count %d, want the newest snapshot's 10", got.ReplanCount)
+	}
+	if a, w := st.appends.Load(), st.puts.Load(); a > 5 || w > 5 {
+		t.Errorf("%d appends and %d plan writes for 50 events, want a few group commits", a, w)
+	}
+}
+
+// handleAtOnce hands every event to p at once, as a worker's concurrent
+// handlers do, and returns each one's error.
+func handleAtOnce(t *testing.T, p *projector.Projector, evs []event.Event) []error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(evs))
+	for i, ev := range evs {
+		wg.Go(func() { _, errs[i] = p.Handle(handlerstest.Ctx(t), ev) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// overlapStore's plan writes take a while and record how many were under
+// way at once; a write of plan-boom panics.
+type overlapStore struct {
+	projector.ProjectionStore
+	mu            sync.Mutex
+	inFlight, max int
+}
+
+func (s *overlapStore) PutPlan(ctx context.Context, p store.Plan, version int64) error {
+	if p.PlanID == "plan-boom" {
+		panic("the store broke")
+	}
+	s.mu.Lock()
+	s.inFlight++
+	s.max = max(s.max, s.inFlight)
+	s.mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	s.mu.Lock()
+	s.inFlight--
+	s.mu.Unlock()
+	return s.ProjectionStore.PutPlan(ctx, p, version)
+}
+
+// TestProjectorWritesABatchsPlansAtOnce: the snapshots of different plans
+// that queued up together are written concurrently, not one after the
+// other; a write that panics fails its own snapshot's handler only, and
+// the projector goes on.
+func TestProjectorWritesABatchsPlansAtOnce(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	st := &overlapStore{ProjectionStore: env.Store}
+	p := &projector.Projector{Store: st}
+	snapshot := func(planID string) event.Event {
+		plan := store.Plan{PlanID: planID, TenantID: handlerstest.Tenant, SessionID: handlerstest.Session, UserID: handlerstest.User,
+			Status: store.PlanStatusExecuting, CreatedAt: time.Now().UTC()}
+		return handlerstest.NewEvent(t, "snap-"+planID, events.AuditType(handlers.AuditPlanProjected),
+			events.Audit{PlanID: planID, Payload: mustJSON(t, handlers.PlanProjected{Version: 1, Plan: plan})})
+	}
+	evs := []event.Event{snapshot("plan-boom")}
+	for i := range 8 {
+		evs = append(evs, snapshot(fmt.Sprintf("plan-%d", i)), handlerstest.NewEvent(t, fmt.Sprintf("ev-%d", i), events.AuditType("step_1.started"),
+			events.Audit{PlanID: fmt.Sprintf("plan-%d", i)}))
+	}
+	errs := handleAtOnce(t, p, evs)
+	for i, err := range errs {
+		switch {
+		case i == 0 && (err == nil || !strings.Contains(err.Error(), "panicked: the store broke")):
+			t.Errorf("the panicking write's handler: %v", err)
+		case i > 0 && err != nil:
+			t.Errorf("Handle %s: %v", evs[i].ID(), err)
+		}
+	}
+	for i := range 8 {
+		handlerstest.AssertProjection(t, env, fmt.Sprintf("plan-%d", i), store.PlanStatusExecuting, 1)
+	}
+	if st.max < 2 {
+		t.Errorf("at most %d plan writes under way at once, want the batch's written together", st.max)
+	}
+	if _, err := p.Handle(handlerstest.Ctx(t), snapshot("plan-after")); err != nil {
+		t.Fatalf("the projector after a panicking write: %v", err)
+	}
+	handlerstest.AssertProjection(t, env, "plan-after", store.PlanStatusExecuting, 1)
+}
+
+// hangingStore's appends block until their context ends, as a request
+// lost in a NATS restart would, until it is healed.
+type hangingStore struct {
+	projector.ProjectionStore
+	healed atomic.Bool
+}
+
+func (s *hangingStore) AppendEvents(ctx context.Context, evs []store.Event) error {
+	if !s.healed.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.ProjectionStore.AppendEvents(ctx, evs)
+}
+
+// TestProjectorBoundsAHangingWrite: a write that hangs fails after the
+// write timeout, for it and for everything queued behind it, and the
+// redelivered events are stored once the store answers again.
+func TestProjectorBoundsAHangingWrite(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	st := &hangingStore{ProjectionStore: env.Store}
+	p := &projector.Projector{Store: st, WriteTimeout: 100 * time.Millisecond}
+	var evs []event.Event
+	for i := range 8 {
+		evs = append(evs, handlerstest.NewEvent(t, fmt.Sprintf("hang-%d", i), events.AuditType("step_1.started"), events.Audit{PlanID: "plan-hang"}))
+	}
+	handleAll := func() []error {
+		errs := make([]error, len(evs))
+		var wg sync.WaitGroup
+		for i, ev := range evs {
+			wg.Go(func() { _, errs[i] = p.Handle(handlerstest.Ctx(t), ev) })
+		}
+		wg.Wait()
+		return errs
+	}
+	start := time.Now()
+	for i, err := range handleAll() {
+		if err == nil || events.IsPermanent(err) {
+			t.Errorf("event %d: err = %v, want a transient error", i, err)
+		}
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the hanging write held the projector %s", took)
+	}
+	st.healed.Store(true)
+	for i, err := range handleAll() {
+		if err != nil {
+			t.Fatalf("event %d after healing: %v", i, err)
+		}
+	}
+	trace, err := env.Store.Trace(handlerstest.Ctx(t), store.TraceQuery{TenantID: handlerstest.Tenant, PlanID: "plan-hang"})
+	if err != nil || len(trace) != len(evs) {
+		t.Fatalf("trace holds %d events (%v), want %d", len(trace), err, len(evs))
+	}
+}
+
+// hangingSessions' session writes block until their context ends.
+type hangingSessions struct{ projector.ProjectionStore }
+
+func (s hangingSessions) PutSession(ctx context.Context, _ store.Session) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestProjectorBoundsAHangingSessionWrite: session writes are serialised,
+// so one that hangs (a request lost in a NATS restart) must fail after the
+// write timeout, not hold every session.updated behind it for the
+// handler's deadline.
+func TestProjectorBoundsAHangingSessionWrite(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	p := &projector.Projector{Store: hangingSessions{env.Store}, WriteTimeout: 100 * time.Millisecond, Embedder: handlerstest.Embedder}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a handler's long deadline
+	defer cancel()
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range errs {
+		sess := store.Session{SessionID: fmt.Sprintf("s-hang-%d", i), TenantID: handlerstest.Tenant, UserID: handlerstest.User,
+			Messages: []store.SessionMessage{{Role: "user", Content: "hi"}}, LastActive: time.Now().UTC()}
+		up := runctl.SessionUpdated{Revision: 1, Session: sess, RunID: fmt.Sprintf("run-hang-%d", i), UserID: handlerstest.User, Message: "hi", Answer: "hello"}
+		payload, _ := json.Marshal(up)
+		ev := handlerstest.NewEvent(t, fmt.Sprintf("sess-hang-%d", i), events.AuditType(runctl.AuditSessionUpdated), events.Audit{Payload: payload})
+		wg.Go(func() { _, errs[i] = p.Handle(ctx, ev) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil || events.IsPermanent(err) {
+			t.Errorf("session write %d: err = %v, want a transient error", i, err)
+		}
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("four hanging session writes held the projector %s", took)
+	}
+}
