@@ -11,7 +11,6 @@ import (
 
 	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/ledger"
-	ledgerpkg "github.com/agentbus/agentbus/handlers/ledger"
 	"github.com/agentbus/agentbus/orch"
 )
 
@@ -145,8 +144,8 @@ func TestBudget_LanesDrawTheirSharesThenTheGroupsPool(t *testing.T) {
 		t.Fatalf("a draw past an empty pool: %v, want refused as the lane's", err)
 	}
 	// A dimension the run has no limit in is drawn freely, pool or none.
-	for _, ledger := range []*ledger.Budgets{b, {}} {
-		if err := ledger.Reserve(ctx, ledgerpkg.StepBudget(req), orch.Vector{orch.DimModelCalls: 50}); err != nil {
+	for _, bs := range []*ledger.Budgets{b, {}} {
+		if err := bs.Reserve(ctx, ledger.StepBudget(req), orch.Vector{orch.DimModelCalls: 50}); err != nil {
 			t.Fatalf("a draw of a dimension with no limit: %v", err)
 		}
 	}
