@@ -125,12 +125,24 @@ func project(in llm.ActInput, skill llm.SkillInfo, result []byte) (llm.Message, 
 	if err != nil {
 		return llm.Message{}, fmt.Errorf("offline: %w", err)
 	}
+	valid := schema.Validate(in.ReturnSpec.Shape, result) == nil
+	if q := newQuery(in.Task, out); q != nil && isQueryShape(shape) {
+		if valid {
+			// An extraction script answered it from a large response.
+			return jsonMessage(llm.ActOutput{Status: "complete", Label: label(shape), Data: result})
+		}
+		var decoded map[string]any
+		if err := json.Unmarshal(result, &decoded); err != nil {
+			return jsonMessage(llm.ActOutput{Status: "failed", Reason: "skill output is not a JSON object", Suggestion: "retry the step"})
+		}
+		return jsonMessage(llm.ActOutput{Status: "complete", Label: label(shape), Data: mustJSON(q.apply(decoded, 0))})
+	}
 	ds, err := schema.Derive(out, shape)
 	if err != nil {
 		return jsonMessage(llm.ActOutput{Status: "insufficient", Reason: err.Error(),
 			Suggestion: "choose a skill whose output provides the return_spec"})
 	}
-	if schema.Validate(in.ReturnSpec.Shape, result) == nil {
+	if valid {
 		// The result already is the contract's shape: an extraction
 		// script produced it from a large response.
 		return jsonMessage(llm.ActOutput{Status: "complete", Label: label(shape), Data: result})
