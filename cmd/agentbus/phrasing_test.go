@@ -222,3 +222,25 @@ func (e *phrasingEnv) stack(t *testing.T, server string) *app.Stack {
 	e.stacks[server] = s
 	return s
 }
+
+// TestOfflineImpossibleFailsFast: a task the demo's skills cannot serve
+// ends IMPOSSIBLE within a second, naming the skills the offline model
+// looked at and the way to a real model.
+func TestOfflineImpossibleFailsFast(t *testing.T) {
+	s := startStack(t)
+	for i, task := range []string{"Book a flight to Paris", "Write a poem about the sea"} {
+		start := time.Now()
+		res := postRun(t, "http://"+s.IngressAddr, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: fmt.Sprintf("s-impossible-%d", i), Message: task})
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("%q took %s, want under a second", task, took)
+		}
+		if res.TerminalCode != orch.CodeImpossible {
+			t.Fatalf("%q ended %s: %s", task, res.TerminalCode, res.Response)
+		}
+		for _, want := range []string{"outlet_list", "menu_catalog", "MODEL="} {
+			if !strings.Contains(res.Response, want) {
+				t.Errorf("%q: the answer does not name %q: %s", task, want, res.Response)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package offline
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -161,6 +162,10 @@ func project(in llm.ActInput, skill llm.SkillInfo, result []byte) (llm.Message, 
 // label names a step output after its fields: outlet_ids, results.
 func label(shape schema.Shape) string {
 	names := sortedNames(shape.Properties)
+	if isQueryShape(shape) && len(names) > 1 {
+		// A query's records name it; its summary goes with them.
+		names = slices.DeleteFunc(names, func(n string) bool { return n == summaryField })
+	}
 	sort.Strings(names)
 	l := strings.Join(names, "_")
 	if len(l) > 64 {

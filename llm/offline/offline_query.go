@@ -155,7 +155,7 @@ func (q *query) resolve() {
 		return
 	}
 	for _, f := range q.Fields {
-		if k := q.kind[f]; k != "text" && k != "other" && (k != "labels" || named(f)) || named(f) {
+		if k := q.kind[f]; k != "text" && k != "other" || named(f) {
 			q.Keep = append(q.Keep, f)
 		}
 	}

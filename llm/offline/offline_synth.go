@@ -40,6 +40,11 @@ func synthesize(in llm.SynthInput) string {
 		}
 		return strings.TrimRight(b.String(), "\n")
 	} else if len(lanes) == 1 {
+		if a, ok := asAnswer(lanes[0]); ok {
+			var ab strings.Builder
+			writeAnswer(&ab, in.Task, a)
+			return strings.TrimRight(strings.TrimPrefix(b.String(), fmt.Sprintf("Result for %q:\n", in.Task))+ab.String(), "\n")
+		}
 		writeValue(&b, lanes[0])
 		return strings.TrimRight(b.String(), "\n")
 	}

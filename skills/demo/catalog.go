@@ -79,7 +79,7 @@ func allSkills() []*catalogSkill {
 }
 
 // rankSkills returns the skills with a positive relevance to query, best
-// first (ties broken by name), each followed by the skills that produce
+// first (ties broken by name), or every skill when none has, each followed by the skills that produce
 // its required inputs when they did not rank: a task about engagement
 // scores needs the outlet list that provides the outlet ids.
 func rankSkills(query string, catalog []*catalogSkill) []skills.Summary {
@@ -89,6 +89,13 @@ func rankSkills(query string, catalog []*catalogSkill) []skills.Summary {
 			Keywords: text.SchemaWords(sk.input) + " " + text.SchemaWords(sk.output)})
 	}
 	ranked := skills.Rank(query, items)
+	if len(ranked) == 0 {
+		// Nothing matched: the catalog is small, so the model sees all
+		// there is (at score 0) and can say what it looked at.
+		for _, it := range items {
+			ranked = append(ranked, skills.Summary{Name: it.Name, Description: it.Description})
+		}
+	}
 	in := map[string]bool{}
 	for _, r := range ranked {
 		in[r.Name] = true
