@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
 )
@@ -128,9 +129,25 @@ func newPhrasingEnv(t *testing.T) *phrasingEnv {
 func (e *phrasingEnv) run(t *testing.T, session string, c phrasing) string {
 	s := e.stack(t, c.Server)
 	task := strings.ReplaceAll(c.Task, "{DIR}", e.dir)
-	start := time.Now()
-	res := postRun(t, "http://"+s.IngressAddr, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: session, Message: task})
-	if took := time.Since(start); took > phrasingMaxRun {
+	var res orch.RunResult
+	var took time.Duration
+	for {
+		// The suite asks faster than a tenant's rate limit allows: a
+		// refused request waits its turn, and only the run is timed.
+		start := time.Now()
+		var err error
+		res, err = runclient.NewHTTP("http://"+s.IngressAddr, nil).Run(context.Background(),
+			orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: session, Message: task})
+		took = time.Since(start)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "429") {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	if took > phrasingMaxRun {
 		e.slow = append(e.slow, fmt.Sprintf("%q took %s", c.Task, took.Round(time.Millisecond)))
 	}
 	if res.TerminalCode != orch.CodeSuccess {
