@@ -16,23 +16,32 @@ type Field struct {
 }
 
 // Corpus scores documents against queries with Okapi BM25 over their
-// Terms (so synonyms match), weighting each document's fields.
+// Terms (so synonyms match) or their Tokens, weighting each document's
+// fields.
 type Corpus struct {
+	terms  func(string, map[string]bool) []string
 	docs   []map[string]float64
 	lens   []float64
 	df     map[string]int
 	avgLen float64
 }
 
-// NewCorpus indexes docs, each a list of weighted fields.
-func NewCorpus(docs [][]Field) *Corpus {
-	c := &Corpus{df: map[string]int{}}
+// NewCorpus indexes docs, each a list of weighted fields, by their Terms.
+func NewCorpus(docs [][]Field) *Corpus { return newCorpus(docs, Terms) }
+
+// NewExactCorpus indexes docs by their Tokens: no synonyms, for texts
+// where a synonym would mislead (a task's "open" is not a task type's
+// "open-ended").
+func NewExactCorpus(docs [][]Field) *Corpus { return newCorpus(docs, Tokens) }
+
+func newCorpus(docs [][]Field, terms func(string, map[string]bool) []string) *Corpus {
+	c := &Corpus{terms: terms, df: map[string]int{}}
 	total := 0.0
 	for _, fields := range docs {
 		tf := map[string]float64{}
 		n := 0.0
 		for _, f := range fields {
-			for _, t := range Terms(f.Text, nil) {
+			for _, t := range terms(f.Text, nil) {
 				tf[t] += f.Weight
 				n += f.Weight
 			}
@@ -65,7 +74,7 @@ func (c *Corpus) Has(i int, term string) bool { return c.docs[i][term] > 0 }
 // saturation would reach, so scores of different corpora compare.
 func (c *Corpus) Scores(query string) []float64 {
 	out := make([]float64, len(c.docs))
-	terms := uniq(Terms(query, nil))
+	terms := uniq(c.terms(query, nil))
 	ideal := 0.0
 	for _, t := range terms {
 		ideal += c.IDF(t) * (bm25K1 + 1)

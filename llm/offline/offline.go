@@ -100,7 +100,7 @@ const routeShare = 0.06
 
 // route picks the first task type (the general one) unless the task
 // matches none of its words and another type's name and description
-// clearly (BM25 with synonyms), and that type's first pattern.
+// clearly (BM25, without synonyms), and that type's first pattern.
 func route(in llm.RouteInput) llm.RouteOutput {
 	if len(in.TaskTypes) == 0 {
 		return llm.RouteOutput{TaskType: "general", Pattern: "react", Reason: "no task types configured"}
@@ -109,7 +109,7 @@ func route(in llm.RouteInput) llm.RouteOutput {
 	for i, tt := range in.TaskTypes {
 		docs[i] = []text.Field{{Text: tt.Name, Weight: 2}, {Text: tt.Description, Weight: 1}}
 	}
-	scores := text.NewCorpus(docs).Scores(strings.Join(words(in.Task), " "))
+	scores := text.NewExactCorpus(docs).Scores(strings.Join(words(in.Task), " "))
 	best := 0
 	for i, s := range scores {
 		if scores[0] == 0 && s > scores[best] && s >= routeShare {
