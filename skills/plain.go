@@ -8,6 +8,8 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/agentbus/agentbus/text"
 )
 
 // TextOutputField is the field under which plain mode returns the text of
@@ -162,13 +164,28 @@ func rankTools(query string, tools []mcp.Tool, limit int) []Summary {
 		if isDiscoveryTool(t.Name) {
 			continue
 		}
-		items = append(items, Summary{Name: t.Name, Description: toolDescription(t)})
+		items = append(items, Summary{Name: t.Name, Description: toolDescription(t), Keywords: toolKeywords(t)})
 	}
 	ranked := Rank(query, items)
 	if len(ranked) > limit {
 		ranked = ranked[:limit]
 	}
 	return ranked
+}
+
+// toolKeywords are the words of a tool's input schema, and of its output
+// schema when it declares one, for Rank.
+func toolKeywords(t mcp.Tool) string {
+	var words []string
+	if in, err := inputSchema(t); err == nil {
+		words = append(words, text.SchemaWords(in))
+	}
+	if len(t.RawOutputSchema) > 0 || t.OutputSchema.Type != "" {
+		if out, err := outputSchema(t); err == nil {
+			words = append(words, text.SchemaWords(out))
+		}
+	}
+	return strings.Join(words, " ")
 }
 
 // toolManifest builds the Manifest of a plain MCP tool: its input schema,

@@ -13,6 +13,9 @@ type Summary struct {
 	Name        string  `json:"name"`
 	Description string  `json:"description"`
 	Score       float64 `json:"score"`
+	// Keywords are further words Rank reads for an item (its parameter
+	// names, enum values and output fields); they are not sent.
+	Keywords string `json:"-"`
 }
 
 // Manifest is a skill's full description returned by load_skill.

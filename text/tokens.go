@@ -1,6 +1,7 @@
 package text
 
 import (
+	"sort"
 	"strings"
 	"unicode"
 )
@@ -47,4 +48,14 @@ func Stem(w string) string {
 		return w[:len(w)-1]
 	}
 	return w
+}
+
+// Stopwords returns the words Tokens drops, sorted.
+func Stopwords() []string {
+	out := make([]string, 0, len(stopwords))
+	for w := range stopwords {
+		out = append(out, w)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # setup.sh: installs the MCP reference servers the tests run against:
-# server-everything (skills/everything_test.go, on all three transports) and
+# server-everything (skills/everything_test.go, on all three transports),
 # server-filesystem (the plain-MCP end-to-end run with a real model's wire
-# format, cmd/agentbus/model_test.go, over stdio).
+# format, cmd/agentbus/model_test.go, over stdio) and server-memory (with
+# the other two, the offline model's phrasing suite,
+# cmd/agentbus/phrasing_test.go).
 #
 #   deploy/mcp/setup.sh
 #
-# It installs @modelcontextprotocol/server-everything and
-# @modelcontextprotocol/server-filesystem, pinned in
+# It installs @modelcontextprotocol/server-everything,
+# @modelcontextprotocol/server-filesystem and
+# @modelcontextprotocol/server-memory, pinned in
 # deploy/mcp/package.json with every transitive dependency pinned in
 # deploy/mcp/package-lock.json, into .cache/mcp/ (git-ignored) with
 # `npm ci`, without running package install scripts. It does nothing when
@@ -19,6 +22,7 @@
 #   PORT=<port> node .../dist/index.js sse              (GET /sse, POST /message)
 #   PORT=<port> node .../dist/index.js streamableHttp   (/mcp)
 #   node .cache/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js <allowed dir>...   (stdio)
+#   MEMORY_FILE_PATH=<graph.jsonl> node .cache/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js   (stdio)
 #
 # Environment (optional):
 #   MCP_CACHE   install folder (default <repo>/.cache/mcp)
@@ -29,7 +33,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 DEST="${MCP_CACHE:-$ROOT/.cache/mcp}"
-PKGS=("@modelcontextprotocol/server-everything" "@modelcontextprotocol/server-filesystem")
+PKGS=("@modelcontextprotocol/server-everything" "@modelcontextprotocol/server-filesystem" "@modelcontextprotocol/server-memory")
 
 die() { echo "deploy/mcp/setup.sh: $*" >&2; exit 1; }
 

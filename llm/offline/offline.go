@@ -17,7 +17,9 @@ import (
 // descriptions, plans by chaining skill output schemas to input schemas,
 // acts by calling the allowed skill and projecting its output onto the
 // return_spec, and synthesises from the step outputs.
-type Model struct{}
+type Model struct {
+	attempts attempts
+}
 
 // New returns the offline model.
 func New() *Model { return &Model{} }
@@ -41,7 +43,7 @@ func (o *Model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 	case llm.SynthInput:
 		msg = llm.Message{Role: llm.RoleAssistant, Content: synthesize(in)}
 	case llm.ExtractInput:
-		msg, err = extract(in)
+		msg, err = o.extract(in)
 	case llm.SuperviseInput:
 		msg, err = jsonMessage(supervise(in))
 	default:
@@ -91,17 +93,28 @@ func estimateUsage(req llm.Request, out llm.Message) llm.Usage {
 	return llm.Usage{InputTokens: llm.EstimateInputTokens(req), OutputTokens: o/4 + 1}
 }
 
+// routeShare is the relevance another task type needs, against the
+// ideal, to take a task from the first (the general one): a word or two
+// in passing ("across") is not a framing.
+const routeShare = 0.06
+
+// route picks the first task type (the general one) unless the task
+// matches none of its words and another type's name and description
+// clearly (BM25, without synonyms), and that type's first pattern.
 func route(in llm.RouteInput) llm.RouteOutput {
-	words := wordSet(in.Task)
-	best, bestScore := -1, -1.0
-	for i, tt := range in.TaskTypes {
-		s := overlap(words, wordSet(tt.Name+" "+tt.Description))
-		if s > bestScore {
-			best, bestScore = i, s
-		}
-	}
-	if best < 0 {
+	if len(in.TaskTypes) == 0 {
 		return llm.RouteOutput{TaskType: "general", Pattern: "react", Reason: "no task types configured"}
+	}
+	docs := make([][]text.Field, len(in.TaskTypes))
+	for i, tt := range in.TaskTypes {
+		docs[i] = []text.Field{{Text: tt.Name, Weight: 2}, {Text: tt.Description, Weight: 1}}
+	}
+	scores := text.NewExactCorpus(docs).Scores(strings.Join(words(in.Task), " "))
+	best := 0
+	for i, s := range scores {
+		if scores[0] == 0 && s > scores[best] && s >= routeShare {
+			best = i
+		}
 	}
 	tt := in.TaskTypes[best]
 	pattern := "react"
@@ -109,7 +122,7 @@ func route(in llm.RouteInput) llm.RouteOutput {
 		pattern = tt.Patterns[0]
 	}
 	return llm.RouteOutput{TaskType: tt.Name, Pattern: pattern,
-		Reason: fmt.Sprintf("task type %q shares %.0f words with the task; %q is its first valid pattern", tt.Name, bestScore, pattern)}
+		Reason: fmt.Sprintf("task type %q matches the task best (relevance %.2f); %q is its first valid pattern", tt.Name, scores[best], pattern)}
 }
 
 // verbs every task uses say nothing about which skill or task type fits;

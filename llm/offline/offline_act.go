@@ -2,6 +2,7 @@ package offline
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -125,12 +126,24 @@ func project(in llm.ActInput, skill llm.SkillInfo, result []byte) (llm.Message, 
 	if err != nil {
 		return llm.Message{}, fmt.Errorf("offline: %w", err)
 	}
+	valid := schema.Validate(in.ReturnSpec.Shape, result) == nil
+	if q := newQuery(in.Task, out); q != nil && isQueryShape(shape) {
+		if valid {
+			// An extraction script answered it from a large response.
+			return jsonMessage(llm.ActOutput{Status: "complete", Label: label(shape), Data: result})
+		}
+		var decoded map[string]any
+		if err := json.Unmarshal(result, &decoded); err != nil {
+			return jsonMessage(llm.ActOutput{Status: "failed", Reason: "skill output is not a JSON object", Suggestion: "retry the step"})
+		}
+		return jsonMessage(llm.ActOutput{Status: "complete", Label: label(shape), Data: mustJSON(q.apply(decoded, 0))})
+	}
 	ds, err := schema.Derive(out, shape)
 	if err != nil {
 		return jsonMessage(llm.ActOutput{Status: "insufficient", Reason: err.Error(),
 			Suggestion: "choose a skill whose output provides the return_spec"})
 	}
-	if schema.Validate(in.ReturnSpec.Shape, result) == nil {
+	if valid {
 		// The result already is the contract's shape: an extraction
 		// script produced it from a large response.
 		return jsonMessage(llm.ActOutput{Status: "complete", Label: label(shape), Data: result})
@@ -149,6 +162,10 @@ func project(in llm.ActInput, skill llm.SkillInfo, result []byte) (llm.Message, 
 // label names a step output after its fields: outlet_ids, results.
 func label(shape schema.Shape) string {
 	names := sortedNames(shape.Properties)
+	if isQueryShape(shape) && len(names) > 1 {
+		// A query's records name it; its summary goes with them.
+		names = slices.DeleteFunc(names, func(n string) bool { return n == summaryField })
+	}
 	sort.Strings(names)
 	l := strings.Join(names, "_")
 	if len(l) > 64 {

@@ -29,14 +29,15 @@ func isLoop(in llm.ActInput) bool {
 func loopAct(in llm.ActInput, history []llm.Message) (llm.Message, error) {
 	called := map[string]bool{}
 	var observed []map[string]any
-	var last string
+	var last, lastSkill, calling string
 	for _, m := range history {
 		for _, c := range m.ToolCalls {
-			called[c.Name] = true
+			called[c.Name], calling = true, c.Name
 		}
 		if m.Role != llm.RoleTool || m.IsError {
 			continue
 		}
+		lastSkill = calling
 		var obj map[string]any
 		if json.Unmarshal([]byte(m.Content), &obj) == nil {
 			observed = append([]map[string]any{obj}, observed...) // newest first
@@ -60,7 +61,32 @@ func loopAct(in llm.ActInput, history []llm.Message) (llm.Message, error) {
 		return jsonMessage(llm.ActOutput{Status: "insufficient", Reason: "no allowed skill could be called for the goal",
 			Suggestion: "give the loop a skill whose inputs the task states"})
 	}
-	return jsonMessage(llm.ActOutput{Status: "complete", Label: "answer", Data: mustJSON(map[string]string{"answer": last})})
+	return jsonMessage(llm.ActOutput{Status: "complete", Label: "answer", Data: mustJSON(map[string]string{"answer": answerOf(in, lastSkill, last)})})
+}
+
+// answerOf is a loop's answer from its last observation: the answer to
+// the question the task asks of it (query), when the skill that made it
+// returns a list of records and the task asks something of them (a
+// count, a filter, the top n); otherwise the observation itself.
+func answerOf(in llm.ActInput, skill, observation string) string {
+	for _, s := range in.Skills {
+		if s.Name != skill {
+			continue
+		}
+		out, err := schema.ParseShape(s.OutputSchema)
+		var data map[string]any
+		if err != nil || json.Unmarshal([]byte(observation), &data) != nil {
+			break
+		}
+		if q := newQuery(in.Task, out); q != nil {
+			res := q.apply(data, 0)
+			if sum := res[summaryField].([]any)[0].(map[string]any); sum["question"] == "" && sum["where"] == "" {
+				break // nothing asked of the records: they are the answer
+			}
+			return string(mustJSON(res))
+		}
+	}
+	return observation
 }
 
 // loopOrder is the order a loop tries its skills in: the chain the

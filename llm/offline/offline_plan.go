@@ -2,7 +2,9 @@ package offline
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -19,38 +21,36 @@ type planSkill struct {
 	relevance float64
 }
 
-// plan chains skills: it picks the skills most relevant to the task, adds
-// the producers their required inputs need (an output that derives the
-// input), orders producers first and derives each step's return_spec from
-// what its consumers need, or from its whole output for a final step.
+// plan chains skills: it ranks the allowed skills for the task
+// (rankSkills), takes the most relevant one whose inputs the task or
+// another skill can provide, adds the skills that answer words of the
+// task it lacks, then the producers their required inputs need (an
+// output that derives the input), orders producers first and derives each
+// step's return_spec from what its consumers need, or, for a final step,
+// from the question the task asks of its output (query).
 func plan(in llm.PlanInput) llm.PlanOutput {
 	if in.Failed != nil && len(in.Remaining) > 0 {
 		return replan(in)
 	}
-	words := wordSet(in.Task)
-	var cands []*planSkill
-	for _, s := range in.Skills {
-		ps := &planSkill{info: s, relevance: overlap(words, wordSet(strings.ReplaceAll(s.Name, "_", " ")+" "+s.Description))}
-		var err error
-		if ps.in, err = schema.ParseShape(s.InputSchema); err != nil {
+	r := rankSkills(in.Task, in.Skills)
+	p := planner{task: in.Task, cands: r.cands, index: map[string]int{}, needs: map[string][]need{}}
+	var chosen []*planSkill
+	var reasons []string
+	for _, c := range r.cands {
+		if c.relevance == 0 {
+			break
+		}
+		if len(chosen) > 0 && (c.relevance < companionShare*chosen[0].relevance || !r.adds(c, chosen)) {
 			continue
 		}
-		if ps.out, err = schema.ParseShape(s.OutputSchema); err != nil {
+		if err := p.try(c); err != nil {
+			reasons = append(reasons, err.Error())
 			continue
 		}
-		cands = append(cands, ps)
+		chosen = append(chosen, c)
 	}
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].relevance > cands[j].relevance })
-	if len(cands) == 0 || cands[0].relevance == 0 {
-		return llm.PlanOutput{Infeasible: "no discovered skill fits the task"}
-	}
-	p := planner{task: in.Task, cands: cands, index: map[string]int{}, needs: map[string][]need{}}
-	for _, c := range cands {
-		if c.relevance*2 >= cands[0].relevance {
-			if err := p.add(c, 0); err != nil {
-				return llm.PlanOutput{Infeasible: err.Error()}
-			}
-		}
+	if len(chosen) == 0 {
+		return llm.PlanOutput{Infeasible: r.infeasible(reasons)}
 	}
 	max := in.MaxSteps
 	if max <= 0 || max > 10 {
@@ -80,6 +80,18 @@ type planner struct {
 	index map[string]int    // skill → position in order
 	needs map[string][]need // producer → fields its consumers need
 	deps  [][]string
+}
+
+// try adds s and the producers it needs, or leaves the plan as it was
+// when s cannot be planned.
+func (p *planner) try(s *planSkill) error {
+	order, deps := slices.Clone(p.order), slices.Clone(p.deps)
+	index, needs := maps.Clone(p.index), maps.Clone(p.needs)
+	if err := p.add(s, 0); err != nil {
+		p.order, p.deps, p.index, p.needs = order, deps, index, needs
+		return err
+	}
+	return nil
 }
 
 func (p *planner) add(s *planSkill, depth int) error {
@@ -134,7 +146,7 @@ func (p *planner) steps(first int) []llm.PlannedStep {
 		}
 		needs := p.needs[s.info.Name]
 		if len(needs) == 0 {
-			shape, reason := narrow(s.out, p.task)
+			shape, reason := finalShape(s.out, p.task)
 			step.ReturnSpec = llm.ReturnSpec{Shape: mustJSON(shape), Reason: reason}
 			step.Task = fmt.Sprintf("%s (for: %s)", strings.TrimSuffix(s.info.Description, "."), p.task)
 		} else {
@@ -157,49 +169,103 @@ func (p *planner) steps(first int) []llm.PlannedStep {
 }
 
 // taskArgs takes the input values a task states outright: an enum value
-// the task mentions, the numbers it contains (in order, for the required
-// number fields in the schema's required order) and a quoted phrase (for
-// the first required free-text field). Step tasks carry the user's task
-// as "(for: …)"; only that part is read, so a skill description's own
-// numbers are never taken for arguments.
+// the task names; for the required fields, in the schema's order, the
+// numbers it contains (in order), its paths (for a field named for a
+// path), a glob (for a pattern), and for free text a quoted phrase, else
+// what follows "named", "about", "for" and the like, else its proper
+// nouns. Step tasks carry the user's task as "(for: …)"; only that part
+// is read, so a skill description's own numbers are never taken for
+// arguments.
 func taskArgs(task string, s schema.Shape) map[string]any {
-	if i := strings.LastIndex(task, "(for: "); i >= 0 {
-		task = strings.TrimSuffix(task[i+len("(for: "):], ")")
-	}
-	words := wordSet(task)
+	task = userTask(task)
+	terms := text.Terms(task, nil)
 	args := map[string]any{}
 	for _, name := range sortedNames(s.Properties) {
 		for _, e := range s.Properties[name].Enum {
-			if str, ok := e.(string); ok && words[text.Stem(strings.ToLower(str))] {
+			if str, ok := e.(string); ok && containsSeq(terms, text.Terms(str, nil)) {
 				args[name] = str
 				break
 			}
 		}
 	}
-	numbers := numberRE.FindAllString(task, -1)
-	quoted := quotedRE.FindStringSubmatch(task)
+	var paths []any
+	for _, p := range pathRE.FindAllString(task, -1) {
+		paths = append(paths, strings.TrimRight(p, ".?!)"))
+	}
+	plain := idRE.ReplaceAllString(pathRE.ReplaceAllString(task, " "), " ")
+	numbers := numberRE.FindAllString(plain, -1)
+	glob := globRE.FindString(plain)
 	for _, name := range s.Required {
 		if _, done := args[name]; done {
 			continue
 		}
-		switch prop := s.Properties[name]; {
+		prop := s.Properties[name]
+		switch {
 		case (prop.Type == "number" || prop.Type == "integer") && len(numbers) > 0:
 			var v float64
 			if _, err := fmt.Sscan(numbers[0], &v); err == nil {
 				args[name] = v
 			}
 			numbers = numbers[1:]
-		case prop.Type == "string" && len(prop.Enum) == 0 && quoted != nil:
-			args[name] = quoted[1] + quoted[2]
-			quoted = nil
+		case isPathField(name) && prop.Type == "string" && len(paths) > 0:
+			args[name], paths = paths[0], paths[1:]
+		case isPathField(name) && prop.Type == "array" && len(paths) > 0:
+			args[name], paths = paths, nil
+		case prop.Type == "string" && len(prop.Enum) == 0 && (name == "pattern" || name == "glob") && glob != "":
+			args[name] = glob
+		case prop.Type == "string" && len(prop.Enum) == 0:
+			if v := phrase(task); v != "" {
+				args[name] = v
+			}
+		case prop.Type == "array" && prop.Items != nil && prop.Items.Type == "string" && !strings.HasSuffix(name, "ids"):
+			if v := phrase(task); v != "" {
+				args[name] = []any{v}
+			}
 		}
 	}
 	return args
 }
 
+// isPathField reports a field named for a file system path.
+func isPathField(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "file", "filename", "dir", "directory", "folder", "source", "destination", "root", "paths":
+		return true
+	}
+	return strings.HasSuffix(n, "path")
+}
+
+// phrase is the free text a task gives: a quoted phrase, else the words
+// after its last "named", "called", "about", "for", "matching" or
+// "containing", else its proper nouns (capitalised words after the first).
+func phrase(task string) string {
+	if m := quotedRE.FindStringSubmatch(task); m != nil {
+		return m[1] + m[2]
+	}
+	if m := cueRE.FindStringSubmatch(task); m != nil {
+		v := strings.TrimSpace(strings.TrimRight(m[1], ".?!"))
+		if v = strings.TrimPrefix(strings.TrimPrefix(v, "the "), "a "); v != "" {
+			return v
+		}
+	}
+	var nouns []string
+	for i, w := range strings.Fields(task) {
+		w = strings.Trim(w, ".,;:?!")
+		if i > 0 && w != "" && w[0] >= 'A' && w[0] <= 'Z' {
+			nouns = append(nouns, w)
+		}
+	}
+	return strings.Join(nouns, " ")
+}
+
 var (
 	numberRE = regexp.MustCompile(`-?\b\d+(?:\.\d+)?\b`)
 	quotedRE = regexp.MustCompile(`"([^"]+)"|'([^']+)'`)
+	pathRE   = regexp.MustCompile(`(?:~|\.{1,2})?/[^\s'",;]+`)
+	idRE     = regexp.MustCompile(`\b[A-Za-z]+-\d+\b`)
+	globRE   = regexp.MustCompile(`\S*\*\S*`)
+	cueRE    = regexp.MustCompile(`(?i)^.*\b(?:named|called|about|for|matching|containing|titled)\s+(.+)$`)
 )
 
 func mustJSON(v any) json.RawMessage {
@@ -252,42 +318,20 @@ func replan(in llm.PlanInput) llm.PlanOutput {
 	return llm.PlanOutput{Steps: out}
 }
 
-// narrow limits a final step's return_spec to the record fields the task
-// names, when it names at least two fields of one list ("every menu item
-// id with its category" keeps item_id and category): a response may be
-// megabytes, and the answer needs only those. Otherwise the whole output.
-func narrow(out schema.Shape, task string) (schema.Shape, string) {
-	words := wordSet(task)
-	named := func(field string) bool {
-		for _, tok := range strings.Split(field, "_") {
-			if !words[text.Stem(strings.ToLower(tok))] {
-				return false
-			}
-		}
-		return true
-	}
-	shape := schema.Shape{Type: "object", Properties: map[string]schema.Shape{}}
-	var kept []string
-	for _, name := range sortedNames(out.Properties) {
-		prop := out.Properties[name]
-		if prop.Type != "array" || prop.Items == nil || prop.Items.Type != "object" {
-			continue
-		}
-		item := schema.Shape{Type: "object", Properties: map[string]schema.Shape{}}
-		for _, f := range sortedNames(prop.Items.Properties) {
-			if named(f) {
-				item.Properties[f] = prop.Items.Properties[f]
-				item.Required = append(item.Required, f)
-				kept = append(kept, f)
-			}
-		}
-		if len(item.Properties) >= 2 {
-			shape.Properties[name] = schema.Shape{Type: "array", Items: &item}
-			shape.Required = append(shape.Required, name)
-		}
-	}
-	if len(shape.Properties) == 0 {
+// finalShape is a final step's return_spec: the answer to the question
+// the task asks of the skill's list of records (query), when its output
+// has one; otherwise its whole output.
+func finalShape(out schema.Shape, task string) (schema.Shape, string) {
+	q := newQuery(task, out)
+	if q == nil {
 		return out, "the final answer is synthesised from it"
 	}
-	return shape, "the task asks only for " + strings.Join(kept, ", ")
+	reason := "the answer to the task"
+	if what := q.question(); what != "" {
+		reason = what
+	}
+	if q.Narrow {
+		reason = "the task asks only for " + strings.Join(q.Keep, ", ")
+	}
+	return q.shape(), reason
 }

@@ -19,6 +19,14 @@ func synthesize(in llm.SynthInput) string {
 		// name, so a soul's effect on the answer can be seen.
 		fmt.Fprintf(&b, "%s — ", in.Persona.Name)
 	}
+	last := json.RawMessage(nil)
+	if len(in.Outputs) > 0 {
+		last = in.Outputs[len(in.Outputs)-1].Value
+	}
+	if a, ok := asAnswer(last); ok {
+		writeAnswer(&b, in.Task, a)
+		return strings.TrimRight(b.String(), "\n")
+	}
 	fmt.Fprintf(&b, "Result for %q:\n", in.Task)
 	if len(in.Outputs) == 0 {
 		b.WriteString("(no step produced output)\n")
@@ -32,6 +40,11 @@ func synthesize(in llm.SynthInput) string {
 		}
 		return strings.TrimRight(b.String(), "\n")
 	} else if len(lanes) == 1 {
+		if a, ok := asAnswer(lanes[0]); ok {
+			var ab strings.Builder
+			writeAnswer(&ab, in.Task, a)
+			return strings.TrimRight(strings.TrimPrefix(b.String(), fmt.Sprintf("Result for %q:\n", in.Task))+ab.String(), "\n")
+		}
 		writeValue(&b, lanes[0])
 		return strings.TrimRight(b.String(), "\n")
 	}
@@ -140,5 +153,100 @@ func scalar(v any) string {
 	default:
 		b, _ := json.Marshal(x)
 		return string(b)
+	}
+}
+
+// answer is a query's output (query.apply and its script): what was
+// asked, of how many records, under which filter, and what it yields.
+type answer struct {
+	Question string         `json:"question"`
+	Where    string         `json:"where"`
+	Count    int            `json:"count"`
+	Field    string         `json:"field,omitempty"`
+	Values   []any          `json:"values,omitempty"`
+	Groups   []answerGroup  `json:"groups,omitempty"`
+	Average  *float64       `json:"average,omitempty"`
+	Min      *float64       `json:"min,omitempty"`
+	Max      *float64       `json:"max,omitempty"`
+	rest     map[string]any // the records, under their list's name
+}
+
+type answerGroup struct {
+	Value any `json:"value"`
+	Count int `json:"count"`
+}
+
+// asAnswer decodes a query's output; ok is false for any other value.
+func asAnswer(v json.RawMessage) (answer, bool) {
+	var out struct {
+		Summary []answer `json:"summary"`
+	}
+	var all map[string]any
+	if len(v) == 0 || json.Unmarshal(v, &all) != nil || json.Unmarshal(v, &out) != nil || len(out.Summary) != 1 {
+		return answer{}, false
+	}
+	sum, _ := all[summaryField].([]any)
+	fields, _ := sum[0].(map[string]any)
+	for _, k := range []string{"question", "where", "count"} {
+		if _, ok := fields[k]; !ok {
+			return answer{}, false
+		}
+	}
+	a := out.Summary[0]
+	a.rest = map[string]any{}
+	for k, x := range all {
+		if _, isList := x.([]any); isList && k != summaryField {
+			a.rest[k] = x
+		}
+	}
+	return a, true
+}
+
+// writeAnswer renders a query's output: a header naming what was asked
+// and the filter, then the figure, the values or the records.
+func writeAnswer(b *strings.Builder, task string, a answer) {
+	var about []string
+	if a.Question != "" {
+		about = append(about, a.Question)
+	}
+	if a.Where != "" {
+		about = append(about, "where "+a.Where)
+	}
+	listed := 0
+	for _, k := range sortedNames(a.rest) {
+		listed += len(a.rest[k].([]any))
+	}
+	header := fmt.Sprintf("Result for %q", task)
+	if len(about) > 0 {
+		header += " — " + strings.Join(about, ", ")
+	}
+	if len(a.rest) > 0 && a.Count != listed {
+		header += fmt.Sprintf(" (%d in all)", a.Count)
+	}
+	fmt.Fprintf(b, "%s:\n", header)
+	switch {
+	case a.Values != nil:
+		vals := make([]string, len(a.Values))
+		for i, v := range a.Values {
+			vals[i] = scalar(v)
+		}
+		fmt.Fprintf(b, "%s (%d): %s\n", a.Field, len(vals), strings.Join(vals, ", "))
+	case a.Groups != nil:
+		for _, g := range a.Groups {
+			fmt.Fprintf(b, "%s: %d\n", scalar(g.Value), g.Count)
+		}
+	case a.Average != nil:
+		fmt.Fprintf(b, "average %s: %s (over %d)\n", a.Field, scalar(*a.Average), a.Count)
+	case a.Min != nil && a.Max != nil:
+		fmt.Fprintf(b, "%s: from %s to %s (over %d)\n", a.Field, scalar(*a.Min), scalar(*a.Max), a.Count)
+	case len(a.rest) > 0:
+		for _, k := range sortedNames(a.rest) {
+			writeList(b, a.rest[k].([]any))
+		}
+		if listed == 0 {
+			b.WriteString("(none)\n")
+		}
+	default:
+		fmt.Fprintf(b, "count: %d\n", a.Count)
 	}
 }

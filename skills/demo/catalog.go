@@ -12,6 +12,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/text"
 )
 
 // Names of the demo skills.
@@ -78,13 +79,64 @@ func allSkills() []*catalogSkill {
 }
 
 // rankSkills returns the skills with a positive relevance to query, best
-// first; ties are broken by name.
+// first (ties broken by name), or every skill when none has, each followed by the skills that produce
+// its required inputs when they did not rank: a task about engagement
+// scores needs the outlet list that provides the outlet ids.
 func rankSkills(query string, catalog []*catalogSkill) []skills.Summary {
 	items := make([]skills.Summary, 0, len(catalog))
 	for _, sk := range catalog {
-		items = append(items, skills.Summary{Name: sk.name, Description: sk.description})
+		items = append(items, skills.Summary{Name: sk.name, Description: sk.description,
+			Keywords: text.SchemaWords(sk.input) + " " + text.SchemaWords(sk.output)})
 	}
-	return skills.Rank(query, items)
+	ranked := skills.Rank(query, items)
+	if len(ranked) == 0 {
+		// Nothing matched: the catalog is small, so the model sees all
+		// there is (at score 0) and can say what it looked at.
+		for _, it := range items {
+			ranked = append(ranked, skills.Summary{Name: it.Name, Description: it.Description})
+		}
+	}
+	in := map[string]bool{}
+	for _, r := range ranked {
+		in[r.Name] = true
+	}
+	out := make([]skills.Summary, 0, len(catalog))
+	for _, r := range ranked {
+		out = append(out, r)
+		for _, p := range producers(r.Name, catalog) {
+			if !in[p.name] {
+				in[p.name] = true
+				out = append(out, skills.Summary{Name: p.name, Description: p.description, Score: r.Score / 2})
+			}
+		}
+	}
+	return out
+}
+
+// producers are the catalog skills whose output holds a field a required
+// input of skill name is made of (outlet_ids from outlets[].outlet_id).
+func producers(name string, catalog []*catalogSkill) []*catalogSkill {
+	var required []string
+	for _, sk := range catalog {
+		if sk.name == name {
+			var in struct {
+				Required []string `json:"required"`
+			}
+			_ = json.Unmarshal(sk.input, &in)
+			required = in.Required
+		}
+	}
+	var out []*catalogSkill
+	for _, sk := range catalog {
+		words := " " + text.SchemaWords(sk.output) + " "
+		for _, field := range required {
+			if sk.name != name && (strings.Contains(words, " "+field+" ") || strings.Contains(words, " "+strings.TrimSuffix(field, "s")+" ")) {
+				out = append(out, sk)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // outlet is one demo outlet.
