@@ -134,24 +134,6 @@ var verbs = map[string]bool{
 // words tokenizes s for word overlap, without the common verbs.
 func words(s string) []string { return text.Tokens(s, verbs) }
 
-func wordSet(s string) map[string]bool {
-	set := map[string]bool{}
-	for _, w := range words(s) {
-		set[w] = true
-	}
-	return set
-}
-
-func overlap(a, b map[string]bool) float64 {
-	n := 0.0
-	for w := range a {
-		if b[w] {
-			n++
-		}
-	}
-	return n
-}
-
 func sortedNames[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
