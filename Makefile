@@ -8,13 +8,15 @@
 # Other targets: make build (binaries in bin/), make up (all-in-one on 127.0.0.1:8080),
 # make bench (ratios against the JetStream floor, LangGraph and Restate, executor processes 1/2/4; writes bench/out/),
 # make opensearch / opensearch-stop (the dev OpenSearch node on 127.0.0.1:9200, cached under .cache/),
-# make lint, make stream-view (the AGENT stream of a running `make up`).
+# make lint, make stream-view (the AGENT stream of a running `make up`),
+# make local-model (a real local model, no key: llama-cpp-python serving SmolLM2 on 127.0.0.1:8088, built
+# into .cache/local-model/ once), make test-local-model (the demo tasks against it; see docs/MODELS.md).
 
 GO      ?= go
 BIN     := bin
 TESTFLAGS ?=
 
-.PHONY: all build run up test bench chaos lint stream-view clean
+.PHONY: all build run up test test-local-model local-model bench chaos lint stream-view clean
 
 all: build
 
@@ -47,6 +49,13 @@ test: opensearch build
 	deploy/mcp/conformance/setup.sh
 	deploy/browser/setup.sh
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...
+
+local-model:
+	deploy/local-model/run.sh serve
+
+# The local-model tier: every run of the demo tasks against SmolLM2 ends with a terminal code within its budget.
+test-local-model: build
+	deploy/local-model/run.sh with $(GO) test -tags localmodel -count=1 -timeout 60m -run LocalModel -v $(TESTFLAGS) ./cmd/agentbus/
 
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }

@@ -2,7 +2,7 @@
 # run.sh: a real local model for agentbus, no API key: llama-cpp-python's
 # OpenAI-compatible server serving SmolLM2-135M-Instruct (Q4_1 GGUF).
 #
-#   deploy/local-model/run.sh [install|start|stop|status|serve]   (start is the default)
+#   deploy/local-model/run.sh [install|start|serve|stop|status|with CMD...]   (start is the default)
 #
 # install  creates a Python venv under .cache/local-model/ (git-ignored),
 #          builds llama-cpp-python (with its server extra) from source with
@@ -16,6 +16,9 @@
 #          already answers.
 # serve    installs if needed and runs the server in the foreground (what
 #          `make local-model` does; Ctrl-C stops it).
+# with CMD runs CMD with the server up (started, and stopped after, unless
+#          it was already answering) and LOCAL_MODEL_URL set to its /v1 URL;
+#          exits with CMD's status (what `make test-local-model` does).
 # stop     stops the server this script started (by its pid file).
 # status   prints /v1/models, or exits 1 if the server does not answer.
 #
@@ -182,6 +185,20 @@ stop() {
 	rm -f "$PID_FILE"
 }
 
+# with_server runs "$@" with the server up, stopping it after when this
+# call started it.
+with_server() {
+	(($# > 0)) || die "usage: $0 with COMMAND [ARGS...]"
+	local started=0 rc=0
+	if ! answers; then
+		start
+		started=1
+	fi
+	LOCAL_MODEL_URL="$URL/v1" "$@" || rc=$?
+	((started)) && stop
+	return "$rc"
+}
+
 status() {
 	answers || { log "not answering on $URL"; exit 1; }
 	curl -fsS -m 2 "$URL/v1/models"
@@ -190,9 +207,13 @@ status() {
 
 case "${1:-start}" in
 install) install ;;
+with)
+	shift
+	with_server "$@"
+	;;
 start) start ;;
 serve) serve ;;
 stop) stop ;;
 status) status ;;
-*) die "usage: $0 [install|start|serve|stop|status]" ;;
+*) die "usage: $0 [install|start|serve|stop|status|with COMMAND...]" ;;
 esac

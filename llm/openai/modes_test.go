@@ -27,6 +27,8 @@ type server struct {
 	refuseText string          // its message
 	// down, when set, answers that status to the first down requests.
 	down, downFor int
+	// say, when set, is the model's text in place of answer's.
+	say func() string
 }
 
 // llamaCppPython is llama-cpp-python's server: response_format text or
@@ -143,6 +145,9 @@ func answered(body map[string]any) bool {
 // answer is the text the model writes: what the request's schema (as a
 // response format, a forced function, or in the prompt) asks for.
 func (m *modal) answer(body map[string]any) string {
+	if m.say != nil {
+		return m.say()
+	}
 	all, _ := json.Marshal(body)
 	switch {
 	case !strings.Contains(string(all), "status") && strings.Contains(string(all), "task_type"):
@@ -433,5 +438,38 @@ func TestStreamInEnvelopeMode(t *testing.T) {
 	reqs := srv.requests()
 	if last := reqs[len(reqs)-1]; last["tool_choice"] == nil || last["stream"] == true {
 		t.Errorf("the forced request: tool_choice %v, stream %v", last["tool_choice"], last["stream"])
+	}
+}
+
+// TestEnvelopeReading: what a small model writes in an envelope mode is
+// read leniently but never invents a call: a fenced envelope and a bare
+// {"name", "arguments"} of a known tool are tool calls; a call of a tool
+// the request does not offer, or plain text, stays the answer's content
+// (and fails its schema downstream).
+func TestEnvelopeReading(t *testing.T) {
+	cases := []struct {
+		say      string
+		wantCall string
+	}{
+		{"```json\n" + actCall + "\n```", "outlet_list"},
+		{`{"name":"menu_catalog","arguments":{}}`, "menu_catalog"},
+		{`{"tool_call":{"name":"delete_everything","arguments":{}}}`, ""},
+		{`{"name":"outlet_list"}`, ""},
+		{"The outlets are listed.", ""},
+	}
+	for _, tc := range cases {
+		s := llamaCppPython()
+		s.say = func() string { return tc.say }
+		srv := startServer(t, s)
+		resp, err := modelOf(t, srv.URL, "smollm2").Complete(ctx(t), actRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tc.wantCall != "" && (len(resp.Message.ToolCalls) != 1 || resp.Message.ToolCalls[0].Name != tc.wantCall):
+			t.Errorf("%q: read as %+v, want a call of %s", tc.say, resp.Message, tc.wantCall)
+		case tc.wantCall == "" && (len(resp.Message.ToolCalls) != 0 || resp.Message.Content != tc.say):
+			t.Errorf("%q: read as %+v, want the text as content", tc.say, resp.Message)
+		}
 	}
 }
