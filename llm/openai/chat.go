@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -72,24 +73,21 @@ func (m *Model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 	return m.climb(ctx, req, key, r.at)
 }
 
-// climb tries req in each mode from the ladder's index at down, without
-// the client's retries, until the server takes one; that mode is
-// remembered for key. An error that is not a refusal ends the climb: the
-// call is retried in that mode as the client would have.
+// climb tries req in each mode from the ladder's index at down until the
+// server takes one; that mode is remembered for key. A refusal moves to
+// the next mode at once (it is not retried); any other failure is retried
+// as the client retries and ends the climb.
 func (m *Model) climb(ctx context.Context, req llm.Request, key modeKey, at int) (llm.Response, error) {
 	var first error
 	for i := at; i < len(Ladder); i++ {
-		resp, err := m.send(ctx, req, Ladder[i], option.WithMaxRetries(0))
+		resp, err := m.send(ctx, req, Ladder[i], option.WithMiddleware(refusalsFinal))
 		switch {
 		case err == nil:
 			remembered.confirm(key, i)
 			return resp, nil
 		case errors.Is(err, llm.ErrBadInput) || errors.Is(err, llm.ErrUnavailable):
 			return resp, err
-		case ctx.Err() != nil || m.cfg.MaxRetries == 0 && !refused(err):
-			return resp, m.failure(ctx, err)
-		case !refused(err):
-			resp, err = m.send(ctx, req, Ladder[i], option.WithMaxRetries(m.cfg.MaxRetries-1))
+		case ctx.Err() != nil || !refused(err):
 			return resp, m.failure(ctx, err)
 		}
 		first = cmp.Or(first, err)
@@ -108,6 +106,17 @@ func (m *Model) climb(ctx context.Context, req llm.Request, key modeKey, at int)
 	}
 	return llm.Response{StructuredMode: string(Ladder[at])},
 		fmt.Errorf("%w (refused in every structured mode from %s)", first, Ladder[at])
+}
+
+// refusalsFinal marks a refusal's answer as not to be retried (the SDK
+// honours x-should-retry): the ladder tries the next mode instead.
+// Everything else keeps the client's retries, Retry-After included.
+func refusalsFinal(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	resp, err := next(r)
+	if err == nil && refusedStatus(resp.StatusCode) {
+		resp.Header.Set("x-should-retry", "false")
+	}
+	return resp, err
 }
 
 // send makes one call of req in mode ("" for a plain request) with the
@@ -130,7 +139,7 @@ func (m *Model) send(ctx context.Context, req llm.Request, mode Mode, opts ...op
 	failed := llm.Response{StructuredMode: string(mode)}
 	if err != nil {
 		if len(opts) > 0 {
-			return failed, err // with its own retries: the caller classifies the raw error
+			return failed, err // a probe: the caller classifies the raw error
 		}
 		return failed, m.failure(ctx, err)
 	}

@@ -115,10 +115,11 @@ func (mm *modeMemory) start(k modeKey) rung {
 // not about the request's shape.
 func refused(err error) bool {
 	var apiErr *sdk.Error
-	if !errors.As(err, &apiErr) {
-		return false
-	}
-	switch apiErr.StatusCode {
+	return errors.As(err, &apiErr) && refusedStatus(apiErr.StatusCode)
+}
+
+func refusedStatus(status int) bool {
+	switch status {
 	case http.StatusBadRequest, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity,
 		http.StatusInternalServerError, http.StatusNotImplemented:
 		return true
