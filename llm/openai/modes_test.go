@@ -473,3 +473,27 @@ func TestEnvelopeReading(t *testing.T) {
 		}
 	}
 }
+
+// TestGrammarSafeSchema: the schema a server compiles into a grammar
+// (json_object's schema field, a forced function's parameters) leaves out
+// bounds too large to unroll (the extraction script's maxLength of 20000
+// crashes llama-cpp-python's server); the prompt still states them.
+func TestGrammarSafeSchema(t *testing.T) {
+	s := llamaCppPython()
+	s.say = func() string { return `{"language":"jq","script":".outlets | length"}` }
+	srv := startServer(t, s)
+	req := llm.NewRequest(llm.TaskExtract, llm.ExtractInput{Task: "count the outlets"})
+	req.Schema = llm.ExtractSchema
+	if _, err := modelOf(t, srv.URL, "smollm2").Complete(ctx(t), req); err != nil {
+		t.Fatal(err)
+	}
+	last := srv.requests()[len(srv.requests())-1]
+	sent, _ := json.Marshal(last["response_format"].(map[string]any)["schema"])
+	if formatOf(last) != "json_object" || strings.Contains(string(sent), "20000") || !strings.Contains(string(sent), `"minLength":1`) ||
+		!strings.Contains(string(sent), `"jq"`) {
+		t.Errorf("schema sent for the grammar: %s", sent)
+	}
+	if prompt := messages(t, last)[1]["content"].(string); !strings.Contains(prompt, `"maxLength":20000`) {
+		t.Errorf("the prompt lost the bound: %.300s", prompt)
+	}
+}

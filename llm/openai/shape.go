@@ -94,12 +94,12 @@ func applyMode(p *sdk.ChatCompletionNewParams, req llm.Request, mode Mode) (shap
 		p.ResponseFormat = jsonSchemaFormat(req.Task, want)
 	case ModeJSONObject:
 		obj := shared.NewResponseFormatJSONObjectParam()
-		obj.SetExtraFields(map[string]any{"schema": want})
+		obj.SetExtraFields(map[string]any{"schema": grammarSafe(want)})
 		p.ResponseFormat = sdk.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &obj}
 	case ModeToolForcing:
 		p.Tools = []sdk.ChatCompletionToolUnionParam{sdk.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
 			Name: respondFunction, Description: param.NewOpt("Give your answer: its arguments are the answer, valid against their JSON Schema."),
-			Parameters: want})}
+			Parameters: grammarSafe(want)})}
 		p.ToolChoice = sdk.ChatCompletionToolChoiceOptionUnionParam{OfFunctionToolChoice: &sdk.ChatCompletionNamedToolChoiceParam{
 			Function: sdk.ChatCompletionNamedToolChoiceFunctionParam{Name: respondFunction}}}
 	}
@@ -150,6 +150,42 @@ func answerSchema(raw json.RawMessage, k kind) (map[string]any, bool, error) {
 
 func objectOf(name string, schema any) map[string]any {
 	return map[string]any{"type": "object", "required": []any{name}, "properties": map[string]any{name: schema}}
+}
+
+// maxGrammarBound is the largest length or count bound grammarSafe keeps.
+const maxGrammarBound = 500
+
+// grammarSafe is a copy of schema for a server that compiles it into a
+// grammar: length and count bounds over maxGrammarBound are left out
+// (llama.cpp unrolls a bound into nested rules, and a maxLength of 20000
+// crashes llama-cpp-python's server). The full schema is still in the
+// prompt, and the answer is validated against it.
+func grammarSafe(schema map[string]any) map[string]any {
+	return withoutLargeBounds(schema).(map[string]any)
+}
+
+func withoutLargeBounds(schema any) any {
+	switch v := schema.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			switch k {
+			case "maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties":
+				if n, ok := x.(float64); ok && n > maxGrammarBound {
+					continue
+				}
+			}
+			out[k] = withoutLargeBounds(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = withoutLargeBounds(x)
+		}
+		return out
+	}
+	return schema
 }
 
 // envelopeSchema is the answer of a tools request when the server does
