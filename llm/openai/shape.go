@@ -320,7 +320,7 @@ func (s shape) toolCall(text string) (llm.ToolCall, bool) {
 		ToolCall *namedArgs `json:"tool_call"`
 		namedArgs
 	}
-	if json.Unmarshal([]byte(fenced(text)), &env) != nil {
+	if json.Unmarshal([]byte(llm.ExtractJSON(text)), &env) != nil {
 		return llm.ToolCall{}, false
 	}
 	name, args := env.Name, env.Arguments
@@ -344,7 +344,7 @@ func unwrap(text string) string {
 	var w struct {
 		Answer json.RawMessage `json:"answer"`
 	}
-	if json.Unmarshal([]byte(fenced(text)), &w) != nil || len(w.Answer) == 0 {
+	if json.Unmarshal([]byte(llm.ExtractJSON(text)), &w) != nil || len(w.Answer) == 0 {
 		return text
 	}
 	var str string
@@ -352,19 +352,6 @@ func unwrap(text string) string {
 		return str
 	}
 	return string(w.Answer)
-}
-
-// fenced strips a Markdown code fence around JSON.
-func fenced(s string) string {
-	s = strings.TrimSpace(s)
-	if rest, ok := strings.CutPrefix(s, "```"); ok {
-		rest = strings.TrimPrefix(rest, "json")
-		if i := strings.LastIndex(rest, "```"); i >= 0 {
-			rest = rest[:i]
-		}
-		return strings.TrimSpace(rest)
-	}
-	return s
 }
 
 // callID names a tool call read from an envelope (the server gave none).
