@@ -100,8 +100,8 @@ func checkLocalRun(t *testing.T, url string, i int, task string, codes, modes ma
 	res := localRun(t, url, fmt.Sprintf("s-local-%d", i), task)
 	took := time.Since(start)
 	codes[res.TerminalCode]++
-	t.Logf("run %2d %-53q %-18s %5.1fs %2d calls %6d in %5d out", i+1, task, res.TerminalCode, took.Seconds(),
-		res.Usage.Calls, res.Usage.InputTokens, res.Usage.OutputTokens)
+	t.Logf("run %2d %-53q %-18s %5.1fs %2d calls %6d in %5d out: %.120s", i+1, task, res.TerminalCode, took.Seconds(),
+		res.Usage.Calls, res.Usage.InputTokens, res.Usage.OutputTokens, res.Response)
 	if !orch.ValidCode(res.TerminalCode) {
 		t.Errorf("run %d ended with %q, not a terminal code (%s)", i+1, res.TerminalCode, res.Response)
 	}
