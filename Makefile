@@ -12,7 +12,9 @@
 # make bench (ratios against the JetStream floor, LangGraph and Restate, executor processes 1/2/4; writes bench/out/),
 # make chaos (the fault-injection run against the multi-process deployment),
 # make opensearch / opensearch-stop (the dev OpenSearch node on 127.0.0.1:9200, cached under .cache/),
-# make lint, make stream-view (the AGENT stream of a running `make up`).
+# make lint, make stream-view (the AGENT stream of a running `make up`),
+# make local-model (a real local model, no key: llama-cpp-python serving SmolLM2 on 127.0.0.1:8088, built
+# into .cache/local-model/ once), make test-local-model (the demo tasks against it; see docs/MODELS.md).
 #
 # Two modules: the product (go.mod) and the development module cmd/dev (cmd/dev/go.mod), which holds
 # what only development needs: the nats CLI, staticcheck, govulncheck, the benchmark's Restate peer and
@@ -30,7 +32,7 @@ export GOTOOLCHAIN ?= auto
 # these packages that need one skip under -short (testing.Short); everything else runs.
 UNIT_SKIP := /store/opensearch$$|/sandbox$$|/cmd/agentbus$$|/cmd/internal/chaos$$
 
-.PHONY: all build run up test test-unit bench chaos check lint staticcheck vulncheck stream-view clean
+.PHONY: all build run up test test-unit test-local-model local-model bench chaos check lint staticcheck vulncheck stream-view clean
 
 all: build
 
@@ -70,6 +72,13 @@ test-unit:
 	cd $(DEV) && $(GO) test -short -count=1 $(TESTFLAGS) ./...
 
 check: lint staticcheck vulncheck
+
+local-model:
+	deploy/local-model/run.sh serve
+
+# The local-model tier: every run of the demo tasks against SmolLM2 ends with a terminal code within its budget.
+test-local-model: build
+	deploy/local-model/run.sh with $(GO) test -tags localmodel -count=1 -timeout 60m -run LocalModel -v $(TESTFLAGS) ./cmd/agentbus/
 
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }

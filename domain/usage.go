@@ -45,7 +45,11 @@ type Call struct {
 	LatencyMS      int64   `json:"latency_ms"`
 	Streamed       bool    `json:"streamed,omitempty"`
 	FallbackReason string  `json:"fallback_reason,omitempty"`
-	Error          string  `json:"error,omitempty"`
+	// StructuredMode is how the call asked for structured output or tool
+	// calls (json_schema, json_object, tool_forcing or prompt; see
+	// llm/openai), when the provider reports it.
+	StructuredMode string `json:"structured_mode,omitempty"`
+	Error          string `json:"error,omitempty"`
 }
 
 // Usage is the call's usage.

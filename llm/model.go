@@ -151,6 +151,10 @@ type Response struct {
 	// FallbackReason is set when the fallback model answered because the
 	// configured provider was unavailable.
 	FallbackReason string
+	// StructuredMode is how the provider asked for the structured answer
+	// or the tool calls of this call (see llm/openai's modes); "" when the
+	// request asked for neither or the provider has one way only.
+	StructuredMode string
 }
 
 // Model is a chat-completion model.

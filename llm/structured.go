@@ -34,7 +34,7 @@ func StructuredCheck(ctx context.Context, m Model, req Request, out any, check f
 			return total, err
 		}
 		total = total.Add(resp.Usage)
-		text := extractJSON(resp.Message.Content)
+		text := ExtractJSON(resp.Message.Content)
 		verr := schema.Validate(req.Schema, []byte(text))
 		if verr == nil {
 			reflect.ValueOf(out).Elem().SetZero() // nothing of a rejected answer survives
@@ -56,8 +56,8 @@ func StructuredCheck(ctx context.Context, m Model, req Request, out any, check f
 	}
 }
 
-// extractJSON strips a Markdown code fence around a JSON answer.
-func extractJSON(s string) string {
+// ExtractJSON strips a Markdown code fence around a JSON answer.
+func ExtractJSON(s string) string {
 	s = strings.TrimSpace(s)
 	if rest, ok := strings.CutPrefix(s, "```"); ok {
 		rest = strings.TrimPrefix(rest, "json")

@@ -126,7 +126,7 @@ func (r *Recorder) Complete(ctx context.Context, req Request) (Response, error) 
 	c := Call{Task: req.Task, PromptVersion: req.PromptVersion, Provider: resp.Provider, Model: resp.Model,
 		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, CachedTokens: resp.Usage.CachedInputTokens,
 		CostUSD: resp.Usage.CostUSD, LatencyMS: resp.Latency.Milliseconds(), Streamed: req.Stream != nil,
-		FallbackReason: resp.FallbackReason}
+		FallbackReason: resp.FallbackReason, StructuredMode: resp.StructuredMode}
 	if err != nil {
 		c.Error = err.Error()
 	}

@@ -1,9 +1,11 @@
 package openai
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -53,32 +55,109 @@ func clientOptions(cfg llm.ProviderConfig) []option.RequestOption {
 }
 
 // Complete sends req as one chat completion, streamed when req.Stream is
-// set.
+// set. A request with a schema or tools is shaped by the mode remembered
+// for this server and model; until one has worked, the modes are tried
+// down the Ladder, each refusal (see refused) moving to the next, and the
+// first that works is remembered for the process. The mode used is the
+// response's StructuredMode.
 func (m *Model) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	k := kindOf(req)
+	if k == kindPlain {
+		return m.send(ctx, req, "")
+	}
+	key := modeKey{baseURL: m.cfg.BaseURL, model: m.cfg.ResolveModel(req.Model), kind: k}
+	r := remembered.start(key)
+	if r.confirmed {
+		return m.send(ctx, req, Ladder[r.at])
+	}
+	return m.climb(ctx, req, key, r.at)
+}
+
+// climb tries req in each mode from the ladder's index at down until the
+// server takes one; that mode is remembered for key. A refusal moves to
+// the next mode at once (it is not retried); any other failure is retried
+// as the client retries and ends the climb.
+func (m *Model) climb(ctx context.Context, req llm.Request, key modeKey, at int) (llm.Response, error) {
+	var first error
+	for i := at; i < len(Ladder); i++ {
+		resp, err := m.send(ctx, req, Ladder[i], option.WithMiddleware(refusalsFinal))
+		switch {
+		case err == nil:
+			remembered.confirm(key, i)
+			return resp, nil
+		case errors.Is(err, llm.ErrBadInput) || errors.Is(err, llm.ErrUnavailable):
+			return resp, err
+		case ctx.Err() != nil || !refused(err):
+			return resp, m.failure(ctx, err)
+		}
+		first = cmp.Or(first, err)
+	}
+	// Every mode refused: the failure may be the server's rather than the
+	// shape's (a 500 of an overloaded server): the first mode once more,
+	// with the call's retries, and nothing remembered.
+	if m.cfg.MaxRetries > 0 {
+		resp, err := m.send(ctx, req, Ladder[at])
+		if err == nil {
+			return resp, nil
+		}
+		first = err
+	} else {
+		first = m.failure(ctx, first)
+	}
+	return llm.Response{StructuredMode: string(Ladder[at])},
+		fmt.Errorf("%w (refused in every structured mode from %s)", first, Ladder[at])
+}
+
+// refusalsFinal marks a refusal's answer as not to be retried (the SDK
+// honours x-should-retry): the ladder tries the next mode instead.
+// Everything else keeps the client's retries, Retry-After included.
+func refusalsFinal(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	resp, err := next(r)
+	if err == nil && refusedStatus(resp.StatusCode) {
+		resp.Header.Set("x-should-retry", "false")
+	}
+	return resp, err
+}
+
+// send makes one call of req in mode ("" for a plain request) with the
+// client's options and opts.
+func (m *Model) send(ctx context.Context, req llm.Request, mode Mode, opts ...option.RequestOption) (llm.Response, error) {
 	params, err := m.params(req)
 	if err != nil {
 		return llm.Response{}, err
 	}
-	var cc *sdk.ChatCompletion
-	if req.Stream != nil {
-		cc, err = m.stream(ctx, params, req.Stream)
-	} else {
-		cc, err = m.client.Chat.Completions.New(ctx, params)
-	}
+	s, err := applyMode(&params, req, mode)
 	if err != nil {
-		return llm.Response{}, m.failure(ctx, err)
+		return llm.Response{}, err
+	}
+	var cc *sdk.ChatCompletion
+	if req.Stream != nil && s.passthrough() {
+		cc, err = m.stream(ctx, params, req.Stream, opts)
+	} else {
+		cc, err = m.client.Chat.Completions.New(ctx, params, opts...)
+	}
+	failed := llm.Response{StructuredMode: string(mode)}
+	if err != nil {
+		if len(opts) > 0 {
+			return failed, err // a probe: the caller classifies the raw error
+		}
+		return failed, m.failure(ctx, err)
 	}
 	if len(cc.Choices) == 0 {
-		return llm.Response{}, fmt.Errorf("openai: %s: %w: the answer has no choice", m.cfg.Model, llm.ErrUnavailable)
+		return failed, fmt.Errorf("openai: %s: %w: the answer has no choice", m.cfg.Model, llm.ErrUnavailable)
 	}
-	return m.response(cc), nil
+	resp := m.response(cc, s)
+	if req.Stream != nil && !s.passthrough() && resp.Message.Content != "" {
+		req.Stream(resp.Message.Content) // not streamed on the wire: the whole text at once
+	}
+	return resp, nil
 }
 
 // stream runs a streaming completion, handing content deltas to onDelta,
 // and returns the accumulated completion with its usage.
-func (m *Model) stream(ctx context.Context, params sdk.ChatCompletionNewParams, onDelta func(string)) (*sdk.ChatCompletion, error) {
+func (m *Model) stream(ctx context.Context, params sdk.ChatCompletionNewParams, onDelta func(string), opts []option.RequestOption) (*sdk.ChatCompletion, error) {
 	params.StreamOptions = sdk.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)}
-	s := m.client.Chat.Completions.NewStreaming(ctx, params)
+	s := m.client.Chat.Completions.NewStreaming(ctx, params, opts...)
 	defer s.Close()
 	var acc sdk.ChatCompletionAccumulator
 	for s.Next() {
@@ -98,7 +177,8 @@ func (m *Model) stream(ctx context.Context, params sdk.ChatCompletionNewParams, 
 
 var nameRE = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
 
-// params builds the request body.
+// params builds the request body without tools or response format
+// (applyMode adds them).
 func (m *Model) params(req llm.Request) (sdk.ChatCompletionNewParams, error) {
 	conv, err := llm.Conversation(req)
 	if err != nil {
@@ -120,25 +200,6 @@ func (m *Model) params(req llm.Request) (sdk.ChatCompletionNewParams, error) {
 	}
 	for _, msg := range conv {
 		p.Messages = append(p.Messages, message(msg))
-	}
-	for _, t := range req.Tools {
-		var params shared.FunctionParameters
-		if len(t.Parameters) > 0 {
-			if err := json.Unmarshal(t.Parameters, &params); err != nil {
-				return p, fmt.Errorf("%w: tool %s: parameters are not a JSON object: %v", llm.ErrBadInput, t.Name, err)
-			}
-		}
-		p.Tools = append(p.Tools, sdk.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
-			Name: t.Name, Description: param.NewOpt(t.Description), Parameters: params}))
-	}
-	if len(req.Schema) > 0 {
-		var schema map[string]any
-		if err := json.Unmarshal(req.Schema, &schema); err != nil {
-			return p, fmt.Errorf("%w: schema: %v", llm.ErrBadInput, err)
-		}
-		p.ResponseFormat = sdk.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
-			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
-				Name: nameRE.ReplaceAllString(string(req.Task)+"_output", "_"), Schema: schema, Strict: param.NewOpt(false)}}}
 	}
 	return p, nil
 }
@@ -165,18 +226,15 @@ func message(msg llm.Message) sdk.ChatCompletionMessageParamUnion {
 	return sdk.UserMessage(msg.Content)
 }
 
-// response converts the first choice and the usage.
-func (m *Model) response(cc *sdk.ChatCompletion) llm.Response {
-	msg := cc.Choices[0].Message
-	out := llm.Message{Role: llm.RoleAssistant, Content: msg.Content}
-	for _, c := range msg.ToolCalls {
-		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: arguments(c.Function.Arguments)})
-	}
+// response converts the first choice, read as s asked for it, and the
+// usage.
+func (m *Model) response(cc *sdk.ChatCompletion, s shape) llm.Response {
+	out := s.read(cc.Choices[0].Message)
 	model := cc.Model
 	if model == "" {
 		model = m.cfg.Model
 	}
-	return llm.Response{Message: out, Model: model, Provider: "openai", Usage: llm.Usage{
+	return llm.Response{Message: out, Model: model, Provider: "openai", StructuredMode: string(s.mode), Usage: llm.Usage{
 		InputTokens: int(cc.Usage.PromptTokens), OutputTokens: int(cc.Usage.CompletionTokens),
 		CachedInputTokens: int(cc.Usage.PromptTokensDetails.CachedTokens)}}
 }
@@ -201,6 +259,9 @@ func arguments(s string) json.RawMessage {
 // error text holds the status, never the request's headers; the server's
 // message is added.
 func (m *Model) failure(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, llm.ErrUnavailable) {
+		return err
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("openai: %s: %w", m.cfg.Model, ctx.Err())
 	}
