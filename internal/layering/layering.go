@@ -157,11 +157,19 @@ func (r Rules) Check(graph map[string][]string) []string {
 	return out
 }
 
-// Graph returns the non-test import graph of the module rooted at dir,
-// limited to the module's own packages and relative to Module, as
-// `go list` reports it.
-func Graph(ctx context.Context, dir string) (map[string][]string, error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-e", "-json=ImportPath,Imports,Error", "./...")
+// pkg is what `go list` reports of one package.
+type pkg struct {
+	ImportPath string
+	Dir        string
+	GoFiles    []string
+	Imports    []string
+	Error      *struct{ Err string }
+}
+
+// list runs `go list` on the module rooted at dir and returns its own
+// packages, by path relative to Module.
+func list(ctx context.Context, dir string) (map[string]pkg, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-e", "-json=ImportPath,Dir,GoFiles,Imports,Error", "./...")
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -169,33 +177,62 @@ func Graph(ctx context.Context, dir string) (map[string][]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("layering: go list: %w: %s", err, stderr.String())
 	}
-	graph := map[string][]string{}
+	pkgs := map[string]pkg{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for dec.More() {
-		var p struct {
-			ImportPath string
-			Imports    []string
-			Error      *struct{ Err string }
-		}
+		var p pkg
 		if err := dec.Decode(&p); err != nil {
 			return nil, fmt.Errorf("layering: go list output: %w", err)
 		}
 		if p.Error != nil {
 			return nil, fmt.Errorf("layering: %s: %s", p.ImportPath, p.Error.Err)
 		}
-		pkg, ok := relative(p.ImportPath)
-		if !ok {
-			continue
+		if rel, ok := relative(p.ImportPath); ok {
+			pkgs[rel] = p
 		}
+	}
+	return pkgs, nil
+}
+
+// Graph returns the non-test import graph of the module rooted at dir,
+// limited to the module's own packages and relative to Module, as
+// `go list` reports it.
+func Graph(ctx context.Context, dir string) (map[string][]string, error) {
+	pkgs, err := list(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	graph := make(map[string][]string, len(pkgs))
+	for rel, p := range pkgs {
 		imports := []string{}
 		for _, imp := range p.Imports {
-			if rel, ok := relative(imp); ok {
-				imports = append(imports, rel)
+			if r, ok := relative(imp); ok {
+				imports = append(imports, r)
 			}
 		}
-		graph[pkg] = imports
+		graph[rel] = imports
 	}
 	return graph, nil
+}
+
+// Sizes returns the number of lines of every package of the module rooted
+// at dir, over its non-test Go files, by package relative to Module.
+func Sizes(ctx context.Context, dir string) (map[string]int, error) {
+	pkgs, err := list(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	sizes := make(map[string]int, len(pkgs))
+	for rel, p := range pkgs {
+		for _, f := range p.GoFiles {
+			b, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				return nil, fmt.Errorf("layering: %w", err)
+			}
+			sizes[rel] += bytes.Count(b, []byte("\n"))
+		}
+	}
+	return sizes, nil
 }
 
 // relative returns path relative to Module, if it is one of its
@@ -205,39 +242,4 @@ func relative(path string) (string, bool) {
 		return ".", true
 	}
 	return strings.CutPrefix(path, Module+"/")
-}
-
-// Sizes returns the number of lines of every package of the module rooted
-// at dir, over its non-test Go files, by package relative to Module.
-func Sizes(ctx context.Context, dir string) (map[string]int, error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-e", "-json=ImportPath,Dir,GoFiles", "./...")
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("layering: go list: %w", err)
-	}
-	sizes := map[string]int{}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for dec.More() {
-		var p struct {
-			ImportPath string
-			Dir        string
-			GoFiles    []string
-		}
-		if err := dec.Decode(&p); err != nil {
-			return nil, fmt.Errorf("layering: go list output: %w", err)
-		}
-		pkg, ok := relative(p.ImportPath)
-		if !ok {
-			continue
-		}
-		for _, f := range p.GoFiles {
-			b, err := os.ReadFile(filepath.Join(p.Dir, f))
-			if err != nil {
-				return nil, fmt.Errorf("layering: %w", err)
-			}
-			sizes[pkg] += bytes.Count(b, []byte("\n"))
-		}
-	}
-	return sizes, nil
 }
