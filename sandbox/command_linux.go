@@ -91,7 +91,8 @@ func (s *Sandbox) credential() *syscall.Credential {
 // user namespaces disabled), mount, PID, network, IPC, UTS and cgroup
 // namespaces; no capabilities; only the system dirs read-only, the task dir
 // read-write at /task, a size-capped /tmp, a few devices and a fresh /proc;
-// rlimits applied by prlimit(1) inside; killed with its parent.
+// rlimits applied by prlimit(1) inside; the seccomp filter loaded by bwrap
+// right before it execs; killed with its parent.
 func (s *Sandbox) bwrapCommand(t *Task, argv []string) (*exec.Cmd, error) {
 	if s.bwrap == "" || s.prlimit == "" {
 		return nil, fmt.Errorf("%w: bwrap or prlimit (util-linux) not found; run deploy/sandbox/setup.sh", ErrNoIsolation)
@@ -128,11 +129,17 @@ func (s *Sandbox) bwrapCommand(t *Task, argv []string) (*exec.Cmd, error) {
 		"--bind", t.Dir, sandboxTaskDir,
 		"--remount-ro", "/",
 		"--chdir", sandboxTaskDir,
+		"--seccomp", "3", // the filter (seccomp_linux.go), ExtraFiles[0]
 		"--")
 	args = append(args, s.limits.prlimitArgs(s.prlimit, argv)...)
+	filter, err := seccompFile()
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(s.bwrap, args...)
 	cmd.Env = sandboxEnv(sandboxTaskDir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.credential()}
+	cmd.ExtraFiles = []*os.File{filter} // closed by run once bwrap has started
 	return cmd, nil
 }
 

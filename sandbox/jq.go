@@ -97,6 +97,10 @@ func jqMain(raw string) int {
 		fmt.Fprintf(os.Stderr, "jq: limits: %v\n", err)
 		return jqExitCompile
 	}
+	if err := loadSeccomp(); err != nil {
+		fmt.Fprintf(os.Stderr, "jq: %v\n", err)
+		return jqExitCompile
+	}
 	debug.SetMaxStack(jqMaxStack)
 	debug.SetMemoryLimit(sp.Limits.AS / 2) // collect hard before RLIMIT_AS bites
 

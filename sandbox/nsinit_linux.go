@@ -44,8 +44,8 @@ const (
 
 // nsInit runs in the helper process, PID 1 of fresh namespaces and uid 0 of a
 // fresh user namespace (the unprivileged script uid on the host). It builds
-// the root, drops every capability, applies the rlimits and execs the
-// interpreter. It never returns on success.
+// the root, drops every capability, loads the seccomp filter, applies the
+// rlimits and execs the interpreter. It never returns on success.
 func nsInit(raw string) error {
 	runtime.LockOSThread() // capabilities and prctl state are per thread
 	var sp nsSpec
@@ -59,6 +59,9 @@ func nsInit(raw string) error {
 		return err
 	}
 	if err := dropPrivileges(); err != nil {
+		return err
+	}
+	if err := loadSeccomp(); err != nil {
 		return err
 	}
 	if sp.Prlimit != "" {

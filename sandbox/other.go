@@ -27,3 +27,5 @@ func (s *Sandbox) jqCommand(string) *exec.Cmd {
 }
 
 func jqLimits(limits) error { return fmt.Errorf("%w: sandbox needs Linux", ErrNoIsolation) }
+
+func loadSeccomp() error { return fmt.Errorf("%w: sandbox needs Linux", ErrNoIsolation) }

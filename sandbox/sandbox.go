@@ -129,10 +129,15 @@ func (s *Sandbox) prepareRoot() error {
 }
 
 // probeScript checks, from inside the sandbox, that the isolation holds.
-const probeScript = `import json, os, socket, sys
-caps = [l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapPrm", "CapBnd"))]
+// The interfaces come from /proc/net/dev (the seccomp filter refuses the
+// netlink socket socket.if_nameindex opens).
+const probeScript = `import json, os, sys
+status = open("/proc/self/status").read().splitlines()
+caps = [l.split()[1] for l in status if l.startswith(("CapEff", "CapPrm", "CapBnd"))]
+seccomp = [l.split()[1] for l in status if l.startswith("Seccomp:")]
+ifaces = [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]]
 print(json.dumps({"input": open(sys.argv[1]).read(), "etc": os.path.exists("/etc"),
-  "ifaces": [n for _, n in socket.if_nameindex()], "caps": caps, "uid": os.getuid()}))`
+  "ifaces": ifaces, "caps": caps, "seccomp": seccomp[0] if seccomp else "", "uid": os.getuid()}))`
 
 // probe runs probeScript under mode and checks what it reports.
 func (s *Sandbox) probe(mode string) error {
@@ -155,11 +160,12 @@ func (s *Sandbox) probe(mode string) error {
 		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(res.Stderr)))
 	}
 	var got struct {
-		Input  string
-		Etc    bool
-		Ifaces []string
-		Caps   []string
-		UID    int
+		Input   string
+		Etc     bool
+		Ifaces  []string
+		Caps    []string
+		Seccomp string
+		UID     int
 	}
 	if err := json.Unmarshal(res.Output, &got); err != nil {
 		return fmt.Errorf("probe output %q: %w", res.Output, err)
@@ -177,6 +183,9 @@ func (s *Sandbox) probe(mode string) error {
 		if strings.Trim(c, "0") != "" {
 			return fmt.Errorf("isolation not effective: capabilities %v", got.Caps)
 		}
+	}
+	if got.Seccomp != "2" { // SECCOMP_MODE_FILTER
+		return fmt.Errorf("isolation not effective: seccomp mode %q, want the filter (2)", got.Seccomp)
 	}
 	return nil
 }
