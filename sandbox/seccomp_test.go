@@ -35,7 +35,7 @@ var seccompProbes = []seccompProbe{
 	{"unshare_user", "namespaces", "unshare, 0x10000000", unix.EPERM},
 	{"clone_newnet", "namespaces", "clone, 0x40000000 | 17, 0, 0, 0, 0", unix.EPERM},
 	{"clone3", "namespaces", "clone3, 0, 0", unix.ENOSYS}, // EFAULT unfiltered
-	{"keyctl", "keyring", "keyctl, 0, -3, 0", unix.EPERM},   // the session keyring's id unfiltered
+	{"keyctl", "keyring", "keyctl, 0, -3, 0", unix.EPERM}, // the session keyring's id unfiltered
 	{"add_key", "keyring", `add_key, b"user", b"k", b"v", 1, -3`, unix.EPERM},
 	{"bpf", "bpf", "bpf, 0, 0, 0", unix.EPERM},
 	{"perf_event_open", "perf", "perf_event_open, 0, 0, -1, -1, 0", unix.EPERM}, // EFAULT unfiltered
