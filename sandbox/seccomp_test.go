@@ -34,7 +34,7 @@ var seccompProbes = []seccompProbe{
 	{"setns", "namespaces", "setns, -1, 0", unix.EPERM}, // EBADF unfiltered
 	{"unshare_user", "namespaces", "unshare, 0x10000000", unix.EPERM},
 	{"clone_newnet", "namespaces", "clone, 0x40000000 | 17, 0, 0, 0, 0", unix.EPERM},
-	{"clone3", "namespaces", "clone3, 0, 0", unix.ENOSYS}, // EFAULT unfiltered
+	{"clone3", "namespaces", "clone3, 0, 0", unix.ENOSYS}, // EINVAL unfiltered
 	{"keyctl", "keyring", "keyctl, 0, -3, 0", unix.EPERM}, // the session keyring's id unfiltered
 	{"add_key", "keyring", `add_key, b"user", b"k", b"v", 1, -3`, unix.EPERM},
 	{"bpf", "bpf", "bpf, 0, 0, 0", unix.EPERM},
