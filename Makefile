@@ -9,6 +9,7 @@
 # Other targets: make build (binaries in bin/), make up (all-in-one on 127.0.0.1:8080),
 # make check (gofmt, go vet, staticcheck, govulncheck against an offline database; what CI runs first),
 # make test-unit (the tests that need no server and no setup, in under a minute),
+# make fuzz (every fuzz target for FUZZTIME each, 30s by default; CI runs a bounded pass),
 # make bench (ratios against the JetStream floor, LangGraph and Restate, executor processes 1/2/4; writes bench/out/),
 # make chaos (the fault-injection run against the multi-process deployment),
 # make opensearch / opensearch-stop (the dev OpenSearch node on 127.0.0.1:9200, cached under .cache/),
@@ -32,7 +33,10 @@ export GOTOOLCHAIN ?= auto
 # these packages that need one skip under -short (testing.Short); everything else runs.
 UNIT_SKIP := /store/opensearch$$|/sandbox$$|/cmd/agentbus$$|/cmd/internal/chaos$$
 
-.PHONY: all build run up test test-unit test-local-model local-model bench chaos check lint staticcheck vulncheck stream-view clean
+# FUZZTIME is how long `make fuzz` runs each fuzz target.
+FUZZTIME ?= 30s
+
+.PHONY: all build run up test test-unit test-local-model local-model bench chaos check fuzz lint staticcheck vulncheck stream-view clean
 
 all: build
 
@@ -72,6 +76,17 @@ test-unit:
 	cd $(DEV) && $(GO) test -short -count=1 $(TESTFLAGS) ./...
 
 check: lint staticcheck vulncheck
+
+# Every fuzz target (func Fuzz… in a _test.go file) for FUZZTIME each, one after the other. A failing
+# input is written to the package's testdata/fuzz/<target>/ and then runs with every `go test` (commit it
+# with the fix). The sandbox's targets need deploy/sandbox/setup.sh (which `make test` runs).
+fuzz:
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | grep -v '^./.cache/' | xargs -n1 dirname | sort -u); do \
+		for target in $$(grep -h '^func Fuzz' $$dir/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+			echo "fuzz: $$dir $$target for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$dir; \
+		done; \
+	done
 
 local-model:
 	deploy/local-model/run.sh serve

@@ -54,7 +54,7 @@ var signingKeys = sync.OnceValue(func() testKeys {
 
 // sign returns a compact JWS of c signed with key under alg, naming kid
 // unless it is "".
-func sign(t *testing.T, alg string, key any, kid string, c map[string]any) string {
+func sign(t testing.TB, alg string, key any, kid string, c map[string]any) string {
 	t.Helper()
 	signer, err := jose.NewSigner(
 		jose.SigningKey{Algorithm: jose.SignatureAlgorithm(alg), Key: jose.JSONWebKey{Key: key, KeyID: kid}},

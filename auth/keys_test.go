@@ -19,7 +19,7 @@ import (
 )
 
 // newKeys starts a real in-process nats-server and opens the key bucket.
-func newKeys(t *testing.T) (*auth.Keys, jetstream.JetStream, *server.Server) {
+func newKeys(t testing.TB) (*auth.Keys, jetstream.JetStream, *server.Server) {
 	t.Helper()
 	s := eventstest.Server(t)
 	_, js := eventstest.Connect(t, s)

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 
 // testRoot returns a fresh Root below os.TempDir() whose ancestors the
 // script uid can search (t.TempDir's are 0700).
-func testRoot(t *testing.T) string {
+func testRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "agentbus-sandbox-test-")
 	if err != nil {
@@ -44,7 +44,7 @@ func testRoot(t *testing.T) string {
 	return filepath.Join(dir, "root")
 }
 
-func newSandbox(t *testing.T, mode string, edit func(*Config)) *Sandbox {
+func newSandbox(t testing.TB, mode string, edit func(*Config)) *Sandbox {
 	t.Helper()
 	cfg := Config{Root: testRoot(t), Isolation: mode}
 	if edit != nil {
@@ -60,7 +60,7 @@ func newSandbox(t *testing.T, mode string, edit func(*Config)) *Sandbox {
 	return s
 }
 
-func newTask(t *testing.T, s *Sandbox, data string) (*Task, string) {
+func newTask(t testing.TB, s *Sandbox, data string) (*Task, string) {
 	t.Helper()
 	task, err := s.NewTask(t.Name())
 	if err != nil {

@@ -58,7 +58,7 @@ type Env struct {
 }
 
 // Ctx is a context that ends after 30 seconds or with the test.
-func Ctx(t *testing.T) context.Context {
+func Ctx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -74,14 +74,14 @@ func Topology() events.Topology {
 }
 
 // NewEnv starts an Env with the demo Skill Service as it ships.
-func NewEnv(t *testing.T) *Env {
+func NewEnv(t testing.TB) *Env {
 	t.Helper()
 	return NewEnvWith(t, demo.Config{})
 }
 
 // NewEnvWith is NewEnv with a demo Skill Service configured by skillCfg
 // (latency, injected failures).
-func NewEnvWith(t *testing.T, skillCfg demo.Config) *Env {
+func NewEnvWith(t testing.TB, skillCfg demo.Config) *Env {
 	t.Helper()
 	_, _, js := eventstest.Bootstrap(t, Topology())
 	ctx := Ctx(t)

@@ -13,7 +13,7 @@ import (
 )
 
 // NewIngressServer serves an ingress on env until the test ends.
-func NewIngressServer(t *testing.T, env *Env, cfg ingress.IngressConfig) *httptest.Server {
+func NewIngressServer(t testing.TB, env *Env, cfg ingress.IngressConfig) *httptest.Server {
 	t.Helper()
 	g := ingress.NewIngress(env.JS, env.Store, NopLog, cfg)
 	if err := g.Start(); err != nil {
