@@ -12,9 +12,10 @@ import (
 	"golang.org/x/crypto/argon2"
 )
 
-// Argon2id parameters of new key hashes (the OWASP minimum for argon2id:
-// 19 MiB, 2 passes, 1 lane). Verification reads the parameters from the
-// stored hash, so they can be raised later without invalidating old keys.
+// Argon2id parameters of the key hashes stored before keyed SHA-256 (see
+// keyedHash; the OWASP minimum for argon2id: 19 MiB, 2 passes, 1 lane).
+// Such keys verify until they are rotated; verification reads the
+// parameters from the stored hash. New hashes are made only by tests.
 const (
 	argonTime    = 2
 	argonMemory  = 19 * 1024 // KiB
@@ -99,15 +100,4 @@ func (h *hasher) check(ctx context.Context, phc string, secret []byte) (bool, er
 	}
 	defer func() { <-h.slots }()
 	return checkSecret(phc, secret)
-}
-
-// hash is hashSecret run in a slot.
-func (h *hasher) hash(ctx context.Context, secret []byte) (string, error) {
-	select {
-	case h.slots <- struct{}{}:
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-	defer func() { <-h.slots }()
-	return hashSecret(secret), nil
 }

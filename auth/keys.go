@@ -2,8 +2,10 @@ package auth
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -85,17 +87,19 @@ func (r KeyRecord) Status() string {
 // storedKey is the JSON document under the key id in KeyBucket.
 type storedKey struct {
 	KeyRecord
-	// Hash is the argon2id PHC string of the secret.
+	// Hash is the secret's keyed SHA-256 ($hmac-sha256$<sum>), or, for a
+	// key issued before those, its argon2id PHC string.
 	Hash string `json:"hash"`
 }
 
 // Keys issues, lists, rotates, revokes and verifies tenant API keys,
 // stored hashed in KeyBucket. It is safe for concurrent use.
 type Keys struct {
-	kv     jetstream.KeyValue
-	hasher *hasher
-	cache  *verifyCache
-	now    func() time.Time
+	kv      jetstream.KeyValue
+	hashKey []byte // the HMAC key of the secrets' hashes (hashKeyEntry)
+	hasher  *hasher
+	cache   *verifyCache // argon2id keys only
+	now     func() time.Time
 }
 
 var _ Verifier = (*Keys)(nil)
@@ -103,7 +107,7 @@ var _ Verifier = (*Keys)(nil)
 // KeyBucketConfig is the configuration of KeyBucket with replicas (0: as
 // it is, or 1 when it is created).
 func KeyBucketConfig(replicas int) jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{Bucket: KeyBucket, Description: "agentbus tenant API keys (argon2id hashes)",
+	return jetstream.KeyValueConfig{Bucket: KeyBucket, Description: "agentbus tenant API keys (keyed hashes)",
 		History: 1, Storage: jetstream.FileStorage, Replicas: replicas}
 }
 
@@ -117,11 +121,16 @@ func NewKeys(ctx context.Context, js jetstream.JetStream) (*Keys, error) {
 	if err != nil {
 		return nil, unavailable("bucket "+KeyBucket, err)
 	}
+	hashKey, err := loadHashKey(ctx, kv)
+	if err != nil {
+		return nil, err
+	}
 	return &Keys{
-		kv:     kv,
-		hasher: newHasher(runtime.GOMAXPROCS(0)),
-		cache:  newVerifyCache(defaultCacheSize),
-		now:    time.Now,
+		kv:      kv,
+		hashKey: hashKey,
+		hasher:  newHasher(runtime.GOMAXPROCS(0)),
+		cache:   newVerifyCache(defaultCacheSize),
+		now:     time.Now,
 	}, nil
 }
 
@@ -138,10 +147,7 @@ func (k *Keys) Create(ctx context.Context, tenantID, userID string) (string, Key
 	secret := make([]byte, secretBytes)
 	_, _ = rand.Read(secret)
 	encoded := secretB64.EncodeToString(secret)
-	hash, err := k.hasher.hash(ctx, []byte(encoded))
-	if err != nil {
-		return "", KeyRecord{}, err
-	}
+	hash := keyedHash(k.hashKey, encoded)
 	for range 3 {
 		rec := KeyRecord{KeyID: newKeyID(), TenantID: tenantID, UserID: userID, CreatedAt: k.now().UTC()}
 		data, err := json.Marshal(storedKey{KeyRecord: rec, Hash: hash})
@@ -185,6 +191,9 @@ func (k *Keys) List(ctx context.Context, tenantID string) ([]KeyRecord, error) {
 					return strings.Compare(a.KeyID, b.KeyID)
 				})
 				return out, nil
+			}
+			if e.Key() == hashKeyEntry {
+				continue
 			}
 			rec, err := decodeKey(e)
 			if err != nil {
@@ -244,8 +253,10 @@ func (k *Keys) Revoke(ctx context.Context, keyID string) error {
 
 // Verify checks an API key (abk_<key id>_<secret>) and returns the
 // identity it proves. The record is read on every call, so revocation and
-// rotation take effect at once; the slow argon2id check is skipped when
-// the same key already passed it against the same record revision.
+// rotation take effect at once. The secret's keyed SHA-256 is compared in
+// constant time; a key issued before those, hashed with argon2id, is
+// checked with argon2id, which is skipped when the same key already passed
+// it against the same record revision.
 func (k *Keys) Verify(ctx context.Context, token string) (Identity, error) {
 	keyID, secret, ok := parseKey(token)
 	if !ok {
@@ -267,8 +278,16 @@ func (k *Keys) Verify(ctx context.Context, token string) (Identity, error) {
 		k.cache.drop(sum)
 		return Identity{}, unauthenticated("API key " + keyID + " is " + st)
 	}
-	if id, ok := k.cache.get(sum, entry.Revision()); ok {
+	id := Identity{TenantID: rec.TenantID, UserID: rec.UserID, Method: MethodAPIKey, KeyID: keyID}
+	if want, ok := strings.CutPrefix(rec.Hash, hmacPrefix); ok {
+		got := secretB64.EncodeToString(keyedSum(k.hashKey, secret))
+		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			return Identity{}, unauthenticated("wrong secret for API key " + keyID)
+		}
 		return id, nil
+	}
+	if cached, ok := k.cache.get(sum, entry.Revision()); ok {
+		return cached, nil
 	}
 	match, err := k.hasher.check(ctx, rec.Hash, []byte(secret))
 	if err != nil {
@@ -277,9 +296,60 @@ func (k *Keys) Verify(ctx context.Context, token string) (Identity, error) {
 	if !match {
 		return Identity{}, unauthenticated("wrong secret for API key " + keyID)
 	}
-	id := Identity{TenantID: rec.TenantID, UserID: rec.UserID, Method: MethodAPIKey, KeyID: keyID}
 	k.cache.put(sum, entry.Revision(), id)
 	return id, nil
+}
+
+// hashKeyEntry is the KeyBucket entry holding the HMAC key of the secrets'
+// hashes, drawn by the first process that opens the bucket. It is not a
+// key id (those are 12 hex digits), so it never collides with one.
+const hashKeyEntry = "hash-key"
+
+// hmacPrefix starts a keyed hash: $hmac-sha256$<base64url of the sum>.
+const hmacPrefix = "$hmac-sha256$"
+
+// loadHashKey reads the bucket's HMAC key, drawing and storing one if
+// there is none yet; of processes racing to store it, the first wins and
+// the others read its key.
+func loadHashKey(ctx context.Context, kv jetstream.KeyValue) ([]byte, error) {
+	for range 3 {
+		e, err := kv.Get(ctx, hashKeyEntry)
+		if err == nil {
+			key, err := secretB64.DecodeString(string(e.Value()))
+			if err != nil || len(key) < sha256.Size {
+				return nil, fmt.Errorf("auth: %s entry of %s is damaged", hashKeyEntry, KeyBucket)
+			}
+			return key, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, unavailable("read "+hashKeyEntry, err)
+		}
+		key := make([]byte, sha256.Size)
+		_, _ = rand.Read(key)
+		_, err = kv.Create(ctx, hashKeyEntry, []byte(secretB64.EncodeToString(key)))
+		if err == nil {
+			return key, nil
+		}
+		if !kvcas.IsConflict(err) {
+			return nil, unavailable("store "+hashKeyEntry, err)
+		}
+	}
+	return nil, fmt.Errorf("auth: %s entry of %s keeps changing", hashKeyEntry, KeyBucket)
+}
+
+// keyedSum is HMAC-SHA256 of the encoded secret under key. The secrets are
+// 256 random bits, so a fast hash is as strong as a password hash here
+// (nothing to guess); with the key, a record copied without the bucket's
+// hash-key entry cannot even confirm a guess.
+func keyedSum(key []byte, secret string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(secret))
+	return m.Sum(nil)
+}
+
+// keyedHash is the stored form of keyedSum.
+func keyedHash(key []byte, secret string) string {
+	return hmacPrefix + secretB64.EncodeToString(keyedSum(key, secret))
 }
 
 // get reads the stored record of keyID and its revision.

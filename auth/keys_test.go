@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -154,7 +155,7 @@ func TestKeyRecordHoldsNoSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	hash, _ := doc["hash"].(string)
-	if !strings.HasPrefix(hash, "$argon2id$v=19$m=19456,t=2,p=1$") || doc["key_id"] != rec.KeyID || doc["tenant_id"] != "acme" {
+	if !strings.HasPrefix(hash, "$hmac-sha256$") || len(hash) != len("$hmac-sha256$")+43 || doc["key_id"] != rec.KeyID || doc["tenant_id"] != "acme" {
 		t.Errorf("stored record = %s", raw)
 	}
 	if _, ok := doc["user_id"]; ok {
@@ -217,9 +218,16 @@ func TestWrongAndMalformedKeysRefused(t *testing.T) {
 	}
 }
 
-func TestCachedKeyRevokedIsRefused(t *testing.T) {
+// TestArgonKeyKeepsWorkingUntilRotated: a key stored before keyed hashes
+// (argon2id) still verifies, through the cache after its first check; a
+// revoked one is refused at once; rotating one issues a keyed-hash key.
+func TestArgonKeyKeepsWorkingUntilRotated(t *testing.T) {
 	keys, _, _ := newKeys(t)
-	key, rec := mustCreate(t, keys, "acme", "")
+	key, err := auth.PutArgonKey(t.Context(), keys, "00000000a1a1", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := auth.KeyRecord{KeyID: "00000000a1a1"}
 	for range 2 {
 		if _, err := keys.Verify(t.Context(), key); err != nil {
 			t.Fatal(err)
@@ -239,6 +247,45 @@ func TestCachedKeyRevokedIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused(t, keys, key)
+
+	old, err := auth.PutArgonKey(t.Context(), keys, "00000000b2b2", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := keys.Verify(t.Context(), old); err != nil || id.TenantID != "acme" {
+		t.Fatalf("argon2id key: %+v, %v", id, err)
+	}
+	rotated, _, err := keys.Rotate(t.Context(), "00000000b2b2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused(t, keys, old)
+	if id, err := keys.Verify(t.Context(), rotated); err != nil || id.TenantID != "acme" {
+		t.Fatalf("rotated key: %+v, %v", id, err)
+	}
+	// Revocation and replacement dropped both argon2id keys from the
+	// cache, and a keyed-hash key is never cached.
+	if n := auth.CacheLen(keys); n != 0 {
+		t.Errorf("cache holds %d entries; want none", n)
+	}
+}
+
+// TestHashKeySharedByProcesses: every process that opens the bucket uses
+// the one HMAC key the first drew, so a key issued by one verifies in
+// another, and the key's entry is not listed as an API key.
+func TestHashKeySharedByProcesses(t *testing.T) {
+	keys, js, _ := newKeys(t)
+	key, _ := mustCreate(t, keys, "acme", "alice")
+	other, err := auth.NewKeys(t.Context(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := other.Verify(t.Context(), key); err != nil || id.UserID != "alice" {
+		t.Fatalf("verified by another process: %+v, %v", id, err)
+	}
+	if recs, err := other.List(t.Context(), ""); err != nil || len(recs) != 1 {
+		t.Fatalf("List = %+v, %v", recs, err)
+	}
 }
 
 func TestCreateRefusesBadIDs(t *testing.T) {
@@ -315,4 +362,36 @@ func TestConcurrentVerify(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// BenchmarkVerify is the cost of checking an API key on a request whose
+// key was not checked before (no cache): a keyed-hash key against one
+// stored with argon2id. Both include the record's read from a real bucket.
+func BenchmarkVerify(b *testing.B) {
+	keys, _, _ := newKeys(b)
+	keyed, _, err := keys.Create(b.Context(), "acme", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("keyed-sha256", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := keys.Verify(b.Context(), keyed); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("argon2id", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			// A fresh key each time: the cache would answer a second check.
+			b.StopTimer()
+			key, err := auth.PutArgonKey(b.Context(), keys, fmt.Sprintf("%012x", i), "acme")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if _, err := keys.Verify(b.Context(), key); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
