@@ -3,51 +3,14 @@ package egress_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentbus/agentbus/egress"
+	"github.com/agentbus/agentbus/egress/egresstest"
 )
-
-// countingServer is an HTTP server on 127.0.0.1 that counts the
-// connections it accepts.
-type countingServer struct {
-	*httptest.Server
-	accepted atomic.Int64
-}
-
-type countingListener struct {
-	net.Listener
-	n *atomic.Int64
-}
-
-func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.n.Add(1)
-	}
-	return c, err
-}
-
-func newCountingServer(t *testing.T, h http.Handler) *countingServer {
-	t.Helper()
-	s := &countingServer{Server: httptest.NewUnstartedServer(h)}
-	s.Listener = countingListener{Listener: s.Listener, n: &s.accepted}
-	s.Start()
-	t.Cleanup(s.Close)
-	return s
-}
-
-// port is the server's port, for URLs naming another host.
-func (s *countingServer) port() string {
-	_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
-	return port
-}
 
 func get(t *testing.T, p *egress.Policy, url string) error {
 	t.Helper()
@@ -75,8 +38,8 @@ var ok = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = 
 // before the socket connects (the listener accepts none); with the
 // address or the name allow-listed it goes through.
 func TestDialRefusesBeforeConnecting(t *testing.T) {
-	srv := newCountingServer(t, ok)
-	for _, url := range []string{srv.URL, "http://localhost:" + srv.port() + "/"} {
+	srv := egresstest.NewServer(t, ok)
+	for _, url := range []string{srv.URL, "http://localhost:" + srv.Port() + "/"} {
 		err := get(t, egress.Default(), url)
 		d, denied := egress.Denied(err)
 		if !errors.Is(err, egress.ErrDenied) || !denied || d.Range != "loopback" || !strings.Contains(err.Error(), "egress_denied") {
@@ -86,16 +49,16 @@ func TestDialRefusesBeforeConnecting(t *testing.T) {
 			t.Fatalf("the refusal names %q", d.Host)
 		}
 	}
-	if n := srv.accepted.Load(); n != 0 {
+	if n := srv.Accepted(); n != 0 {
 		t.Fatalf("%d connections reached the refused address", n)
 	}
-	if err := get(t, egress.MustNew("127.0.0.0/8"), "http://localhost:"+srv.port()+"/"); err != nil {
+	if err := get(t, egress.MustNew("127.0.0.0/8"), "http://localhost:"+srv.Port()+"/"); err != nil {
 		t.Fatalf("allow-listed address: %v", err)
 	}
-	if err := get(t, egress.MustNew("localhost"), "http://localhost:"+srv.port()+"/"); err != nil {
+	if err := get(t, egress.MustNew("localhost"), "http://localhost:"+srv.Port()+"/"); err != nil {
 		t.Fatalf("allow-listed name: %v", err)
 	}
-	if n := srv.accepted.Load(); n != 2 {
+	if n := srv.Accepted(); n != 2 {
 		t.Fatalf("%d connections accepted, want 2", n)
 	}
 }
@@ -103,14 +66,14 @@ func TestDialRefusesBeforeConnecting(t *testing.T) {
 // TestDialRefusesRedirect: a redirect from an allowed host to a refused
 // address is refused when it is dialled.
 func TestDialRefusesRedirect(t *testing.T) {
-	inner := newCountingServer(t, ok)
-	front := newCountingServer(t, http.RedirectHandler(inner.URL+"/metadata", http.StatusFound))
-	err := get(t, egress.MustNew("localhost"), "http://localhost:"+front.port()+"/")
+	inner := egresstest.NewServer(t, ok)
+	front := egresstest.NewServer(t, http.RedirectHandler(inner.URL+"/metadata", http.StatusFound))
+	err := get(t, egress.MustNew("localhost"), "http://localhost:"+front.Port()+"/")
 	if !errors.Is(err, egress.ErrDenied) {
 		t.Fatalf("redirect to %s: %v", inner.URL, err)
 	}
-	if front.accepted.Load() != 1 || inner.accepted.Load() != 0 {
-		t.Fatalf("accepted: front %d, inner %d", front.accepted.Load(), inner.accepted.Load())
+	if front.Accepted() != 1 || inner.Accepted() != 0 {
+		t.Fatalf("accepted: front %d, inner %d", front.Accepted(), inner.Accepted())
 	}
 }
 
