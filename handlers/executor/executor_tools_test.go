@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -71,6 +72,19 @@ func putWebhookTool(t *testing.T, env *handlerstest.Env, secrets *tools.Secrets,
 	}
 }
 
+// endsInsufficient drives on a step whose hop gave outs, which must have
+// iterated once: its next turn must end it insufficient.
+func endsInsufficient(t *testing.T, x *executor.Executor, outs []event.Event) {
+	t.Helper()
+	next := handlerstest.OfType(outs, events.TypeStepIterated)
+	if len(next) != 1 {
+		t.Fatalf("outputs %v", handlerstest.Types(outs))
+	}
+	if sf := handlerstest.Finished(t, handlerstest.HandleStep(t, x, next[0])); sf.Result.Outcome != orch.OutcomeInsufficient {
+		t.Fatalf("result %+v", sf.Result)
+	}
+}
+
 // TestExecutorWebhookTimeoutFailsStep: a webhook tool that does not
 // answer within its timeout_ms fails the step (skill_timeout), as the
 // executor's own skill timeout does; the model is not asked again.
@@ -122,13 +136,7 @@ func TestExecutorSendMessage(t *testing.T) {
 	if called["skill_id"] != agents.ToolSendMessage || called["is_error"] != false || called["approval_mode"] != "network" {
 		t.Fatalf("skill.called %v", called)
 	}
-	next := handlerstest.OfType(outs, events.TypeStepIterated)
-	if len(next) != 1 {
-		t.Fatalf("outputs %v", handlerstest.Types(outs))
-	}
-	if sf := handlerstest.Finished(t, handlerstest.HandleStep(t, x, next[0])); sf.Result.Outcome != orch.OutcomeInsufficient {
-		t.Fatalf("result %+v", sf.Result)
-	}
+	endsInsufficient(t, x, outs)
 	stream, err := env.JS.Stream(handlerstest.Ctx(t), events.StreamAgent)
 	if err != nil {
 		t.Fatal(err)
@@ -174,13 +182,7 @@ func TestExecutorWebhookEgressDenied(t *testing.T) {
 	if _, called := handlerstest.AuditOf(t, outs, "skill.called"); called["is_error"] != true {
 		t.Fatalf("skill.called %v", called)
 	}
-	next := handlerstest.OfType(outs, events.TypeStepIterated)
-	if len(next) != 1 {
-		t.Fatalf("outputs %v", handlerstest.Types(outs))
-	}
-	if sf := handlerstest.Finished(t, handlerstest.HandleStep(t, x, next[0])); sf.Result.Outcome != orch.OutcomeInsufficient {
-		t.Fatalf("result %+v", sf.Result)
-	}
+	endsInsufficient(t, x, outs)
 	reqs := model.Requests()
 	if last := reqs[len(reqs)-1].Messages; !strings.Contains(last[len(last)-1].Content, "egress_denied") {
 		t.Fatalf("the model saw %+v", last[len(last)-1])
