@@ -167,7 +167,7 @@ type grantTarget struct {
 	authMethods, signingAlgs, grantTypes         []string
 	pkceMethods                                  []string
 	cimd                                         bool
-	legacy                                       bool // no metadata at all: the 2025-03-26 default endpoints
+	legacy                                       bool   // no metadata at all: the 2025-03-26 default endpoints
 	origin                                       string // the resource's scheme://host, which the operator configured
 }
 
