@@ -14,6 +14,8 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/agentbus/agentbus/egress"
 )
 
 // TenantPlaceholder is the token in Config.URL that is replaced by the
@@ -116,6 +118,12 @@ type Config struct {
 	// (required with it) receives.
 	OAuthAuthorizer  Authorizer
 	OAuthRedirectURI string
+	// Egress is the policy of the OAuth requests to the URLs a server
+	// names (its protected-resource metadata, its authorization server's
+	// metadata, registration and token endpoints), checked on each address
+	// they dial; nil is egress.Default(). The server's own origin (URL's,
+	// which the operator configured) is not held to it.
+	Egress *egress.Policy
 
 	// ProtocolVersion, when set, is the MCP revision the client asks for
 	// (for example "2025-11-25"); by default the newest the client knows,
@@ -275,7 +283,7 @@ func NewClient(cfg Config) (*Client, error) {
 		if cfg.OAuthAuthorizer != nil && cfg.OAuthRedirectURI == "" {
 			return nil, fmt.Errorf("%w: an OAuth authorizer needs a redirect URI", ErrInvalidConfig)
 		}
-		base = newOAuthTransport(base, credentialsFor(cfg.OAuth, cfg.OAuthByTenant), cfg.OAuthAuthorizer, cfg.OAuthRedirectURI)
+		base = newOAuthTransport(base, cfg.Egress.Transport(nil), credentialsFor(cfg.OAuth, cfg.OAuthByTenant), cfg.OAuthAuthorizer, cfg.OAuthRedirectURI)
 	}
 	return &Client{
 		cfg:        cfg,

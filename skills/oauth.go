@@ -104,9 +104,13 @@ const maxAuthorizations = 2
 // oauthTransport adds the bearer token of the request's tenant's
 // ClientCredentials to every request, fetching it when the server asks
 // (401, or 403 for more scope). A tenant without credentials is sent as
-// is.
+// is. The requests of discovery, registration and tokens go through base
+// when they are for the resource's own origin (the operator configured
+// it) and through remote, dialled through the egress policy, when the
+// server named another (its metadata, its authorization server's).
 type oauthTransport struct {
 	base        http.RoundTripper
+	remote      http.RoundTripper
 	creds       func(tenant string) *ClientCredentials
 	authorize   Authorizer
 	redirectURI string
@@ -163,7 +167,8 @@ type grantTarget struct {
 	authMethods, signingAlgs, grantTypes         []string
 	pkceMethods                                  []string
 	cimd                                         bool
-	legacy                                       bool // no metadata at all: the 2025-03-26 default endpoints
+	legacy                                       bool   // no metadata at all: the 2025-03-26 default endpoints
+	origin                                       string // the resource's scheme://host, which the operator configured
 }
 
 // registration is how the client is known to an authorization server.
@@ -171,12 +176,24 @@ type registration struct {
 	id, secret, method string // method: client_secret_basic, client_secret_post or none
 }
 
-func newOAuthTransport(base http.RoundTripper, creds func(string) *ClientCredentials, authorize Authorizer, redirectURI string) *oauthTransport {
-	return &oauthTransport{base: base, creds: creds, authorize: authorize, redirectURI: redirectURI, now: time.Now,
+func newOAuthTransport(base, remote http.RoundTripper, creds func(string) *ClientCredentials, authorize Authorizer, redirectURI string) *oauthTransport {
+	return &oauthTransport{base: base, remote: remote, creds: creds, authorize: authorize, redirectURI: redirectURI, now: time.Now,
 		tokens: map[string]*bearer{}, flows: map[string]*sync.Mutex{}, clients: map[string]*registration{}}
 }
 
 func resourceKey(u *url.URL) string { return u.Scheme + "://" + u.Host + u.Path }
+
+func originOf(u *url.URL) string { return strings.ToLower(u.Scheme + "://" + u.Host) }
+
+// send sends an out-of-band request (discovery, registration, token) of
+// the resource at origin: through base to that origin, through remote
+// (the egress policy) anywhere else.
+func (t *oauthTransport) send(origin string, req *http.Request) (*http.Response, error) {
+	if originOf(req.URL) == origin {
+		return t.base.RoundTrip(req)
+	}
+	return t.remote.RoundTrip(req)
+}
 
 // tokenKey keys a token by its tenant and resource.
 func tokenKey(tenant string, u *url.URL) string { return tenant + "\x00" + resourceKey(u) }
@@ -318,7 +335,7 @@ func (t *oauthTransport) discover(ctx context.Context, creds *ClientCredentials,
 	if v := params["resource_metadata"]; v != "" {
 		prmURLs = append(prmURLs, v)
 	}
-	origin := u.Scheme + "://" + u.Host
+	origin := originOf(u)
 	if p := strings.TrimSuffix(u.Path, "/"); p != "" {
 		prmURLs = append(prmURLs, origin+"/.well-known/oauth-protected-resource"+p)
 	}
@@ -329,11 +346,11 @@ func (t *oauthTransport) discover(ctx context.Context, creds *ClientCredentials,
 		ScopesSupported      []string `json:"scopes_supported"`
 	}
 	legacy := false
-	if err := t.firstJSON(ctx, prmURLs, &prm); err != nil {
+	if err := t.firstJSON(ctx, origin, prmURLs, &prm); err != nil {
 		if creds.confidential() {
 			// A secret or a key goes only to a server the resource's
 			// metadata names, never to the resource's own origin by default.
-			return grantTarget{}, fmt.Errorf("%w: protected resource metadata of %s: %v", ErrOAuth, resourceKey(u), err)
+			return grantTarget{}, fmt.Errorf("%w: protected resource metadata of %s: %w", ErrOAuth, resourceKey(u), err)
 		}
 		legacy, prm.AuthorizationServers = true, []string{origin} // 2025-03-26: the server's origin authorizes
 	}
@@ -366,10 +383,10 @@ func (t *oauthTransport) discover(ctx context.Context, creds *ClientCredentials,
 	if ipath != "" {
 		metaURLs = append(metaURLs, iorigin+ipath+"/.well-known/openid-configuration")
 	}
-	var target grantTarget
-	if err := t.firstJSON(ctx, metaURLs, &asm); err != nil {
+	target := grantTarget{origin: origin}
+	if err := t.firstJSON(ctx, origin, metaURLs, &asm); err != nil {
 		if !legacy {
-			return grantTarget{}, fmt.Errorf("%w: authorization server metadata of %s: %v", ErrOAuth, prm.AuthorizationServers[0], err)
+			return grantTarget{}, fmt.Errorf("%w: authorization server metadata of %s: %w", ErrOAuth, prm.AuthorizationServers[0], err)
 		}
 		// 2025-03-26 with no metadata either: the default endpoints.
 		asm.Issuer, asm.AuthorizationEndpoint, asm.TokenEndpoint, asm.RegistrationEndpoint = origin, origin+"/authorize", origin+"/token", origin+"/register"
@@ -513,9 +530,9 @@ func (t *oauthTransport) clientFor(ctx context.Context, creds *ClientCredentials
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	resp, err := t.base.RoundTrip(req)
+	resp, err := t.send(from.origin, req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: registration: %v", ErrOAuth, err)
+		return nil, fmt.Errorf("%w: registration: %w", ErrOAuth, err)
 	}
 	defer resp.Body.Close()
 	var rr struct {
@@ -572,9 +589,9 @@ func (t *oauthTransport) tokenRequest(ctx context.Context, creds *ClientCredenti
 	req.Body = io.NopCloser(strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
-	resp, err := t.base.RoundTrip(req)
+	resp, err := t.send(from.origin, req)
 	if err != nil {
-		return fmt.Errorf("%w: token request: %v", ErrOAuth, err)
+		return fmt.Errorf("%w: token request: %w", ErrOAuth, err)
 	}
 	defer resp.Body.Close()
 	var tr struct {
@@ -677,19 +694,20 @@ func clientAssertion(c *ClientCredentials, algs []string, audience string, now t
 	return jws.CompactSerialize()
 }
 
-// firstJSON decodes into v the first of urls that answers 200 with JSON.
-func (t *oauthTransport) firstJSON(ctx context.Context, urls []string, v any) error {
-	var errs []string
+// firstJSON decodes into v the first of urls (of the resource at
+// origin) that answers 200 with JSON.
+func (t *oauthTransport) firstJSON(ctx context.Context, origin string, urls []string, v any) error {
+	var errs listError
 	for _, u := range urls {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
-			errs = append(errs, err.Error())
+			errs = append(errs, err)
 			continue
 		}
 		req.Header.Set("Accept", "application/json")
-		resp, err := t.base.RoundTrip(req)
+		resp, err := t.send(origin, req)
 		if err != nil {
-			errs = append(errs, err.Error())
+			errs = append(errs, err)
 			continue
 		}
 		err = func() error {
@@ -702,10 +720,24 @@ func (t *oauthTransport) firstJSON(ctx context.Context, urls []string, v any) er
 		if err == nil {
 			return nil
 		}
-		errs = append(errs, err.Error())
+		errs = append(errs, err)
 	}
-	return errors.New(strings.Join(errs, "; "))
+	return errs
 }
+
+// listError is the failures of several attempts, in one line; each
+// stays matchable (errors.Is, errors.As).
+type listError []error
+
+func (l listError) Error() string {
+	msgs := make([]string, len(l))
+	for i, err := range l {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (l listError) Unwrap() []error { return l }
 
 // challengeParams parses the parameters of a Bearer WWW-Authenticate
 // challenge (resource_metadata, scope, error).

@@ -15,9 +15,13 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/agentbus/agentbus/egress"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/oauthtest"
 )
+
+// local allows the tests' authorization servers, on loopback.
+var local = egress.MustNew("127.0.0.1")
 
 const (
 	testClientID     = "agentbus-client"
@@ -36,7 +40,7 @@ func TestOAuth_ClientCredentialsTokenFetchedReusedRefreshed(t *testing.T) {
 	as := oauthtest.Start(t, &oauthtest.Server{ClientID: testClientID, ClientSecret: testClientSecret, Life: time.Hour, Now: now,
 		Scopes: []string{"skills:call"}}, whoami())
 	url := as.ResourceURL + "/mcp"
-	c := newClient(t, skills.Config{URL: url, Mode: skills.ModePlain,
+	c := newClient(t, skills.Config{URL: url, Mode: skills.ModePlain, Egress: local,
 		OAuth: &skills.ClientCredentials{ClientID: testClientID, ClientSecret: testClientSecret}})
 	skills.SetOAuthClock(c, now)
 	ctx := context.Background()
@@ -68,7 +72,7 @@ func TestOAuth_ClientCredentialsTokenFetchedReusedRefreshed(t *testing.T) {
 		t.Fatalf("%d grants, want the refused token replaced on its 401", g)
 	}
 
-	bad := newClient(t, skills.Config{URL: url, Mode: skills.ModePlain,
+	bad := newClient(t, skills.Config{URL: url, Mode: skills.ModePlain, Egress: local,
 		OAuth: &skills.ClientCredentials{ClientID: testClientID, ClientSecret: "wrong-" + testClientSecret}})
 	_, err := bad.Call(ctx, "t1", "whoami", nil, "")
 	if !errors.Is(err, skills.ErrOAuth) || strings.Contains(err.Error(), testClientSecret) ||
@@ -82,7 +86,7 @@ func TestOAuth_ClientCredentialsTokenFetchedReusedRefreshed(t *testing.T) {
 func TestOAuth_CredentialsPerTenant(t *testing.T) {
 	as := oauthtest.Start(t, &oauthtest.Server{Life: time.Hour, Clients: map[string]string{"acme-client": "acme-secret", "shared-client": "shared-secret"}},
 		whoami())
-	cfg := skills.Config{URL: as.ResourceURL + "/tenants/{tenant}/mcp", Mode: skills.ModePlain, OAuthByTenant: map[string]*skills.ClientCredentials{
+	cfg := skills.Config{URL: as.ResourceURL + "/tenants/{tenant}/mcp", Mode: skills.ModePlain, Egress: local, OAuthByTenant: map[string]*skills.ClientCredentials{
 		"acme": {ClientID: "acme-client", ClientSecret: "acme-secret"},
 		"*":    {ClientID: "shared-client", ClientSecret: "shared-secret"},
 	}}
@@ -125,7 +129,7 @@ func TestOAuth_AuthorizationCodeRegistersAuthorizesAndRefreshes(t *testing.T) {
 		resp.Body.Close()
 		return resp.Header.Get("Location"), nil
 	}
-	c := newClient(t, skills.Config{URL: as.ResourceURL + "/mcp", Mode: skills.ModePlain, OAuth: &skills.ClientCredentials{},
+	c := newClient(t, skills.Config{URL: as.ResourceURL + "/mcp", Mode: skills.ModePlain, Egress: local, OAuth: &skills.ClientCredentials{},
 		OAuthAuthorizer: consent, OAuthRedirectURI: "http://127.0.0.1:1/callback"})
 	skills.SetOAuthClock(c, now)
 	ctx := context.Background()
@@ -152,7 +156,7 @@ func TestOAuth_AuthorizationCodeRegistersAuthorizesAndRefreshes(t *testing.T) {
 		t.Fatalf("authorizations %d, refreshes %d, refusals %d; want the token refreshed without the user", a, rf, as.ExpiredRefusals())
 	}
 
-	forged := newClient(t, skills.Config{URL: as.ResourceURL + "/mcp", Mode: skills.ModePlain, OAuth: &skills.ClientCredentials{},
+	forged := newClient(t, skills.Config{URL: as.ResourceURL + "/mcp", Mode: skills.ModePlain, Egress: local, OAuth: &skills.ClientCredentials{},
 		OAuthRedirectURI: "http://127.0.0.1:1/callback", OAuthAuthorizer: func(ctx context.Context, authURL string) (string, error) {
 			back, err := consent(ctx, authURL)
 			return strings.Replace(back, "state=", "state=forged", 1), err
@@ -160,6 +164,24 @@ func TestOAuth_AuthorizationCodeRegistersAuthorizesAndRefreshes(t *testing.T) {
 	_, err = forged.Call(ctx, "t1", "whoami", nil, "")
 	if !errors.Is(err, skills.ErrOAuth) || !strings.Contains(err.Error(), "state") || strings.Contains(err.Error(), "code-") {
 		t.Fatalf("forged state: %v", err)
+	}
+}
+
+// The authorization server a Skill Service names is held to the egress
+// policy, the Skill Service's own origin (configured by the operator) is
+// not: without the authorization server's address allow-listed the call
+// fails with ErrOAuth and egress_denied, and the authorization server
+// accepts no connection.
+func TestOAuth_EgressPolicyHoldsTheAuthorizationServer(t *testing.T) {
+	as := oauthtest.Start(t, &oauthtest.Server{ClientID: testClientID, ClientSecret: testClientSecret, Life: time.Hour}, whoami())
+	c := newClient(t, skills.Config{URL: as.ResourceURL + "/mcp", Mode: skills.ModePlain,
+		OAuth: &skills.ClientCredentials{ClientID: testClientID, ClientSecret: testClientSecret}})
+	_, err := c.Call(context.Background(), "t1", "whoami", nil, "")
+	if !errors.Is(err, skills.ErrOAuth) || !errors.Is(err, egress.ErrDenied) || !strings.Contains(err.Error(), "egress_denied") {
+		t.Fatalf("call: %v", err)
+	}
+	if n := as.AuthConnections(); n != 0 || as.Grants() != 0 {
+		t.Fatalf("the refused authorization server accepted %d connections", n)
 	}
 }
 

@@ -38,7 +38,7 @@ func TestLayer(t *testing.T) {
 	clock := time.Now()
 	layer := &tools.Layer{Next: sk, Defs: e.st, Now: func() time.Time { return clock },
 		System:   &tools.System{JS: e.js, Memory: e.st, Sessions: &runctl.Sessions{KV: sessions}},
-		Webhooks: &tools.Webhooks{Secrets: e.secrets, Client: rc.srv.Client()}}
+		Webhooks: &tools.Webhooks{Secrets: e.secrets, Egress: local, RootCAs: rc.srv.Roots()}}
 	tool := hookTool(t, e, rc, "tool-orders", "/orders", agents.ToolHandler{Idempotent: true})
 	tool.Name, tool.Description = "lookup_order", "Look up the shipping status of a customer order by its id."
 	now := time.Now().UTC()

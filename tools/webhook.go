@@ -4,17 +4,20 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/egress"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -41,23 +44,41 @@ type WebhookRequest struct {
 // each bounded by the tool's timeout, retried with doubling backoff only
 // when the tool is idempotent (network errors, 429 and 5xx answers,
 // timeouts), with the same Idempotency-Key every time. Answers are read
-// up to MaxResponseBytes. What it logs is redacted (Redact).
+// up to MaxResponseBytes. What it logs is redacted (Redact). Every
+// connection is dialled through the egress policy: a refused address
+// fails the call with an egress.ErrDenied, never retried.
 type Webhooks struct {
 	Secrets *Secrets
-	// Client sends the calls; nil uses one that requires TLS 1.2 and
-	// follows no redirect (a redirect would carry a signed body
-	// elsewhere). Tests inject one trusting their server.
-	Client *http.Client
-	Log    zerolog.Logger
+	// Egress is the policy every call's connection is checked against
+	// when it is dialled; nil is egress.Default() (no allow-list).
+	Egress *egress.Policy
+	// RootCAs are the certificate authorities the calls trust; nil
+	// trusts the system's. Tests name their server's.
+	RootCAs *x509.CertPool
+	Log     zerolog.Logger
 	// Now is the clock of the timestamps; default time.Now.
 	Now func() time.Time
+
+	once   sync.Once
+	client *http.Client
+	// wrap, set by tests, wraps the client's transport.
+	wrap func(http.RoundTripper) http.RoundTripper
 }
 
-// DefaultClient is the client of a Webhooks without one.
-func DefaultClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+// httpClient is the client of the calls, made once: TLS 1.2 at least,
+// dialled through Egress, following no redirect (a redirect would carry
+// a signed body elsewhere).
+func (w *Webhooks) httpClient() *http.Client {
+	w.once.Do(func() {
+		tr := w.Egress.Transport(nil)
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: w.RootCAs}
+		var rt http.RoundTripper = tr
+		if w.wrap != nil {
+			rt = w.wrap(rt)
+		}
+		w.client = &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	})
+	return w.client
 }
 
 // attemptError is a failed attempt: retryable or not, and whether it
@@ -146,12 +167,11 @@ func (w *Webhooks) attempt(ctx context.Context, t agents.Tool, secret, body []by
 	req.Header.Set(agents.HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
 	req.Header.Set(agents.HeaderWebhookSignature, agents.SignWebhook(secret, ts, body))
 	req.Header.Set(agents.HeaderIdempotencyKey, key)
-	client := w.Client
-	if client == nil {
-		client = DefaultClient()
-	}
-	resp, err := client.Do(req)
+	resp, err := w.httpClient().Do(req)
 	if err != nil {
+		if d, ok := egress.Denied(err); ok {
+			return nil, &attemptError{err: fmt.Errorf("%w: webhook tool %s: %w", skills.ErrSkillFailed, t.Name, d)}
+		}
 		if te := timedOut(err); te != nil {
 			return nil, te
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/egress"
+	"github.com/agentbus/agentbus/egress/egresstest"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/tools"
 )
@@ -26,7 +27,7 @@ const hookSecret = "whsec-test-0123456789abcdef"
 // agents.VerifyWebhook (default window, a replay guard) and records what
 // it accepted and refused.
 type receiver struct {
-	srv *httptest.Server
+	srv *egresstest.Server
 
 	mu       sync.Mutex
 	guard    agents.ReplayGuard
@@ -38,8 +39,7 @@ type receiver struct {
 
 func newReceiver(t *testing.T) *receiver {
 	rc := &receiver{flaky: 2}
-	rc.srv = httptest.NewTLSServer(http.HandlerFunc(rc.serve))
-	t.Cleanup(rc.srv.Close)
+	rc.srv = egresstest.NewTLSServer(t, http.HandlerFunc(rc.serve))
 	return rc
 }
 
@@ -91,6 +91,9 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// local is the allow-list of the receivers, on loopback.
+var local = egress.MustNew("127.0.0.1")
+
 func (rc *receiver) counts() (accepted, refused int) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -121,7 +124,7 @@ func hookTool(t *testing.T, e *env, rc *receiver, id, path string, h agents.Tool
 func TestWebhookSignedAndReplayRefused(t *testing.T) {
 	e, rc := newEnv(t), newReceiver(t)
 	var logs bytes.Buffer
-	hooks := &tools.Webhooks{Secrets: e.secrets, Client: rc.srv.Client(), Log: zerolog.New(&logs).Level(zerolog.DebugLevel)}
+	hooks := &tools.Webhooks{Secrets: e.secrets, Egress: local, RootCAs: rc.srv.Roots(), Log: zerolog.New(&logs).Level(zerolog.DebugLevel)}
 	tool := hookTool(t, e, rc, "tool-1", "/orders", agents.ToolHandler{})
 	ctx := skills.WithCallInfo(testCtx(t), skills.CallInfo{RunID: "run-1", SessionID: "sess-1"})
 	out, err := hooks.Call(ctx, "acme", tool, json.RawMessage(`{"order_id":"42","email":"jane.doe@example.com"}`), "run-1/1/t1/0")
@@ -172,7 +175,7 @@ func TestWebhookSignedAndReplayRefused(t *testing.T) {
 	}
 
 	// A sender whose clock is 10 minutes behind: outside the window.
-	stale := &tools.Webhooks{Secrets: e.secrets, Client: rc.srv.Client(), Now: func() time.Time { return time.Now().Add(-10 * time.Minute) }}
+	stale := &tools.Webhooks{Secrets: e.secrets, Egress: local, RootCAs: rc.srv.Roots(), Now: func() time.Time { return time.Now().Add(-10 * time.Minute) }}
 	_, err = stale.Call(ctx, "acme", tool, json.RawMessage(`{"order_id":"42"}`), "run-1/1/t1/1")
 	if !errors.Is(err, skills.ErrSkillFailed) || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("stale call: %v", err)
@@ -195,7 +198,7 @@ func TestWebhookSignedAndReplayRefused(t *testing.T) {
 // error the model sees (a skill failure, not a step failure).
 func TestWebhookResponseOverCap(t *testing.T) {
 	e, rc := newEnv(t), newReceiver(t)
-	hooks := &tools.Webhooks{Secrets: e.secrets, Client: rc.srv.Client()}
+	hooks := &tools.Webhooks{Secrets: e.secrets, Egress: local, RootCAs: rc.srv.Roots()}
 	tool := hookTool(t, e, rc, "tool-big", "/big", agents.ToolHandler{Idempotent: true})
 	out, err := hooks.Call(testCtx(t), "acme", tool, json.RawMessage(`{}`), "k-big")
 	if out != nil || !errors.Is(err, skills.ErrResultTooLarge) || !errors.Is(err, skills.ErrSkillFailed) ||
@@ -222,7 +225,7 @@ func TestWebhookResponseOverCap(t *testing.T) {
 // 503 with the same Idempotency-Key, one that is not is called once.
 func TestWebhookTimeoutAndRetries(t *testing.T) {
 	e, rc := newEnv(t), newReceiver(t)
-	hooks := &tools.Webhooks{Secrets: e.secrets, Client: rc.srv.Client()}
+	hooks := &tools.Webhooks{Secrets: e.secrets, Egress: local, RootCAs: rc.srv.Roots()}
 	slow := hookTool(t, e, rc, "tool-slow", "/slow", agents.ToolHandler{TimeoutMS: 100})
 	start := time.Now()
 	_, err := hooks.Call(testCtx(t), "acme", slow, json.RawMessage(`{}`), "k-slow")
@@ -266,7 +269,7 @@ func TestWebhookTimeoutAndRetries(t *testing.T) {
 	}
 }
 
-// lateTransport is the receiver's real client whose answers are handed
+// lateTransport is the webhooks' real transport whose answers are handed
 // over only once the attempt's deadline has passed: the transport had
 // the answer in hand as the call timed out.
 type lateTransport struct{ next http.RoundTripper }
@@ -281,9 +284,8 @@ func (l lateTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // is a timeout, not a result, however complete it is.
 func TestWebhookAnswerAfterTimeout(t *testing.T) {
 	e, rc := newEnv(t), newReceiver(t)
-	client := rc.srv.Client()
-	client.Transport = lateTransport{next: client.Transport}
-	hooks := &tools.Webhooks{Secrets: e.secrets, Client: client}
+	hooks := &tools.Webhooks{Secrets: e.secrets, Egress: local, RootCAs: rc.srv.Roots()}
+	tools.WrapTransport(hooks, func(next http.RoundTripper) http.RoundTripper { return lateTransport{next: next} })
 	tool := hookTool(t, e, rc, "tool-late", "/text", agents.ToolHandler{TimeoutMS: 100})
 	out, err := hooks.Call(testCtx(t), "acme", tool, json.RawMessage(`{}`), "k-late")
 	if out != nil || !errors.Is(err, skills.ErrTimeout) {
@@ -300,11 +302,46 @@ func TestWebhookNoSecret(t *testing.T) {
 	e, rc := newEnv(t), newReceiver(t)
 	tool := hookTool(t, e, rc, "tool-1", "/orders", agents.ToolHandler{})
 	tool.ToolID = "tool-without-secret"
-	hooks := &tools.Webhooks{Secrets: e.secrets, Client: rc.srv.Client()}
+	hooks := &tools.Webhooks{Secrets: e.secrets, Egress: local, RootCAs: rc.srv.Roots()}
 	if _, err := hooks.Call(testCtx(t), "acme", tool, json.RawMessage(`{}`), "k"); !errors.Is(err, skills.ErrSkillFailed) {
 		t.Fatalf("call without a secret: %v", err)
 	}
 	if n, _ := rc.counts(); n != 0 {
 		t.Fatalf("%d requests sent", n)
+	}
+}
+
+// TestWebhookEgress: under the default policy a webhook tool at a
+// loopback address, or at a name that resolves to one, fails with an
+// egress_denied tool error, not retried, and the receiver accepts no
+// connection; with the address allow-listed the call goes through.
+func TestWebhookEgress(t *testing.T) {
+	e, rc := newEnv(t), newReceiver(t)
+	var logs bytes.Buffer
+	hooks := &tools.Webhooks{Secrets: e.secrets, RootCAs: rc.srv.Roots(), Log: zerolog.New(&logs)}
+	two := 2
+	retried := agents.ToolHandler{Idempotent: true, MaxRetries: &two, BackoffMS: 10}
+	for _, url := range []string{rc.srv.URL, "https://localhost:" + rc.srv.Port()} {
+		tool := hookTool(t, e, rc, "tool-egress", "/orders", retried)
+		tool.Handler.URL = url + "/orders"
+		out, err := hooks.Call(testCtx(t), "acme", tool, json.RawMessage(`{}`), "k-egress")
+		if out != nil || !errors.Is(err, egress.ErrDenied) || !errors.Is(err, skills.ErrSkillFailed) ||
+			!strings.Contains(err.Error(), "egress_denied") {
+			t.Fatalf("call to %s: %s, %v", url, out, err)
+		}
+	}
+	if n := strings.Count(logs.String(), "webhook tool call"); n != 2 {
+		t.Fatalf("%d attempts for 2 calls: a refusal is retried\n%s", n, logs.String())
+	}
+	if n := rc.srv.Accepted(); n != 0 {
+		t.Fatalf("%d connections reached the refused address", n)
+	}
+	allowed := &tools.Webhooks{Secrets: e.secrets, Egress: local, RootCAs: rc.srv.Roots()}
+	tool := hookTool(t, e, rc, "tool-egress", "/orders", agents.ToolHandler{})
+	if _, err := allowed.Call(testCtx(t), "acme", tool, json.RawMessage(`{}`), "k-allowed"); err != nil {
+		t.Fatalf("allow-listed call: %v", err)
+	}
+	if n, _ := rc.counts(); n != 1 || rc.srv.Accepted() != 1 {
+		t.Fatalf("%d requests over %d connections", n, rc.srv.Accepted())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/egress"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -85,6 +86,9 @@ func runConformance(ctx context.Context, scenario, url string) error {
 		cfg.OAuth = &skills.ClientCredentials{ClientID: sc.ClientID, ClientSecret: sc.ClientSecret,
 			PrivateKeyPEM: []byte(sc.PrivateKeyPEM), Algorithm: sc.Algorithm, ClientMetadataURL: conformanceClientMetadata}
 		cfg.OAuthAuthorizer, cfg.OAuthRedirectURI = consentingUser, conformanceRedirect
+		// The suite's authorization servers run on this machine, beside
+		// the scenario's server: the egress policy allows loopback here.
+		cfg.Egress = egress.MustNew("127.0.0.0/8", "::1", "localhost")
 	}
 	c, err := skills.NewClient(cfg)
 	if err != nil {

@@ -19,14 +19,16 @@ const (
 // TestOAuth_ARunThroughASkillServiceThatRequiresClientCredentials: the
 // demo Skill Service behind an OAuth resource server whose tokens live 2 s.
 // The planner and the executor each get a token with the client
-// credentials (discovered from the 401's metadata), the run completes; a
+// credentials (discovered from the 401's metadata, the authorization
+// server's loopback address allow-listed), the run completes; a
 // second run after the tokens expired gets new ones before calling, so no
 // call is refused for an expired token. The secret appears in no log.
 func TestOAuth_ARunThroughASkillServiceThatRequiresClientCredentials(t *testing.T) {
 	as := oauthtest.Start(t, &oauthtest.Server{ClientID: oauthClientID, ClientSecret: oauthClientSecret, Life: 2 * time.Second},
 		demo.NewService(demo.Config{}).Handler())
 	c := newCluster(t, demo.Config{}, "SKILL_SERVICE_URL="+as.ResourceURL+"/tenants/{tenant}/mcp",
-		"SKILL_OAUTH_CLIENT_ID="+oauthClientID, "SKILL_OAUTH_CLIENT_SECRET="+oauthClientSecret)
+		"SKILL_OAUTH_CLIENT_ID="+oauthClientID, "SKILL_OAUTH_CLIENT_SECRET="+oauthClientSecret,
+		"EGRESS_ALLOW=127.0.0.1") // the authorization server the Skill Service names is on loopback
 	procs := c.startAll(1)
 	for i := range 2 {
 		if i == 1 {

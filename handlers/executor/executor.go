@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentbus/agentbus/egress"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/handlers/internal/kvs"
@@ -690,6 +691,16 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 		t.out.Audit("skill.refused", lin, ev)
 		return nil, false, stop(orch.OutcomePermissionDenied, "permission denied by the Skill Service: "+c.Name, "", ev)
 	}
+	if d, denied := egress.Denied(err); denied {
+		// The egress policy refused the address: no connection was made.
+		// The model sees the tool error (egress_denied) and may plan
+		// around it; the trail names what was refused.
+		t.out.Audit("egress.denied", lin, map[string]any{"skill_id": c.Name, "code": egress.Code, "host": d.Host,
+			"address": d.Addr.String(), "range": d.Range})
+		if !errors.Is(err, skills.ErrSkillFailed) {
+			err = fmt.Errorf("%w: %w", skills.ErrSkillFailed, err)
+		}
+	}
 	isErr := false
 	if err != nil {
 		if !errors.Is(err, skills.ErrSkillFailed) && !errors.Is(err, skills.ErrSkillNotFound) && !errors.Is(err, skills.ErrInvalidArguments) {
@@ -758,7 +769,7 @@ func (t *turn) progress(ctx context.Context, c llm.ToolCall, key string) (contex
 // the user, nor a call that never reached the skill) counts toward
 // opening it. A change of state is audited.
 func (t *turn) circuitDone(ctx context.Context, circuit, skill string, err error) {
-	if errors.Is(err, skills.ErrNotCalled) { // an outage of ours, not the skill's
+	if errors.Is(err, skills.ErrNotCalled) || errors.Is(err, egress.ErrDenied) { // an outage or a refusal of ours, not the skill's
 		t.exec.Breakers.Skip(circuit)
 		return
 	}

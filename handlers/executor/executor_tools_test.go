@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"crypto/rand"
+	"crypto/x509"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -9,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/egress"
+	"github.com/agentbus/agentbus/egress/egresstest"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/handlers/executor"
@@ -25,8 +29,8 @@ import (
 
 // toolLayer is the executor's skills as the processes wire them: the demo
 // Skill Service behind the system tools and env's webhook tools, whose
-// calls trust the TLS server srv.
-func toolLayer(t *testing.T, env *handlerstest.Env, srv *httptest.Server) (*tools.Layer, *tools.Secrets) {
+// calls trust the TLS server srv and dial through policy.
+func toolLayer(t *testing.T, env *handlerstest.Env, srv *httptest.Server, policy *egress.Policy) (*tools.Layer, *tools.Secrets) {
 	t.Helper()
 	kv, err := env.JS.KeyValue(handlerstest.Ctx(t), handlers.BucketToolSecrets)
 	if err != nil {
@@ -38,13 +42,47 @@ func toolLayer(t *testing.T, env *handlerstest.Env, srv *httptest.Server) (*tool
 	if err != nil {
 		t.Fatal(err)
 	}
-	var client *http.Client
+	roots := x509.NewCertPool()
 	if srv != nil {
-		client = srv.Client()
+		roots.AddCert(srv.Certificate())
 	}
 	return &tools.Layer{Next: env.Skills, Defs: env.Store,
 		System:   &tools.System{JS: env.JS, Memory: env.Store, Sessions: &runctl.Sessions{KV: env.Sessions}},
-		Webhooks: &tools.Webhooks{Secrets: secrets, Client: client, Log: handlerstest.NopLog}}, secrets
+		Webhooks: &tools.Webhooks{Secrets: secrets, Egress: policy, RootCAs: roots, Log: handlerstest.NopLog}}, secrets
+}
+
+// putWebhookTool stores the tenant's webhook tool name at url, with its
+// secret.
+func putWebhookTool(t *testing.T, env *handlerstest.Env, secrets *tools.Secrets, id, name, url string, timeoutMS int) {
+	t.Helper()
+	now := time.Now().UTC()
+	tool := agents.Tool{ToolID: id, TenantID: handlerstest.Tenant, Type: agents.ToolTypeCustom, Version: 1, CreatedAt: now, UpdatedAt: now,
+		ToolSpec: agents.ToolSpec{Name: name, Description: "Look up an order.", Parameters: json.RawMessage(`{"type":"object"}`),
+			Handler: agents.ToolHandler{URL: url, TimeoutMS: timeoutMS}}}
+	tool.Normalize()
+	d, err := tool.Definition()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Store.PutDefinition(handlerstest.Ctx(t), d, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := secrets.Put(handlerstest.Ctx(t), handlerstest.Tenant, tool.ToolID, "a-webhook-secret-of-enough-bytes"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// endsInsufficient drives on a step whose hop gave outs, which must have
+// iterated once: its next turn must end it insufficient.
+func endsInsufficient(t *testing.T, x *executor.Executor, outs []event.Event) {
+	t.Helper()
+	next := handlerstest.OfType(outs, events.TypeStepIterated)
+	if len(next) != 1 {
+		t.Fatalf("outputs %v", handlerstest.Types(outs))
+	}
+	if sf := handlerstest.Finished(t, handlerstest.HandleStep(t, x, next[0])); sf.Result.Outcome != orch.OutcomeInsufficient {
+		t.Fatalf("result %+v", sf.Result)
+	}
 }
 
 // TestExecutorWebhookTimeoutFailsStep: a webhook tool that does not
@@ -61,22 +99,8 @@ func TestExecutorWebhookTimeoutFailsStep(t *testing.T) {
 	}))
 	t.Cleanup(hung.Close)
 	t.Cleanup(func() { close(release) }) // runs first
-	layer, secrets := toolLayer(t, env, hung)
-	now := time.Now().UTC()
-	tool := agents.Tool{ToolID: "tool-slow", TenantID: handlerstest.Tenant, Type: agents.ToolTypeCustom, Version: 1, CreatedAt: now, UpdatedAt: now,
-		ToolSpec: agents.ToolSpec{Name: "lookup_order", Description: "Look up an order.", Parameters: json.RawMessage(`{"type":"object"}`),
-			Handler: agents.ToolHandler{URL: hung.URL + "/orders", TimeoutMS: 150}}}
-	tool.Normalize()
-	d, err := tool.Definition()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Store.PutDefinition(handlerstest.Ctx(t), d, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := secrets.Put(handlerstest.Ctx(t), handlerstest.Tenant, tool.ToolID, "a-webhook-secret-of-enough-bytes"); err != nil {
-		t.Fatal(err)
-	}
+	layer, secrets := toolLayer(t, env, hung, egress.MustNew("127.0.0.1"))
+	putWebhookTool(t, env, secrets, "tool-slow", "lookup_order", hung.URL+"/orders", 150)
 	model := llmtest.Sequence(handlerstest.ToolCallResp("c1", "lookup_order", `{"order_id":"42"}`))
 	x := executor.NewExecutor(model, layer, env.Store, env.Locks, env.Toolcalls, handlerstest.NopLog)
 	req := handlerstest.ExecRequest("run-hook-timeout", 1)
@@ -101,7 +125,7 @@ func TestExecutorWebhookTimeoutFailsStep(t *testing.T) {
 // is in the run's trace (skill.called); the model then answers.
 func TestExecutorSendMessage(t *testing.T) {
 	env := handlerstest.NewEnv(t)
-	layer, _ := toolLayer(t, env, nil)
+	layer, _ := toolLayer(t, env, nil, nil)
 	model := llmtest.Sequence(handlerstest.ToolCallResp("c1", agents.ToolSendMessage, `{"text":"Looking up your outlets now."}`),
 		handlerstest.TextResp(`{"status":"insufficient","reason":"the outlets are not known yet","suggestion":"list them first"}`))
 	x := executor.NewExecutor(model, layer, env.Store, env.Locks, env.Toolcalls, handlerstest.NopLog)
@@ -112,13 +136,7 @@ func TestExecutorSendMessage(t *testing.T) {
 	if called["skill_id"] != agents.ToolSendMessage || called["is_error"] != false || called["approval_mode"] != "network" {
 		t.Fatalf("skill.called %v", called)
 	}
-	next := handlerstest.OfType(outs, events.TypeStepIterated)
-	if len(next) != 1 {
-		t.Fatalf("outputs %v", handlerstest.Types(outs))
-	}
-	if sf := handlerstest.Finished(t, handlerstest.HandleStep(t, x, next[0])); sf.Result.Outcome != orch.OutcomeInsufficient {
-		t.Fatalf("result %+v", sf.Result)
-	}
+	endsInsufficient(t, x, outs)
 	stream, err := env.JS.Stream(handlerstest.Ctx(t), events.StreamAgent)
 	if err != nil {
 		t.Fatal(err)
@@ -136,4 +154,54 @@ func TestExecutorSendMessage(t *testing.T) {
 		t.Fatal("the call is not traced")
 	}
 	var _ jetstream.Stream = stream
+}
+
+// TestExecutorWebhookEgressDenied: a webhook tool at a name that resolves
+// to loopback is refused when it is dialled: the model sees an
+// egress_denied tool error, the hop's trail has egress.denied, and the
+// receiver accepts no connection. With the address allow-listed a call
+// to it goes through.
+func TestExecutorWebhookEgressDenied(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	srv := egresstest.NewTLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"status":"shipped"}`))
+	}))
+	layer, secrets := toolLayer(t, env, srv.Server, nil)
+	putWebhookTool(t, env, secrets, "tool-internal", "lookup_order", "https://localhost:"+srv.Port()+"/orders", 2000)
+	putWebhookTool(t, env, secrets, "tool-direct", "lookup_order_direct", srv.URL+"/orders", 2000)
+	model := llmtest.Sequence(handlerstest.ToolCallResp("c1", "lookup_order", `{"order_id":"42"}`),
+		handlerstest.TextResp(`{"status":"insufficient","reason":"the order service is out of reach","suggestion":"ask support"}`))
+	x := executor.NewExecutor(model, layer, env.Store, env.Locks, env.Toolcalls, handlerstest.NopLog)
+	req := handlerstest.ExecRequest("run-egress", 1)
+	req.Run.Plan.Steps[0].Skills = []string{"lookup_order"}
+	outs := handlerstest.HandleStep(t, x, handlerstest.NewEvent(t, "step-egress", events.TypeStepRequested, req))
+	_, denied := handlerstest.AuditOf(t, outs, "egress.denied")
+	if denied["code"] != egress.Code || denied["host"] != "localhost" || denied["range"] != "loopback" || denied["skill_id"] != "lookup_order" {
+		t.Fatalf("egress.denied %v", denied)
+	}
+	if _, called := handlerstest.AuditOf(t, outs, "skill.called"); called["is_error"] != true {
+		t.Fatalf("skill.called %v", called)
+	}
+	endsInsufficient(t, x, outs)
+	reqs := model.Requests()
+	if last := reqs[len(reqs)-1].Messages; !strings.Contains(last[len(last)-1].Content, "egress_denied") {
+		t.Fatalf("the model saw %+v", last[len(last)-1])
+	}
+	if n := srv.Accepted(); n != 0 {
+		t.Fatalf("%d connections reached the refused address", n)
+	}
+
+	allowed, _ := toolLayer(t, env, srv.Server, egress.MustNew("127.0.0.0/8"))
+	allowed.Webhooks.Secrets = secrets
+	model = llmtest.Sequence(handlerstest.ToolCallResp("c1", "lookup_order_direct", `{"order_id":"42"}`))
+	x = executor.NewExecutor(model, allowed, env.Store, env.Locks, env.Toolcalls, handlerstest.NopLog)
+	req = handlerstest.ExecRequest("run-egress-allowed", 1)
+	req.Run.Plan.Steps[0].Skills = []string{"lookup_order_direct"}
+	outs = handlerstest.HandleStep(t, x, handlerstest.NewEvent(t, "step-egress-allowed", events.TypeStepRequested, req))
+	if slices.Contains(handlerstest.AuditNames(outs), "egress.denied") {
+		t.Fatal("the allow-listed call was refused")
+	}
+	if _, called := handlerstest.AuditOf(t, outs, "skill.called"); called["is_error"] != false || srv.Accepted() != 1 {
+		t.Fatalf("skill.called %v, %d connections", called, srv.Accepted())
+	}
 }

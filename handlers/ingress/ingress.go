@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/auth"
+	"github.com/agentbus/agentbus/egress"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/handlers/health"
 	"github.com/agentbus/agentbus/handlers/ledger"
@@ -80,6 +81,11 @@ type IngressConfig struct {
 	// ToolSecrets keeps the webhook tools' secrets; nil (or one without
 	// a key) refuses to create webhook tools (503 secrets_unavailable).
 	ToolSecrets ToolSecrets
+	// Egress judges a webhook tool's URL when it is written: one whose
+	// host is, or resolves only to, an address the policy refuses is
+	// answered 400 egress_denied (the executor checks every connection
+	// again when it dials). Nil is egress.Default().
+	Egress *egress.Policy
 	// Limiter bounds each tenant's request rate and concurrent runs
 	// across every ingress (POST /agent/run, POST /agent/events); nil
 	// admits everything.

@@ -2,11 +2,13 @@ package ingress
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/egress"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -17,7 +19,9 @@ import (
 // system_tool_read_only). A webhook tool's secret is written with the
 // tool ("secret" in the body, required on create, optional on update)
 // and never answered: it is stored encrypted by ToolSecrets, apart from
-// the definition document.
+// the definition document. A webhook URL the egress policy refuses (its
+// host is, or resolves only to, a refused address) is answered 400
+// egress_denied, on create and on update.
 
 // ToolSecrets keeps the webhook tools' secrets (tools.Secrets).
 type ToolSecrets interface {
@@ -68,6 +72,10 @@ func (g *Ingress) tenantTools(ctx context.Context, tenant string) ([]agents.Tool
 func (g *Ingress) checkTool(w http.ResponseWriter, r *http.Request, tenant, id string, body *ToolBody, create bool) (int, bool) {
 	if err := body.Validate(); err != nil {
 		writeInvalid(w, err)
+		return 0, false
+	}
+	if err := g.cfg.Egress.CheckURL(r.Context(), body.Handler.URL); errors.Is(err, egress.ErrDenied) {
+		writeError(w, http.StatusBadRequest, egress.Code, "handler.url: "+err.Error())
 		return 0, false
 	}
 	if create || body.Secret != nil {

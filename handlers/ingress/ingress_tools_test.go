@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/egress"
+	"github.com/agentbus/agentbus/egress/egresstest"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/handlers/ingress"
 	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
@@ -227,5 +229,42 @@ func TestIngressToolWithoutSecretsKey(t *testing.T) {
 	}
 	if defs, err := env.Store.ListDefinitions(handlerstest.Ctx(t), "acme", store.KindTool); err != nil || len(defs) != 0 {
 		t.Fatalf("stored %v, %v", defs, err)
+	}
+}
+
+// TestIngressToolEgress: a webhook tool whose URL is, or resolves only
+// to, an address the egress policy refuses (cloud metadata, private,
+// loopback) is refused 400 egress_denied on create and on update, and
+// nothing is stored; with the address allow-listed it is created.
+func TestIngressToolEgress(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	secrets := toolSecrets(t, env, true)
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{ToolSecrets: secrets})
+	receiver := egresstest.NewTLSServer(t, http.NotFoundHandler())
+	const tenant = "acme"
+	withURL := func(url string) string {
+		return strings.Replace(toolBody("lookup_order", `},"secret":"`+testToolSecret+`"`), "https://hooks.example.com/orders", url, 1)
+	}
+	for _, url := range []string{"https://169.254.169.254/latest/meta-data/iam", "https://10.0.0.1/hook", receiver.URL + "/hook",
+		"https://localhost:" + receiver.Port() + "/hook", "https://[::ffff:127.0.0.1]/hook", "https://[fd00:ec2::254]/"} {
+		r := handlerstest.Call(t, srv, tenant, "POST", "/agent/tools", withURL(url)).Want(t, "create at "+url, http.StatusBadRequest, egress.Code)
+		if msg, _ := r.Body["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "handler.url") {
+			t.Fatalf("create at %s: %v", url, r.Body)
+		}
+	}
+	if l := handlerstest.Call(t, srv, tenant, "GET", "/agent/tools?type=custom", "").Want(t, "list", http.StatusOK); len(l.Body["tools"].([]any)) != 0 {
+		t.Fatalf("refused tools were stored: %v", l.Body)
+	}
+	created := handlerstest.Call(t, srv, tenant, "POST", "/agent/tools", withURL("https://93.184.216.34/hook")).Want(t, "public", http.StatusCreated)
+	handlerstest.Call(t, srv, tenant, "PUT", "/agent/tools/"+created.Str("tool_id"), strings.Replace(withURL("https://10.0.0.1/hook"), `"secret"`, `"version":1,"secret"`, 1)).
+		Want(t, "update to a private address", http.StatusBadRequest, egress.Code)
+
+	allowed := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{ToolSecrets: secrets, Egress: egress.MustNew("127.0.0.1", "10.0.0.0/8")})
+	for name, url := range map[string]string{"lookup_local": receiver.URL + "/hook", "lookup_private": "https://10.0.0.1/hook"} {
+		body := strings.Replace(withURL(url), `"name":"lookup_order"`, `"name":"`+name+`"`, 1)
+		handlerstest.Call(t, allowed, tenant, "POST", "/agent/tools", body).Want(t, "allow-listed "+url, http.StatusCreated)
+	}
+	if n := receiver.Accepted(); n != 0 {
+		t.Fatalf("writing a tool connected to its URL %d times", n)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
+
+	"github.com/agentbus/agentbus/egress/egresstest"
 )
 
 // Server is the pair. Its tokens live Life; Now is its clock.
@@ -37,6 +39,8 @@ type Server struct {
 	// AuthURL is the authorization server (its issuer); ResourceURL the
 	// resource server, in front of the MCP handler.
 	AuthURL, ResourceURL string
+
+	as *egresstest.Server
 
 	mu      sync.Mutex
 	issued  map[string]time.Time
@@ -62,14 +66,17 @@ func Start(t testing.TB, s *Server, mcp http.Handler) *Server {
 	}
 	s.issued, s.revoked, s.byID = map[string]time.Time{}, map[string]bool{}, map[string]int{}
 	s.registered, s.codes, s.refresh = map[string]bool{}, map[string]string{}, map[string]bool{}
-	as := httptest.NewServer(http.HandlerFunc(s.authorize))
-	t.Cleanup(as.Close)
-	s.AuthURL = as.URL
+	s.as = egresstest.NewServer(t, http.HandlerFunc(s.authorize))
+	s.AuthURL = s.as.URL
 	rs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.protect(w, r, mcp) }))
 	t.Cleanup(rs.Close)
 	s.ResourceURL = rs.URL
 	return s
 }
+
+// AuthConnections is how many connections the authorization server has
+// accepted.
+func (s *Server) AuthConnections() int64 { return s.as.Accepted() }
 
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	switch {

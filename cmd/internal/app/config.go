@@ -12,6 +12,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentbus/agentbus/egress"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/tools"
 )
@@ -77,6 +78,10 @@ type Config struct {
 	// generates one in its data directory).
 	SecretsKeyFile string
 	secretsKey     string
+	// EgressAllow is the egress policy's allow-list (EGRESS_ALLOW): what
+	// webhook tools and the OAuth requests to URLs a Skill Service names
+	// may reach in the ranges the policy refuses by default.
+	EgressAllow string
 	// inProcess, set by the all-in-one, is its embedded server: the
 	// process connects to it in memory rather than over loopback TCP.
 	inProcess nats.InProcessConnProvider
@@ -120,6 +125,7 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 	c.alertSecret = envAlertSecret.Value()
 	envSecretsKeyFile.Bind(fs, &c.SecretsKeyFile)
 	c.secretsKey = envSecretsKey.Value()
+	envEgressAllow.Bind(fs, &c.EgressAllow)
 	EnvLogLevel.Bind(fs, &c.LogLevel)
 	envConcurrency.Bind(fs, &c.Concurrency)
 	envMaxTurns.Bind(fs, &c.MaxTurns)
@@ -138,6 +144,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if _, err := c.SecretsKey(); err != nil {
+		return err
+	}
+	if _, err := c.EgressPolicy(); err != nil {
 		return err
 	}
 	if _, err := c.SkillsConfig(); err != nil {
@@ -171,11 +180,27 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// EgressPolicy is the egress policy of webhook tools and of the OAuth
+// requests to URLs a Skill Service names: the default refused ranges,
+// opened by EGRESS_ALLOW.
+func (c *Config) EgressPolicy() (*egress.Policy, error) {
+	p, err := egress.Parse(c.EgressAllow)
+	if err != nil {
+		return nil, fmt.Errorf("EGRESS_ALLOW: %w", err)
+	}
+	return p, nil
+}
+
 // SkillsConfig is the skill client's configuration: the URL for the HTTP
-// transports, the parsed command for stdio. It reports what skills.NewClient
-// would refuse, naming the setting.
+// transports, the parsed command for stdio, the egress policy. It reports
+// what skills.NewClient would refuse, naming the setting.
 func (c *Config) SkillsConfig() (skills.Config, error) {
 	sc := skills.Config{Transport: c.SkillTransport, Mode: c.SkillMode, APIKey: c.SkillAPIKey}
+	policy, err := c.EgressPolicy()
+	if err != nil {
+		return sc, err
+	}
+	sc.Egress = policy
 	switch c.SkillTransport {
 	case "", skills.TransportStreamableHTTP, skills.TransportSSE:
 		u := c.SkillServiceURL

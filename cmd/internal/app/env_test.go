@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"flag"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,6 +97,30 @@ func TestWellFormedVariables(t *testing.T) {
 	}
 }
 
+// TestEgressAllow: EGRESS_ALLOW opens the addresses and names it lists
+// to webhook tools and to the skill client's OAuth requests, and nothing
+// else; a malformed entry stops the process naming the variable.
+func TestEgressAllow(t *testing.T) {
+	t.Setenv("EGRESS_ALLOW", "10.20.0.0/16, hooks.internal")
+	c, err := ParseConfig("executor", "test", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.EgressPolicy()
+	if err != nil || p.Check("", netip.MustParseAddr("10.20.1.2")) != nil || !p.AllowsHost("hooks.internal") ||
+		p.Check("", netip.MustParseAddr("10.21.1.2")) == nil || p.Check("", netip.MustParseAddr("169.254.169.254")) == nil {
+		t.Fatalf("policy of %q: %v", c.EgressAllow, err)
+	}
+	sc, err := c.SkillsConfig()
+	if err != nil || sc.Egress == nil || !sc.Egress.AllowsHost("hooks.internal") {
+		t.Fatalf("skills config: %+v, %v", sc.Egress, err)
+	}
+	t.Setenv("EGRESS_ALLOW", "10.20.0.0/33")
+	if _, err := ParseConfig("executor", "test", nil, nil); parseErrorFor(err, "EGRESS_ALLOW") == nil {
+		t.Fatalf("malformed EGRESS_ALLOW: %v", err)
+	}
+}
+
 // TestMalformedVariablesReportedTogether: every malformed variable is
 // reported at once, not only the first.
 func TestMalformedVariablesReportedTogether(t *testing.T) {
@@ -139,6 +164,7 @@ func TestMalformedFlags(t *testing.T) {
 		{[]string{"--store", "mongo"}, "--store", "one of embedded, opensearch"},
 		{[]string{"--log-level", "loud"}, "--log-level", logLevel.Text},
 		{[]string{"--rate", "fast"}, "--rate", formNumber},
+		{[]string{"--egress-allow", "10.0.0.0/8,https://hooks.internal"}, "--egress-allow", egressList.Text},
 	} {
 		_, err := ParseConfig("router", "test", c.args, func(fs *flag.FlagSet) { fs.Float64("rate", 1, "a number flag") })
 		var pe *ParseError

@@ -12,6 +12,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/rs/zerolog"
 
+	"github.com/agentbus/agentbus/egress"
 	"github.com/agentbus/agentbus/llm/provider"
 )
 
@@ -82,6 +83,11 @@ var (
 	// logLevel is a zerolog level.
 	logLevel = Form{Text: "a log level: debug, info, warn or error (also trace, fatal, panic, disabled)", Check: func(s string) error {
 		_, err := zerolog.ParseLevel(s)
+		return err
+	}}
+	// egressList is an egress allow-list (egress.Parse).
+	egressList = Form{Text: "host names, IP addresses or CIDR prefixes separated by commas", Check: func(s string) error {
+		_, err := egress.Parse(s)
 		return err
 	}}
 	// jsonObject is a JSON object.

@@ -188,10 +188,14 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	if err != nil {
 		return err
 	}
+	policy, err := d.Config.EgressPolicy()
+	if err != nil {
+		return err
+	}
 	g := ingress.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
 		ingress.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds,
 			Sessions: &runctl.Sessions{KV: sessions}, Embedder: d.Embedder, Cancels: runctl.NewCancels(cancels),
-			Gates: &runctl.Gates{KV: gates}, Artifacts: artifacts, ToolSecrets: secrets,
+			Gates: &runctl.Gates{KV: gates}, Artifacts: artifacts, ToolSecrets: secrets, Egress: policy,
 			Limiter: &ledger.Limiter{KV: limits, Config: config, Defaults: opts.Limits, LeaseTTL: opts.LeaseTTL}})
 	if err := retry(ctx, g.Start); err != nil {
 		return err

@@ -66,7 +66,12 @@ var (
 	envSecretsKeyFile = String(secProcess, "SECRETS_KEY_FILE", "secrets-key-file", "", text("a file path"),
 		"file holding the base64 32-byte key that encrypts webhook tools' secrets; the key may instead be in env SECRETS_KEY; "+
 			"without one webhook tools cannot be created")
-	envSecretsKey = Secret(secProcess, "SECRETS_KEY", "the base64 32-byte key that encrypts webhook tools' secrets")
+	envSecretsKey  = Secret(secProcess, "SECRETS_KEY", "the base64 32-byte key that encrypts webhook tools' secrets")
+	envEgressAllow = String(secProcess, "EGRESS_ALLOW", "egress-allow", "", egressList,
+		"what webhook tools and the OAuth requests to URLs a Skill Service names may reach although the egress policy refuses it "+
+			"(loopback, link-local and cloud metadata, private, shared 100.64/10, multicast, unspecified and reserved addresses): "+
+			"host names (*.suffix for a domain's subdomains), IP addresses and CIDR prefixes, separated by commas; "+
+			"the operator's own endpoints (SKILL_SERVICE_URL, ALERT_WEBHOOK_URL, models, OpenSearch, JWKS) are not held to it")
 )
 
 // Store.

@@ -418,7 +418,12 @@ func (d *Deps) toolLayer(ctx context.Context, log zerolog.Logger) (*tools.Layer,
 	if err != nil {
 		return nil, err
 	}
+	policy, err := d.Config.EgressPolicy()
+	if err != nil {
+		return nil, err
+	}
 	return &tools.Layer{Next: d.Skills, Defs: d.Store,
-		System:   &tools.System{JS: d.JS, Memory: d.Store, Sessions: &runctl.Sessions{KV: sessions}},
-		Webhooks: &tools.Webhooks{Secrets: secrets, Log: log.With().Str("component", "webhook_tools").Logger()}}, nil
+		System: &tools.System{JS: d.JS, Memory: d.Store, Sessions: &runctl.Sessions{KV: sessions}},
+		Webhooks: &tools.Webhooks{Secrets: secrets, Egress: policy,
+			Log: log.With().Str("component", "webhook_tools").Logger()}}, nil
 }
