@@ -123,6 +123,11 @@ var (
 	ErrRedirect = fault.Permanent(errors.New("skills: the skill service redirects"))
 	// ErrInvalidResponse reports a Skill Service answer that cannot be decoded.
 	ErrInvalidResponse = errors.New("skills: invalid response")
+	// ErrBrokenContract reports a tool's result that is not what the tool
+	// declares it returns: no JSON object from a tool with an output
+	// schema. It is an ErrInvalidResponse, and permanent: the same call
+	// answers the same way.
+	ErrBrokenContract = fault.Permanent(fmt.Errorf("%w: the result breaks the tool's output schema", ErrInvalidResponse))
 	// ErrClosed reports use of a Client after Close.
 	ErrClosed = errors.New("skills: client closed")
 	// ErrNotCalled reports a call that failed before it reached any skill

@@ -133,6 +133,24 @@ func TestFailFast_DeterministicErrorsEndTheirStepOnTheFirstDelivery(t *testing.T
 		}
 	})
 
+	t.Run("a result that breaks the tool's declared output schema", func(t *testing.T) {
+		env := handlerstest.NewEnv(t)
+		sk := recordsServer(t, nil)
+		model := llmtest.New()
+		model.Default, model.Repeat = offline.New(), true
+		model.On(llm.TaskRoute, routeTo("research", router.PatternReact))
+		model.On(llm.TaskAct, llmtest.ToolCall("c1", "record_status", `{"id":"r-1"}`))
+		f := patternFlow(t, env, model)
+		f.planner.Skills, f.exec.Skills = sk, sk
+		s := serve(t, env, f)
+		res := s.run(t, env, handlerstest.Tenant, "run-ff-contract", "Look up the status of record r-1", quickly)
+		if res.TerminalCode != orch.CodeRepeatedFailure || !strings.Contains(res.Reason, "failed the same way") {
+			t.Fatalf("run ended %s: %s; want REPEATED_FAILURE, the replan failing the same way", res.TerminalCode, res.Reason)
+		}
+		s.assertEachDeliveredOnce(t)
+		assertStepFailed(t, s, orch.OutcomeFailed, "breaks the tool's output schema")
+	})
+
 	t.Run("a skill outside the step's allowed skills", func(t *testing.T) {
 		env := handlerstest.NewEnv(t)
 		model := routedTo("general", router.PatternPlanThenExecute)
@@ -240,11 +258,12 @@ func modelSaw(model *llmtest.Scripted, s string) bool {
 	return false
 }
 
-// recordsServer is a plain MCP server with one tool, lookup_record, whose
-// schema leaves id optional while the server requires it: a call without
-// one is answered JSON-RPC invalid params (as servers built on the
-// TypeScript SDK answer). Once gone is set, the server answers every call
-// that the tool is not found.
+// recordsServer is a plain MCP server with two tools: lookup_record, whose
+// schema leaves id optional while the server requires it (a call without
+// one is answered JSON-RPC invalid params, as servers built on the
+// TypeScript SDK answer), and record_status, which declares an output
+// schema and answers plain text. Once gone is set, the server answers
+// every call that the tool is not found.
 func recordsServer(t *testing.T, gone *atomic.Bool) *skills.Client {
 	t.Helper()
 	s := server.NewMCPServer("records", "1.0.0", server.WithToolCapabilities(false))
@@ -252,6 +271,13 @@ func recordsServer(t *testing.T, gone *atomic.Bool) *skills.Client {
 		mcp.WithString("id", mcp.Description("The record's id")), mcp.WithToolAnnotation(mcp.ToolAnnotation{ReadOnlyHint: mcp.ToBoolPtr(true)})),
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText(`record r-1: open`), nil
+		})
+	s.AddTool(mcp.NewTool("record_status", mcp.WithDescription("Look up the status of one record by its id"),
+		mcp.WithString("id", mcp.Description("The record's id")),
+		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","properties":{"status":{"type":"string"}},"required":["status"]}`)),
+		mcp.WithToolAnnotation(mcp.ToolAnnotation{ReadOnlyHint: mcp.ToBoolPtr(true)})),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("open"), nil // not the JSON object its schema declares
 		})
 	mcpHandler := server.NewStreamableHTTPServer(s, server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler)))
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
