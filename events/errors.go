@@ -1,6 +1,10 @@
 package events
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/agentbus/agentbus/fault"
+)
 
 // Sentinel errors of the events package.
 var (
@@ -14,25 +18,12 @@ var (
 	ErrPublish = errors.New("events: publish not acknowledged")
 )
 
-// permanentError marks an error that retrying cannot fix.
-type permanentError struct{ err error }
+// Permanent marks err as permanent (fault.Permanent): the runtime does
+// not redeliver the message but dead-letters it with err as the reason and
+// terminates it. An error any package marked with fault.Permanent is
+// handled the same way; every other error is transient and the message is
+// redelivered with backoff.
+func Permanent(err error) error { return fault.Permanent(err) }
 
-func (e permanentError) Error() string { return e.err.Error() }
-func (e permanentError) Unwrap() error { return e.err }
-
-// Permanent marks err as permanent: the runtime does not redeliver the
-// message but dead-letters it with err as the reason and terminates it.
-// Errors not marked permanent are transient and the message is redelivered
-// with backoff.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return permanentError{err}
-}
-
-// IsPermanent reports whether err, or any error it wraps, was marked Permanent.
-func IsPermanent(err error) bool {
-	var p permanentError
-	return errors.As(err, &p)
-}
+// IsPermanent reports whether err is permanent (fault.IsPermanent).
+func IsPermanent(err error) bool { return fault.IsPermanent(err) }

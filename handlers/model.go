@@ -2,16 +2,13 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/handlers/ledger"
 	"github.com/agentbus/agentbus/llm"
-	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 )
 
@@ -23,42 +20,6 @@ func (a *Outbox) ModelCalls(lin events.Audit, rec *llm.Recorder) llm.Usage {
 		a.Audit("model.called", lin, c)
 	}
 	return rec.Total()
-}
-
-// modelFailure returns the terminal code a model error ends the run with:
-// VALIDATION_FAIL when structured output stayed invalid after its repairs,
-// UNAVAILABLE_DEP when the provider was unavailable after its retries,
-// BUDGET_EXHAUSTED when the run's budget refused the call (TIMEOUT when
-// its wall clock ran out). Any other error is transient ("" and false):
-// the message is redelivered.
-func modelFailure(err error) (string, bool) {
-	var ex *ledger.Exhausted
-	switch {
-	case errors.As(err, &ex) && ex.Dim == orch.DimWallClockS:
-		return orch.CodeTimeout, true
-	case errors.As(err, &ex):
-		return orch.CodeBudgetExhausted, true
-	case errors.Is(err, llm.ErrInvalidOutput):
-		return orch.CodeValidationFail, true
-	case errors.Is(err, llm.ErrUnavailable):
-		return orch.CodeUnavailableDep, true
-	}
-	return "", false
-}
-
-// FailureOf is the run-ending failure a model error is, with a refused
-// budget draw's evidence, or nil for a transient error.
-func FailureOf(err error) *orch.Failure {
-	code, ok := modelFailure(err)
-	if !ok {
-		return nil
-	}
-	f := &orch.Failure{Code: code, Reason: err.Error()}
-	var ex *ledger.Exhausted
-	if errors.As(err, &ex) {
-		f.Evidence = ex.Evidence()
-	}
-	return f
 }
 
 // Replies publishes streamed answer chunks on the REPLY stream

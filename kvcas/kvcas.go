@@ -7,6 +7,8 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/fault"
 )
 
 // MaxAttempts bounds the reads and writes of one Update: past it the
@@ -18,8 +20,8 @@ var (
 	// to concurrent writers.
 	ErrContended = errors.New("kvcas: lost every attempt to concurrent writers")
 	// ErrCorrupt is the failure of an Update whose entry does not decode
-	// into its type; retrying does not help.
-	ErrCorrupt = errors.New("kvcas: entry does not decode")
+	// into its type; retrying does not help (it is permanent).
+	ErrCorrupt = fault.Permanent(errors.New("kvcas: entry does not decode"))
 )
 
 // Entry is a decoded KV value and the revision it was read or written

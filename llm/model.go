@@ -7,6 +7,8 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
+
+	"github.com/agentbus/agentbus/fault"
 )
 
 // Role is the author of a chat message.
@@ -214,8 +216,10 @@ var (
 	// run ends UNAVAILABLE_DEP unless a fallback model is configured.
 	ErrUnavailable = errors.New("llm: model provider unavailable")
 	// ErrInvalidOutput marks structured output that failed its schema after
-	// every repair attempt.
-	ErrInvalidOutput = errors.New("llm: invalid structured output")
-	// ErrBadInput marks a request whose Input does not fit its Task.
-	ErrBadInput = errors.New("llm: request input does not fit its task")
+	// every repair attempt. It is permanent (fault.Permanent): asking the
+	// same model the same question again fails the same way.
+	ErrInvalidOutput = fault.Permanent(errors.New("llm: invalid structured output"))
+	// ErrBadInput marks a request whose Input does not fit its Task. It is
+	// permanent.
+	ErrBadInput = fault.Permanent(errors.New("llm: request input does not fit its task"))
 )

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/agentbus/agentbus/fault"
 )
 
 // Isolation mechanisms accepted by Config.Isolation and reported by Sandbox.Isolation.
@@ -50,13 +52,17 @@ const (
 	maxOpenFiles = 256
 )
 
-// Sentinel errors. Check them with errors.Is.
+// Sentinel errors. Check them with errors.Is. A malformed configuration,
+// file id, script or argument is permanent (fault.Permanent); a script's
+// own failure (ErrScriptFailed, ErrTimeout, ErrOversizedOutput) is its
+// result, and a sandbox that cannot start (ErrNoIsolation, ErrSetup) is
+// unavailable, which is transient.
 var (
 	// ErrNoIsolation: no isolation mechanism works here and the development
 	// flag does not allow running unconfined. The sandbox fails closed.
 	ErrNoIsolation = errors.New("sandbox: no isolation available")
 	// ErrInvalidConfig: Config.Validate rejected the configuration.
-	ErrInvalidConfig = errors.New("sandbox: invalid config")
+	ErrInvalidConfig = fault.Permanent(errors.New("sandbox: invalid config"))
 	// ErrOversizedOutput: the script wrote more than Config.OutputCap bytes; it
 	// was killed and Result.Output holds the first OutputCap bytes.
 	ErrOversizedOutput = errors.New("sandbox: oversized_output")
@@ -66,11 +72,11 @@ var (
 	// exit, error, or killed by a resource limit); Result.Stderr says why.
 	ErrScriptFailed = errors.New("sandbox: script failed")
 	// ErrInvalidFileID: a file id is malformed or names no temp file of the task.
-	ErrInvalidFileID = errors.New("sandbox: invalid file id")
+	ErrInvalidFileID = fault.Permanent(errors.New("sandbox: invalid file id"))
 	// ErrInvalidScript: the script or expression is empty or too large.
-	ErrInvalidScript = errors.New("sandbox: invalid script")
+	ErrInvalidScript = fault.Permanent(errors.New("sandbox: invalid script"))
 	// ErrInvalidArgument: a ReadLines range is negative or too long.
-	ErrInvalidArgument = errors.New("sandbox: invalid argument")
+	ErrInvalidArgument = fault.Permanent(errors.New("sandbox: invalid argument"))
 	// ErrTaskClosed: the task's temp dir was already wiped.
 	ErrTaskClosed = errors.New("sandbox: task closed")
 	// ErrSetup: the sandbox could not be started (a host-side failure).

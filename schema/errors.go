@@ -3,20 +3,24 @@ package schema
 import (
 	"errors"
 	"strings"
+
+	"github.com/agentbus/agentbus/fault"
 )
 
-// Sentinel errors; callers test with errors.Is.
+// Sentinel errors; callers test with errors.Is. Each is permanent
+// (fault.Permanent): the same schema and the same instance give the same
+// answer, so no retry can change it.
 var (
 	// ErrCompile reports a schema document that is not JSON or not a valid
 	// JSON Schema.
-	ErrCompile = errors.New("schema: cannot compile")
+	ErrCompile = fault.Permanent(errors.New("schema: cannot compile"))
 	// ErrNotJSON reports an instance that is not JSON.
-	ErrNotJSON = errors.New("schema: not JSON")
+	ErrNotJSON = fault.Permanent(errors.New("schema: not JSON"))
 	// ErrInvalid matches every *ValidationError under errors.Is.
-	ErrInvalid = errors.New("schema: validation failed")
+	ErrInvalid = fault.Permanent(errors.New("schema: validation failed"))
 	// ErrNotDerivable marks a return_spec shape that a skill's output
 	// schema cannot satisfy.
-	ErrNotDerivable = errors.New("schema: shape not derivable from output schema")
+	ErrNotDerivable = fault.Permanent(errors.New("schema: shape not derivable from output schema"))
 )
 
 // Violation is one failing location of an instance.
@@ -59,5 +63,6 @@ func (e *ValidationError) Error() string {
 	return sb.String()
 }
 
-// Is makes errors.Is(err, ErrInvalid) true for any *ValidationError.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+// Is makes errors.Is(err, ErrInvalid) true for any *ValidationError, and
+// so every test ErrInvalid meets (it is permanent).
+func (e *ValidationError) Is(target error) bool { return errors.Is(ErrInvalid, target) }

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 
@@ -19,14 +18,15 @@ type Shape struct {
 }
 
 // ParseShape decodes a JSON Schema document into a Shape, ignoring the
-// keywords Shape does not model.
+// keywords Shape does not model. A document that is empty or not a JSON
+// object wraps ErrCompile.
 func ParseShape(raw json.RawMessage) (Shape, error) {
 	var s Shape
 	if len(raw) == 0 {
-		return s, errors.New("schema: empty schema")
+		return s, fmt.Errorf("%w: empty schema", ErrCompile)
 	}
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return s, fmt.Errorf("schema: shape: %w", err)
+		return s, fmt.Errorf("%w: shape: %w", ErrCompile, err)
 	}
 	return s, nil
 }

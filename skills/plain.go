@@ -319,7 +319,7 @@ func declaredResult(t mcp.Tool, r *mcp.CallToolResult) ([]byte, error) {
 	if strings.HasPrefix(text, "{") && json.Valid([]byte(text)) {
 		return []byte(text), nil
 	}
-	return nil, fmt.Errorf("%w: %q declares an output schema but returned no JSON object", ErrInvalidResponse, t.Name)
+	return nil, fmt.Errorf("%w: %q declares an output schema but returned no JSON object", ErrBrokenContract, t.Name)
 }
 
 // textItems returns the text content items of r.

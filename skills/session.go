@@ -84,7 +84,8 @@ func (c *Client) withConn(ctx context.Context, tenant string, fn func(context.Co
 }
 
 // callTool runs one tools/call and returns its result, mapping an unknown
-// tool to ErrSkillNotFound, a refusal (see refusal) to ErrPermissionDenied
+// tool to ErrSkillNotFound, arguments the server rejects (JSON-RPC invalid
+// params) to ErrInvalidArguments, a refusal (see refusal) to ErrPermissionDenied
 // and any other tool error to ErrSkillFailed. An HTTP 401 or 403 answer
 // already fails the request with ErrPermissionDenied (refusalTransport).
 func (c *Client) callTool(ctx context.Context, tenant, name string, args any, idempotencyKey string) (*mcp.CallToolResult, error) {
@@ -114,6 +115,11 @@ func (c *Client) callTool(ctx context.Context, tenant, name string, args any, id
 	if err != nil {
 		if errors.Is(err, mcp.ErrInvalidParams) && strings.Contains(err.Error(), "not found") {
 			return nil, fmt.Errorf("%w: %w", ErrSkillNotFound, err)
+		}
+		if errors.Is(err, mcp.ErrInvalidParams) {
+			// The server rejected the arguments: the same call is
+			// rejected the same way.
+			return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
 		}
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"regexp"
 
 	json "github.com/go-json-experiment/json/v1"
+
+	"github.com/agentbus/agentbus/fault"
 )
 
 // Summary is one candidate returned by find_relevant_skills.
@@ -89,9 +91,15 @@ const MetaIdempotencyKey = "idempotency_key"
 const MetaTraceParent = "traceparent"
 
 // Sentinel errors. Errors returned by this package wrap them with %w.
+// A skill the catalog does not have, a refused caller, arguments the
+// skill rejects and a configuration that cannot work are permanent
+// (fault.Permanent): calling again changes nothing. A tool's own error
+// (ErrSkillFailed) is its answer, for the model to read; an answer that
+// does not decode, a closed client and a call that did not reach the
+// skill are transient, as is every transport error.
 var (
 	// ErrSkillNotFound reports a skill that is not in the tenant's catalog.
-	ErrSkillNotFound = errors.New("skills: skill not found")
+	ErrSkillNotFound = fault.Permanent(errors.New("skills: skill not found"))
 	// ErrSkillFailed reports a tool call that returned a tool error (IsError).
 	ErrSkillFailed = errors.New("skills: skill failed")
 	// ErrResultTooLarge reports a result whose text, or one of whose
@@ -100,18 +108,26 @@ var (
 	// ErrPermissionDenied reports a Skill Service that refused the caller:
 	// an HTTP 401 or 403 answer, or a tool error starting with
 	// "permission denied" or "forbidden". It is not an ErrSkillFailed.
-	ErrPermissionDenied = errors.New("skills: permission denied")
+	ErrPermissionDenied = fault.Permanent(errors.New("skills: permission denied"))
 	// ErrInvalidTenant reports a tenant id that does not match ^[A-Za-z0-9_-]{1,64}$.
-	ErrInvalidTenant = errors.New("skills: invalid tenant id")
+	ErrInvalidTenant = fault.Permanent(errors.New("skills: invalid tenant id"))
 	// ErrInvalidConfig reports an unusable Config passed to NewClient.
-	ErrInvalidConfig = errors.New("skills: invalid config")
-	// ErrInvalidArguments reports skill arguments that are not a JSON object.
-	ErrInvalidArguments = errors.New("skills: invalid arguments")
+	ErrInvalidConfig = fault.Permanent(errors.New("skills: invalid config"))
+	// ErrInvalidArguments reports skill arguments that are not a JSON
+	// object, or that the skill's server rejected as invalid params
+	// (JSON-RPC -32602: a required argument missing, one of the wrong
+	// type).
+	ErrInvalidArguments = fault.Permanent(errors.New("skills: invalid arguments"))
 	// ErrRedirect reports a Skill Service that answered with an HTTP
 	// redirect, which the client does not follow (see refuseRedirect).
-	ErrRedirect = errors.New("skills: the skill service redirects")
+	ErrRedirect = fault.Permanent(errors.New("skills: the skill service redirects"))
 	// ErrInvalidResponse reports a Skill Service answer that cannot be decoded.
 	ErrInvalidResponse = errors.New("skills: invalid response")
+	// ErrBrokenContract reports a tool's result that is not what the tool
+	// declares it returns: no JSON object from a tool with an output
+	// schema. It is an ErrInvalidResponse, and permanent: the same call
+	// answers the same way.
+	ErrBrokenContract = fault.Permanent(fmt.Errorf("%w: the result breaks the tool's output schema", ErrInvalidResponse))
 	// ErrClosed reports use of a Client after Close.
 	ErrClosed = errors.New("skills: client closed")
 	// ErrNotCalled reports a call that failed before it reached any skill

@@ -3,10 +3,15 @@ package store
 import (
 	"errors"
 	"fmt"
+
+	"github.com/agentbus/agentbus/fault"
 )
 
 // Sentinel errors shared by every backend. Backends wrap them with %w;
-// callers test with errors.Is.
+// callers test with errors.Is. A document that violates its schema, a
+// malformed request and an unknown index are permanent (fault.Permanent):
+// writing or asking again fails the same way. The others depend on what
+// is stored, and every backend error besides them is transient.
 var (
 	// ErrNotFound reports that the requested document does not exist.
 	ErrNotFound = errors.New("store: not found")
@@ -18,12 +23,12 @@ var (
 	// the stored one; the stored projection is kept.
 	ErrStale = errors.New("store: stale version")
 	// ErrSchema matches every *SchemaError under errors.Is.
-	ErrSchema = errors.New("store: schema violation")
+	ErrSchema = fault.Permanent(errors.New("store: schema violation"))
 	// ErrInvalidArgument reports a malformed request (for example a query
 	// without a tenant), as opposed to a malformed document.
-	ErrInvalidArgument = errors.New("store: invalid argument")
+	ErrInvalidArgument = fault.Permanent(errors.New("store: invalid argument"))
 	// ErrUnknownIndex reports an index name Validate has no schema for.
-	ErrUnknownIndex = errors.New("store: unknown index")
+	ErrUnknownIndex = fault.Permanent(errors.New("store: unknown index"))
 )
 
 // SchemaError is the StorageSchemaError: a document that violates the JSON
@@ -51,8 +56,9 @@ func (e *SchemaError) Error() string {
 	return fmt.Sprintf("%s: %s %s: %s", ErrSchema.Error(), e.Index, field, e.Reason)
 }
 
-// Is makes errors.Is(err, ErrSchema) true for any *SchemaError.
-func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
+// Is makes errors.Is(err, ErrSchema) true for any *SchemaError, and so
+// every test ErrSchema meets (it is permanent).
+func (e *SchemaError) Is(target error) bool { return errors.Is(ErrSchema, target) }
 
 // Unwrap returns Err, so errors.Is(err, schema.ErrInvalid) holds too.
 func (e *SchemaError) Unwrap() error { return e.Err }

@@ -2,7 +2,6 @@ package aggregator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 
@@ -117,10 +116,9 @@ func (a *Aggregator) update(ctx context.Context, g orch.Group, change func(*fani
 		}
 		return change(s), nil
 	})
-	switch {
-	case errors.Is(err, kvcas.ErrCorrupt):
-		return e.Value, events.Permanent(fmt.Errorf("handlers: fanin: %w", err))
-	case err != nil:
+	if err != nil {
+		// A corrupt entry (kvcas.ErrCorrupt) is permanent: dead-lettered
+		// at once. A lost race or a KV outage is retried.
 		return e.Value, fmt.Errorf("handlers: fanin update: %w", err)
 	}
 	return e.Value, nil

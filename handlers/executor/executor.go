@@ -153,24 +153,17 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 		case errors.As(err, &ex):
 			st = t.budgetStop(ex)
 		default:
-			f := handlers.FailureOf(err)
-			if f == nil {
-				return nil, err
+			res, ok := handlers.StepFailure(err)
+			if !ok {
+				return nil, err // transient: the turn is delivered again
 			}
-			st = &stepStop{res: orch.StepResult{Outcome: modelOutcomes[f.Code], Reason: err.Error()}}
+			st = &stepStop{res: res}
 		}
 		if err := t.finish(st.res); err != nil {
 			return nil, err
 		}
 	}
 	return t.out.Result()
-}
-
-// modelOutcomes are the step outcomes of the model failures that end a
-// run (see failureOf).
-var modelOutcomes = map[string]string{
-	orch.CodeValidationFail: orch.OutcomeInvalidOutput, orch.CodeUnavailableDep: orch.OutcomeUnavailable,
-	orch.CodeBudgetExhausted: orch.OutcomeBudgetExhausted, orch.CodeTimeout: orch.OutcomeTimedOut,
 }
 
 // turn is the work of one executor message.

@@ -8,6 +8,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
+	"github.com/agentbus/agentbus/fault"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/text"
 )
@@ -24,7 +25,9 @@ type Model struct {
 // New returns the offline model.
 func New() *Model { return &Model{} }
 
-// Complete answers req according to req.Task.
+// Complete answers req according to req.Task. An error it returns, but
+// for its context's, is permanent (fault.Permanent): the model has no
+// state a retry could change.
 func (o *Model) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return llm.Response{}, err
@@ -50,7 +53,9 @@ func (o *Model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 		return llm.Response{}, fmt.Errorf("%w: %s with %T", llm.ErrBadInput, req.Task, req.Input)
 	}
 	if err != nil {
-		return llm.Response{}, err
+		// The model is a function of its request: the same request fails
+		// the same way, so no retry can change it.
+		return llm.Response{}, fault.Permanent(err)
 	}
 	if req.MaxTokens > 0 && len(msg.Content)/4+1 > req.MaxTokens {
 		// Like a real model at its output limit: the answer is cut.
