@@ -669,6 +669,22 @@ func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
 	}
 }
 
+// refusedLocks is a lock bucket that closes refused when a Create first
+// finds the key held.
+type refusedLocks struct {
+	jetstream.KeyValue
+	once    sync.Once
+	refused chan struct{}
+}
+
+func (l *refusedLocks) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	rev, err := l.KeyValue.Create(ctx, key, value, opts...)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		l.once.Do(func() { close(l.refused) })
+	}
+	return rev, err
+}
+
 // Checklist (same item): the lock serialises two writers of one namespaced
 // key: the second waits until the first releases (seed 000 §4.2).
 func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
@@ -704,22 +720,24 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 
 	// The holder releases while a writer waits: the writer gets it, and
 	// writes only after the release.
+	locks := &refusedLocks{KeyValue: env.Locks, refused: make(chan struct{})}
 	release := make(chan struct{})
 	var releasedAt time.Time
 	go func() {
 		defer close(release)
-		time.Sleep(150 * time.Millisecond)
+		<-locks.refused // the writer waits
 		releasedAt = time.Now()
 		_ = env.Locks.Delete(ctx, kvs.Key(key))
 	}()
-	patient := &memory.MemoryWriter{Store: env.Store, Locks: env.Locks, LockWait: 5 * time.Second}
+	patient := &memory.MemoryWriter{Store: env.Store, Locks: locks, LockWait: 5 * time.Second}
+	start := time.Now()
 	got, waited, err = patient.Write(ctx, scope, "outlet_ids", data, shape)
 	<-release
 	if err != nil || got != key {
 		t.Fatalf("Write after release = %q, %v", got, err)
 	}
-	if waited < 100*time.Millisecond {
-		t.Errorf("waited %s, want it to have waited for the release", waited)
+	if waited < releasedAt.Sub(start) {
+		t.Errorf("waited %s, want it to have waited for the release %s after it began", waited, releasedAt.Sub(start))
 	}
 	m, err := env.Store.GetMemory(ctx, key)
 	if err != nil {

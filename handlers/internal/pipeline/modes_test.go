@@ -95,7 +95,12 @@ func TestApprovalModes_FollowTheConfigKey(t *testing.T) {
 		return a.Of(handlerstest.Tenant, m) == skills.ModeDestructive && a.Of("acme", m) == skills.ModeDelegated
 	})
 	put(`{"*":{"send_mail":"approve-everything"}}`) // invalid: the overrides in force stay
-	time.Sleep(100 * time.Millisecond)
+	// The watch applies the keys in order: once a later edit of the gates
+	// is in, the invalid one has been seen.
+	if _, err := env.Config.Put(handlerstest.Ctx(t), runctl.ConfigKeyApprovalGates, []byte(`{"`+handlerstest.Tenant+`":["network"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { return a.Gated(handlerstest.Tenant, skills.ModeNetwork) })
 	if got := a.Of(handlerstest.Tenant, m); got != skills.ModeDestructive {
 		t.Fatalf("an invalid edit changed the mode to %s", got)
 	}
