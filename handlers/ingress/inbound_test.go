@@ -95,6 +95,9 @@ func recordedEvaluations(t *testing.T, js jetstream.JetStream, tenant, eventID s
 // slot is free it starts its run. A session refusal is recorded and
 // acked, as POST /agent/events refuses it.
 func TestInboundLimitedEventIsRetriedLater(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a concurrency lease to expire and a Retry-After to pass (about 3 s): make test runs it, -short does not")
+	}
 	env := handlerstest.NewEnv(t)
 	ctx := handlerstest.Ctx(t)
 	limits, err := env.JS.KeyValue(ctx, ledger.BucketLimits)
