@@ -35,9 +35,12 @@ export GOTOOLCHAIN ?= auto
 # saying why, when it needs one of those servers, drives whole runs through every role (the tests of
 # handlers/internal/pipeline, about 45 s together), or must let seconds of real time pass (an ack wait,
 # a TTL, a lease, a NATS restart). UNIT_SKIP leaves out the packages whose tests (nearly) all skip
-# there, the servers' and handlers/internal/pipeline, so that the fast tier does not link their test
-# binaries (linking the fifty others is about a minute of CPU, most of the tier's cost).
+# there, the servers' and handlers/internal/pipeline. Linking the fifty test binaries is about a
+# minute of CPU, more than their tests take: the tier keeps them in UNIT_BIN (go test -o) and relinks
+# only those whose package or dependencies changed. (go test -o needs the packages' names distinct.)
 UNIT_SKIP := /store/opensearch$$|/sandbox$$|/cmd/agentbus$$|/cmd/internal/chaos$$|/handlers/internal/pipeline$$
+UNIT_BIN  := $(BIN)/unit
+WITH_TESTS = {{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}
 
 .PHONY: all build run up test test-unit test-local-model local-model bench chaos check lint staticcheck vulncheck stream-view clean
 
@@ -75,8 +78,9 @@ test: opensearch build
 	cd $(DEV) && $(GO) test -race -count=1 $(TESTFLAGS) ./...
 
 test-unit:
-	$(GO) test -short -count=1 $(TESTFLAGS) $$($(GO) list ./... | grep -Ev '$(UNIT_SKIP)')
-	cd $(DEV) && $(GO) test -short -count=1 $(TESTFLAGS) ./...
+	@mkdir -p $(UNIT_BIN)/dev
+	$(GO) test -short -count=1 -ldflags='-s -w' -o $(UNIT_BIN)/ $(TESTFLAGS) $$($(GO) list -f '$(WITH_TESTS)' ./... | grep -Ev '$(UNIT_SKIP)')
+	cd $(DEV) && $(GO) test -short -count=1 -ldflags='-s -w' -o $(CURDIR)/$(UNIT_BIN)/dev/ $(TESTFLAGS) $$($(GO) list -f '$(WITH_TESTS)' ./...)
 
 check: lint staticcheck vulncheck
 
