@@ -8,7 +8,7 @@
 #
 # Other targets: make build (binaries in bin/), make up (all-in-one on 127.0.0.1:8080),
 # make check (gofmt, go vet, staticcheck, govulncheck against an offline database; what CI runs first),
-# make test-unit (the tests that need no server and no setup, in under a minute),
+# make test-unit (the fast tier: the tests that need no server, no setup and no long real time; see below),
 # make fuzz (every fuzz target for FUZZTIME each, 30s by default; CI runs a bounded pass),
 # make bench (ratios against the JetStream floor, LangGraph and Restate, executor processes 1/2/4; writes bench/out/),
 # make chaos (the fault-injection run against the multi-process deployment),
@@ -28,10 +28,20 @@ TESTFLAGS ?=
 # go.mod's toolchain line picks the Go release (a machine set to GOTOOLCHAIN=local ignores it otherwise).
 export GOTOOLCHAIN ?= auto
 
-# The tests that need no server and no setup script: no OpenSearch, no sandbox (bubblewrap), no MCP
-# reference servers or conformance suite, no browser, no role binaries run as processes. Tests in
-# these packages that need one skip under -short (testing.Short); everything else runs.
-UNIT_SKIP := /store/opensearch$$|/sandbox$$|/cmd/agentbus$$|/cmd/internal/chaos$$
+# Test tiers. make test runs every test of both modules (-race, no -short): a test that needs a missing
+# server fails there, never skips. make test-unit is the fast tier, -short without -race: the tests
+# that need no server and no setup script (no OpenSearch, no sandbox (bubblewrap), no MCP reference
+# servers or conformance suite, no browser, no role binaries run as processes) and no long real time.
+# In-process NATS is kept: most handler tests run on it. Under -short (testing.Short) a test skips,
+# saying why, when it needs one of those servers, drives whole runs through every role (the tests of
+# handlers/internal/pipeline, about 45 s together), or must let seconds of real time pass (an ack wait,
+# a TTL, a lease, a NATS restart). UNIT_SKIP leaves out the packages whose tests (nearly) all skip
+# there, the servers' and handlers/internal/pipeline. Linking the fifty test binaries is about a
+# minute of CPU, more than their tests take: the tier keeps them in UNIT_BIN (go test -o) and relinks
+# only those whose package or dependencies changed. (go test -o needs the packages' names distinct.)
+UNIT_SKIP := /store/opensearch$$|/sandbox$$|/cmd/agentbus$$|/cmd/internal/chaos$$|/handlers/internal/pipeline$$
+UNIT_BIN  := $(BIN)/unit
+WITH_TESTS = {{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}
 
 # FUZZTIME is how long `make fuzz` runs each fuzz target.
 FUZZTIME ?= 30s
@@ -72,8 +82,9 @@ test: opensearch build
 	cd $(DEV) && $(GO) test -race -count=1 $(TESTFLAGS) ./...
 
 test-unit:
-	$(GO) test -short -count=1 $(TESTFLAGS) $$($(GO) list ./... | grep -Ev '$(UNIT_SKIP)')
-	cd $(DEV) && $(GO) test -short -count=1 $(TESTFLAGS) ./...
+	@mkdir -p $(UNIT_BIN)/dev
+	$(GO) test -short -count=1 -ldflags='-s -w' -o $(UNIT_BIN)/ $(TESTFLAGS) $$($(GO) list -f '$(WITH_TESTS)' ./... | grep -Ev '$(UNIT_SKIP)')
+	cd $(DEV) && $(GO) test -short -count=1 -ldflags='-s -w' -o $(CURDIR)/$(UNIT_BIN)/dev/ $(TESTFLAGS) $$($(GO) list -f '$(WITH_TESTS)' ./...)
 
 check: lint staticcheck vulncheck
 

@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -241,23 +242,62 @@ func TestBootstrapLeavesAnUnchangedTopologyAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
+	// seen waits until every advisory sent before it has arrived: a
+	// stream's advisories and its consumers' go out in order, so once a
+	// consumer created on every stream has had its advisory arrive, so
+	// have the ones before. It returns them, the fence's left out.
+	fences := 0
+	seen := func() []string {
+		t.Helper()
+		fences++
+		fence := fmt.Sprintf("fence%d", fences)
+		names := js.StreamNames(ctx)
+		var streams, want []string
+		for name := range names.Name() {
+			streams = append(streams, name)
+		}
+		if names.Err() != nil {
+			t.Fatal(names.Err())
+		}
+		for _, name := range streams {
+			if _, err := js.CreateConsumer(ctx, name, jetstream.ConsumerConfig{Durable: fence}); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, "$JS.EVENT.ADVISORY.CONSUMER.CREATED."+name+"."+fence)
+		}
+		defer func() {
+			for _, name := range streams {
+				if err := js.DeleteConsumer(ctx, name, fence); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}()
+		eventually(t, waitLong, "the fence's advisories", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, w := range want {
+				if !slices.Contains(updates, w) {
+					return false
+				}
+			}
+			return true
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		var got []string
+		for _, u := range updates {
+			if !strings.Contains(u, ".fence") {
+				got = append(got, u)
+			}
+		}
+		updates = nil
+		return got
 	}
-	// The first bootstrap's advisories may still be on their way.
-	time.Sleep(200 * time.Millisecond)
-	mu.Lock()
-	updates = nil
-	mu.Unlock()
+	seen() // the first bootstrap's
 	if err := events.Bootstrap(ctx, js, testTopology()); err != nil {
 		t.Fatal(err)
 	}
-	_ = nc.Flush()
-	time.Sleep(200 * time.Millisecond) // advisories are asynchronous
-	mu.Lock()
-	got := slices.Clone(updates)
-	mu.Unlock()
-	if len(got) != 0 {
+	if got := seen(); len(got) != 0 {
 		t.Fatalf("an unchanged bootstrap sent %v", got)
 	}
 	changed := testTopology()

@@ -34,7 +34,8 @@ const ArtifactScheme = "artifact://"
 // attachment's MIME type as the object's Content-Type header.
 type Attachments struct {
 	obs jetstream.ObjectStore
-	ttl time.Duration // the bucket's
+	ttl time.Duration    // the bucket's
+	now func() time.Time // time.Now; tests move it on
 }
 
 var _ skills.AttachmentStore = (*Attachments)(nil)
@@ -49,7 +50,7 @@ func NewAttachments(ctx context.Context, js jetstream.JetStream) (*Attachments, 
 	if err != nil {
 		return nil, fmt.Errorf("handlers: object store %s: %w", BucketArtifacts, err)
 	}
-	return &Attachments{obs: obs, ttl: st.TTL()}, nil
+	return &Attachments{obs: obs, ttl: st.TTL(), now: time.Now}, nil
 }
 
 // Put stores data for tenant unless it already is, and returns its
@@ -66,7 +67,7 @@ func (s *Attachments) Put(ctx context.Context, tenant string, a skills.Attachmen
 	info, err := s.obs.GetInfo(ictx, name)
 	cancel()
 	switch {
-	case err == nil && (s.ttl == 0 || time.Since(info.ModTime) < s.ttl/2):
+	case err == nil && (s.ttl == 0 || s.now().Sub(info.ModTime) < s.ttl/2):
 		return ArtifactScheme + name, nil
 	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
 		return "", fmt.Errorf("handlers: artifact %s: %w", name, err)

@@ -107,8 +107,8 @@ func TestAttachmentsRefreshAgeingObject(t *testing.T) {
 	}
 	att, data := skills.Attachment{Kind: "image", MimeType: "image/png"}, []byte("\x89PNG\r\n\x1a\nchart")
 	nuids := map[string]bool{}
-	for _, wait := range []time.Duration{0, 1200 * time.Millisecond} {
-		time.Sleep(wait)
+	for _, age := range []time.Duration{0, 1200 * time.Millisecond} {
+		handlers.SetAttachmentsClock(store, func() time.Time { return time.Now().Add(age) })
 		ref, err := store.Put(ctx, handlerstest.Tenant, att, data)
 		if err != nil {
 			t.Fatal(err)

@@ -111,8 +111,9 @@ func TestCloseEndsWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 1)
-	go func() { _, err := p.Wait(testCtx(t)); errc <- err }()
-	time.Sleep(50 * time.Millisecond)
+	waiting := &doneAsked{Context: testCtx(t), asked: make(chan struct{})}
+	go func() { _, err := p.Wait(waiting); errc <- err }()
+	<-waiting.asked // Wait is in its select
 	c.Close()
 	c.Close()
 	select {
@@ -127,6 +128,19 @@ func TestCloseEndsWaits(t *testing.T) {
 	if _, err := c.Submit(testCtx(t), request("run-after")); !errors.Is(err, runclient.ErrClosed) {
 		t.Errorf("Submit after Close = %v, want ErrClosed", err)
 	}
+}
+
+// doneAsked is a context that tells when its Done channel is first asked
+// for: a Wait asks as it enters its select.
+type doneAsked struct {
+	context.Context
+	once  sync.Once
+	asked chan struct{}
+}
+
+func (c *doneAsked) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.asked) })
+	return c.Context.Done()
 }
 
 // TestResultBeforeWait: a result that arrives between Submit and Wait
@@ -144,7 +158,13 @@ func TestResultBeforeWait(t *testing.T) {
 	}
 	defer p.Close()
 	<-answered
-	time.Sleep(100 * time.Millisecond) // the consumer has delivered it
+	deadline := time.Now().Add(5 * time.Second)
+	for !p.Arrived() { // the consumer has delivered it
+		if time.Now().After(deadline) {
+			t.Fatal("the result never reached the pending run")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	res, err := p.Wait(testCtx(t))
 	if err != nil || res.Response != "early" {
 		t.Fatalf("Wait = %+v, %v; want the result that came first", res, err)

@@ -21,6 +21,9 @@ import (
 // memory, is gone); a run that finishes afterwards still answers its
 // waiter, and a result stored before the restart is not handed over twice.
 func TestResultAfterTheServerRestarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts the NATS server and waits for the client to find its consumer gone (about 10 s): make test runs it, -short does not")
+	}
 	dir := t.TempDir()
 	s, err := events.RunServer(events.ServerConfig{Port: -1, StoreDir: dir})
 	if err != nil {

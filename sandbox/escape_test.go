@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -56,14 +55,14 @@ func escapeTCPConnect(t *testing.T, s *Sandbox) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var accepted atomic.Int32
+	accepted := make(chan string, 16) // the peers' addresses
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			accepted.Add(1)
+			accepted <- c.RemoteAddr().String()
 			c.Close()
 		}
 	}()
@@ -97,9 +96,26 @@ for addr in [%s]:
 			t.Errorf("%s: %s", addr, outcome)
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
-	if n := accepted.Load(); n != 0 {
-		t.Fatalf("listener saw %d connections", n)
+	// The listener accepts in order: once a connection made now is
+	// accepted, any the script made was accepted before it.
+	mark, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mark.Close()
+	others := 0
+	for peer := ""; peer != mark.LocalAddr().String(); {
+		select {
+		case peer = <-accepted:
+			if peer != mark.LocalAddr().String() {
+				others++
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the listener never accepted the test's own connection")
+		}
+	}
+	if others != 0 {
+		t.Fatalf("listener saw %d connections", others)
 	}
 	t.Logf("outcome: %s", bytes.TrimSpace(res.Output))
 }

@@ -121,10 +121,16 @@ func TestCallTimeout(t *testing.T) {
 	if d := time.Since(start); d > 1500*time.Millisecond {
 		t.Fatalf("call took %v despite 300ms timeout", d)
 	}
-	// The call was abandoned during its latency, before its effect: once
-	// the latency has passed, the skill has still executed nothing, and
-	// the key is free for a later attempt.
-	time.Sleep(2500 * time.Millisecond)
+	// The call was abandoned during its latency, before its effect: the
+	// service sees its caller give up (or, were the cancel lost, executes
+	// it once the latency has passed), and the skill has executed nothing.
+	deadline := time.Now().Add(5 * time.Second)
+	for env.svc.Abandoned(demo.SkillOutletList) == 0 && env.svc.Calls(demo.SkillOutletList) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the service neither saw the call given up nor executed it")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := env.svc.Calls(demo.SkillOutletList); n != 0 {
 		t.Fatalf("outlet_list executed %d times, want 0", n)
 	}

@@ -116,8 +116,9 @@ func TestOpenSearchOutageLosesNoAuditEvent(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	svc := demo.NewService(demo.Config{Latency: 1500 * time.Millisecond})
 	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		Log: zerolog.Nop(), Skills: demo.NewService(demo.Config{Latency: 1500 * time.Millisecond}).Handler(),
+		Log: zerolog.Nop(), Skills: svc.Handler(),
 		Process: app.Config{Store: "opensearch", StorePrefix: prefix, AckWait: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestOpenSearchOutageLosesNoAuditEvent(t *testing.T) {
 	go func() {
 		done <- postRun(t, "http://"+s.IngressAddr, orch.RunRequest{TenantID: "demo", UserID: "u", SessionID: "s-outage", Message: demoTask})
 	}()
-	time.Sleep(time.Second) // the run is in its first skill call
+	eventually(t, 30*time.Second, "the run's first skill call", func() bool { return svc.Waiting(demo.SkillOutletList) > 0 })
 	proxy.setDown(true)
 	time.Sleep(6 * time.Second)
 	proxy.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
@@ -118,7 +119,18 @@ func TestSupervisor_LaneThatNeverFinishesIsCutAtTheDeadline(t *testing.T) {
 	eventually(t, 20*time.Second, "the hung lane's late step.finished", func() bool {
 		return countSubject(t, js, "agent.step.finished.demo") == 2
 	})
-	time.Sleep(time.Second)
+	// Whatever the late result causes is published before it is acked:
+	// the aggregator's group.joined, then the router's run.finished.
+	for _, role := range []string{handlers.RoleAggregator, handlers.RoleRouter} {
+		cons, err := js.Consumer(context.Background(), events.StreamAgent, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, "the "+role+" to ack everything", func() bool {
+			info, err := cons.Info(context.Background())
+			return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+		})
+	}
 	if n := countSubject(t, js, "agent.group.joined.demo"); n != 1 {
 		t.Fatalf("%d group.joined, want the deadline's one", n)
 	}

@@ -46,7 +46,7 @@ func TestExecutorStopsCancelledStep(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the step never called its skill")
 	}
-	time.Sleep(100 * time.Millisecond) // the call reaches the Skill Service
+	handlerstest.WaitFor(t, "the call to reach the Skill Service", func() bool { return env.Demo.Waiting(demo.SkillOutletList) == 1 })
 	handlerstest.CancelRun(t, x.Cancels, handlerstest.Tenant, "run-xc")
 	var h handled
 	select {
@@ -65,6 +65,7 @@ func TestExecutorStopsCancelledStep(t *testing.T) {
 	if sf.Result.Outcome != orch.OutcomeCancelled || sf.Result.Reason != "run cancelled by "+handlerstest.User {
 		t.Errorf("step result %+v", sf.Result)
 	}
+	handlerstest.WaitFor(t, "the Skill Service to see the call given up", func() bool { return env.Demo.Abandoned(demo.SkillOutletList) == 1 })
 	if n := env.Demo.Calls(demo.SkillOutletList); n != 0 {
 		t.Errorf("outlet_list took effect %d times after the call was stopped", n)
 	}

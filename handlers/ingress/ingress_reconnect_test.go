@@ -13,6 +13,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
@@ -59,6 +60,21 @@ func (d *gateDialer) heal() {
 	d.cut = false
 }
 
+// logSignal is a log writer that closes seen once a line holding want is
+// written.
+type logSignal struct {
+	want string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (l *logSignal) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(l.want)) {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return len(p), nil
+}
+
 // TestIngressAnswersRunFinishedWhileDisconnected: a run.finished stored
 // while the ingress's NATS connection is down (a NATS restart, a network
 // blip) still answers the waiting POST once the ingress reconnects. Found
@@ -77,7 +93,10 @@ func TestIngressAnswersRunFinishedWhileDisconnected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := ingress.NewIngress(ijs, nil, handlerstest.NopLog, ingress.IngressConfig{RunTimeout: 10 * time.Second})
+	// The ingress logs "run requested" once its request is stored: it
+	// has its PubAck.
+	requested := &logSignal{want: `"message":"run requested"`, seen: make(chan struct{})}
+	g := ingress.NewIngress(ijs, nil, zerolog.New(requested), ingress.IngressConfig{RunTimeout: 10 * time.Second})
 	if err := g.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +118,12 @@ func TestIngressAnswersRunFinishedWhileDisconnected(t *testing.T) {
 			return
 		}
 		go func() {
-			time.Sleep(200 * time.Millisecond) // the ingress has its PubAck
+			select {
+			case <-requested.seen:
+			case <-time.After(10 * time.Second):
+				t.Error("the ingress never had its request stored")
+				return
+			}
 			gate.partition()
 			for inc.IsConnected() {
 				time.Sleep(5 * time.Millisecond)
@@ -110,10 +134,9 @@ func TestIngressAnswersRunFinishedWhileDisconnected(t *testing.T) {
 			if err == nil {
 				err = events.Publish(handlerstest.Ctx(t), js, fin)
 			}
-			if err != nil {
+			if err != nil { // stored: the ingress can only read it after it reconnects
 				t.Error(err)
 			}
-			time.Sleep(200 * time.Millisecond)
 			gate.heal()
 		}()
 	})

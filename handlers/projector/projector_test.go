@@ -166,31 +166,76 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 	return b
 }
 
-// slowStore counts the writes of a store that takes a while for each, so
-// the projector's concurrent callers queue behind a write under way.
-type slowStore struct {
+// holdFirst is a store whose first append waits until release is closed,
+// so a test can queue events behind a write under way.
+type holdFirst struct {
+	projector.ProjectionStore
+	once    sync.Once
+	held    chan struct{} // closed when the first append waits
+	release chan struct{}
+}
+
+func newHoldFirst(inner projector.ProjectionStore) *holdFirst {
+	return &holdFirst{ProjectionStore: inner, held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *holdFirst) AppendEvents(ctx context.Context, evs []store.Event) error {
+	first := false
+	s.once.Do(func() { first = true; close(s.held) })
+	if first {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.ProjectionStore.AppendEvents(ctx, evs)
+}
+
+// handleBehindAWrite hands evs[0] to p, whose write st holds, then every
+// other event at once, as a worker's concurrent handlers do; once they
+// have all queued behind the held write, it lets the write go. It returns
+// each event's error.
+func handleBehindAWrite(t *testing.T, p *projector.Projector, st *holdFirst, evs []event.Event) []error {
+	t.Helper()
+	leadErr := make(chan error, 1)
+	go func() { _, err := p.Handle(handlerstest.Ctx(t), evs[0]); leadErr <- err }()
+	select {
+	case <-st.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first event was never written")
+	}
+	errs := make(chan []error, 1)
+	go func() { errs <- handleAtOnce(t, p, evs[1:]) }()
+	handlerstest.WaitFor(t, "every event queued behind the write", func() bool { return projector.Queued(p) == len(evs)-1 })
+	close(st.release)
+	return append([]error{<-leadErr}, <-errs...)
+}
+
+// countingStore counts the writes of a store.
+type countingStore struct {
 	projector.ProjectionStore
 	appends, puts atomic.Int32
 }
 
-func (s *slowStore) AppendEvents(ctx context.Context, evs []store.Event) error {
+func (s *countingStore) AppendEvents(ctx context.Context, evs []store.Event) error {
 	s.appends.Add(1)
-	time.Sleep(20 * time.Millisecond)
 	return s.ProjectionStore.AppendEvents(ctx, evs)
 }
 
-func (s *slowStore) PutPlan(ctx context.Context, p store.Plan, version int64) error {
+func (s *countingStore) PutPlan(ctx context.Context, p store.Plan, version int64) error {
 	s.puts.Add(1)
-	time.Sleep(20 * time.Millisecond)
 	return s.ProjectionStore.PutPlan(ctx, p, version)
 }
 
 // TestProjectorGroupCommits hands the projector 40 audit events and 10
-// snapshots of one plan at once: every event is stored, the newest
-// snapshot wins, and the store sees a few bulk writes, not 50.
+// snapshots of one plan at once, while a write is under way: every event
+// is stored, the newest snapshot wins, and the store sees a few bulk
+// writes, not 50.
 func TestProjectorGroupCommits(t *testing.T) {
 	env := handlerstest.NewEnv(t)
-	st := &slowStore{ProjectionStore: env.Store}
+	st := &countingStore{ProjectionStore: newHoldFirst(env.Store)}
+	held := st.ProjectionStore.(*holdFirst)
 	p := &projector.Projector{Store: st}
 	var evs []event.Event
 	for i := range 40 {
@@ -202,8 +247,7 @@ func TestProjectorGroupCommits(t *testing.T) {
 		evs = append(evs, handlerstest.NewEvent(t, fmt.Sprintf("gc-snap-%d", v), events.AuditType(handlers.AuditPlanProjected),
 			events.Audit{PlanID: plan.PlanID, Payload: mustJSON(t, handlers.PlanProjected{Version: v, Plan: plan})}))
 	}
-	errs := handleAtOnce(t, p, evs)
-	for i, err := range errs {
+	for i, err := range handleBehindAWrite(t, p, held, evs) {
 		if err != nil {
 			t.Fatalf("Handle %s: %v", evs[i].ID(), err)
 		}
@@ -232,12 +276,15 @@ func handleAtOnce(t *testing.T, p *projector.Projector, evs []event.Event) []err
 	return errs
 }
 
-// overlapStore's plan writes take a while and record how many were under
-// way at once; a write of plan-boom panics.
+// overlapStore's plan writes each wait for the others of their batch
+// (together of them, up to 5 s) and record how many were under way at
+// once; a write of plan-boom panics.
 type overlapStore struct {
 	projector.ProjectionStore
+	together      int
 	mu            sync.Mutex
 	inFlight, max int
+	all           chan struct{} // closed once together writes are under way
 }
 
 func (s *overlapStore) PutPlan(ctx context.Context, p store.Plan, version int64) error {
@@ -247,8 +294,15 @@ func (s *overlapStore) PutPlan(ctx context.Context, p store.Plan, version int64)
 	s.mu.Lock()
 	s.inFlight++
 	s.max = max(s.max, s.inFlight)
+	if s.inFlight == s.together {
+		close(s.all)
+	}
 	s.mu.Unlock()
-	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-s.all:
+	case <-time.After(5 * time.Second): // written one after the other
+	case <-ctx.Done():
+	}
 	s.mu.Lock()
 	s.inFlight--
 	s.mu.Unlock()
@@ -261,7 +315,8 @@ func (s *overlapStore) PutPlan(ctx context.Context, p store.Plan, version int64)
 // the projector goes on.
 func TestProjectorWritesABatchsPlansAtOnce(t *testing.T) {
 	env := handlerstest.NewEnv(t)
-	st := &overlapStore{ProjectionStore: env.Store}
+	held := newHoldFirst(env.Store)
+	st := &overlapStore{ProjectionStore: held, together: 8, all: make(chan struct{})}
 	p := &projector.Projector{Store: st}
 	snapshot := func(planID string) event.Event {
 		plan := store.Plan{PlanID: planID, TenantID: handlerstest.Tenant, SessionID: handlerstest.Session, UserID: handlerstest.User,
@@ -269,17 +324,18 @@ func TestProjectorWritesABatchsPlansAtOnce(t *testing.T) {
 		return handlerstest.NewEvent(t, "snap-"+planID, events.AuditType(handlers.AuditPlanProjected),
 			events.Audit{PlanID: planID, Payload: mustJSON(t, handlers.PlanProjected{Version: 1, Plan: plan})})
 	}
-	evs := []event.Event{snapshot("plan-boom")}
+	// They queue up together behind the write of another plan's event.
+	evs := []event.Event{handlerstest.NewEvent(t, "ev-lead", events.AuditType("step_1.started"), events.Audit{PlanID: "plan-lead"}),
+		snapshot("plan-boom")}
 	for i := range 8 {
 		evs = append(evs, snapshot(fmt.Sprintf("plan-%d", i)), handlerstest.NewEvent(t, fmt.Sprintf("ev-%d", i), events.AuditType("step_1.started"),
 			events.Audit{PlanID: fmt.Sprintf("plan-%d", i)}))
 	}
-	errs := handleAtOnce(t, p, evs)
-	for i, err := range errs {
+	for i, err := range handleBehindAWrite(t, p, held, evs) {
 		switch {
-		case i == 0 && (err == nil || !strings.Contains(err.Error(), "panicked: the store broke")):
+		case i == 1 && (err == nil || !strings.Contains(err.Error(), "panicked: the store broke")):
 			t.Errorf("the panicking write's handler: %v", err)
-		case i > 0 && err != nil:
+		case i != 1 && err != nil:
 			t.Errorf("Handle %s: %v", evs[i].ID(), err)
 		}
 	}

@@ -15,7 +15,9 @@
 // of others with a "permission denied" tool error (Config.DenySkills),
 // executes each idempotency key once and answers repeats from the recorded
 // result, and reports executions and replays (Invocations, Replays, GET
-// /invocations).
+// /invocations) and the calls waiting out their latency or given up by
+// their caller during it (Waiting, Abandoned), so a test can wait for a
+// call to be under way rather than sleep.
 //
 // Only the all-in-one agentbus binary (agentbus up, demo and skills) links
 // this package; the role binaries reach skills through skills.Client

@@ -71,6 +71,8 @@ type Service struct {
 	calls       map[string]int        // skill name -> executions
 	replays     map[string]int        // idempotency key -> calls answered from the record
 	hung        map[string]int        // skill name -> calls left hanging
+	waiting     map[string]int        // skill name -> calls now in their latency or hang
+	abandoned   map[string]int        // skill name -> calls given up before their effect
 	results     map[string]*keyedCall // idempotency key -> its one execution
 }
 
@@ -124,6 +126,8 @@ func NewService(cfg Config) *Service {
 		calls:       make(map[string]int),
 		replays:     make(map[string]int),
 		hung:        make(map[string]int),
+		waiting:     make(map[string]int),
+		abandoned:   make(map[string]int),
 		results:     make(map[string]*keyedCall),
 	}
 	for _, sk := range allSkills() {
@@ -199,6 +203,23 @@ func (s *Service) Replays() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.replays)
+}
+
+// Waiting returns the number of calls of skill now waiting out their
+// Latency or hanging (Config.HangFirst): calls that reached the service
+// and have not taken effect yet.
+func (s *Service) Waiting(skill string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting[skill]
+}
+
+// Abandoned returns the number of calls of skill whose caller gave up
+// during their Latency or hang: they never took effect.
+func (s *Service) Abandoned(skill string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.abandoned[skill]
 }
 
 // record counts one execution of skill with key and returns the skill's
@@ -362,24 +383,8 @@ func (s *Service) skillHandler(sk *catalogSkill) server.ToolHandlerFunc {
 // execute runs the skill once: latency, fault injection, then the effect,
 // which is recorded only when the call was not abandoned before it.
 func (s *Service) execute(ctx context.Context, sk *catalogSkill, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	s.mu.Lock()
-	hang := s.hung[sk.name] < s.cfg.HangFirst[sk.name]
-	if hang {
-		s.hung[sk.name]++
-	}
-	s.mu.Unlock()
-	if hang {
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
-	if s.cfg.Latency > 0 {
-		timer := time.NewTimer(s.cfg.Latency)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, ctx.Err()
-		}
+	if err := s.delay(ctx, sk.name); err != nil {
+		return nil, err
 	}
 	n := s.record(sk.name, idempotencyKey(req))
 	if n <= s.cfg.FailFirst[sk.name] {
@@ -390,6 +395,42 @@ func (s *Service) execute(ctx context.Context, sk *catalogSkill, req mcp.CallToo
 		return mcp.NewToolResultError(err.Error()), nil
 	}
 	return jsonResult(out)
+}
+
+// delay holds a call of skill for Config.Latency, or until its caller
+// gives up when Config.HangFirst makes it hang; it returns the context's
+// error when the caller gave up first.
+func (s *Service) delay(ctx context.Context, skill string) error {
+	s.mu.Lock()
+	hang := s.hung[skill] < s.cfg.HangFirst[skill]
+	if hang {
+		s.hung[skill]++
+	}
+	if !hang && s.cfg.Latency <= 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	s.waiting[skill]++
+	s.mu.Unlock()
+	var wait <-chan time.Time // nil when hanging: only the caller ends it
+	if !hang {
+		timer := time.NewTimer(s.cfg.Latency)
+		defer timer.Stop()
+		wait = timer.C
+	}
+	var err error
+	select {
+	case <-wait:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting[skill]--
+	if err != nil {
+		s.abandoned[skill]++
+	}
+	return err
 }
 
 // handleFind implements find_relevant_skills over the request tenant's catalog.

@@ -15,6 +15,7 @@ import (
 // sequences with its planner's, executor's and aggregator's calls; a run
 // acting as no agent sends none of them.
 func TestAgentSettingsReachEveryModelCallOfItsRun(t *testing.T) {
+	wholeRun(t)
 	temp, topP := 0.4, 0.9
 	for _, agent := range []string{"agent-tuned", ""} {
 		// A fresh environment each: both runs are of the test session,

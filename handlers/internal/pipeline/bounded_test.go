@@ -90,6 +90,7 @@ func (p priced) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 }
 
 func TestBudget_EveryDimensionStopsTheRunBeforeItsLimit(t *testing.T) {
+	wholeRun(t)
 	mutating := &skills.Annotations{ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(false),
 		OpenWorldHint: mcp.ToBoolPtr(false)}
 	openWorld := &skills.Annotations{ReadOnlyHint: mcp.ToBoolPtr(true), OpenWorldHint: mcp.ToBoolPtr(true)}
@@ -168,6 +169,7 @@ func TestBudget_EveryDimensionStopsTheRunBeforeItsLimit(t *testing.T) {
 }
 
 func TestBudget_ReflectionPassesBoundReplans(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	setPolicy(t, env, `{"defaults":{"reflection_passes":1}}`)
 	model := llmtest.New()
@@ -189,6 +191,7 @@ func TestBudget_ReflectionPassesBoundReplans(t *testing.T) {
 }
 
 func TestBudget_RequestOverridesStayWithinTenantCaps(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	setPolicy(t, env, fmt.Sprintf(`{"tenants":{%q:{"tool_calls":1}}}`, handlerstest.Tenant))
 	f := patternFlow(t, env, calling(t, "active", "inactive"))
@@ -208,6 +211,7 @@ func TestBudget_RequestOverridesStayWithinTenantCaps(t *testing.T) {
 }
 
 func TestLoopGuard_RepeatedIdenticalCallIsBlocked(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	f := patternFlow(t, env, calling(t, "active", "active", "active", "active", "active"))
 	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-loop", events.TypeRunRequested, handlerstest.RunRequest("run-loop", handlerstest.RankTask)))
@@ -231,6 +235,7 @@ func TestLoopGuard_RepeatedIdenticalCallIsBlocked(t *testing.T) {
 }
 
 func TestReplan_IntoTheSameFailureEndsAtOnce(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnvWith(t, demo.Config{FailFirst: map[string]int{demo.SkillOutletList: 100}})
 	model := llmtest.New()
 	model.Default = offline.New()
@@ -251,6 +256,7 @@ func TestReplan_IntoTheSameFailureEndsAtOnce(t *testing.T) {
 }
 
 func TestGrounding_AnAnswerWithNoObservationIsNeverWritten(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
@@ -282,6 +288,7 @@ func TestGrounding_AnAnswerWithNoObservationIsNeverWritten(t *testing.T) {
 }
 
 func TestGrounding_AModelOnlyStepCommitsWithoutAnObservation(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	x := handlerstest.NewExecutor(env, handlerstest.Repeating(handlerstest.ActAnswer(t, map[string]any{"status": "complete", "label": "outlet_ids",
 		"data": map[string]any{"outlet_ids": []string{"out-001"}}})), env.Toolcalls)
@@ -303,6 +310,7 @@ func TestGrounding_AModelOnlyStepCommitsWithoutAnObservation(t *testing.T) {
 }
 
 func TestGrounding_AnIdentifierNoObservationHoldsIsRefused(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
@@ -386,6 +394,7 @@ func TestBreakers_OpenFailFastAndRecoverHalfOpen(t *testing.T) {
 }
 
 func TestBreakers_AFailingSkillFailsFastThenRecovers(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnvWith(t, demo.Config{FailFirst: map[string]int{demo.SkillOutletList: 2}})
 	now := time.Now()
 	breakers := &ledger.Breakers{Failures: 2, Cooldown: time.Minute, Now: func() time.Time { return now }}
@@ -434,6 +443,7 @@ func (c *notCalledFirst) Call(ctx context.Context, tenant, name string, args jso
 // cluster's leader change) are retried as a failed hop, and count
 // neither toward opening the skill's circuit nor as a half-open trial.
 func TestBreakers_ACallThatNeverReachedTheSkillLeavesItsCircuit(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	breakers := &ledger.Breakers{Failures: 2, Cooldown: time.Minute}
 	f := patternFlow(t, env, calling(t, "active"))
@@ -478,6 +488,7 @@ func TestBreakers_ACallThatNeverReachedTheSkillLeavesItsCircuit(t *testing.T) {
 // without calling the skill; after the cooldown the other's trial
 // succeeds and closes the circuit in the first as well.
 func TestBreakers_SharedAcrossExecutors(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnvWith(t, demo.Config{FailFirst: map[string]int{demo.SkillOutletList: 2}})
 	ctx := handlerstest.Ctx(t)
 	shared, err := env.JS.KeyValue(ctx, ledger.BucketCircuits)

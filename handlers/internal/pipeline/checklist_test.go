@@ -255,6 +255,7 @@ func lockReleased(t *testing.T, env *handlerstest.Env, key string) error {
 // Checklist: "SubAgent-A calls find_relevant_skills and load_skill via MCP,
 // reranks, runs verification pass, returns plan with return_specs".
 func TestCoreFlow_PlannerDiscoversLoadsRerankVerifies(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	rf := &recordingFinder{inner: env.Skills}
 	model := handlerstest.Recording()
@@ -424,6 +425,7 @@ func elevenSteps() string {
 // return_spec before write_memory". (The large-response path is covered
 // elsewhere.)
 func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	cases := []struct {
 		name  string
@@ -498,6 +500,7 @@ func TestCoreFlow_ExecutorValidatesBeforeWriteMemory(t *testing.T) {
 // touching AgentCore code". The same handler code runs a whole run against
 // the embedded JetStream store and against a map-based store.
 func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	backends := []struct {
 		name string
@@ -589,6 +592,7 @@ func TestBoundaries_StorageAdapterSwapNeedsNoHandlerChange(t *testing.T) {
 // Checklist: "Two concurrent sessions writing to the same user memory do
 // not collide — locking prevents race".
 func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	ctx := handlerstest.Ctx(t)
 	w := &memory.MemoryWriter{Store: env.Store, Locks: env.Locks}
@@ -669,9 +673,26 @@ func TestMemory_ConcurrentSessionsDoNotCollide(t *testing.T) {
 	}
 }
 
+// refusedLocks is a lock bucket that closes refused when a Create first
+// finds the key held.
+type refusedLocks struct {
+	jetstream.KeyValue
+	once    sync.Once
+	refused chan struct{}
+}
+
+func (l *refusedLocks) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	rev, err := l.KeyValue.Create(ctx, key, value, opts...)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		l.once.Do(func() { close(l.refused) })
+	}
+	return rev, err
+}
+
 // Checklist (same item): the lock serialises two writers of one namespaced
 // key: the second waits until the first releases (seed 000 §4.2).
 func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	ctx := handlerstest.Ctx(t)
 	w := &memory.MemoryWriter{Store: env.Store, Locks: env.Locks, LockWait: 300 * time.Millisecond}
@@ -704,22 +725,24 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 
 	// The holder releases while a writer waits: the writer gets it, and
 	// writes only after the release.
+	locks := &refusedLocks{KeyValue: env.Locks, refused: make(chan struct{})}
 	release := make(chan struct{})
 	var releasedAt time.Time
 	go func() {
 		defer close(release)
-		time.Sleep(150 * time.Millisecond)
+		<-locks.refused // the writer waits
 		releasedAt = time.Now()
 		_ = env.Locks.Delete(ctx, kvs.Key(key))
 	}()
-	patient := &memory.MemoryWriter{Store: env.Store, Locks: env.Locks, LockWait: 5 * time.Second}
+	patient := &memory.MemoryWriter{Store: env.Store, Locks: locks, LockWait: 5 * time.Second}
+	start := time.Now()
 	got, waited, err = patient.Write(ctx, scope, "outlet_ids", data, shape)
 	<-release
 	if err != nil || got != key {
 		t.Fatalf("Write after release = %q, %v", got, err)
 	}
-	if waited < 100*time.Millisecond {
-		t.Errorf("waited %s, want it to have waited for the release", waited)
+	if waited < releasedAt.Sub(start) {
+		t.Errorf("waited %s, want it to have waited for the release %s after it began", waited, releasedAt.Sub(start))
 	}
 	m, err := env.Store.GetMemory(ctx, key)
 	if err != nil {
@@ -749,6 +772,7 @@ func TestMemory_LockSerialisesWritersOfOneKey(t *testing.T) {
 // Checklist: "write_memory rejects output that does not match return_spec —
 // Orchestrator treats this as step failure".
 func TestMemory_ContractViolationIsStepFailureForOrchestrator(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	r := handlerstest.NewRouter(t, env)
 	prEv, pr := handlerstest.StartRun(t, r, "run-cv")
@@ -808,6 +832,7 @@ func TestMemory_ContractViolationIsStepFailureForOrchestrator(t *testing.T) {
 // Checklist: "Memory keys are always namespaced — no manual key construction
 // by SubAgents".
 func TestMemory_KeysAlwaysNamespaced(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	data := map[string]any{"outlet_ids": []string{"out-001"}}
 	cases := []struct {
@@ -927,6 +952,7 @@ func (f *replanFixture) fail(t *testing.T, srEv event.Event, reason string) []ev
 
 // Checklist: "Step failure triggers replan" (the router side).
 func TestReplan_StepFailureTriggersReplan(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	r := handlerstest.NewRouter(t, env)
 	prEv, pr := handlerstest.StartRun(t, r, "run-step-fails")
@@ -975,6 +1001,7 @@ func TestReplan_StepFailureTriggersReplan(t *testing.T) {
 // Checklist: "Step failure triggers replan — SubAgent-A receives completed
 // steps + failure context".
 func TestReplan_PlannerReceivesCompletedStepsAndFailure(t *testing.T) {
+	wholeRun(t)
 	f := newReplanFixture(t, "run-replan-ctx")
 	outs := f.fail(t, f.s2Ev, "engagement_analytics timed out")
 	rpEv := handlerstest.Only(t, outs, events.TypePlanRequested)
@@ -1023,6 +1050,7 @@ func TestReplan_PlannerReceivesCompletedStepsAndFailure(t *testing.T) {
 // Checklist: "Revised plan preserves completed steps and only replans
 // remaining work".
 func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
+	wholeRun(t)
 	f := newReplanFixture(t, "run-replan-keep")
 	rpEv := handlerstest.Only(t, f.fail(t, f.s2Ev, "engagement_analytics timed out"), events.TypePlanRequested)
 	planned, err := planner.NewPlanner(offline.New(), f.env.Skills, handlerstest.NopLog).Handle(handlerstest.Ctx(t), rpEv)
@@ -1090,6 +1118,7 @@ func TestReplan_RevisedPlanKeepsCompletedSteps(t *testing.T) {
 // Checklist: "After 3 replan attempts, Orchestrator returns structured
 // failure — does not loop forever".
 func TestReplan_FourthFailureEndsInStructuredFailure(t *testing.T) {
+	wholeRun(t)
 	f := newReplanFixture(t, "run-max")
 	planner := planner.NewPlanner(offline.New(), f.env.Skills, handlerstest.NopLog)
 	srEv := f.s2Ev

@@ -43,6 +43,7 @@ func quality(t *testing.T, early map[string]any, answer map[string]any) *llmtest
 // run LOW_CONFIDENCE with the confidence, the threshold and what the
 // answer misses.
 func TestCritic_LowConfidenceGetsOneReflectionThenHalts(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	f := patternFlow(t, env, quality(t, nil, map[string]any{"status": "complete", "label": "answer",
 		"data": map[string]any{"answer": "o-1 ranks first"}, "confidence": 0.2, "reason": "engagement was not observed"}))
@@ -75,6 +76,7 @@ func TestCritic_LowConfidenceGetsOneReflectionThenHalts(t *testing.T) {
 // threshold is written and scored with its confidence; a pattern's
 // min_confidence raises the threshold.
 func TestCritic_ConfidentAnswerIsAccepted(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	f := patternFlow(t, env, quality(t, nil, map[string]any{"status": "complete", "label": "answer",
 		"data": map[string]any{"answer": "o-1 ranks first"}, "confidence": 0.9}))
@@ -115,6 +117,7 @@ func TestCritic_ConfidentAnswerIsAccepted(t *testing.T) {
 // trigger source_conflict), and the same again ends the run
 // SOURCE_CONFLICT with each source's claim as the evidence.
 func TestCritic_SourceConflictGetsOneCrossCheckThenHalts(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	conflict := map[string]any{"status": "conflict", "reason": "the engagement of o-1",
 		"conflicts": []map[string]any{{"source": "outlet_list", "claim": "o-1 has 12 followers"},

@@ -94,6 +94,7 @@ func plainClient(t *testing.T, s *server.MCPServer) *skills.Client {
 // the call is made again, once, and a replay re-derives the run; a denial ends the run rejected; a step
 // message with answers the gate did not give fails closed.
 func TestElicitation_AToolsQuestionIsAGate(t *testing.T) {
+	wholeRun(t)
 	start := func(t *testing.T, runID string) (*handlerstest.Env, *flow, *bookings, orch.RunParked, []event.Event) {
 		env := handlerstest.NewEnv(t)
 		b := &bookings{}

@@ -47,6 +47,7 @@ func skillCalls(t *testing.T, seen []event.Event) map[string][2]int {
 // /agent/executions lists them per agent and status, newest first, and
 // another tenant neither lists nor reads them.
 func TestExecutionRecords(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	ctx := handlerstest.Ctx(t)
 	handlerstest.PutAgent(t, env, "agent-analyst", nil)

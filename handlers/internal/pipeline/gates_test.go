@@ -130,6 +130,7 @@ func destructiveOutlets(t *testing.T) (*handlerstest.Env, *flow) {
 // ends rejected; expired, CONFIRM_REQUIRED; a step message claiming an
 // approval its gate's record does not hold fails closed.
 func TestGate_ADestructiveCallRunsOnlyAfterItsApproval(t *testing.T) {
+	wholeRun(t)
 	t.Run("approved", func(t *testing.T) {
 		env, f := destructiveOutlets(t)
 		parked, expiry, seen := f.parkedRun(t, "run-gate-ok", handlerstest.RankTask)
@@ -233,6 +234,7 @@ func TestGate_ADestructiveCallRunsOnlyAfterItsApproval(t *testing.T) {
 // TestGate_ConfiguredModesGoThroughAGate: a tenant's approval_gates make
 // its network calls wait at a gate too; another tenant's do not.
 func TestGate_ConfiguredModesGoThroughAGate(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	f := patternFlow(t, env, calling(t, "active"))
 	withModes(t, env, f, `{"*":{"`+demo.SkillOutletList+`":"network"}}`)
@@ -271,6 +273,7 @@ func withControls(t *testing.T, env *handlerstest.Env, f *flow) *runctl.Cancels 
 // step 1 runs parks the run when step 1 joins (step 2 not dispatched);
 // resumed, the run goes on to its end, each skill called once.
 func TestInterrupt_ParksAtTheNextHopAndResumes(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	f := newFlow(t, env, env.Store)
 	c := withControls(t, env, f)
@@ -318,6 +321,7 @@ func TestInterrupt_ParksAtTheNextHopAndResumes(t *testing.T) {
 // run reaches the model in every later turn of its steps, traced once per
 // step.
 func TestSteer_TheNextTurnSeesTheMessage(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	model := calling(t, "active")
 	f := patternFlow(t, env, model)

@@ -67,6 +67,7 @@ func toolNames(req llm.Request) []string {
 // decisions. D handing off again (to E) is refused: the run ends
 // PERMISSION_DENIED. So is a handoff back into the chain.
 func TestHandoff_ChainOfThreeSucceedsAndAFourthIsRefused(t *testing.T) {
+	wholeRun(t)
 	t.Run("depth 3", func(t *testing.T) {
 		env := handlerstest.NewEnv(t)
 		chainAgents(t, env, "agent-a", "agent-b", "agent-c", "agent-d")
@@ -158,6 +159,7 @@ func humanHandoffRun(t *testing.T, env *handlerstest.Env, f *flow, runID string)
 // history. Another tenant's session is 404; a reply to a session that is
 // not handed off is 409 session_not_handed_off.
 func TestHandoff_HumanParksAndResumesOnReply(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	handlerstest.PutAgent(t, env, "agent-a", func(s *agents.AgentSpec) { s.MaxTurns = 0 })
 	model := routedTo("research", router.PatternReact)
@@ -231,6 +233,7 @@ func TestHandoff_HumanParksAndResumesOnReply(t *testing.T) {
 // BUDGET_EXHAUSTED and completes the session, escalate hands the session
 // to a human without a model call.
 func TestHandoff_SessionTurnLimit(t *testing.T) {
+	wholeRun(t)
 	for _, behavior := range []string{orch.HandoffEnd, orch.HandoffEscalate} {
 		t.Run(behavior, func(t *testing.T) {
 			env := handlerstest.NewEnv(t)

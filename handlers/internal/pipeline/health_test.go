@@ -31,6 +31,7 @@ import (
 // and step counted, the p95 of the steps'
 // durations, the runs' tokens and cost; another tenant's health is empty.
 func TestHealth_OfSeededRunsWithKnownOutcomes(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnvWith(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 2}})
 	f := newFlow(t, env, env.Store)
 	f.exec.SkillTimeout = 300 * time.Millisecond
@@ -129,6 +130,7 @@ func TestHealth_OfSeededRunsWithKnownOutcomes(t *testing.T) {
 // type, skill, time range and the large-response flag, newest first, and
 // refuses a malformed query with a stable code.
 func TestAuditQuery_SkillCallsByTenantSkillTimeAndLargeResponse(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{})
 	now := time.Now().UTC().Truncate(time.Second)

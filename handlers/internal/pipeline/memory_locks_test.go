@@ -17,6 +17,7 @@ import (
 // key until the router has its result (TestCoreFlow_ExecutorValidatesBeforeWriteMemory,
 // TestMemory_ConcurrentSessionsDoNotCollide).
 func TestMemoryLocksOnlyWhereWritersCanMeet(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	before, err := env.Locks.Status(handlerstest.Ctx(t))
 	if err != nil {

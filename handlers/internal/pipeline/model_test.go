@@ -65,6 +65,7 @@ func modelCalls(t *testing.T, seen []event.Event) []llm.Call {
 // task, prompt version, model, tokens and cost, and the run's totals in
 // run.finished and in the plan projection are their sum.
 func TestUsage_RunTotalsEqualTheModelCalls(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	f := newFlow(t, env, env.Store)
 	m := pricedOffline()
@@ -104,6 +105,7 @@ func TestUsage_RunTotalsEqualTheModelCalls(t *testing.T) {
 // that was never loaded goes back to the model with the verification
 // error, and the corrected plan runs to SUCCESS.
 func TestValidation_InvalidPlanRepairedOnTheSecondTurn(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	f := newFlow(t, env, env.Store)
 	planner := scriptedThenOffline(llmtest.Text(`{"steps":[{"step":1,"task":"t","skills":["launch_rocket"],"return_spec":{"shape":{"type":"object"}}}]}`))
@@ -122,6 +124,7 @@ func TestValidation_InvalidPlanRepairedOnTheSecondTurn(t *testing.T) {
 // answering an invalid plan is asked 1 + MaxRepairs times, then the run
 // ends VALIDATION_FAIL without a redelivery.
 func TestValidation_ThirdInvalidPlanEndsValidationFail(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	f := newFlow(t, env, env.Store)
 	planner := handlerstest.Repeating(handlerstest.TextResp(`{"steps":"not a list"}`))
@@ -137,6 +140,7 @@ func TestValidation_ThirdInvalidPlanEndsValidationFail(t *testing.T) {
 // the validation error instead of being made; the third in a row ends the
 // run VALIDATION_FAIL, and the skill never ran.
 func TestValidation_ToolArgumentsOffTheInputSchemaNeverReachTheTool(t *testing.T) {
+	wholeRun(t)
 	bad := llmtest.ToolCall("c1", demo.SkillOutletList, `{"status":"open"}`) // not in the enum
 	t.Run("three invalid calls", func(t *testing.T) {
 		env := handlerstest.NewEnv(t)
@@ -176,6 +180,7 @@ func TestValidation_ToolArgumentsOffTheInputSchemaNeverReachTheTool(t *testing.T
 // model is unavailable after its retries, the run ends UNAVAILABLE_DEP (not
 // ten redeliveries); with the offline fallback the same run succeeds.
 func TestUnavailable_ProviderDownEndsTheRunUnavailableDep(t *testing.T) {
+	wholeRun(t)
 	down := func() llm.Model {
 		m := llmtest.New().Then(llmtest.Fail(fmt.Errorf("openai: test-model: %w: 500 Internal Server Error", llm.ErrUnavailable)))
 		m.Repeat = true
@@ -232,6 +237,7 @@ func TestUnavailable_ProviderDownEndsTheRunUnavailableDep(t *testing.T) {
 // in order, adding up to the final response, the last one ending the
 // message.
 func TestStreaming_AnswerChunksOnTheReplyStream(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	f := newFlow(t, env, env.Store)
 	f.router.Replies = &handlers.Replies{JS: env.JS}

@@ -42,6 +42,7 @@ func withModes(t *testing.T, env *handlerstest.Env, f *flow, overrides string) {
 }
 
 func TestApprovalModes_ATenantOverrideRelaxesOrTightensASkill(t *testing.T) {
+	wholeRun(t)
 	destructive := &skills.Annotations{ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(true)}
 	t.Run("a destructive skill configured local_write runs", func(t *testing.T) {
 		env := handlerstest.NewEnvWith(t, demo.Config{Hints: map[string]*skills.Annotations{demo.SkillOutletList: destructive}})
@@ -74,6 +75,7 @@ func TestApprovalModes_ATenantOverrideRelaxesOrTightensASkill(t *testing.T) {
 }
 
 func TestApprovalModes_FollowTheConfigKey(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -95,7 +97,12 @@ func TestApprovalModes_FollowTheConfigKey(t *testing.T) {
 		return a.Of(handlerstest.Tenant, m) == skills.ModeDestructive && a.Of("acme", m) == skills.ModeDelegated
 	})
 	put(`{"*":{"send_mail":"approve-everything"}}`) // invalid: the overrides in force stay
-	time.Sleep(100 * time.Millisecond)
+	// The watch applies the keys in order: once a later edit of the gates
+	// is in, the invalid one has been seen.
+	if _, err := env.Config.Put(handlerstest.Ctx(t), runctl.ConfigKeyApprovalGates, []byte(`{"`+handlerstest.Tenant+`":["network"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { return a.Gated(handlerstest.Tenant, skills.ModeNetwork) })
 	if got := a.Of(handlerstest.Tenant, m); got != skills.ModeDestructive {
 		t.Fatalf("an invalid edit changed the mode to %s", got)
 	}
@@ -121,6 +128,7 @@ func eventually(t *testing.T, cond func() bool) {
 // model, neither runs; the run parks at a gate with the approval packet,
 // and the tool runs once, only after the approval.
 func TestDestructive_PlainMCPToolsNeverRunWithoutApproval(t *testing.T) {
+	wholeRun(t)
 	var calls sync.Map // tool name -> *atomic.Int32
 	count := func(name string) *atomic.Int32 {
 		c, _ := calls.LoadOrStore(name, new(atomic.Int32))

@@ -60,6 +60,7 @@ func actTurns(t *testing.T, seen []event.Event) int {
 }
 
 func TestPattern_ReactIsOneLoopOfTurnsWithNoPlan(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
@@ -105,6 +106,7 @@ func TestPattern_ReactIsOneLoopOfTurnsWithNoPlan(t *testing.T) {
 }
 
 func TestPattern_PlanThenExecuteRunsIndependentStepsAsOneParallelGroup(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
@@ -147,6 +149,7 @@ func TestPattern_PlanThenExecuteRunsIndependentStepsAsOneParallelGroup(t *testin
 }
 
 func TestPattern_SupervisorFansOutLanesAndJoinsOnce(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
@@ -210,6 +213,7 @@ func TestPattern_SupervisorFansOutLanesAndJoinsOnce(t *testing.T) {
 }
 
 func TestPattern_SupervisorRejectsLanesOutsideTheDiscoveredSkills(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()
@@ -234,6 +238,7 @@ func TestPattern_SupervisorRejectsLanesOutsideTheDiscoveredSkills(t *testing.T) 
 }
 
 func TestPattern_LongReactLoopKeepsItsMessagesBounded(t *testing.T) {
+	wholeRun(t)
 	const turns = 200
 	env := handlerstest.NewEnv(t)
 	patterns := slices.Clone(router.DefaultPatterns)
@@ -293,6 +298,7 @@ func TestPattern_LongReactLoopKeepsItsMessagesBounded(t *testing.T) {
 // decomposition, one group with the three lanes, and the synthesis derived
 // from all three.
 func TestPattern_SupervisorTraceIsADAG(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	model := llmtest.New()
 	model.Default = offline.New()

@@ -54,6 +54,7 @@ func longJob(t *testing.T) *skills.Client {
 // chunk ends, naming the run, the step and the skill. A run that did not
 // ask to stream asks the skill for no progress and gets no such chunk.
 func TestStreaming_ToolProgressChunksOnTheReplyStream(t *testing.T) {
+	wholeRun(t)
 	run := func(t *testing.T, runID string, stream bool) []runclient.Chunk {
 		return exportRun(t, runID, stream, "", runclient.ChunkToolProgress)
 	}
@@ -109,6 +110,7 @@ func replyChunks(t *testing.T, env *handlerstest.Env, types ...string) []runclie
 // answer, with the run's secrets redacted; a run that did not ask gets
 // none.
 func TestStreaming_ThoughtsAndObservations(t *testing.T) {
+	wholeRun(t)
 	run := func(t *testing.T, runID string, stream bool) []runclient.Chunk {
 		return exportRun(t, runID, stream, "The report has to be exported first, with key whsec-0123456789.",
 			runclient.ChunkThought, runclient.ChunkObservation)

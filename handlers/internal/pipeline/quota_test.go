@@ -61,6 +61,7 @@ func quotaRun(t *testing.T, env *handlerstest.Env, runID, tenant, session string
 // and trace; another tenant is unaffected; the next day the tenant runs
 // again.
 func TestQuota_TenantDailyBudgetStopsRunsAcrossSessions(t *testing.T) {
+	wholeRun(t)
 	env, offset := quotaEnv(t)
 	ctx := handlerstest.Ctx(t)
 	// What one run spends, with no quota.
@@ -118,6 +119,7 @@ func TestQuota_TenantDailyBudgetStopsRunsAcrossSessions(t *testing.T) {
 // each refuse the draw that would pass them, naming themselves, and a
 // refused draw takes nothing from any quota or from the run's budget.
 func TestQuota_AgentSessionAndMonthlyQuotas(t *testing.T) {
+	wholeRun(t)
 	env, offset := quotaEnv(t)
 	ctx := handlerstest.Ctx(t)
 	policy := orch.BudgetPolicy{Quotas: &orch.Quotas{
@@ -211,6 +213,7 @@ func (m maxed) Complete(_ context.Context, req llm.Request) (llm.Response, error
 // max_tokens capped at what is left, and when it leaves not even the
 // input the call is not made.
 func TestQuota_ModelCallCappedAtWhatTheQuotaLeaves(t *testing.T) {
+	wholeRun(t)
 	env, _ := quotaEnv(t)
 	ctx := handlerstest.Ctx(t)
 	req := llm.NewRequest(llm.TaskSynthesize, llm.SynthInput{Task: strings.Repeat("rank the outlets by engagement ", 60)})

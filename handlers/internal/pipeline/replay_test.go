@@ -43,6 +43,7 @@ func gatesOf(t *testing.T, env *handlerstest.Env, runID string) runctl.ReplayCon
 // model or a skill, re-derives every message its decisions emitted with
 // the same verdict. A transcript with one step's result changed diverges.
 func TestReplay_ReDerivesTheVerdictsOf20RunsAndDetectsATamperedOne(t *testing.T) {
+	wholeRun(t)
 	var runs []recordedRun
 	env := handlerstest.NewEnv(t)
 	f := newFlow(t, env, env.Store)

@@ -27,6 +27,7 @@ const sessionRunsKey = handlerstest.Tenant + "." + handlerstest.Session
 // history; a run of another session is not held; a redelivered request
 // of a queued run stays where it is.
 func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	ctx := handlerstest.Ctx(t)
 	kv := sessionRunsBucket(t, env)
@@ -116,6 +117,7 @@ func TestSessionRuns_OneAtATimeInArrivalOrder(t *testing.T) {
 // end of a run that is not the session's (or a second end of one) starts
 // nothing new while another run is in flight.
 func TestSessionRuns_EndsWhileQueuedAndLostRequests(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	ctx := handlerstest.Ctx(t)
 	kv := sessionRunsBucket(t, env)
@@ -177,6 +179,7 @@ func TestSessionRuns_EndsWhileQueuedAndLostRequests(t *testing.T) {
 // tenant's caller gets 404); it ends USER_CANCEL when its turn comes,
 // without routing, and the session goes on.
 func TestSessionRuns_CancelAQueuedRun(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	ctx := handlerstest.Ctx(t)
 	kv := sessionRunsBucket(t, env)

@@ -88,6 +88,7 @@ func lastAudit(t *testing.T, env *handlerstest.Env, name string) event.Event {
 // outside the session's is refused: 409 session_agent_mismatch at the
 // ingress, VALIDATION_FAIL (detail.code) from NATS, without a model call.
 func TestSessions_NextRunContinuesWithTheCurrentAgent(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	chainAgents(t, env, "agent-a", "agent-b", "agent-c", "agent-d", "agent-e")
 	handlerstest.PutAgent(t, env, "agent-x", func(s *agents.AgentSpec) { s.MaxTurns = 0 })
@@ -168,6 +169,7 @@ func TestSessions_NextRunContinuesWithTheCurrentAgent(t *testing.T) {
 // leaving the handoff open. A completed session (max_turns, end) refuses
 // runs likewise: 409 session_completed, VALIDATION_FAIL.
 func TestSessions_HandedOffSessionIsTheHumans(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	handlerstest.PutAgent(t, env, "agent-a", func(s *agents.AgentSpec) { s.MaxTurns = 0 })
 	model := routedTo("research", router.PatternReact)
@@ -233,6 +235,7 @@ func TestSessions_HandedOffSessionIsTheHumans(t *testing.T) {
 // updated through the projector), new runs are refused, and a reply
 // resumes the session at once. Another tenant's session is 404.
 func TestSessions_OperatorHandoff(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	chainAgents(t, env, "agent-a", "agent-b")
 	handlerstest.PutAgent(t, env, "agent-x", func(s *agents.AgentSpec) { s.MaxTurns = 0 })
@@ -329,6 +332,7 @@ func TestSessions_OperatorHandoff(t *testing.T) {
 // newest first, by status and agent, with a limit; never another
 // tenant's; a bad filter is 400.
 func TestSessions_List(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i, s := range []store.Session{

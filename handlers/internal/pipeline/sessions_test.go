@@ -25,6 +25,7 @@ import (
 // it, and over 50 runs the history (and so the largest message of a run)
 // stays bounded, the older turns condensed into a summary.
 func TestSessionHistory(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	f := newFlow(t, env, env.Store)
 	ctx := handlerstest.Ctx(t)
@@ -117,6 +118,7 @@ func TestSessionHistory(t *testing.T) {
 // TestSessionAppendIsIdempotent: a redelivered end appends its exchange
 // once.
 func TestSessionAppendIsIdempotent(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	ctx := handlerstest.Ctx(t)
 	s := &runctl.Sessions{KV: env.Sessions}

@@ -17,6 +17,7 @@ import (
 // tenant's) into the run's context; the planner gets it and the
 // synthesiser answers as it.
 func TestSoulShapesTheRun(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnv(t)
 	f := newFlow(t, env, env.Store)
 	ctx := handlerstest.Ctx(t)

@@ -31,6 +31,7 @@ import (
 // trace's evidence of why the run stopped.
 
 func TestTerminalCodes(t *testing.T) {
+	wholeRun(t)
 	covered := map[string]bool{}
 	run := func(code string, body func(t *testing.T)) {
 		covered[code] = true

@@ -21,6 +21,7 @@ import (
 // plan, the two steps of the revised plan (skill call, model turns,
 // memory write, the subagent's finish), the synthesis and the end.
 func TestTrace_TheExactEventSequenceOfARunWithOneReplan(t *testing.T) {
+	wholeRun(t)
 	env := handlerstest.NewEnvWith(t, demo.Config{HangFirst: map[string]int{demo.SkillOutletList: 1}})
 	f := newFlow(t, env, env.Store)
 	f.exec.SkillTimeout = 300 * time.Millisecond
