@@ -72,6 +72,18 @@ as_node_user() {
 	fi
 }
 
+# close_inherited_fds closes every descriptor of this shell above stderr
+# (bash's own script descriptor, 255, aside).
+close_inherited_fds() {
+	local fd
+	for fd in /proc/$BASHPID/fd/*; do
+		fd="${fd##*/}"
+		if ((fd > 2 && fd != 255)); then
+			eval "exec $fd>&-" 2>/dev/null || true
+		fi
+	done
+}
+
 # own gives the node's user the folders the node writes to.
 own() {
 	if ((EUID == 0)); then
@@ -163,6 +175,10 @@ start() {
 	# the production bootstrap checks (vm.max_map_count and friends). No
 	# index is created implicitly: a write to a misspelled index fails
 	# instead of creating one with a dynamic mapping.
+	# The daemon must not keep what the caller had open (a `flock` on a lock
+	# file serialising test runs would be held for the node's life), so the
+	# start runs in a subshell that closes every descriptor above stderr.
+	(close_inherited_fds
 	OPENSEARCH_JAVA_HOME="$(java_home)" \
 		OPENSEARCH_JAVA_OPTS="-Xms$HEAP -Xmx$HEAP ${OPENSEARCH_EXTRA_JAVA_OPTS:-}" \
 		as_node_user "$HOME_DIR/bin/opensearch" -d -p "$PID_FILE" \
@@ -175,7 +191,7 @@ start() {
 		-Epath.logs="$LOG_DIR" \
 		-Eaction.auto_create_index=false \
 		-Ecluster.routing.allocation.disk.threshold_enabled=false \
-		>"$CACHE/stdout.log" 2>&1 \
+		>"$CACHE/stdout.log" 2>&1) \
 		|| { cat "$CACHE/stdout.log" >&2; fail_with_log "the node did not start"; }
 	# A single node cannot allocate replicas, so an index with replicas is
 	# yellow; agentbus creates its indices with 0 replicas, but accept yellow
