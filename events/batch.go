@@ -161,6 +161,35 @@ func unpackBatch(data []byte) ([]event.Event, error) {
 	return out, nil
 }
 
+type carrierKey struct{}
+
+// withCarrier is ctx for the handlers of a trail that rides in the header
+// of the message of subject with body data (none on a TrailSubject).
+func withCarrier(ctx context.Context, subject string, data []byte) context.Context {
+	if IsTrailSubject(subject) {
+		return ctx
+	}
+	return WithCarrier(ctx, data)
+}
+
+// WithCarrier returns ctx for the handlers of a trail carried by a
+// message whose body is data (see Carrier): what a worker reading trails
+// gives its handler, for a handler called directly.
+func WithCarrier(ctx context.Context, data []byte) context.Context {
+	return context.WithValue(ctx, carrierKey{}, data)
+}
+
+// Carrier returns the body of the message whose header carries the trail
+// the handler running with ctx was handed (HeaderTrail): the data of the
+// hop's first output on AGENT, so an audit event may refer to what that
+// output holds instead of repeating it. ok is false for a trail published
+// on its own (TrailSubject) and outside a worker reading trails. The
+// bytes are the message's: the caller must not change them.
+func Carrier(ctx context.Context) (data []byte, ok bool) {
+	data, ok = ctx.Value(carrierKey{}).([]byte)
+	return data, ok
+}
+
 type deferredKey struct{}
 
 // deferred are the waits the handlers of one message deferred (see

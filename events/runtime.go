@@ -355,6 +355,9 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, flights *flight
 	stop := flights.add(msg, ev)
 	d := &deferred{}
 	hctx := context.WithValue(ctx, deferredKey{}, d)
+	if w.cfg.Trails {
+		hctx = withCarrier(hctx, msg.Subject(), msg.Data())
+	}
 	if len(batch) == 1 {
 		outs, err = w.handler(hctx, ev)
 	} else {

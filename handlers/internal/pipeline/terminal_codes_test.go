@@ -471,7 +471,7 @@ func handlerOf(f *flow, typ string) func(context.Context, event.Event) ([]event.
 	switch typ {
 	case events.TypeRunRequested, events.TypePlanProposed, events.TypeGroupJoined, events.TypeStepJoined, events.TypeRunDeadline,
 		events.TypeApprovalDecided:
-		return f.router.Handle
+		return f.route
 	case events.TypePlanRequested:
 		return f.planner.Handle
 	case events.TypeStepRequested, events.TypeStepIterated:
@@ -480,7 +480,7 @@ func handlerOf(f *flow, typ string) func(context.Context, event.Event) ([]event.
 		return f.agg.Handle
 	}
 	if strings.HasPrefix(typ, events.TypeAuditPrefix) {
-		return f.proj.Handle
+		return f.project
 	}
 	return nil
 }
