@@ -34,6 +34,17 @@ type Meta struct {
 
 // New builds an event of type typ with id, meta and a JSON data payload.
 func New(id, typ string, meta Meta, data any) (event.Event, error) {
+	ev := newEvent(id, typ, meta)
+	b, err := json.Marshal(data)
+	if err != nil {
+		return ev, fmt.Errorf("events: encode data of %s: %w", typ, err)
+	}
+	setJSON(&ev, b)
+	return ev, nil
+}
+
+// newEvent builds an event of type typ with id and meta, and no data.
+func newEvent(id, typ string, meta Meta) event.Event {
 	ev := event.New()
 	ev.SetID(id)
 	ev.SetType(typ)
@@ -49,24 +60,37 @@ func New(id, typ string, meta Meta, data any) (event.Event, error) {
 	setExt(&ev, ExtTask, meta.Task)
 	setExt(&ev, ExtCorrelation, meta.Correlation)
 	setExt(&ev, ExtTraceParent, meta.TraceParent)
-	b, err := json.Marshal(data)
-	if err != nil {
-		return ev, fmt.Errorf("events: encode data of %s: %w", typ, err)
-	}
-	// Set directly rather than with SetData, whose JSON codec is
-	// encoding/json's: the data is about half of a hop's JSON work.
+	return ev
+}
+
+// setJSON sets data, JSON, as ev's data: directly rather than with
+// SetData, whose JSON codec is encoding/json's (the data is about half of
+// a hop's JSON work).
+func setJSON(ev *event.Event, data []byte) {
 	ev.SetDataContentType(event.ApplicationJSON)
-	ev.DataEncoded, ev.DataBase64 = b, false
-	return ev, nil
+	ev.DataEncoded, ev.DataBase64 = data, false
 }
 
 // Child builds an output of parent: its id is derived from the parent's id
 // and key, and it inherits the parent's tenant, session, run, correlation
 // and trace context.
 func Child(parent event.Event, key any, typ string, data any) (event.Event, error) {
+	return New(DeriveID(parent.ID(), key), typ, childMeta(parent), data)
+}
+
+// ChildJSON is Child with data that is JSON already, as json.Marshal
+// writes it (Audit.AppendJSON's): it is the event's data as it is.
+func ChildJSON(parent event.Event, key any, typ string, data []byte) event.Event {
+	ev := newEvent(DeriveID(parent.ID(), key), typ, childMeta(parent))
+	setJSON(&ev, data)
+	return ev
+}
+
+// childMeta is the meta of parent's outputs.
+func childMeta(parent event.Event) Meta {
 	m := MetaOf(parent)
 	m.SourceProcess = strings.TrimPrefix(parent.Source(), sourcePrefix)
-	return New(DeriveID(parent.ID(), key), typ, m, data)
+	return m
 }
 
 // MetaOf returns the agentbus extensions of ev.
