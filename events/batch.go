@@ -121,10 +121,16 @@ func Trail(header nats.Header, subject string, data []byte) ([]event.Event, erro
 // ContentTypeBatch), or the one of a binary-mode message (FromMsg). Any
 // failure wraps ErrDecode and is permanent.
 func FromMsgs(header nats.Header, data []byte) ([]event.Event, error) {
+	return fromMsgs(header, data, true)
+}
+
+// fromMsgs is FromMsgs; checkJSON as fromMsg's (a batch's data is always
+// checked, by the pass that unpacks it).
+func fromMsgs(header nats.Header, data []byte, checkJSON bool) ([]event.Event, error) {
 	if isBatch(header) {
 		return unpackBatch(data)
 	}
-	ev, err := FromMsg(header, data)
+	ev, err := fromMsg(header, data, checkJSON)
 	if err != nil {
 		return nil, err
 	}
