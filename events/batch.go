@@ -36,14 +36,14 @@ const HeaderTrail = "Agentbus-Trail"
 // encodeTrail encodes the audit events evs, all of one tenant, in the
 // CloudEvents JSON batch format, and derives the trail's id from the
 // events' ids, so a redelivered hop that emits them again is dropped as
-// a duplicate.
-func encodeTrail(evs []event.Event) (data []byte, id string, err error) {
+// a duplicate. data is buf's, valid until buf is written again.
+func encodeTrail(buf *bytes.Buffer, evs []event.Event) (data []byte, id string, err error) {
 	tenant := Ext(evs[0], ExtTenant)
-	var buf bytes.Buffer
+	buf.Reset()
 	ids := sha256.New()
 	buf.WriteByte('[')
 	for i, ev := range evs {
-		if err := ev.Validate(); err != nil {
+		if err := validate(ev); err != nil {
 			return nil, "", fmt.Errorf("events: invalid event: %w", err)
 		}
 		if Ext(ev, ExtTenant) != tenant {
@@ -54,7 +54,7 @@ func encodeTrail(evs []event.Event) (data []byte, id string, err error) {
 		}
 		// WriteJson writes the structured form directly; json.Marshal
 		// would then validate and compact it a second time.
-		if err := event.WriteJson(&ev, &buf); err != nil {
+		if err := event.WriteJson(&ev, buf); err != nil {
 			return nil, "", fmt.Errorf("events: encode %s: %w", ev.ID(), err)
 		}
 		ids.Write([]byte(ev.ID()))
@@ -77,30 +77,51 @@ func encodeTrail(evs []event.Event) (data []byte, id string, err error) {
 	return data, "trail-" + hex.EncodeToString(ids.Sum(nil)[:16]), nil
 }
 
+// trailBuffers are the buffers trails are encoded in, reused from hop to
+// hop: a trail is copied out of its buffer once, into its message.
+var trailBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxTrailBuffer bounds the buffers kept for reuse.
+const maxTrailBuffer = 256 << 10
+
+// withTrailBuffer calls fn with a buffer of the pool.
+func withTrailBuffer(fn func(buf *bytes.Buffer) error) error {
+	buf := trailBuffers.Get().(*bytes.Buffer)
+	err := fn(buf)
+	if buf.Cap() <= maxTrailBuffer {
+		trailBuffers.Put(buf)
+	}
+	return err
+}
+
 // packAudit returns one message holding the audit events evs, all of one
 // tenant, in the CloudEvents JSON batch format, on the tenant's
 // TrailSubject: the trail of a hop that has no output on AGENT to carry
 // it (AttachTrail).
 func packAudit(evs []event.Event) (*nats.Msg, error) {
-	data, id, err := encodeTrail(evs)
+	m := nats.NewMsg(TrailSubject(Ext(evs[0], ExtTenant)))
+	err := withTrailBuffer(func(buf *bytes.Buffer) error {
+		data, id, err := encodeTrail(buf, evs)
+		m.Header.Set(headerContentType, ContentTypeBatch)
+		m.Header.Set(nats.MsgIdHdr, id)
+		m.Data = bytes.Clone(data)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	m := nats.NewMsg(TrailSubject(Ext(evs[0], ExtTenant)))
-	m.Header.Set(headerContentType, ContentTypeBatch)
-	m.Header.Set(nats.MsgIdHdr, id)
-	m.Data = data
 	return m, nil
 }
 
 // attachTrail sets the audit events evs as m's trail (HeaderTrail).
 func attachTrail(m *nats.Msg, evs []event.Event) error {
-	data, _, err := encodeTrail(evs)
-	if err != nil {
+	return withTrailBuffer(func(buf *bytes.Buffer) error {
+		data, _, err := encodeTrail(buf, evs)
+		if err == nil {
+			m.Header.Set(HeaderTrail, string(data))
+		}
 		return err
-	}
-	m.Header.Set(HeaderTrail, string(data))
-	return nil
+	})
 }
 
 // Trail decodes the audit events a message of AGENT carries: the trail in
@@ -277,7 +298,7 @@ func (w *wireEvent) event() (event.Event, error) {
 			return ev, errors.New("data is not JSON")
 		}
 	}
-	if err := ev.Validate(); err != nil {
+	if err := validate(ev); err != nil {
 		return ev, err
 	}
 	return ev, nil

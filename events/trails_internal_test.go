@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -111,7 +112,7 @@ func TestUnpackBatchReadsWhatATrailHolds(t *testing.T) {
 	}
 	evs[1].SetSubject("step 1")
 	evs[2].SetExtension("custom", "x")
-	data, _, err := encodeTrail(evs)
+	data, _, err := encodeTrail(new(bytes.Buffer), evs)
 	if err != nil {
 		t.Fatal(err)
 	}
