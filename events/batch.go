@@ -5,11 +5,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/types"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go"
 )
@@ -30,14 +36,14 @@ const HeaderTrail = "Agentbus-Trail"
 // encodeTrail encodes the audit events evs, all of one tenant, in the
 // CloudEvents JSON batch format, and derives the trail's id from the
 // events' ids, so a redelivered hop that emits them again is dropped as
-// a duplicate.
-func encodeTrail(evs []event.Event) (data []byte, id string, err error) {
+// a duplicate. data is buf's, valid until buf is written again.
+func encodeTrail(buf *bytes.Buffer, evs []event.Event) (data []byte, id string, err error) {
 	tenant := Ext(evs[0], ExtTenant)
-	var buf bytes.Buffer
+	buf.Reset()
 	ids := sha256.New()
 	buf.WriteByte('[')
 	for i, ev := range evs {
-		if err := ev.Validate(); err != nil {
+		if err := validate(ev); err != nil {
 			return nil, "", fmt.Errorf("events: invalid event: %w", err)
 		}
 		if Ext(ev, ExtTenant) != tenant {
@@ -48,7 +54,7 @@ func encodeTrail(evs []event.Event) (data []byte, id string, err error) {
 		}
 		// WriteJson writes the structured form directly; json.Marshal
 		// would then validate and compact it a second time.
-		if err := event.WriteJson(&ev, &buf); err != nil {
+		if err := event.WriteJson(&ev, buf); err != nil {
 			return nil, "", fmt.Errorf("events: encode %s: %w", ev.ID(), err)
 		}
 		ids.Write([]byte(ev.ID()))
@@ -71,30 +77,51 @@ func encodeTrail(evs []event.Event) (data []byte, id string, err error) {
 	return data, "trail-" + hex.EncodeToString(ids.Sum(nil)[:16]), nil
 }
 
+// trailBuffers are the buffers trails are encoded in, reused from hop to
+// hop: a trail is copied out of its buffer once, into its message.
+var trailBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxTrailBuffer bounds the buffers kept for reuse.
+const maxTrailBuffer = 256 << 10
+
+// withTrailBuffer calls fn with a buffer of the pool.
+func withTrailBuffer(fn func(buf *bytes.Buffer) error) error {
+	buf := trailBuffers.Get().(*bytes.Buffer)
+	err := fn(buf)
+	if buf.Cap() <= maxTrailBuffer {
+		trailBuffers.Put(buf)
+	}
+	return err
+}
+
 // packAudit returns one message holding the audit events evs, all of one
 // tenant, in the CloudEvents JSON batch format, on the tenant's
 // TrailSubject: the trail of a hop that has no output on AGENT to carry
 // it (AttachTrail).
 func packAudit(evs []event.Event) (*nats.Msg, error) {
-	data, id, err := encodeTrail(evs)
+	m := nats.NewMsg(TrailSubject(Ext(evs[0], ExtTenant)))
+	err := withTrailBuffer(func(buf *bytes.Buffer) error {
+		data, id, err := encodeTrail(buf, evs)
+		m.Header.Set(headerContentType, ContentTypeBatch)
+		m.Header.Set(nats.MsgIdHdr, id)
+		m.Data = bytes.Clone(data)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	m := nats.NewMsg(TrailSubject(Ext(evs[0], ExtTenant)))
-	m.Header.Set(headerContentType, ContentTypeBatch)
-	m.Header.Set(nats.MsgIdHdr, id)
-	m.Data = data
 	return m, nil
 }
 
 // attachTrail sets the audit events evs as m's trail (HeaderTrail).
 func attachTrail(m *nats.Msg, evs []event.Event) error {
-	data, _, err := encodeTrail(evs)
-	if err != nil {
+	return withTrailBuffer(func(buf *bytes.Buffer) error {
+		data, _, err := encodeTrail(buf, evs)
+		if err == nil {
+			m.Header.Set(HeaderTrail, string(data))
+		}
 		return err
-	}
-	m.Header.Set(HeaderTrail, string(data))
-	return nil
+	})
 }
 
 // Trail decodes the audit events a message of AGENT carries: the trail in
@@ -115,10 +142,16 @@ func Trail(header nats.Header, subject string, data []byte) ([]event.Event, erro
 // ContentTypeBatch), or the one of a binary-mode message (FromMsg). Any
 // failure wraps ErrDecode and is permanent.
 func FromMsgs(header nats.Header, data []byte) ([]event.Event, error) {
+	return fromMsgs(header, data, true)
+}
+
+// fromMsgs is FromMsgs; checkJSON as fromMsg's (a batch's data is always
+// checked, by the pass that unpacks it).
+func fromMsgs(header nats.Header, data []byte, checkJSON bool) ([]event.Event, error) {
 	if isBatch(header) {
 		return unpackBatch(data)
 	}
-	ev, err := FromMsg(header, data)
+	ev, err := fromMsg(header, data, checkJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -130,35 +163,174 @@ func isBatch(header nats.Header) bool {
 	return strings.EqualFold(header.Get(headerContentType), ContentTypeBatch)
 }
 
+// batchOptions read a batch as encoding/json reads JSON: invalid UTF-8
+// and duplicate names are accepted, as FromMsg accepts them in one
+// event's data.
+var batchOptions = jsonv2.JoinOptions(jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+
 // unpackBatch decodes the events of a batch message, each checked as
-// FromMsg checks one. Any failure wraps ErrDecode and is permanent.
+// FromMsg checks one, in one pass over the batch (the data of each event
+// is checked as JSON by that pass). Any failure wraps ErrDecode and is
+// permanent.
 func unpackBatch(data []byte) ([]event.Event, error) {
-	var raw []json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
+	var wire []wireEvent
+	if err := jsonv2.Unmarshal(data, &wire, batchOptions); err != nil {
 		return nil, Permanent(fmt.Errorf("%w: batch: %v", ErrDecode, err))
 	}
-	if len(raw) == 0 {
+	if len(wire) == 0 {
 		return nil, Permanent(fmt.Errorf("%w: empty batch", ErrDecode))
 	}
-	out := make([]event.Event, len(raw))
-	for i, r := range raw {
-		ev := event.New()
-		// The batch is valid JSON already: decode each event directly.
-		if err := ev.UnmarshalJSON(r); err != nil {
+	out := make([]event.Event, len(wire))
+	for i := range wire {
+		ev, err := wire[i].event()
+		if err != nil {
 			return nil, Permanent(fmt.Errorf("%w: batch event %d: %v", ErrDecode, i, err))
-		}
-		if ev.SpecVersion() != event.CloudEventsVersionV1 {
-			return nil, Permanent(fmt.Errorf("%w: batch event %d: specversion %q", ErrDecode, i, ev.SpecVersion()))
-		}
-		if err := ev.Validate(); err != nil {
-			return nil, Permanent(fmt.Errorf("%w: batch event %d: %v", ErrDecode, i, err))
-		}
-		if ct := ev.DataContentType(); (ct == "" || ct == event.ApplicationJSON) && !json.Valid(ev.Data()) {
-			return nil, Permanent(fmt.Errorf("%w: batch event %d: data is not JSON", ErrDecode, i))
 		}
 		out[i] = ev
 	}
 	return out, nil
+}
+
+// wireEvent is one event of a batch: a CloudEvent in the structured JSON
+// format, its extensions being the members the format does not name.
+type wireEvent struct {
+	SpecVersion     string         `json:"specversion"`
+	ID              string         `json:"id"`
+	Source          string         `json:"source"`
+	Type            string         `json:"type"`
+	Subject         *string        `json:"subject"`
+	Time            string         `json:"time"`
+	DataContentType *string        `json:"datacontenttype"`
+	DataSchema      *string        `json:"dataschema"`
+	Data            jsontext.Value `json:"data"`
+	DataBase64      []byte         `json:"data_base64"` // decoded from base64
+	// The extensions agentbus sets, then any other.
+	Tenant      string         `json:"tenantid"`
+	Session     string         `json:"sessionid"`
+	Run         string         `json:"runid"`
+	Task        string         `json:"taskid"`
+	Correlation string         `json:"correlationid"`
+	TraceParent string         `json:"traceparent"`
+	Extensions  map[string]any `json:",embed"`
+}
+
+// extensions sets the extensions of w on ec.
+func (w *wireEvent) extensions(ec *event.EventContextV1) error {
+	known := [...]struct{ name, value string }{{ExtTenant, w.Tenant}, {ExtSession, w.Session}, {ExtRun, w.Run},
+		{ExtTask, w.Task}, {ExtCorrelation, w.Correlation}, {ExtTraceParent, w.TraceParent}}
+	ec.Extensions = make(map[string]any, len(known)+len(w.Extensions))
+	for _, x := range known {
+		if x.value != "" {
+			ec.Extensions[x.name] = x.value // a string is a valid value of any extension
+		}
+	}
+	for name, v := range w.Extensions {
+		if err := ec.SetExtension(name, v); err != nil {
+			return err
+		}
+	}
+	if len(ec.Extensions) == 0 {
+		ec.Extensions = nil
+	}
+	return nil
+}
+
+// sources are the event sources parsed so far: a handful, one per role;
+// at most maxSources are kept.
+var (
+	sources  sync.Map // string → types.URIRef
+	nSources atomic.Int32
+)
+
+const maxSources = 256
+
+// sourceRef is the URI reference of an event's source. ok is false when
+// it does not parse.
+func sourceRef(s string) (types.URIRef, bool) {
+	if ref, ok := sources.Load(s); ok {
+		return ref.(types.URIRef), true
+	}
+	ref := types.ParseURIRef(s)
+	if ref == nil {
+		return types.URIRef{}, false
+	}
+	if nSources.Add(1) <= maxSources {
+		sources.Store(s, *ref)
+	}
+	return *ref, true
+}
+
+// event is w as an event, checked as FromMsg checks one.
+func (w *wireEvent) event() (event.Event, error) {
+	if w.SpecVersion != event.CloudEventsVersionV1 {
+		return event.Event{}, fmt.Errorf("specversion %q", w.SpecVersion)
+	}
+	ec := &event.EventContextV1{ID: w.ID, Type: w.Type, DataContentType: w.DataContentType}
+	if w.Source != "" {
+		src, ok := sourceRef(w.Source)
+		if !ok {
+			return event.Event{}, fmt.Errorf("source %q", w.Source)
+		}
+		ec.Source = src
+	}
+	if w.Subject != nil && *w.Subject != "" {
+		ec.Subject = w.Subject
+	}
+	if w.DataSchema != nil && *w.DataSchema != "" {
+		if ec.DataSchema = types.ParseURI(*w.DataSchema); ec.DataSchema == nil {
+			return event.Event{}, fmt.Errorf("dataschema %q", *w.DataSchema)
+		}
+	}
+	if w.Time != "" {
+		t, err := time.Parse(time.RFC3339Nano, w.Time)
+		if err != nil {
+			return event.Event{}, fmt.Errorf("time %q", w.Time)
+		}
+		ec.Time = &types.Timestamp{Time: t}
+	}
+	if err := w.extensions(ec); err != nil {
+		return event.Event{}, err
+	}
+	ev := event.Event{Context: ec, DataEncoded: w.Data}
+	if w.DataBase64 != nil {
+		ev.DataEncoded, ev.DataBase64 = w.DataBase64, true
+		if ct := ev.DataContentType(); (ct == "" || ct == event.ApplicationJSON) && !json.Valid(ev.DataEncoded) {
+			return ev, errors.New("data is not JSON")
+		}
+	}
+	if err := validate(ev); err != nil {
+		return ev, err
+	}
+	return ev, nil
+}
+
+type carrierKey struct{}
+
+// withCarrier is ctx for the handlers of a trail that rides in the header
+// of the message of subject with body data (none on a TrailSubject).
+func withCarrier(ctx context.Context, subject string, data []byte) context.Context {
+	if IsTrailSubject(subject) {
+		return ctx
+	}
+	return WithCarrier(ctx, data)
+}
+
+// WithCarrier returns ctx for the handlers of a trail carried by a
+// message whose body is data (see Carrier): what a worker reading trails
+// gives its handler, for a handler called directly.
+func WithCarrier(ctx context.Context, data []byte) context.Context {
+	return context.WithValue(ctx, carrierKey{}, data)
+}
+
+// Carrier returns the body of the message whose header carries the trail
+// the handler running with ctx was handed (HeaderTrail): the data of the
+// hop's first output on AGENT, so an audit event may refer to what that
+// output holds instead of repeating it. ok is false for a trail published
+// on its own (TrailSubject) and outside a worker reading trails. The
+// bytes are the message's: the caller must not change them.
+func Carrier(ctx context.Context) (data []byte, ok bool) {
+	data, ok = ctx.Value(carrierKey{}).([]byte)
+	return data, ok
 }
 
 type deferredKey struct{}

@@ -34,6 +34,17 @@ type Meta struct {
 
 // New builds an event of type typ with id, meta and a JSON data payload.
 func New(id, typ string, meta Meta, data any) (event.Event, error) {
+	ev := newEvent(id, typ, meta)
+	b, err := json.Marshal(data)
+	if err != nil {
+		return ev, fmt.Errorf("events: encode data of %s: %w", typ, err)
+	}
+	setJSON(&ev, b)
+	return ev, nil
+}
+
+// newEvent builds an event of type typ with id and meta, and no data.
+func newEvent(id, typ string, meta Meta) event.Event {
 	ev := event.New()
 	ev.SetID(id)
 	ev.SetType(typ)
@@ -49,24 +60,37 @@ func New(id, typ string, meta Meta, data any) (event.Event, error) {
 	setExt(&ev, ExtTask, meta.Task)
 	setExt(&ev, ExtCorrelation, meta.Correlation)
 	setExt(&ev, ExtTraceParent, meta.TraceParent)
-	b, err := json.Marshal(data)
-	if err != nil {
-		return ev, fmt.Errorf("events: encode data of %s: %w", typ, err)
-	}
-	// Set directly rather than with SetData, whose JSON codec is
-	// encoding/json's: the data is about half of a hop's JSON work.
+	return ev
+}
+
+// setJSON sets data, JSON, as ev's data: directly rather than with
+// SetData, whose JSON codec is encoding/json's (the data is about half of
+// a hop's JSON work).
+func setJSON(ev *event.Event, data []byte) {
 	ev.SetDataContentType(event.ApplicationJSON)
-	ev.DataEncoded, ev.DataBase64 = b, false
-	return ev, nil
+	ev.DataEncoded, ev.DataBase64 = data, false
 }
 
 // Child builds an output of parent: its id is derived from the parent's id
 // and key, and it inherits the parent's tenant, session, run, correlation
 // and trace context.
 func Child(parent event.Event, key any, typ string, data any) (event.Event, error) {
+	return New(DeriveID(parent.ID(), key), typ, childMeta(parent), data)
+}
+
+// ChildJSON is Child with data that is JSON already, as json.Marshal
+// writes it (Audit.AppendJSON's): it is the event's data as it is.
+func ChildJSON(parent event.Event, key any, typ string, data []byte) event.Event {
+	ev := newEvent(DeriveID(parent.ID(), key), typ, childMeta(parent))
+	setJSON(&ev, data)
+	return ev
+}
+
+// childMeta is the meta of parent's outputs.
+func childMeta(parent event.Event) Meta {
 	m := MetaOf(parent)
 	m.SourceProcess = strings.TrimPrefix(parent.Source(), sourcePrefix)
-	return New(DeriveID(parent.ID(), key), typ, m, data)
+	return m
 }
 
 // MetaOf returns the agentbus extensions of ev.
@@ -121,7 +145,7 @@ const (
 // subject is derived from the type and tenant, and Nats-Msg-Id is the event
 // id so JetStream drops re-emissions.
 func ToMsg(ev event.Event) (*nats.Msg, error) {
-	if err := ev.Validate(); err != nil {
+	if err := validate(ev); err != nil {
 		return nil, fmt.Errorf("events: invalid event: %w", err)
 	}
 	subject, err := subjectOf(ev)
@@ -144,9 +168,14 @@ func ToMsg(ev event.Event) (*nats.Msg, error) {
 		h.Set(headerContentType, ct)
 	}
 	for name, v := range ev.Extensions() {
-		if name != ExtDeliverAt {
-			h.Set(headerPrefix+name, fmt.Sprint(v))
+		if name == ExtDeliverAt {
+			continue
 		}
+		s, ok := v.(string)
+		if !ok {
+			s = fmt.Sprint(v)
+		}
+		h.Set(headerPrefix+name, s)
 	}
 	h.Set(nats.MsgIdHdr, ev.ID())
 	m.Data = ev.Data()
@@ -156,6 +185,22 @@ func ToMsg(ev event.Event) (*nats.Msg, error) {
 		}
 	}
 	return m, nil
+}
+
+// validate is ev.Validate, which checks the attributes of ev, with the
+// same verdict; an event of the shape agentbus builds (CloudEvents 1.0,
+// JSON data or none, no subject or data schema) is checked without the
+// allocations of Validate (its error map, the source's URI written out,
+// the media type parsed), since every event is checked on each publish
+// and each decode.
+func validate(ev event.Event) error {
+	ec, ok := ev.Context.(*event.EventContextV1)
+	if ok && len(ev.FieldErrors) == 0 && ec.Subject == nil && ec.DataSchema == nil &&
+		(ec.DataContentType == nil || *ec.DataContentType == event.ApplicationJSON) &&
+		strings.TrimSpace(ec.ID) != "" && strings.TrimSpace(ec.Type) != "" && strings.TrimSpace(ec.Source.Path) != "" {
+		return nil // what Validate would check, and find, of this shape
+	}
+	return ev.Validate()
 }
 
 // schedule turns m into a scheduled message: it waits on its schedule
@@ -191,6 +236,12 @@ func subjectOf(ev event.Event) (string, error) {
 // FromMsg decodes a binary-mode CloudEvents NATS message. Any failure wraps
 // ErrDecode and is permanent.
 func FromMsg(header nats.Header, data []byte) (event.Event, error) {
+	return fromMsg(header, data, true)
+}
+
+// fromMsg is FromMsg; with checkJSON false, JSON data is not checked to be
+// JSON: the caller decodes it strictly, which checks it in the same pass.
+func fromMsg(header nats.Header, data []byte, checkJSON bool) (event.Event, error) {
 	ev := event.New()
 	lower := make(map[string]string, len(header))
 	for name, vals := range header {
@@ -228,10 +279,10 @@ func FromMsg(header nats.Header, data []byte) (event.Event, error) {
 	}
 	ev.SetDataContentType(ct)
 	ev.DataEncoded = data
-	if err := ev.Validate(); err != nil {
+	if err := validate(ev); err != nil {
 		return ev, Permanent(fmt.Errorf("%w: %v", ErrDecode, err))
 	}
-	if ct == event.ApplicationJSON && !json.Valid(data) {
+	if checkJSON && ct == event.ApplicationJSON && !json.Valid(data) {
 		return ev, Permanent(fmt.Errorf("%w: data is not JSON", ErrDecode))
 	}
 	return ev, nil

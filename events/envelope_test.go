@@ -516,3 +516,44 @@ func TestErrors(t *testing.T) {
 		t.Fatal("IsPermanent of a plain error")
 	}
 }
+
+// TestAuditAppendJSONIsItsEncoding: an audit event's data built around
+// its payload decodes to the same lineage and payload as json.Marshal's
+// encoding of it, and ChildJSON carries it as Child carries data.
+func TestAuditAppendJSONIsItsEncoding(t *testing.T) {
+	for _, a := range []events.Audit{
+		{},
+		{PlanID: "plan-1"},
+		{Payload: json.RawMessage(`{"n":1}`)},
+		{PlanID: "plan-1", TaskID: "task-\"q\"", UserID: "u <&> é \u2028", SkillID: "s\\1", ScriptHash: "h\n", Payload: json.RawMessage(`[1,{"a":"b"}]`)},
+	} {
+		got := a.AppendJSON(nil)
+		want, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g, w events.Audit
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatalf("%+v: %s does not decode: %v", a, got, err)
+		}
+		if err := json.Unmarshal(want, &w); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("%s decodes as %+v, json.Marshal's %s as %+v", got, g, want, w)
+		}
+		parent, err := events.New("in-1", events.TypeStepRequested, fullMeta, map[string]int{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		viaJSON := events.ChildJSON(parent, "k", events.AuditType("x.y"), got)
+		viaData, err := events.Child(parent, "k", events.AuditType("x.y"), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if viaJSON.ID() != viaData.ID() || events.MetaOf(viaJSON) != events.MetaOf(viaData) || viaJSON.Source() != viaData.Source() ||
+			viaJSON.DataContentType() != viaData.DataContentType() || string(viaJSON.Data()) != string(got) {
+			t.Errorf("ChildJSON %v, Child %v", viaJSON, viaData)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 
+	"github.com/go-json-experiment/json/jsontext"
 	json "github.com/go-json-experiment/json/v1"
 )
 
@@ -45,4 +46,29 @@ func (d DeadLetter) Validate() error {
 		return errors.New("subject: is required")
 	}
 	return nil
+}
+
+// AppendJSON appends the JSON of a, as json.Marshal encodes it, to dst.
+// The payload, JSON already (json.Marshal's output), is appended as it is
+// rather than checked and copied again.
+func (a Audit) AppendJSON(dst []byte) []byte {
+	dst = append(dst, '{')
+	for _, f := range [...]struct{ name, value string }{{"plan_id", a.PlanID}, {"task_id", a.TaskID}, {"user_id", a.UserID},
+		{"skill_id", a.SkillID}, {"script_hash", a.ScriptHash}} {
+		if f.value == "" {
+			continue
+		}
+		if len(dst) > 1 {
+			dst = append(dst, ',')
+		}
+		dst = append(append(append(dst, '"'), f.name...), '"', ':')
+		dst, _ = jsontext.AppendQuote(dst, f.value)
+	}
+	if len(a.Payload) > 0 {
+		if len(dst) > 1 {
+			dst = append(dst, ',')
+		}
+		dst = append(append(dst, `"payload":`...), a.Payload...)
+	}
+	return append(dst, '}')
 }

@@ -77,7 +77,7 @@ func (p *Publisher) PublishAll(ctx context.Context, outs []event.Event) error {
 		if err != nil {
 			return Permanent(err)
 		}
-		if carrier == nil && StreamOfSubject(m.Subject) == StreamAgent && Ext(out, ExtDeliverAt) == "" {
+		if carrier == nil && carries(out, m.Subject) {
 			carrier = m
 		}
 		add(m)
@@ -113,6 +113,29 @@ func (p *Publisher) PublishAll(ctx context.Context, outs []event.Event) error {
 	errs[len(streams)] = p.pipeline(ctx, piped)
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// carries reports whether out, an output that is not an audit event,
+// published on subject, can carry its hop's trail: it goes to AGENT and
+// is not scheduled.
+func carries(out event.Event, subject string) bool {
+	return StreamOfSubject(subject) == StreamAgent && Ext(out, ExtDeliverAt) == ""
+}
+
+// CarrierOf returns the output of a hop's outputs outs that PublishAll
+// makes carry the hop's audit trail (HeaderTrail): the first that is not
+// an audit event, goes to AGENT and is not scheduled. ok is false when
+// none can, and the trail is published on its own (TrailSubject).
+func CarrierOf(outs []event.Event) (carrier event.Event, ok bool) {
+	for _, out := range outs {
+		if IsAuditType(out.Type()) {
+			continue
+		}
+		if subject, err := subjectOf(out); err == nil && carries(out, subject) {
+			return out, true
+		}
+	}
+	return carrier, false
 }
 
 // batches reports whether stream takes atomic batches cheaply.

@@ -64,6 +64,13 @@ type WorkerConfig struct {
 	// Consumer.Single: the worker reads it in batches and acknowledges
 	// them cumulatively.
 	Trails bool
+	// RoutesDecode declares that the handler dispatches every event to a
+	// route that decodes its data strictly (On), which rejects data that
+	// is not JSON as the worker would: the worker then leaves that check
+	// to the decode, and a hop reads its input's data once, not twice.
+	// A route's handler still never sees data that does not decode.
+	// Without it, the worker checks the data before the handler sees it.
+	RoutesDecode bool
 	// Linger is how long a trail reader gathers a batch after its first
 	// message; default TrailLinger.
 	Linger time.Duration
@@ -330,7 +337,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, flights *flight
 	if w.cfg.Trails {
 		batch, err = Trail(msg.Headers(), msg.Subject(), msg.Data())
 	} else {
-		batch, err = FromMsgs(msg.Headers(), msg.Data())
+		batch, err = fromMsgs(msg.Headers(), msg.Data(), !w.cfg.RoutesDecode)
 	}
 	if err != nil {
 		outcome = w.deadLetter(ctx, msg, md, nil, err)
@@ -355,6 +362,9 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, flights *flight
 	stop := flights.add(msg, ev)
 	d := &deferred{}
 	hctx := context.WithValue(ctx, deferredKey{}, d)
+	if w.cfg.Trails {
+		hctx = withCarrier(hctx, msg.Subject(), msg.Data())
+	}
 	if len(batch) == 1 {
 		outs, err = w.handler(hctx, ev)
 	} else {

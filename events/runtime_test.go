@@ -192,29 +192,44 @@ func TestWorkerDeadLettersPoison(t *testing.T) {
 	}
 }
 
+// TestWorkerDeadLettersInvalidJSONData: data that is not JSON is
+// dead-lettered on its first delivery and no handler sees it, whether the
+// worker checks it (a handler of its own) or leaves it to the strict
+// decode of the routes its handler dispatches to (RoutesDecode).
 func TestWorkerDeadLettersInvalidJSONData(t *testing.T) {
 	t.Parallel()
-	_, _, js := eventstest.Bootstrap(t, testTopology())
-	var calls counter
-	startWorker(t, js, roleExecutor, twoResults(&calls), events.WorkerConfig{})
+	for _, routesDecode := range []bool{false, true} {
+		t.Run(fmt.Sprintf("routes decode %v", routesDecode), func(t *testing.T) {
+			t.Parallel()
+			_, _, js := eventstest.Bootstrap(t, testTopology())
+			var calls counter
+			h := twoResults(&calls)
+			if routesDecode {
+				h = events.Dispatch(roleExecutor, events.On(events.TypeStepRequested, func(ctx context.Context, ev event.Event, _ stepMsg) ([]event.Event, error) {
+					return twoResults(&calls)(ctx, ev)
+				}))
+			}
+			startWorker(t, js, roleExecutor, h, events.WorkerConfig{RoutesDecode: routesDecode})
 
-	m, err := events.ToMsg(stepRequest(t, "acme", "run-7", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Data = []byte(`{"step":`)
-	if _, err := js.PublishMsg(testCtx(t), m); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, waitLong, "a dead letter", func() bool {
-		return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, roleExecutor)
-	})
-	_, dls := deadLetters(t, js, "acme")
-	if !strings.Contains(dls[0].Reason, "decode") || dls[0].RunID != "run-7" || string(dls[0].Original) != `{"step":` {
-		t.Fatalf("dead letter %+v", dls[0])
-	}
-	if calls.get() != 0 {
-		t.Fatal("handler saw an undecodable event")
+			m, err := events.ToMsg(stepRequest(t, "acme", "run-7", 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Data = []byte(`{"step":`)
+			if _, err := js.PublishMsg(testCtx(t), m); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, waitLong, "a dead letter", func() bool {
+				return subjectCount(t, js, events.StreamAgent, "agent.dead.acme") == 1 && settled(t, js, roleExecutor)
+			})
+			_, dls := deadLetters(t, js, "acme")
+			if !strings.Contains(dls[0].Reason, "decode") || dls[0].RunID != "run-7" || string(dls[0].Original) != `{"step":` {
+				t.Fatalf("dead letter %+v", dls[0])
+			}
+			if calls.get() != 0 {
+				t.Fatal("handler saw an undecodable event")
+			}
+		})
 	}
 }
 

@@ -190,7 +190,8 @@ func (w *Worker) processTrails(ctx context.Context, items []*trailMsg, floor *ac
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			it.outs, it.err = w.handleBatch(context.WithValue(ctx, deferredKey{}, it.d), it.evs)
+			hctx := withCarrier(context.WithValue(ctx, deferredKey{}, it.d), it.msg.Subject(), it.msg.Data())
+			it.outs, it.err = w.handleBatch(hctx, it.evs)
 		})
 	}
 	wg.Wait()

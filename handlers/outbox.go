@@ -56,11 +56,8 @@ func (a *Outbox) Audit(name string, lineage events.Audit, payload any) {
 		a.named = map[string]int{}
 	}
 	a.named[name]++
-	ev, err := events.Child(a.In, "audit/"+name+"/"+strconv.Itoa(a.named[name]), events.AuditType(name), lineage)
-	if err != nil {
-		a.err = err
-		return
-	}
+	// The payload is encoded once: the event's data is built around it.
+	ev := events.ChildJSON(a.In, "audit/"+name+"/"+strconv.Itoa(a.named[name]), events.AuditType(name), lineage.AppendJSON(nil))
 	if lineage.TaskID != "" {
 		events.SetExt(&ev, events.ExtTask, lineage.TaskID)
 	}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
@@ -58,19 +60,47 @@ func returnSpecJSON(rs orch.ReturnSpec) json.RawMessage {
 	return b
 }
 
-// AuditPlanProjected names the audit event that carries a run's plan
-// projection after a router hop.
+// AuditPlanProjected names the audit event that gives a run's plan
+// projection after a router hop: the hop's state, at its seq.
 const AuditPlanProjected = "plan.projected"
 
 // AuditPlanPersisted is the trace's record (seed 000 §10, Layer 1) that a
 // plan's projection was taken to the store with a new status: the
-// plan.projected of the same hop carries it.
+// plan.projected of the same hop gives it.
 const AuditPlanPersisted = "plan.persisted"
 
-// PlanProjected is the payload of a plan.projected audit event.
+// PlanProjected is the payload of a plan.projected audit event: the plan
+// projection of a run at Version (its seq). Plan is the snapshot; absent,
+// the projection is that of the run state the event's carrier holds (the
+// hop's first output on AGENT, a plan.requested or step.requested whose
+// "run" is the hop's state; ProjectionOf), which the trail then need not
+// repeat.
 type PlanProjected struct {
-	Version int64      `json:"version"`
-	Plan    store.Plan `json:"plan"`
+	Version int64       `json:"version"`
+	Plan    *store.Plan `json:"plan,omitempty"`
+}
+
+// carriedRun is what a plan projection needs of the run state a message
+// carries (orch.RunState's members of the same names); the rest of the
+// state is skipped.
+type carriedRun struct {
+	Run struct {
+		Request orch.RunRequest `json:"request"`
+		Plan    orch.Plan       `json:"plan"`
+		Seq     int64           `json:"seq"`
+		Usage   llm.Usage       `json:"usage,omitzero"`
+	} `json:"run"`
+}
+
+// ProjectionOf is the plan projection of the run state that the
+// orchestration message data carries (its "run"), with the state's seq.
+func ProjectionOf(data []byte) (store.Plan, int64, error) {
+	var c carriedRun
+	if err := json.Unmarshal(data, &c); err != nil {
+		return store.Plan{}, 0, fmt.Errorf("%w: run state: %v", events.ErrDecode, err)
+	}
+	r := c.Run
+	return Projection(orch.State{Request: r.Request, Plan: r.Plan, Seq: r.Seq, Usage: r.Usage}), r.Seq, nil
 }
 
 // AlertEvaluate is the data of alert.evaluate: evaluate the tenant's

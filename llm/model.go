@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/fault"
@@ -133,10 +134,20 @@ func EstimateInputTokens(req Request) int {
 	for _, t := range req.Tools {
 		in += len(t.Name) + len(t.Description) + len(t.Parameters)
 	}
-	if b, err := json.Marshal(req.Input); err == nil {
-		in += len(b)
+	// The input's encoding is counted as it is written, not kept.
+	var n byteCount
+	if err := jsonv2.MarshalWrite(&n, req.Input, json.DefaultOptionsV1()); err == nil {
+		in += int(n)
 	}
 	return in/4 + 1
+}
+
+// byteCount is an io.Writer that counts what is written to it.
+type byteCount int
+
+func (n *byteCount) Write(p []byte) (int, error) {
+	*n += byteCount(len(p))
+	return len(p), nil
 }
 
 // Response is the model's answer. Providers report token counts and the

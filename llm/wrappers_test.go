@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	json "github.com/go-json-experiment/json/v1"
+
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
 )
@@ -141,5 +143,23 @@ func TestConversationRendersInputAndSchema(t *testing.T) {
 	}
 	if _, err := llm.Conversation(llm.Request{Input: func() {}}); !errors.Is(err, llm.ErrBadInput) {
 		t.Errorf("an input that cannot be rendered: err = %v", err)
+	}
+}
+
+// TestEstimateInputTokensCountsFourBytesAToken: the estimate a budget
+// reserves is the request's system prompt, messages, tool calls, tools
+// and its typed input as json.Marshal encodes it, at four bytes a token.
+func TestEstimateInputTokensCountsFourBytesAToken(t *testing.T) {
+	in := llm.RouteInput{Task: "rank <outlets> & \"engagement\"", TaskTypes: []llm.TaskType{{Name: "analysis", Description: "é"}}}
+	encoded, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := llm.Request{System: "system", Input: in,
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: "hello", ToolCalls: []llm.ToolCall{{Name: "call", Arguments: json.RawMessage(`{"a":1}`)}}}},
+		Tools:    []llm.Tool{{Name: "tool", Description: "does", Parameters: json.RawMessage(`{"type":"object"}`)}}}
+	want := (len("system") + len("hello") + len("call") + len(`{"a":1}`) + len("tool") + len("does") + len(`{"type":"object"}`) + len(encoded)) / 4
+	if got := llm.EstimateInputTokens(req); got != want+1 {
+		t.Errorf("estimate %d tokens, want %d", got, want+1)
 	}
 }

@@ -36,6 +36,7 @@ func twoSteps() []Step {
 // deadline (sent with its first decision).
 func only[T any](t *testing.T, d Decision) T {
 	t.Helper()
+	emitsItsState(t, d)
 	var emits []Emit
 	for _, e := range d.Emits {
 		if _, ok := e.Data.(RunDeadline); !ok {

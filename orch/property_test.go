@@ -3,6 +3,7 @@ package orch
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -53,6 +54,7 @@ func (s *sim) store(parent, key string, data any) {
 // decision keeps.
 func (s *sim) decide(m msg, state State, in Input) {
 	d := Decide(state, in)
+	emitsItsState(s.t, d)
 	if d.Synthesise != nil {
 		next := Decide(d.State, Synthesised{Answer: "answer", At: s.now()})
 		next.Emits = append(d.Emits, next.Emits...)
@@ -92,6 +94,30 @@ func (s *sim) decide(m msg, state State, in Input) {
 		}
 		s.stored[id] = true
 		s.pending = append(s.pending, msg{id: id, data: e.Data})
+	}
+}
+
+// emitsItsState fails t unless every run state d emits is d's own state:
+// the router lets the message that carries its hop's trail stand for the
+// plan projection of the hop (handlers.PlanProjected), so a message must
+// never carry a state the decision went on to change.
+func emitsItsState(t *testing.T, d Decision) {
+	t.Helper()
+	for _, e := range d.Emits {
+		var run RunState
+		switch v := e.Data.(type) {
+		case PlanRequest:
+			run = v.Run
+		case StepRequest:
+			run = v.Run
+		case GroupDeadline:
+			run = v.Run
+		default:
+			continue
+		}
+		if !reflect.DeepEqual(run, d.State) {
+			t.Fatalf("%s (%T) carries the state at seq %d, the decision's is at seq %d and differs", e.Key, e.Data, run.Seq, d.State.Seq)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -72,13 +73,23 @@ func ProjectorFlushOn(ev event.Event) bool {
 }
 
 // projection is one event waiting to be written: an audit document or a
-// plan snapshot. done receives its outcome; lead is closed when it is its
-// handler's turn to write the pending batch.
+// plan projection. done receives its outcome; lead is closed when it is
+// its handler's turn to write the pending batch.
 type projection struct {
 	doc  *store.Event
-	plan *handlers.PlanProjected
+	plan *planAt
 	done chan error
 	lead chan struct{}
+}
+
+// planAt is a plan projection at a version: its snapshot, or the run
+// state its event's carrier holds, decoded only if it is the newest of
+// its plan in the batch written.
+type planAt struct {
+	id, tenant string
+	version    int64
+	snapshot   *store.Plan
+	carrier    []byte
 }
 
 // Routes are the events the projector consumes: every audit event.
@@ -103,11 +114,11 @@ func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, e
 	}
 	switch name {
 	case handlers.AuditPlanProjected:
-		pp, err := planSnapshot(ev)
+		pa, err := planProjected(ctx, ev)
 		if err != nil {
 			return nil, err
 		}
-		it.plan = &pp
+		it.plan = pa
 	default:
 		doc, err := AuditDoc(ev)
 		if err != nil {
@@ -228,13 +239,13 @@ func (p *Projector) writeAll(ctx context.Context, batch []*projection) {
 }
 
 // write stores a batch and answers every projection in it: the audit
-// documents in one append, and per plan only the newest snapshot.
+// documents in one append, and per plan only the newest projection.
 func (p *Projector) write(ctx context.Context, batch []*projection) {
 	ctx, cancel := context.WithTimeout(ctx, p.writeTimeout())
 	defer cancel()
 	var docs []store.Event
 	var audits []*projection
-	newest := map[string]*projection{}
+	byPlan := map[string][]*projection{}
 	var plans []string
 	for _, it := range batch {
 		if it.doc != nil {
@@ -242,14 +253,11 @@ func (p *Projector) write(ctx context.Context, batch []*projection) {
 			audits = append(audits, it)
 			continue
 		}
-		id := it.plan.Plan.PlanID
-		cur, ok := newest[id]
-		if !ok {
+		id := it.plan.id
+		if _, ok := byPlan[id]; !ok {
 			plans = append(plans, id)
 		}
-		if !ok || it.plan.Version > cur.plan.Version {
-			newest[id] = it
-		}
+		byPlan[id] = append(byPlan[id], it)
 	}
 	// The append and each plan's write are independent: they go at once,
 	// so a batch costs about one round trip rather than one per plan.
@@ -268,20 +276,37 @@ func (p *Projector) write(ctx context.Context, batch []*projection) {
 			}
 		})
 	}
-	results := make([]error, len(plans))
-	for i, id := range plans {
-		wg.Go(func() { results[i] = recovered(func() error { return p.putPlan(ctx, *newest[id].plan) }) })
+	for _, id := range plans {
+		wg.Go(func() {
+			its := byPlan[id]
+			err := recovered(func() error { return p.putNewest(ctx, its) })
+			for _, it := range its {
+				select {
+				case it.done <- err:
+				default: // failed alone by putNewest
+				}
+			}
+		})
 	}
 	wg.Wait()
-	byPlan := make(map[string]error, len(plans))
-	for i, id := range plans {
-		byPlan[id] = results[i]
-	}
-	for _, it := range batch {
-		if it.plan != nil {
-			it.done <- byPlan[it.plan.Plan.PlanID]
+}
+
+// putNewest writes the newest projection of one plan among its. A
+// projection that cannot be made (a carrier whose run state does not
+// decode, or is not the event's plan) fails alone, and the newest of the
+// others is written instead.
+func (p *Projector) putNewest(ctx context.Context, its []*projection) error {
+	its = slices.Clone(its)
+	slices.SortStableFunc(its, func(a, b *projection) int { return cmp.Compare(b.plan.version, a.plan.version) })
+	for _, it := range its {
+		plan, err := it.plan.resolve()
+		if err != nil {
+			it.done <- err
+			continue
 		}
+		return p.putPlan(ctx, plan, it.plan.version)
 	}
+	return nil
 }
 
 // recovered is fn's error, or its panic as one: a store call that panics
@@ -295,10 +320,10 @@ func recovered(fn func() error) (err error) {
 	return fn()
 }
 
-// putPlan writes a plan snapshot. A stale write means a newer snapshot is
+// putPlan writes a plan projection. A stale write means a newer one is
 // already stored.
-func (p *Projector) putPlan(ctx context.Context, pp handlers.PlanProjected) error {
-	err := p.Store.PutPlan(ctx, pp.Plan, pp.Version)
+func (p *Projector) putPlan(ctx context.Context, plan store.Plan, version int64) error {
+	err := p.Store.PutPlan(ctx, plan, version)
 	switch {
 	case err == nil, errors.Is(err, store.ErrStale):
 		return nil
@@ -390,25 +415,62 @@ func ExchangeKey(tenantID, userID, runID string) string {
 	return tenantID + ":@user:" + userID + ":@run:" + runID
 }
 
-// planSnapshot decodes the snapshot a plan.projected event carries; it
-// must be the event's plan, of the event's tenant.
-func planSnapshot(ev event.Event) (handlers.PlanProjected, error) {
+// planProjected reads a plan.projected event: its plan's projection at
+// its version, a snapshot or the run state of its carrier (see
+// handlers.PlanProjected). A snapshot is checked here; a carrier's state
+// is decoded and checked when it is written (planAt.resolve), and only
+// if it is its plan's newest.
+func planProjected(ctx context.Context, ev event.Event) (*planAt, error) {
 	var a events.Audit
 	if err := events.Decode(ev, &a); err != nil {
-		return handlers.PlanProjected{}, err
+		return nil, err
 	}
 	var pp handlers.PlanProjected
 	if err := json.Unmarshal(a.Payload, &pp); err != nil {
-		return pp, events.Permanent(fmt.Errorf("%w: payload: %v", events.ErrInvalidData, err))
+		return nil, events.Permanent(fmt.Errorf("%w: payload: %v", events.ErrInvalidData, err))
 	}
-	if pp.Plan.PlanID == "" || pp.Plan.PlanID != a.PlanID || pp.Plan.TenantID != events.MetaOf(ev).Tenant || pp.Version < 1 {
-		return pp, events.Permanent(fmt.Errorf("%w: payload: plan %q of tenant %q at version %d does not match the event's plan %q of tenant %q",
-			events.ErrInvalidData, pp.Plan.PlanID, pp.Plan.TenantID, pp.Version, a.PlanID, events.MetaOf(ev).Tenant))
+	pa := &planAt{id: a.PlanID, tenant: events.MetaOf(ev).Tenant, version: pp.Version, snapshot: pp.Plan}
+	if pa.id == "" || pa.version < 1 {
+		return nil, events.Permanent(fmt.Errorf("%w: payload: plan %q at version %d", events.ErrInvalidData, pa.id, pa.version))
 	}
-	if err := store.Validate(store.IndexPlans, pp.Plan); err != nil {
-		return pp, events.Permanent(err)
+	if pa.snapshot == nil {
+		var ok bool
+		if pa.carrier, ok = events.Carrier(ctx); !ok {
+			return nil, events.Permanent(fmt.Errorf("%w: payload: plan %q at version %d has no snapshot and no carrier", events.ErrInvalidData, pa.id, pa.version))
+		}
+		return pa, nil
 	}
-	return pp, nil
+	if err := pa.check(*pa.snapshot, pa.version); err != nil {
+		return nil, err
+	}
+	return pa, nil
+}
+
+// resolve returns the projection: the snapshot, or the projection of the
+// carrier's run state, which must be the event's plan at its version.
+func (pa *planAt) resolve() (store.Plan, error) {
+	if pa.snapshot != nil {
+		return *pa.snapshot, nil
+	}
+	plan, seq, err := handlers.ProjectionOf(pa.carrier)
+	if err != nil {
+		return plan, events.Permanent(err)
+	}
+	return plan, pa.check(plan, seq)
+}
+
+// check holds a projection of version to the event that gave it: the
+// event's plan, of the event's tenant, at the event's version, and a
+// valid agent_plans document.
+func (pa *planAt) check(plan store.Plan, version int64) error {
+	if plan.PlanID != pa.id || plan.TenantID != pa.tenant || version != pa.version {
+		return events.Permanent(fmt.Errorf("%w: payload: plan %q of tenant %q at version %d does not match the event's plan %q of tenant %q at version %d",
+			events.ErrInvalidData, plan.PlanID, plan.TenantID, version, pa.id, pa.tenant, pa.version))
+	}
+	if err := store.Validate(store.IndexPlans, plan); err != nil {
+		return events.Permanent(err)
+	}
+	return nil
 }
 
 // AuditDoc converts an audit event into its agent_events document.

@@ -18,6 +18,8 @@ import (
 	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/projector"
 	"github.com/agentbus/agentbus/handlers/runctl"
+	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -118,7 +120,7 @@ func TestProjectorWritesPlanSnapshots(t *testing.T) {
 		plan := store.Plan{PlanID: "plan-snap", TenantID: handlerstest.Tenant, SessionID: handlerstest.Session, UserID: handlerstest.User,
 			Status: status, CreatedAt: time.Now().UTC()}
 		return handlerstest.NewEvent(t, fmt.Sprintf("snap-%d", version), events.AuditType(handlers.AuditPlanProjected),
-			events.Audit{PlanID: plan.PlanID, Payload: mustJSON(t, handlers.PlanProjected{Version: version, Plan: plan})})
+			events.Audit{PlanID: plan.PlanID, Payload: mustJSON(t, handlers.PlanProjected{Version: version, Plan: &plan})})
 	}
 	for _, ev := range []event.Event{snapshot(1, store.PlanStatusPlanning), snapshot(3, store.PlanStatusComplete),
 		snapshot(2, store.PlanStatusExecuting), snapshot(3, store.PlanStatusComplete), snapshot(1, store.PlanStatusPlanning)} {
@@ -144,7 +146,7 @@ func TestProjectorWritesPlanSnapshots(t *testing.T) {
 	}
 	for _, tc := range forged {
 		t.Run(tc.name, func(t *testing.T) {
-			pp := handlers.PlanProjected{Version: 9, Plan: store.Plan{PlanID: "plan-snap", TenantID: handlerstest.Tenant, SessionID: handlerstest.Session,
+			pp := handlers.PlanProjected{Version: 9, Plan: &store.Plan{PlanID: "plan-snap", TenantID: handlerstest.Tenant, SessionID: handlerstest.Session,
 				UserID: handlerstest.User, Status: store.PlanStatusFailed, CreatedAt: time.Now().UTC()}}
 			tc.mod(&pp)
 			ev := handlerstest.NewEvent(t, "forged-"+tc.name, events.AuditType(handlers.AuditPlanProjected),
@@ -155,6 +157,90 @@ func TestProjectorWritesPlanSnapshots(t *testing.T) {
 		})
 	}
 	handlerstest.AssertProjection(t, env, "plan-snap", store.PlanStatusComplete, 3)
+}
+
+// TestProjectorDerivesAPlanFromItsCarrier: a plan.projected without a
+// snapshot is the projection of the run state its carrier holds (the
+// hop's step.requested), at its version, as the router would have
+// snapshotted it. Without a carrier, or with a carrier whose state is not
+// the event's plan at the event's version, it is refused for good, alone:
+// an older projection of the same plan queued with it is written instead.
+func TestProjectorDerivesAPlanFromItsCarrier(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	p := &projector.Projector{Store: env.Store}
+	run := orch.RunState{Request: handlerstest.RunRequest("run-carried", handlerstest.RankTask), Seq: 4,
+		Usage: llm.Usage{InputTokens: 10, OutputTokens: 5, Calls: 2},
+		Plan: orch.Plan{PlanID: "plan-carried", Status: orch.PlanExecuting, Steps: handlerstest.TwoSteps(), ReplanCount: 1,
+			ReplanHistory: []orch.ReplanRecord{{Attempt: 1, Trigger: orch.OutcomeFailed, FailedStep: 1, Reason: "r", RevisedAt: time.Now().UTC()}},
+			CreatedAt:     time.Now().UTC()}}
+	run.Plan.Steps[0].Status, run.Plan.Steps[0].TaskID, run.Plan.Steps[0].StartedAt = orch.StepRunning, "task-1", time.Now().UTC()
+	carrier := func(run orch.RunState) []byte {
+		return mustJSON(t, orch.StepRequest{Run: run, Step: 1, Group: orch.Group{ID: "grp-1", Expected: 1}})
+	}
+	marker := func(id string, version int64) event.Event {
+		return handlerstest.NewEvent(t, id, events.AuditType(handlers.AuditPlanProjected),
+			events.Audit{PlanID: "plan-carried", Payload: mustJSON(t, handlers.PlanProjected{Version: version})})
+	}
+	ctx := events.WithCarrier(handlerstest.Ctx(t), carrier(run))
+	if _, err := p.Handle(ctx, marker("carried-4", 4)); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+	got := handlerstest.AssertProjection(t, env, "plan-carried", store.PlanStatusExecuting, 4)
+	want := handlers.Projection(run)
+	if g, w := mustJSON(t, got), mustJSON(t, want); string(g) != string(w) {
+		t.Fatalf("projection\n%s\nwant the router's snapshot\n%s", g, w)
+	}
+
+	if _, err := p.Handle(handlerstest.Ctx(t), marker("uncarried", 5)); !errors.Is(err, events.ErrInvalidData) || !events.IsPermanent(err) {
+		t.Errorf("no carrier: err = %v, want a permanent invalid-data error", err)
+	}
+	other := run
+	other.Plan.PlanID = "plan-other"
+	other.Seq = 7
+	stale := run
+	stale.Seq = 6
+	newer := run
+	newer.Seq, newer.Plan.Status = 5, orch.PlanComplete
+	cases := []struct {
+		name  string
+		ctx   context.Context
+		ev    event.Event
+		wantE bool
+	}{
+		{"another plan's state", events.WithCarrier(handlerstest.Ctx(t), carrier(other)), marker("forged-plan", 7), true},
+		{"another seq's state", events.WithCarrier(handlerstest.Ctx(t), carrier(stale)), marker("forged-seq", 8), true},
+		{"not a run state", events.WithCarrier(handlerstest.Ctx(t), []byte(`{"run":[]}`)), marker("forged-body", 9), true},
+		{"the newest valid", events.WithCarrier(handlerstest.Ctx(t), carrier(newer)), marker("carried-5", 5), false},
+	}
+	// A write under way on a slow store, so that the cases queue up
+	// behind it and are written as one batch.
+	held := newHoldFirst(env.Store)
+	slow := &projector.Projector{Store: held}
+	errs := make([]error, len(cases))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		blocker := handlerstest.NewEvent(t, "blocker", events.AuditType("step_1.started"), events.Audit{PlanID: "plan-carried"})
+		if _, err := slow.Handle(handlerstest.Ctx(t), blocker); err != nil {
+			t.Errorf("blocker: %v", err)
+		}
+	})
+	select {
+	case <-held.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the blocker was never written")
+	}
+	for i, tc := range cases {
+		wg.Go(func() { _, errs[i] = slow.Handle(tc.ctx, tc.ev) })
+	}
+	handlerstest.WaitFor(t, "every case queued behind the write", func() bool { return projector.Queued(slow) == len(cases) })
+	close(held.release)
+	wg.Wait()
+	for i, tc := range cases {
+		if failed := errs[i] != nil; failed != tc.wantE || failed && !events.IsPermanent(errs[i]) {
+			t.Errorf("%s: err = %v, want a permanent error: %v", tc.name, errs[i], tc.wantE)
+		}
+	}
+	handlerstest.AssertProjection(t, env, "plan-carried", store.PlanStatusComplete, 5)
 }
 
 func mustJSON(t *testing.T, v any) json.RawMessage {
@@ -245,7 +331,7 @@ func TestProjectorGroupCommits(t *testing.T) {
 		plan := store.Plan{PlanID: "plan-gc", TenantID: handlerstest.Tenant, SessionID: handlerstest.Session, UserID: handlerstest.User,
 			Status: store.PlanStatusExecuting, ReplanCount: int(v), CreatedAt: time.Now().UTC()}
 		evs = append(evs, handlerstest.NewEvent(t, fmt.Sprintf("gc-snap-%d", v), events.AuditType(handlers.AuditPlanProjected),
-			events.Audit{PlanID: plan.PlanID, Payload: mustJSON(t, handlers.PlanProjected{Version: v, Plan: plan})}))
+			events.Audit{PlanID: plan.PlanID, Payload: mustJSON(t, handlers.PlanProjected{Version: v, Plan: &plan})}))
 	}
 	for i, err := range handleBehindAWrite(t, p, held, evs) {
 		if err != nil {
@@ -322,7 +408,7 @@ func TestProjectorWritesABatchsPlansAtOnce(t *testing.T) {
 		plan := store.Plan{PlanID: planID, TenantID: handlerstest.Tenant, SessionID: handlerstest.Session, UserID: handlerstest.User,
 			Status: store.PlanStatusExecuting, CreatedAt: time.Now().UTC()}
 		return handlerstest.NewEvent(t, "snap-"+planID, events.AuditType(handlers.AuditPlanProjected),
-			events.Audit{PlanID: planID, Payload: mustJSON(t, handlers.PlanProjected{Version: 1, Plan: plan})})
+			events.Audit{PlanID: planID, Payload: mustJSON(t, handlers.PlanProjected{Version: 1, Plan: &plan})})
 	}
 	// They queue up together behind the write of another plan's event.
 	evs := []event.Event{handlerstest.NewEvent(t, "ev-lead", events.AuditType("step_1.started"), events.Audit{PlanID: "plan-lead"}),

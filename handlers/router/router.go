@@ -373,7 +373,12 @@ func publish(in event.Event, d orch.Decision, was string) ([]event.Event, error)
 	}
 	persist()
 	if p.PlanID != "" {
-		out.Audit(handlers.AuditPlanProjected, lineage, handlers.PlanProjected{Version: d.State.Seq, Plan: handlers.Projection(d.State)})
+		pp := handlers.PlanProjected{Version: d.State.Seq}
+		if !carriesState(d) {
+			plan := handlers.Projection(d.State)
+			pp.Plan = &plan
+		}
+		out.Audit(handlers.AuditPlanProjected, lineage, pp)
 	}
 	// A run that asked for a stream has one; so has a run once it parked
 	// at a gate, whoever follows it after the decision
@@ -398,6 +403,32 @@ func publish(in event.Event, d orch.Decision, was string) ([]event.Event, error)
 		}
 	}
 	return out.Result()
+}
+
+// carriesState reports whether the hop's trail rides in a message that
+// carries the decision's state: its first message on AGENT that is not
+// scheduled (events.HeaderTrail) is a plan.requested or step.requested,
+// whose run state the decider emits as the decision's own. The projector
+// then derives the plan projection from that message
+// (handlers.ProjectionOf) and the trail's plan.projected need not repeat
+// it.
+func carriesState(d orch.Decision) bool {
+	for _, e := range d.Emits {
+		if !e.At.IsZero() {
+			continue
+		}
+		var run orch.RunState
+		switch v := e.Data.(type) {
+		case orch.PlanRequest:
+			run = v.Run
+		case orch.StepRequest:
+			run = v.Run
+		default:
+			return false
+		}
+		return run.Seq == d.State.Seq && run.Plan.PlanID == d.State.Plan.PlanID
+	}
+	return false
 }
 
 // emittedType is the event type of a message the decider emits.

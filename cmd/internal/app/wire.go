@@ -308,6 +308,7 @@ func (d *Deps) RunRoles(ctx context.Context, roles ...string) error {
 		w, err := retryValue(ctx, func() (*events.Worker, error) {
 			return events.NewWorker(ctx, d.JS, cons, h, events.WorkerConfig{
 				Role: role, Concurrency: d.Config.Concurrency, OnDone: metrics.Done(role), Trails: decl.ReadsTrails(), FlushOn: decl.FlushOn,
+				RoutesDecode: true, // Handler: a Dispatch of the role's routes
 				OnError: func(ev *event.Event, subject string, err error) {
 					l := log.Warn().Err(err).Str("subject", subject)
 					if ev != nil {

@@ -1,6 +1,8 @@
 package handlerstest
 
 import (
+	"context"
+	"sync"
 	"testing"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -35,4 +37,45 @@ func AuditPayloads(t *testing.T, seen []event.Event, name string) []map[string]a
 		out = append(out, p)
 	}
 	return out
+}
+
+// Carriers remembers the output that carries each audit event of the hops
+// it is given (events.CarrierOf), so a test handing the projector audit
+// events one by one gives each its carrier, as the worker reading trails
+// does (events.Carrier). The zero value is ready; it is safe for
+// concurrent use.
+type Carriers struct {
+	mu   sync.Mutex
+	byID map[string][]byte // carrier data by audit event id
+}
+
+// Add records the carrier of a hop's outputs outs for each of its audit
+// events, and returns outs.
+func (c *Carriers) Add(outs []event.Event) []event.Event {
+	carrier, ok := events.CarrierOf(outs)
+	if !ok {
+		return outs
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byID == nil {
+		c.byID = map[string][]byte{}
+	}
+	for _, o := range outs {
+		if events.IsAuditType(o.Type()) {
+			c.byID[o.ID()] = carrier.Data()
+		}
+	}
+	return outs
+}
+
+// Ctx is ctx for the projector handling the audit event ev: with its
+// trail's carrier, when it had one.
+func (c *Carriers) Ctx(ctx context.Context, ev event.Event) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if data, ok := c.byID[ev.ID()]; ok {
+		return events.WithCarrier(ctx, data)
+	}
+	return ctx
 }

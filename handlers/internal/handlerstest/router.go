@@ -36,21 +36,25 @@ func TwoSteps() []orch.Step {
 const Step1Output = `{"outlet_ids":["out-001","out-002"]}`
 
 // Router is a router whose audit outputs go through a projector, as
-// the AUDIT stream's would, so tests can read the plan projection.
+// the trail its output carries would, so tests can read the plan
+// projection.
 type Router struct {
 	*router.Router
 	Projector *projector.Projector
 }
 
-// Handle handles ev, then projects the hop's audit events.
+// Handle handles ev, then projects the hop's audit events, with the
+// output that carries them as the worker would (events.CarrierOf).
 func (r *Router) Handle(ctx context.Context, ev event.Event) ([]event.Event, error) {
 	outs, err := r.Router.Handle(ctx, ev)
 	if err != nil {
 		return nil, err
 	}
+	var carriers Carriers
+	carriers.Add(outs)
 	for _, o := range outs {
 		if strings.HasPrefix(o.Type(), events.TypeAuditPrefix) {
-			if _, err := r.Projector.Handle(ctx, o); err != nil {
+			if _, err := r.Projector.Handle(carriers.Ctx(ctx, o), o); err != nil {
 				return nil, err
 			}
 		}

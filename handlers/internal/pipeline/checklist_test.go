@@ -68,6 +68,21 @@ type flow struct {
 	// event's); finished are their results, in the order they ended.
 	runs     int
 	finished []orch.RunResult
+	// carriers are the carriers of the router's trails, which the
+	// projector's plan.projected events refer to.
+	carriers handlerstest.Carriers
+}
+
+// route is the router's handler, with the carriers of its trails kept.
+func (f *flow) route(ctx context.Context, ev event.Event) ([]event.Event, error) {
+	outs, err := f.router.Handle(ctx, ev)
+	return f.carriers.Add(outs), err
+}
+
+// project is the projector's handler, given the carrier of its event's
+// trail as the worker would.
+func (f *flow) project(ctx context.Context, ev event.Event) ([]event.Event, error) {
+	return f.proj.Handle(f.carriers.Ctx(ctx, ev), ev)
 }
 
 // newFlow wires every role on st: the handlers see only the store
@@ -125,10 +140,10 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 		var h func(context.Context, event.Event) ([]event.Event, error)
 		switch typ := ev.Type(); {
 		case strings.HasPrefix(typ, events.TypeAuditPrefix):
-			h = f.proj.Handle
+			h = f.project
 		case typ == events.TypeRunRequested || typ == events.TypePlanProposed || typ == events.TypeGroupJoined ||
 			typ == events.TypeStepJoined:
-			h = f.router.Handle
+			h = f.route
 		case typ == events.TypePlanRequested:
 			h = f.planner.Handle
 		case typ == events.TypeStepRequested || typ == events.TypeStepIterated:
@@ -144,7 +159,7 @@ func (f *flow) drive(t *testing.T, first event.Event) (orch.RunResult, []event.E
 			expiries = append(expiries, ev)
 			continue
 		case typ == events.TypeApprovalDecided:
-			h = f.router.Handle
+			h = f.route
 		case typ == events.TypeRunDeadline:
 			runDeadlines = append(runDeadlines, ev)
 			continue

@@ -472,7 +472,7 @@ func handlerOf(f *flow, typ string) func(context.Context, event.Event) ([]event.
 	switch typ {
 	case events.TypeRunRequested, events.TypePlanProposed, events.TypeGroupJoined, events.TypeStepJoined, events.TypeRunDeadline,
 		events.TypeApprovalDecided:
-		return f.router.Handle
+		return f.route
 	case events.TypePlanRequested:
 		return f.planner.Handle
 	case events.TypeStepRequested, events.TypeStepIterated:
@@ -481,7 +481,7 @@ func handlerOf(f *flow, typ string) func(context.Context, event.Event) ([]event.
 		return f.agg.Handle
 	}
 	if strings.HasPrefix(typ, events.TypeAuditPrefix) {
-		return f.proj.Handle
+		return f.project
 	}
 	return nil
 }
