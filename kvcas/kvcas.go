@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
@@ -80,7 +82,14 @@ func Update[T any](ctx context.Context, kv jetstream.KeyValue, key string, chang
 // it again. A known entry that is stale costs one lost race.
 func UpdateFrom[T any](ctx context.Context, kv jetstream.KeyValue, key string, known *Entry[T],
 	change func(v *T, revision uint64) (bool, error)) (Entry[T], error) {
-	for range MaxAttempts {
+	for attempt := range MaxAttempts {
+		if attempt >= 2 {
+			// Lost twice: writers are many. A random pause, growing with
+			// the losses, spreads them out so that one is not starved.
+			if err := backoff(ctx, attempt); err != nil {
+				return Entry[T]{}, err
+			}
+		}
 		var cur Entry[T]
 		if known != nil {
 			cur, known = *known, nil
@@ -113,4 +122,21 @@ func UpdateFrom[T any](ctx context.Context, kv jetstream.KeyValue, key string, k
 		}
 	}
 	return Entry[T]{}, fmt.Errorf("%w: %s, %d attempts", ErrContended, key, MaxAttempts)
+}
+
+// maxBackoff bounds the pause before an attempt.
+const maxBackoff = 16 * time.Millisecond
+
+// backoff pauses a random time below 2^(attempt-2) ms, at most maxBackoff,
+// unless ctx ends first.
+func backoff(ctx context.Context, attempt int) error {
+	limit := min(time.Millisecond<<min(attempt-2, 10), maxBackoff)
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(limit)) + 1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
