@@ -3,16 +3,22 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
 
+	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
@@ -345,4 +351,80 @@ func (b *browser) screenshot(name string) {
 func jsString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`)
 	return "'" + r.Replace(s) + "'"
+}
+
+// TestPlayground_AnswersAnElicitationInHeadlessChromium: against a plain
+// MCP server whose book_table asks who the table is for (MCP
+// elicitation), a question in the playground parks its run at an
+// elicitation gate. The page draws the question's schema as a form (the
+// name required, the party size with its default); answered there, the
+// call is made again with the answer, defaults filled in, and the run
+// ends SUCCESS.
+func TestPlayground_AnswersAnElicitationInHeadlessChromium(t *testing.T) {
+	chromium := findChromium(t)
+	var mu sync.Mutex
+	var booked []map[string]any
+	srv := server.NewMCPServer("bookings", "1.0.0", server.WithToolCapabilities(false), server.WithElicitation())
+	ask := mcp.ElicitationParams{Message: "Who is the table for, and how many guests?", RequestedSchema: map[string]any{
+		"type": "object", "required": []string{"name"}, "properties": map[string]any{
+			"name": map[string]any{"type": "string", "minLength": 1, "description": "the guest's name"},
+			"size": map[string]any{"type": "integer", "minimum": 1, "default": 2}}}}
+	srv.AddTool(mcp.NewTool("book_table", mcp.WithDescription("Book a table at the restaurant for tonight"),
+		mcp.WithToolAnnotation(mcp.ToolAnnotation{ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(false),
+			OpenWorldHint: mcp.ToBoolPtr(false)})),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			r, answered := req.Params.InputResponses["guest"]
+			if !answered {
+				return server.NewInputRequestBuilder("").Elicit("guest", ask).ToolResult(), nil
+			}
+			if err := r.DecodeFor(mcp.MethodElicitationCreate); err != nil || r.Elicitation == nil ||
+				r.Elicitation.Action != mcp.ElicitationResponseActionAccept {
+				return mcp.NewToolResultError("not booked: the guest did not say"), nil
+			}
+			guest, _ := r.Elicitation.Content.(map[string]any)
+			mu.Lock()
+			booked = append(booked, guest)
+			mu.Unlock()
+			return mcp.NewToolResultText(fmt.Sprintf("booked a table for %v, %v guests", guest["name"], guest["size"])), nil
+		})
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(srv, server.WithStreamableHTTPLogger(slog.New(slog.DiscardHandler))))
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0", SkillsURL: hs.URL + "/mcp",
+		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second, SkillMode: skills.ModePlain}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+
+	b := newBrowser(t, chromium)
+	b.do("open the dashboard and ask", chromedp.Navigate("http://"+s.IngressAddr+"/dashboard?tenant=demo"),
+		chromedp.WaitVisible(chromedp.ID("pg-question")),
+		chromedp.SendKeys(chromedp.ID("pg-question"), "Book a table for tonight"), chromedp.Click(chromedp.ID("pg-ask")))
+	b.waitJS("the question to be asked", `!!document.querySelector('#pg-x1 .pg-gate[data-status="open"] .pg-question-form')`)
+	gate := b.text("#pg-x1 .pg-gate")
+	if !strings.Contains(gate, "how many guests") || b.attr("#pg-x1 .pg-gate", "data-kind") != orch.GateElicitation {
+		t.Fatalf("the gate does not ask the question:\n%s", gate)
+	}
+	if n := b.eval(`document.querySelectorAll('#pg-x1 .pg-question-form input').length`); n != "2" {
+		t.Errorf("the question's form has %s fields, want name and size", n)
+	}
+	// An empty answer is refused by its schema: the gate stays open.
+	b.do("approve without a name", chromedp.Click(chromedp.CSS("#pg-x1 .pg-approve")))
+	b.waitJS("the refusal", `document.querySelector('#pg-x1 .pg-gate-msg').textContent.indexOf('invalid_answer') >= 0`)
+	if st := b.attr("#pg-x1 .pg-gate", "data-status"); st != "open" {
+		t.Fatalf("the gate is %q after an answer its schema refuses", st)
+	}
+	b.do("answer", chromedp.SendKeys(chromedp.CSS(`#pg-x1 .pg-question-form input[name="name"]`), "Ada"),
+		chromedp.Click(chromedp.CSS("#pg-x1 .pg-approve")))
+	b.waitJS("the run to finish", `document.getElementById('pg-x1').getAttribute('data-state') === 'finished'`)
+	if code := b.attr("#pg-x1", "data-terminal-code"); code != orch.CodeSuccess {
+		t.Fatalf("the run ended %q:\n%s", code, b.text("#pg-x1"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(booked) != 1 || booked[0]["name"] != "Ada" || booked[0]["size"] != float64(2) {
+		t.Fatalf("bookings %v, want one for Ada with the default size 2", booked)
+	}
 }
