@@ -410,6 +410,7 @@ func TestPlayground_AnswersAnElicitationInHeadlessChromium(t *testing.T) {
 	if n := b.eval(`document.querySelectorAll('#pg-x1 .pg-question-form input').length`); n != "2" {
 		t.Errorf("the question's form has %s fields, want name and size", n)
 	}
+	b.screenshot("playground-elicitation.png")
 	// An empty answer is refused by its schema: the gate stays open.
 	b.do("approve without a name", chromedp.Click(chromedp.CSS("#pg-x1 .pg-approve")))
 	b.waitJS("the refusal", `document.querySelector('#pg-x1 .pg-gate-msg').textContent.indexOf('invalid_answer') >= 0`)

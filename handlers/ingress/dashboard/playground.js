@@ -212,6 +212,7 @@
 
   function onChunk(x, id, data) {
     if (id) x.lastID = id;
+    x.tries = 0; // the stream is alive: a later break may reconnect again
     var c = parseJSON(data);
     if (!c) return;
     var content = c.content || '';
