@@ -130,7 +130,7 @@
         setState(x, 'running');
         return readSSE(resp, function (id, data) { onChunk(x, id, data); });
       }, function (err) { throw D.unreachable(err); })
-      .then(function () { streamEnded(x); }, function (err) { x.streaming = false; fail(x, err); });
+      .then(function () { streamEnded(x); }, function (err) { streamBroke(x, err); });
   }
 
   // ---- one exchange: the question, its progress, gates and answer -------------
@@ -331,6 +331,16 @@
     follow(x);
   }
 
+  // streamBroke: a request failed (an error answer, an unreachable
+  // ingress: the exchange fails) or a stream broke off while read (it
+  // reconnects, as after an end without the result).
+  function streamBroke(x, err) {
+    x.streaming = false;
+    if (x.abort.signal.aborted) return;
+    if (err instanceof D.ApiError || !x.runID) fail(x, err);
+    else streamEnded(x);
+  }
+
   // follow reads the run's stream on from the last chunk seen.
   function follow(x) {
     if (x.streaming || x.ended) return;
@@ -342,7 +352,7 @@
         if (!resp.ok) return resp.text().then(function (t) { throw D.failed(resp, t); });
         return readSSE(resp, function (id, data) { onChunk(x, id, data); });
       }, function (err) { throw D.unreachable(err); })
-      .then(function () { streamEnded(x); }, function (err) { x.streaming = false; fail(x, err); });
+      .then(function () { streamEnded(x); }, function (err) { streamBroke(x, err); });
   }
 
   // ---- gates -------------------------------------------------------------------
