@@ -43,7 +43,7 @@ func TestDashboardRendersRunsInHeadlessChromium(t *testing.T) {
 	// The page and its assets are static, served unauthenticated with a
 	// strict Content-Security-Policy.
 	for path, ctype := range map[string]string{"/dashboard": "text/html", "/dashboard/": "text/html",
-		"/dashboard/app.js": "text/javascript", "/dashboard/style.css": "text/css"} {
+		"/dashboard/app.js": "text/javascript", "/dashboard/playground.js": "text/javascript", "/dashboard/style.css": "text/css"} {
 		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)

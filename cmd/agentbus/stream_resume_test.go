@@ -11,6 +11,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 )
 
@@ -102,8 +103,15 @@ func TestStreaming_ResumeWithLastEventIDLosesAndRepeatsNothing(t *testing.T) {
 	if done || len(first) != 3 || runID == "" {
 		t.Fatalf("first read: %d chunks, done %v, run %q", len(first), done, runID)
 	}
+	if got := resp.Header.Get("X-Plan-Id"); got != orch.PlanID(runID) {
+		t.Fatalf("X-Plan-Id %q, want the run's plan %s", got, orch.PlanID(runID))
+	}
 	last := first[len(first)-1].id
-	rest, done := readSSE(t, getStream(t, base, "demo", runID, strconv.FormatUint(last, 10)), 0)
+	again := getStream(t, base, "demo", runID, strconv.FormatUint(last, 10))
+	if got := again.Header.Get("X-Plan-Id"); got != orch.PlanID(runID) {
+		t.Fatalf("the resumed stream's X-Plan-Id %q, want %s", got, orch.PlanID(runID))
+	}
+	rest, done := readSSE(t, again, 0)
 	if !done {
 		t.Fatalf("the resumed stream did not end with the result (%d chunks)", len(rest))
 	}

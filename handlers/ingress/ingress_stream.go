@@ -65,7 +65,8 @@ func (s *sseWriter) close() {
 	s.mu.Unlock()
 }
 
-// openSSE starts an SSE response for run.
+// openSSE starts an SSE response for run; its headers name the run and
+// its plan (which the run viewer reads while the run goes on).
 func openSSE(w http.ResponseWriter, runID string) (*sseWriter, error) {
 	f, ok := w.(http.Flusher)
 	if !ok {
@@ -74,6 +75,7 @@ func openSSE(w http.ResponseWriter, runID string) (*sseWriter, error) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Run-Id", runID)
+	w.Header().Set("X-Plan-Id", orch.PlanID(runID))
 	w.WriteHeader(http.StatusOK)
 	f.Flush()
 	return &sseWriter{w: w, f: f}, nil

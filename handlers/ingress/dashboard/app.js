@@ -29,6 +29,7 @@
   var viewer = { token: 0, timer: null, id: '', plan: null, events: null, dag: null, live: false,
     extraPolls: 0, selected: '', failed: {} };
   var errors = {}; // source → {label, err}, shown in the banner
+  var tenantHooks = []; // called with the new tenant when it changes
 
   function $(id) { return document.getElementById(id); }
 
@@ -147,28 +148,49 @@
     try { if (k) sessionStorage.setItem(KEY_STORAGE, k); else sessionStorage.removeItem(KEY_STORAGE); } catch (e) { /* storage off */ }
   }
 
-  // api GETs path and returns its JSON; an error answer ({error: {code,
-  // message}}), a non-JSON answer or an unreachable ingress throws ApiError.
-  function api(path) {
+  // authHeaders are the headers of every API call: the tenant and, when
+  // set, the API key as a bearer credential; extra adds to them.
+  function authHeaders(extra) {
     var headers = { Accept: 'application/json' };
     if (state.tenant) headers['X-Tenant-Id'] = state.tenant;
     var key = apiKey();
     if (key) headers.Authorization = 'Bearer ' + key;
-    return fetch(path, { headers: headers, cache: 'no-store', credentials: 'omit' }).then(function (resp) {
+    Object.keys(extra || {}).forEach(function (k) { headers[k] = extra[k]; });
+    return headers;
+  }
+
+  // failed turns an error answer ({error: {code, message}}) into an
+  // ApiError; text is its body.
+  function failed(resp, text) {
+    var body = null;
+    try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
+    var e = body && body.error;
+    return new ApiError(resp.status, (e && e.code) || 'http_' + resp.status,
+      (e && e.message) || truncate(text, 200) || resp.statusText);
+  }
+  function unreachable(err) {
+    return new ApiError(0, 'network', 'the ingress could not be reached: ' + (err && err.message || err));
+  }
+
+  // api calls path (GET, or opts.method with opts.body as JSON and
+  // opts.headers) and returns its JSON; an error answer, a non-JSON answer
+  // or an unreachable ingress throws ApiError.
+  function api(path, opts) {
+    opts = opts || {};
+    var init = { method: opts.method || 'GET', headers: authHeaders(opts.headers), cache: 'no-store', credentials: 'omit' };
+    if (opts.body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(opts.body);
+    }
+    return fetch(path, init).then(function (resp) {
       return resp.text().then(function (text) {
+        if (!resp.ok) throw failed(resp, text);
         var body = null;
         try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
-        if (!resp.ok) {
-          var e = body && body.error;
-          throw new ApiError(resp.status, (e && e.code) || 'http_' + resp.status,
-            (e && e.message) || truncate(text, 200) || resp.statusText);
-        }
         if (body === null || typeof body !== 'object') throw new ApiError(resp.status, 'invalid_response', 'the answer is not JSON');
         return body;
       });
-    }, function (err) {
-      throw new ApiError(0, 'network', 'the ingress could not be reached: ' + (err && err.message || err));
-    });
+    }, function (err) { throw unreachable(err); });
   }
 
   // ---- the error banner -----------------------------------------------------
@@ -937,6 +959,7 @@
     gen++;
     cache = { health: null, runs: [], alerts: [] };
     clearErrors('');
+    tenantHooks.forEach(function (f) { f(tenant); });
     return true;
   }
 
@@ -1007,6 +1030,18 @@
     refreshAll();
     if (state.plan) loadViewer();
   }
+
+  // What the page's other scripts (playground.js) share with this one.
+  window.agentbus = {
+    el: el, clear: clear, badge: badge, truncate: truncate, codeClass: codeClass, statusClass: statusClass,
+    parseTS: parseTS, fmtDateTime: fmtDateTime, fmtDur: fmtDur,
+    ApiError: ApiError, api: api, authHeaders: authHeaders, failed: failed, unreachable: unreachable,
+    reportError: reportError, clearError: clearError,
+    tenant: function () { return state.tenant; },
+    onTenant: function (f) { tenantHooks.push(f); },
+    planHref: planHref,
+    openPlan: function (id) { selectPlan(id, true); refreshAll(); }
+  };
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
   else init();
