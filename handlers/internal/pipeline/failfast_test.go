@@ -274,7 +274,7 @@ func recordsServer(t *testing.T, gone *atomic.Bool) *skills.Client {
 		})
 	s.AddTool(mcp.NewTool("record_status", mcp.WithDescription("Look up the status of one record by its id"),
 		mcp.WithString("id", mcp.Description("The record's id")),
-		mcp.WithRawOutputSchema(json.RawMessage(`{"type":"object","properties":{"status":{"type":"string"}},"required":["status"]}`)),
+		mcp.WithRawOutputSchema([]byte(`{"type":"object","properties":{"status":{"type":"string"}},"required":["status"]}`)), // encoding/json's RawMessage
 		mcp.WithToolAnnotation(mcp.ToolAnnotation{ReadOnlyHint: mcp.ToBoolPtr(true)})),
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText("open"), nil // not the JSON object its schema declares
