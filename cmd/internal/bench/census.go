@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/handlers"
-	"github.com/agentbus/agentbus/llm/offline"
 )
 
 // Census counts what a sequential 5-step run costs the server in
@@ -38,7 +37,7 @@ type Census struct {
 // monitor connection subscribed to every subject counts what the clients
 // send, and reads the streams' last sequences before and after.
 func census(ctx context.Context, srv *benchServer, n int) (Census, error) {
-	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: 1, model: offline.New()})
+	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: 1, model: newPipelineModel()})
 	if err != nil {
 		return Census{}, err
 	}

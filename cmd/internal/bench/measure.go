@@ -12,7 +12,6 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
-	"github.com/agentbus/agentbus/llm/offline"
 )
 
 // floor measures the JetStream round trip agentbus cannot beat: publish
@@ -71,7 +70,7 @@ type hopResult struct {
 // between an input's and its output's stored timestamps, which covers the
 // consume, the handler (model, skill, store and KV work) and the publish.
 func perHop(ctx context.Context, srv *benchServer, tcp bool, n int) (hopResult, error) {
-	d, err := deploy(ctx, srv, deployConfig{tcp: tcp, executors: 1, model: offline.New()})
+	d, err := deploy(ctx, srv, deployConfig{tcp: tcp, executors: 1, model: newPipelineModel()})
 	if err != nil {
 		return hopResult{}, err
 	}
@@ -140,7 +139,7 @@ type Throughput struct {
 // role connected over TCP, or in memory (inProc: as the all-in-one
 // connects to its embedded server).
 func throughput(ctx context.Context, srv *benchServer, executors, conc int, l load, warm int, hopsPerRun float64, inProc bool) (Throughput, error) {
-	d, err := deploy(ctx, srv, deployConfig{tcp: !inProc, executors: executors, model: offline.New()})
+	d, err := deploy(ctx, srv, deployConfig{tcp: !inProc, executors: executors, model: newPipelineModel()})
 	if err != nil {
 		return Throughput{}, err
 	}
@@ -278,7 +277,7 @@ type RunLength struct {
 // the iterations (200 each of 1,000).
 func runLength(ctx context.Context, srv *benchServer, iterations int) (RunLength, error) {
 	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: 1, maxTurns: iterations + 10,
-		model: &loopModel{inner: offline.New(), iterations: iterations}})
+		model: &loopModel{inner: newPipelineModel(), iterations: iterations}})
 	if err != nil {
 		return RunLength{}, err
 	}

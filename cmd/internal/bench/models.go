@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"sync"
 	"time"
@@ -24,7 +25,7 @@ type sleepyModel struct {
 var runTag = regexp.MustCompile(`\(run [0-9a-z-]+\)`)
 
 func newSleepyModel(latency time.Duration) *sleepyModel {
-	return &sleepyModel{inner: offline.New(), latency: latency, byRun: map[string]time.Duration{}}
+	return &sleepyModel{inner: newPipelineModel(), latency: latency, byRun: map[string]time.Duration{}}
 }
 
 // Complete sleeps, then answers like the offline model.
@@ -98,4 +99,57 @@ func afterColon(s string) string {
 		}
 	}
 	return ""
+}
+
+// pipelineModel pins the benchmark's run to five sequential steps: a
+// first plan chains the five stages, each step returning the ids the next
+// one takes. Everything else (the route, each step's turns, a replan, the
+// synthesis) is the inner model's. The offline planner picks the skills a
+// task's words call for, and how it ranks them changes with it; the run
+// the figures measure must not.
+type pipelineModel struct {
+	inner llm.Model
+}
+
+func newPipelineModel() *pipelineModel { return &pipelineModel{inner: offline.New()} }
+
+// Complete answers a first plan with the chain, and any other request
+// like the inner model.
+func (m *pipelineModel) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	in, ok := req.Input.(llm.PlanInput)
+	if !ok || in.Failed != nil || len(in.Completed) > 0 {
+		return m.inner.Complete(ctx, req)
+	}
+	b, err := json.Marshal(llm.PlanOutput{Steps: pipelinePlan(max(in.FirstStep, 1))})
+	if err != nil {
+		return llm.Response{}, err
+	}
+	return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: string(b)}, Model: "bench"}, nil
+}
+
+// pipelinePlan is the chain of the five stages, numbered from first:
+// stage k depends on stage k-1 and returns the s<k>_ids stage k+1 needs;
+// the last returns its ranked results.
+func pipelinePlan(first int) []llm.PlannedStep {
+	steps := make([]llm.PlannedStep, stages)
+	for k := 1; k <= stages; k++ {
+		s := llm.PlannedStep{Step: first + k - 1, Skills: []string{fmt.Sprintf("stage%d", k)}}
+		if k > 1 {
+			s.DependsOn = []int{first + k - 2}
+		}
+		if k < stages {
+			field := fmt.Sprintf("s%d_ids", k)
+			s.Task = fmt.Sprintf("Bench pipeline stage %d of five, returning only %s (for: %s)", k, field, PipelineTask)
+			s.ReturnSpec = llm.ReturnSpec{
+				Shape:  json.RawMessage(fmt.Sprintf(`{"type":"object","required":[%q],"properties":{%q:{"type":"array","items":{"type":"string"}}}}`, field, field)),
+				Reason: fmt.Sprintf("stage%d needs %s", k+1, field)}
+		} else {
+			s.Task = fmt.Sprintf("Bench pipeline stage %d of five (for: %s)", k, PipelineTask)
+			s.ReturnSpec = llm.ReturnSpec{
+				Shape:  json.RawMessage(`{"type":"object","required":["results"],"properties":{"results":{"type":"array","items":{"type":"object","properties":{"item_id":{"type":"string"},"name":{"type":"string"},"score":{"type":"number"},"rank":{"type":"integer"}}}}}}`),
+				Reason: "the answer to the task"}
+		}
+		steps[k-1] = s
+	}
+	return steps
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/handlers"
-	"github.com/agentbus/agentbus/llm/offline"
 )
 
 // The executor scaling measurement (issue 17): executors as separate OS
@@ -114,7 +113,7 @@ func measureScaling(ctx context.Context, cfg Config, bin string) ([]ScalingPoint
 		return nil, err
 	}
 	defer sk.close()
-	d, err := deploy(ctx, srv, deployConfig{tcp: true, externalExecutors: true, model: offline.New(), skillLatency: scalingLatency})
+	d, err := deploy(ctx, srv, deployConfig{tcp: true, externalExecutors: true, model: newPipelineModel(), skillLatency: scalingLatency})
 	if err != nil {
 		return nil, err
 	}
