@@ -78,6 +78,7 @@ test: opensearch build
 	deploy/mcp/setup.sh
 	deploy/mcp/conformance/setup.sh
 	deploy/browser/setup.sh
+	deploy/pyclients/setup.sh >/dev/null
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...
 	cd $(DEV) && $(GO) test -race -count=1 $(TESTFLAGS) ./...
 

@@ -128,23 +128,11 @@ func demoGates(ctx context.Context, s *app.Stack, gated []string, set bool) erro
 
 // printProgress prints a step's progress as it happens.
 func printProgress(c runclient.Chunk) {
-	name, payload, _ := strings.Cut(c.Content, " ")
-	var p map[string]any
-	_ = json.Unmarshal([]byte(payload), &p)
-	switch {
-	case name == "routing.decided":
-		fmt.Printf("routed: task type %v, pattern %v\n", p["task_type"], p["pattern"])
-	case name == "plan.received":
-		fmt.Printf("plan received: %v steps\n", p["steps"])
-	case strings.HasSuffix(name, ".started"):
-		fmt.Printf("  %s started  (skills %v)\n", strings.TrimSuffix(name, ".started"), p["skills"])
-	case strings.HasSuffix(name, ".complete"):
-		fmt.Printf("  %s complete → memory %v\n", strings.TrimSuffix(name, ".complete"), p["memory_key"])
-	case strings.HasSuffix(name, ".failed"):
-		fmt.Printf("  %s failed: %v\n", strings.TrimSuffix(name, ".failed"), p["reason"])
-	default:
-		fmt.Printf("  %s %s\n", name, payload)
+	line, _ := runclient.Describe(c)
+	if !strings.HasPrefix(line, "routed:") && !strings.HasPrefix(line, "plan received:") {
+		line = "  " + line
 	}
+	fmt.Println(line)
 }
 
 // printPlan prints the persisted plan's steps once the projector has

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# setup.sh: installs the official Python SDKs the compatibility tests drive
+# against a real all-in-one (cmd/agentbus/openai_test.go runs the `openai`
+# package, unmodified, against /v1/chat/completions).
+#
+#   deploy/pyclients/setup.sh      # prints the venv's python
+#
+# A virtual environment under the git-ignored .cache/pyclients, with the
+# pinned versions below from PyPI. It does nothing when they are already
+# installed, so it is cheap to run before every `make test`.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+venv=.cache/pyclients
+pins=(openai==3.57.0)
+
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "${pins[@]}" <<'PY' >/dev/null 2>&1
+import sys
+from importlib.metadata import version
+for pin in sys.argv[1:]:
+    name, want = pin.split("==")
+    assert version(name) == want, pin
+PY
+then
+	echo "$venv/bin/python"
+	exit 0
+fi
+
+if ! python3 -m venv --help >/dev/null 2>&1; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "deploy/pyclients/setup.sh: python3-venv is missing and this is not root; run:" >&2
+		echo "  sudo apt-get update && sudo apt-get install -y python3-venv" >&2
+		exit 1
+	fi
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv
+fi
+rm -rf "$venv"
+python3 -m venv "$venv" >&2
+"$venv/bin/pip" install --quiet --disable-pip-version-check "${pins[@]}" >&2
+echo "$venv/bin/python"
