@@ -13,7 +13,9 @@ import (
 // session comes from the header, else the metadata, else a new one; what
 // a run cannot take is refused with its code.
 func TestChatRun(t *testing.T) {
-	msg := func(role, content string) ChatMessage { return ChatMessage{Role: role, Content: json.RawMessage(content)} }
+	msg := func(role, content string) ChatMessage {
+		return ChatMessage{Role: role, Content: json.RawMessage(content)}
+	}
 	r := httptest.NewRequest("POST", "/v1/chat/completions", nil)
 	req, code, err := chatRun(r, ChatRequest{Model: DefaultChatModel, Messages: []ChatMessage{
 		msg("system", `"be brief"`), msg("user", `"first"`), msg("assistant", `"ok"`),
