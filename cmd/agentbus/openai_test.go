@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -127,28 +124,11 @@ func TestOpenAICompatibleChat(t *testing.T) {
 // against an all-in-one, and reads a refusal as its BadRequestError with
 // the stable code.
 func TestOpenAIPythonSDK(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: needs the Python SDK deploy/pyclients/setup.sh installs")
-	}
-	python, err := filepath.Abs(filepath.Join("..", "..", ".cache", "pyclients", "bin", "python"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(python); err != nil {
-		t.Fatalf("the openai Python SDK is not installed (run deploy/pyclients/setup.sh, which make test runs): %v", err)
-	}
+	python := pyclients(t)
 	s := startStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, python, filepath.Join("testdata", "openai_sdk_check.py"),
-		"http://"+s.IngressAddr+"/v1", "demo", demoTask).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("%v:\n%s", err, ee.Stderr)
-		}
-		t.Fatal(err)
-	}
+	out := runPython(t, ctx, nil, python, "openai_sdk_check.py", "http://"+s.IngressAddr+"/v1", "demo", demoTask)
 	var got struct {
 		Completion struct {
 			Answer string `json:"answer"`

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# setup.sh: installs the official Python SDKs the compatibility tests drive
-# against a real all-in-one (cmd/agentbus/openai_test.go runs the `openai`
-# package, unmodified, against /v1/chat/completions).
+# setup.sh: installs the Python packages the client tests drive against a
+# real all-in-one: the official `openai` SDK, unmodified, against
+# /v1/chat/completions (cmd/agentbus/openai_test.go), and httpx, which
+# agentbus's own Python client (clients/python) needs
+# (cmd/agentbus/pyclient_test.go), with setuptools and wheel to build it.
 #
 #   deploy/pyclients/setup.sh      # prints the venv's python
 #
@@ -12,7 +14,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 venv=.cache/pyclients
-pins=(openai==3.57.0)
+pins=(openai==3.57.0 httpx==0.28.1 setuptools==84.2.1 wheel==0.48.0)
 
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "${pins[@]}" <<'PY' >/dev/null 2>&1
 import sys
@@ -35,7 +37,6 @@ if ! python3 -m venv --help >/dev/null 2>&1; then
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv
 fi
-rm -rf "$venv"
-python3 -m venv "$venv" >&2
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2
 "$venv/bin/pip" install --quiet --disable-pip-version-check "${pins[@]}" >&2
 echo "$venv/bin/python"
