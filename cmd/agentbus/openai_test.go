@@ -15,8 +15,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
+	"github.com/agentbus/agentbus/store"
 )
 
 // TestOpenAICompatibleChat drives /v1/chat/completions of an all-in-one
@@ -101,10 +103,30 @@ func TestOpenAICompatibleChat(t *testing.T) {
 		t.Fatalf("gated answer %q %s", c, gated.JSON.ExtraFields["agentbus"].Raw())
 	}
 
+	// An agent of the tenant is a model: listed, and a chat naming it runs
+	// as the agent.
+	analyst := createAgent(t, "http://"+s.IngressAddr, "demo",
+		`{"name":"Analyst","system_prompt":"Rank outlets.","tools":["outlet_list","engagement_analytics"]}`)
 	models, err := client.Models.List(ctx)
-	if err != nil || len(models.Data) == 0 || models.Data[0].ID != "agentbus" {
+	if err != nil || len(models.Data) != 2 || models.Data[0].ID != "agentbus" || models.Data[1].ID != analyst || models.Data[1].OwnedBy != "demo" {
 		t.Fatalf("models %+v, %v", models, err)
 	}
+	asAgent, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: analyst,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(demoTask)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertRanked(t, asAgent.Choices[0].Message.Content, want)
+	runID := strings.TrimPrefix(asAgent.ID, "chatcmpl-")
+	eventually(t, 10*time.Second, "the run's agent in its trace", func() bool {
+		evs, _ := s.Deps.Store.Trace(ctx, store.TraceQuery{TenantID: "demo", PlanID: orch.PlanID(runID)})
+		for _, e := range evs {
+			if e.EventType == "agent.selected" && strings.Contains(string(e.Payload), `"agent_id":"`+analyst+`"`) {
+				return true
+			}
+		}
+		return false
+	})
 
 	_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "agentbus",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi"), openai.AssistantMessage("hello")}})
