@@ -59,7 +59,7 @@ debian_base() {
 		mkdir -p "$CACHE/debian"
 		log "building the Debian root $DEBIAN_SUITE ($DEBIAN_PACKAGES) with mmdebstrap"
 		# The system's python3 for mmdebstrap's helpers, not a user's.
-		PATH=/usr/sbin:/usr/bin:/sbin:/bin mmdebstrap --variant=essential --quiet \
+		PATH=/usr/sbin:/usr/bin:/sbin:/bin mmdebstrap --variant=essential --format=tar --quiet \
 			--include="$(echo $DEBIAN_PACKAGES | tr ' ' ,)" \
 			--dpkgopt='path-exclude=/usr/share/doc/*' \
 			--dpkgopt='path-exclude=/usr/share/man/*' \

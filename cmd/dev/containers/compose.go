@@ -35,22 +35,23 @@ type Project struct {
 
 // Service is one service of a Project.
 type Service struct {
-	Name        string
-	Image       string
-	Command     []string
-	Env         map[string]string // env_file, then environment over it
-	Volumes     []string          // host:container[:ro], host paths absolute; named volumes as in the file
-	Ports       []string          // [ip:]host:container
-	ReadOnly    bool
-	Tmpfs       []string
-	StopGrace   time.Duration // 10s when the file says none (Compose's default)
-	Health      []string      // the healthcheck's test, ["CMD", ...]
-	HealthEvery time.Duration
-	Restart     string
-	SecurityOpt []string
-	Ulimits     []string // name=soft:hard
-	DependsOn   map[string]string
-	Profiles    []string
+	Name          string
+	Image         string
+	Command       []string
+	Env           map[string]string // env_file, then environment over it
+	Volumes       []string          // host:container[:ro], host paths absolute; named volumes as in the file
+	Ports         []string          // [ip:]host:container
+	ReadOnly      bool
+	Tmpfs         []string
+	StopGrace     time.Duration // 10s when the file says none (Compose's default)
+	Health        []string      // the healthcheck's test, ["CMD", ...]
+	HealthEvery   time.Duration
+	HealthTimeout time.Duration
+	Restart       string
+	SecurityOpt   []string
+	Ulimits       []string // name=soft:hard
+	DependsOn     map[string]string
+	Profiles      []string
 }
 
 // composeFile is the part of the Compose specification the files of
@@ -205,6 +206,9 @@ func (p *Project) service(name string, spec serviceSpec) (*Service, error) {
 		if s.HealthEvery, err = time.ParseDuration(h.Interval); err != nil {
 			return nil, fmt.Errorf("healthcheck interval: %v", err)
 		}
+		if s.HealthTimeout, err = time.ParseDuration(h.Timeout); err != nil {
+			return nil, fmt.Errorf("healthcheck timeout: %v", err)
+		}
 	}
 	for dep, d := range spec.DependsOn {
 		switch d.Condition {
@@ -350,13 +354,16 @@ func (p *Project) RunArgs(name string, i int, envFile string, randomPorts bool) 
 		args = append(args, "--ulimit", u)
 	}
 	if len(s.Health) > 0 {
-		cmd, err := json.Marshal(s.Health)
+		// The command without Compose's "CMD": podman takes a JSON array
+		// as the exec form.
+		cmd, err := json.Marshal(s.Health[1:])
 		if err != nil {
 			return nil, err
 		}
 		// The caller runs the checks (podman healthcheck run): podman's
 		// own timer needs systemd.
-		args = append(args, "--health-cmd", string(cmd), "--health-interval", "disable")
+		args = append(args, "--health-cmd", string(cmd), "--health-interval", "disable",
+			"--health-timeout", s.HealthTimeout.String())
 	}
 	args = append(args, s.Image)
 	return append(args, s.Command...), nil

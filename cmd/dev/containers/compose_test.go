@@ -65,7 +65,7 @@ func TestRunArgs(t *testing.T) {
 		"--name agentbus-nats-0-1", "--network agentbus_default", "--network-alias nats-0", "--env-file /env",
 		"--volume " + conf + ":/etc/nats/nats.conf:ro", "--volume agentbus_nats-0:/data",
 		"--publish 127.0.0.1::4222", "--stop-timeout 60",
-		`--health-cmd ["CMD","/healthcheck","http://127.0.0.1:8222/healthz?js-enabled-only=true"]`,
+		`--health-cmd ["/healthcheck","http://127.0.0.1:8222/healthz"]`,
 		"agentbus/nats:latest --config /etc/nats/nats.conf",
 	} {
 		if !strings.Contains(line, want) {
