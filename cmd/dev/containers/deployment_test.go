@@ -318,7 +318,7 @@ func (s *stack) restartSkills(ctx context.Context, env map[string]string) {
 		s.t.Fatal(err)
 	}
 	s.p.Services["skills"] = p.Services["skills"]
-	s.must(ctx, "rm", "-f", s.p.Container("skills", 1))
+	s.must(ctx, "rm", "-f", "-t", "0", s.p.Container("skills", 1))
 	s.start(ctx, "skills", 1)
 	s.waitHealthy(ctx, s.p.Container("skills", 1), time.Minute)
 }

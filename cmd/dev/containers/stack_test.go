@@ -158,6 +158,9 @@ func (s *stack) waitHealthy(ctx context.Context, container string, timeout time.
 func (s *stack) hostAddr(ctx context.Context, container string, port int) string {
 	s.t.Helper()
 	out := s.must(ctx, "port", container, fmt.Sprintf("%d/tcp", port))
+	if len(strings.Fields(out)) == 0 {
+		s.t.Fatalf("%s publishes no port %d", container, port)
+	}
 	return strings.Fields(out)[0]
 }
 
