@@ -251,16 +251,24 @@ func TestDeploymentInContainers(t *testing.T) {
 	})
 
 	t.Run("SIGTERM drains every role", func(t *testing.T) {
-		go func() { _, _ = c.runAll(ctx, "c-drain", 2) }()
+		// The ingress first, while the roles answer its runs in flight (it
+		// waits for them), then every role at once while their messages
+		// are still in flight.
+		go func() { _, _ = c.runAll(ctx, "c-drain", 4) }()
 		time.Sleep(3 * time.Second)
-		var roles []string
-		for _, name := range []string{"router", "planner", "executor", "aggregator", "ingress"} {
+		roles := s.replicas("ingress")
+		for _, name := range []string{"router", "planner", "executor", "aggregator"} {
 			roles = append(roles, s.replicas(name)...)
 		}
+		ingress := time.Now()
+		if _, err := s.run(ctx, "stop", roles[0]); err != nil {
+			t.Errorf("stop %s: %v", roles[0], err)
+		}
+		tookIngress := time.Since(ingress)
 		var mu sync.Mutex
 		var wg sync.WaitGroup
-		took := map[string]time.Duration{}
-		for _, ctr := range roles {
+		took := map[string]time.Duration{roles[0]: tookIngress}
+		for _, ctr := range roles[1:] {
 			wg.Go(func() {
 				start := time.Now()
 				_, err := s.run(ctx, "stop", ctr) // SIGTERM, then SIGKILL after the stop timeout
