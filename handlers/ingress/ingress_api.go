@@ -56,6 +56,8 @@ type MemoryHit struct {
 	SessionID string  `json:"session_id,omitempty"`
 	Text      string  `json:"text"`
 	Score     float32 `json:"score"`
+	// TTLAt is when the memory expires (its scope's retention).
+	TTLAt time.Time `json:"ttl_at,omitzero"`
 }
 
 // maxTopK bounds a memory query's results.
@@ -311,12 +313,18 @@ func (g *Ingress) putMemory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "embedder_unavailable", "the text could not be embedded")
 		return
 	}
+	now := g.now()
 	m, err := g.store.PutMemory(r.Context(), store.Memory{ID: key, Key: key, TenantID: tenant, UserID: user,
-		Scope: body.Scope, Text: body.Text, Embedding: vec, Source: "api", CreatedAt: g.now()})
+		Scope: body.Scope, Text: body.Text, Embedding: vec, Source: "api", CreatedAt: now,
+		TTLAt: g.cfg.Retention.TTLAt(body.Scope, now)})
 	if g.storeError(w, err, "memory") {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"key": m.Key, "scope": m.Scope, "user_id": m.UserID})
+	out := map[string]any{"key": m.Key, "scope": m.Scope, "user_id": m.UserID}
+	if !m.TTLAt.IsZero() {
+		out["ttl_at"] = m.TTLAt
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (g *Ingress) queryMemory(w http.ResponseWriter, r *http.Request) {
@@ -383,13 +391,14 @@ func (g *Ingress) queryMemory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hits, err := g.store.QueryMemory(r.Context(), store.MemoryQuery{TenantID: tenant, Scope: q.Scope, UserID: user,
-		Vector: vec, TopK: q.TopK})
+		Vector: vec, TopK: q.TopK, At: g.now()})
 	if g.storeError(w, err, "memory") {
 		return
 	}
 	out := make([]MemoryHit, len(hits))
 	for i, h := range hits {
-		out[i] = MemoryHit{Key: h.Key, Scope: h.Scope, UserID: h.UserID, SessionID: h.SessionID, Text: h.Text, Score: h.Score}
+		out[i] = MemoryHit{Key: h.Key, Scope: h.Scope, UserID: h.UserID, SessionID: h.SessionID, Text: h.Text, Score: h.Score,
+			TTLAt: h.TTLAt}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"hits": out})
 }
