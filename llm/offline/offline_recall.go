@@ -12,7 +12,7 @@ import (
 // "our fiscal year: July to June". Its words name the thing (at most six
 // words) and what follows "is", "are" or ":" up to the end of the clause
 // is its value.
-var factRE = regexp.MustCompile(`(?i)\b(?:my|our)\s+([a-z][a-z0-9'-]*(?:\s+[a-z][a-z0-9'-]*){0,5}?)\s*(?:\bis\b|\bare\b|:)\s*([^.;\n]*[^.;\n\s])`)
+var factRE = regexp.MustCompile(`(?i)\b(?:my|our) +([a-z][a-z0-9'-]*(?: +[a-z][a-z0-9'-]*){0,5}?)\s*(?:\bis\b|\bare\b|:)\s*([^.;\n]*[^.;\n\s])`)
 
 // fact is one statement of a recalled memory.
 type fact struct {
