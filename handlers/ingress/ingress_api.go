@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbus/agentbus/handlers/memory"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -31,12 +32,7 @@ type SoulBody struct {
 
 // MemoryBody is the body of POST /agent/memory: a fact the tenant (or one
 // of its users) wants its runs to be able to recall.
-type MemoryBody struct {
-	Scope  string `json:"scope"` // user | tenant
-	UserID string `json:"user_id,omitempty"`
-	Label  string `json:"label"`
-	Text   string `json:"text"`
-}
+type MemoryBody = runclient.MemoryFact
 
 // MemoryQueryBody is the query of GET /agent/memory/query, as a JSON body
 // or as URL parameters of the same names.
@@ -49,16 +45,7 @@ type MemoryQueryBody struct {
 }
 
 // MemoryHit is one result of a memory query.
-type MemoryHit struct {
-	Key       string  `json:"key"`
-	Scope     string  `json:"scope"`
-	UserID    string  `json:"user_id,omitempty"`
-	SessionID string  `json:"session_id,omitempty"`
-	Text      string  `json:"text"`
-	Score     float32 `json:"score"`
-	// TTLAt is when the memory expires (its scope's retention).
-	TTLAt time.Time `json:"ttl_at,omitzero"`
-}
+type MemoryHit = runclient.MemoryHit
 
 // maxTopK bounds a memory query's results.
 const maxTopK = 100
@@ -320,11 +307,7 @@ func (g *Ingress) putMemory(w http.ResponseWriter, r *http.Request) {
 	if g.storeError(w, err, "memory") {
 		return
 	}
-	out := map[string]any{"key": m.Key, "scope": m.Scope, "user_id": m.UserID}
-	if !m.TTLAt.IsZero() {
-		out["ttl_at"] = m.TTLAt
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, runclient.Remembered{Key: m.Key, Scope: m.Scope, UserID: m.UserID, TTLAt: m.TTLAt})
 }
 
 func (g *Ingress) queryMemory(w http.ResponseWriter, r *http.Request) {
