@@ -189,25 +189,36 @@ func (s *Store) withinMemories(ctx context.Context, q store.MemoryQuery, keep fu
 }
 
 // PruneMemory deletes every memory whose ttl_at is at or before before
-// and returns how many it deleted. It scans the whole bucket.
+// and returns how many it deleted. It scans the whole bucket; a memory
+// written again since the scan read it is left alone.
 func (s *Store) PruneMemory(ctx context.Context, before time.Time) (int, error) {
-	var expired []string
+	type entry struct {
+		key string
+		rev uint64
+	}
+	var expired []entry
 	err := scan(ctx, s.memory, func(e jetstream.KeyValueEntry) error {
 		m, err := decodeMemory(e)
 		if err == nil && m.Expired(before) {
-			expired = append(expired, e.Key())
+			expired = append(expired, entry{e.Key(), e.Revision()})
 		}
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("embedded: prune memory: %w", err)
 	}
-	for i, key := range expired {
-		if err := s.memory.Delete(ctx, key); err != nil {
-			return i, fmt.Errorf("embedded: prune memory %s: %w", key, err)
+	n := 0
+	for _, e := range expired {
+		err := s.memory.Delete(ctx, e.key, jetstream.LastRevision(e.rev))
+		switch {
+		case kvcas.IsConflict(err):
+		case err != nil:
+			return n, fmt.Errorf("embedded: prune memory %s: %w", e.key, err)
+		default:
+			n++
 		}
 	}
-	return len(expired), nil
+	return n, nil
 }
 
 // memoryKey is the bucket key of a memory key: each of its ":"-separated
