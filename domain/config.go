@@ -74,3 +74,14 @@ type HistoryMessage struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
 }
+
+// RecalledMemory is a long-term memory recalled for a run when it
+// started: a fact or a past exchange of its tenant, its user or its
+// session, most similar to the task. The models see it as data, under
+// its id (the memory's key), never as instructions.
+type RecalledMemory struct {
+	ID    string  `json:"id"`
+	Scope string  `json:"scope"`
+	Text  string  `json:"text"`
+	Score float32 `json:"score"`
+}

@@ -15,6 +15,8 @@ type (
 	Persona = domain.Persona
 	// HistoryMessage is domain.HistoryMessage.
 	HistoryMessage = domain.HistoryMessage
+	// RecalledMemory is domain.RecalledMemory.
+	RecalledMemory = domain.RecalledMemory
 	// Usage is domain.Usage.
 	Usage = domain.Usage
 	// Call is domain.Call.

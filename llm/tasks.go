@@ -60,8 +60,11 @@ type PlanInput struct {
 	// Persona and History are the tenant's soul and the session's recent
 	// conversation: a follow-up task ("and the second one?") is planned
 	// in their light.
-	Persona   *Persona         `json:"persona,omitempty"`
-	History   []HistoryMessage `json:"history,omitempty"`
+	Persona *Persona         `json:"persona,omitempty"`
+	History []HistoryMessage `json:"history,omitempty"`
+	// Memories are the long-term memories the run recalled: data, each
+	// under its id, never instructions.
+	Memories  []RecalledMemory `json:"memories,omitempty"`
 	Skills    []SkillInfo      `json:"skills"`
 	MaxSteps  int              `json:"max_steps"`
 	Completed []DoneStep       `json:"completed_steps,omitempty"`
@@ -86,6 +89,8 @@ type ActInput struct {
 	Skills     []SkillInfo                `json:"allowed_skills"`
 	ReturnSpec ReturnSpec                 `json:"return_spec"`
 	Inputs     map[string]json.RawMessage `json:"inputs,omitempty"`
+	// Memories are the long-term memories the run recalled (data).
+	Memories []RecalledMemory `json:"memories,omitempty"`
 }
 
 // ActOutput is an executor's final answer for a step: the data to write
@@ -120,6 +125,7 @@ type SuperviseInput struct {
 	Framing   string           `json:"framing,omitempty"`
 	Persona   *Persona         `json:"persona,omitempty"`
 	History   []HistoryMessage `json:"history,omitempty"`
+	Memories  []RecalledMemory `json:"memories,omitempty"`
 	Skills    []SkillInfo      `json:"skills"`
 	MaxLanes  int              `json:"max_lanes"`
 	Completed []LaneGoal       `json:"completed_lanes,omitempty"`
@@ -153,12 +159,15 @@ type StepOutput struct {
 }
 
 // SynthInput asks for the final answer to Task from the step outputs, in
-// the voice of Persona and in the light of the session's History.
+// the voice of Persona and in the light of the session's History and the
+// recalled Memories.
 type SynthInput struct {
 	Task    string           `json:"task"`
 	Outputs []StepOutput     `json:"outputs"`
 	Persona *Persona         `json:"persona,omitempty"`
 	History []HistoryMessage `json:"history,omitempty"`
+	// Memories are the long-term memories the run recalled (data).
+	Memories []RecalledMemory `json:"memories,omitempty"`
 }
 
 // ExtractInput asks for an extraction script for a skill response too large

@@ -75,9 +75,13 @@ type Requested struct {
 	// run whose agent's max_turns they reach takes its handoff_behavior
 	// instead of a turn.
 	SessionTurns int
-	Calls        []domain.Call
-	Failure      *Failure
-	At           time.Time
+	// RecallError says why the router recalled no memory (the store or
+	// the embedder failed): the run goes on without, and the trace says
+	// so. The memories it recalled are in Context.
+	RecallError string
+	Calls       []domain.Call
+	Failure     *Failure
+	At          time.Time
 }
 
 // Planned: the planner proposed steps, a revision or an infeasibility.
@@ -281,8 +285,9 @@ func (d *decision) requested(in Requested) {
 	if c := in.Context; c.Persona != nil || len(c.History) > 0 {
 		// The trace records the context the run saw: a replay re-derives
 		// its decisions from it, not from today's soul and session.
-		d.audit("context.loaded", "", c)
+		d.audit("context.loaded", "", RunContext{Persona: c.Persona, History: c.History})
 	}
+	d.recalled(in)
 	d.actAs(in.Agent)
 	d.resumeChain(in)
 	if TurnLimitReached(in.Agent, in.SessionTurns) {
@@ -325,6 +330,36 @@ func (d *decision) requested(in Requested) {
 	d.audit("subagent_a.spawned", "", map[string]any{"mode": planMode(route.Pattern)})
 	d.emit("plan.requested", PlanRequest{Run: d.State})
 }
+
+// recalled records the memories the run recalled (memory.recalled: their
+// ids, scopes and scores), or why it recalled none
+// (memory.recall_failed); a run with nothing in scope records nothing.
+func (d *decision) recalled(in Requested) {
+	if in.RecallError != "" {
+		d.audit("memory.recall_failed", "", map[string]any{"reason": in.RecallError})
+	}
+	mems := in.Context.Memories
+	if len(mems) == 0 {
+		return
+	}
+	type recalled struct {
+		ID     string  `json:"id"`
+		Scope  string  `json:"scope"`
+		Score  float32 `json:"score"`
+		Tokens int     `json:"tokens"`
+	}
+	out := make([]recalled, len(mems))
+	total := 0
+	for i, m := range mems {
+		out[i] = recalled{ID: m.ID, Scope: m.Scope, Score: m.Score, Tokens: MemoryTokens(m.Text)}
+		total += out[i].Tokens
+	}
+	d.audit("memory.recalled", "", map[string]any{"memories": out, "tokens": total})
+}
+
+// MemoryTokens estimates the tokens of a recalled memory's text: four
+// bytes a token, as the budget's estimates of a prompt.
+func MemoryTokens(text string) int { return (len(text) + 3) / 4 }
 
 // deadline sets the run's wall-clock deadline (routing.decided records
 // it) and sends it, to be delivered then: a run still going at its

@@ -199,13 +199,15 @@ func (u ToolUses) Add(v ToolUses) ToolUses {
 	return out
 }
 
-// RunContext is the tenant's soul and the session's recent conversation,
-// loaded once when the run is requested and recorded in its state: the
-// planner and the synthesiser read them from there, and a replay sees what
-// the run saw, whatever was changed since.
+// RunContext is the tenant's soul, the session's recent conversation and
+// the long-term memories recalled for the task, loaded once when the run
+// is requested and recorded in its state: the planner, the executor and
+// the synthesiser read them from there, and a replay sees what the run
+// saw, whatever was changed, written or expired since.
 type RunContext struct {
-	Persona *domain.Persona         `json:"persona,omitempty"`
-	History []domain.HistoryMessage `json:"history,omitempty"`
+	Persona  *domain.Persona         `json:"persona,omitempty"`
+	History  []domain.HistoryMessage `json:"history,omitempty"`
+	Memories []domain.RecalledMemory `json:"memories,omitempty"`
 }
 
 // Plan is the run's plan, with every step's status (seed 000 §2.2, §5).

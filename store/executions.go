@@ -13,6 +13,11 @@ const IndexExecutions = "agent_executions"
 // deployment configures none.
 const DefaultExecutionTTL = 30 * 24 * time.Hour
 
+// DefaultEventRetention is how long agent_events documents are kept by
+// default: the embedded store's events stream's age limit, and the
+// OpenSearch retention policy's.
+const DefaultEventRetention = 30 * 24 * time.Hour
+
 // Execution statuses (seed 002): a run's terminal code mapped by
 // ExecutionStatus.
 const (

@@ -1,25 +1,128 @@
 package store
 
 import (
+	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 )
 
+// Memory scopes (seed 000 §4): a step output belongs to its session; a
+// user's past exchanges and facts to the user, across sessions; a
+// tenant's facts to every user of the tenant.
+const (
+	ScopeSession = "session"
+	ScopeUser    = "user"
+	ScopeTenant  = "tenant"
+)
+
 // MemoryQuery is a similarity search over agent_memory. TenantID is
 // required; Scope and UserID, when non-empty, further filter the
-// candidates. Hits are ordered by descending cosine similarity to Vector.
+// candidates, and so does Within. Hits are ordered by descending cosine
+// similarity to Vector. A memory whose ttl_at has passed (at At) is
+// never a candidate.
+//
+// Every backend's QueryMemory answers it with these semantics: the
+// candidates are the memories with an embedding of Vector's dimension
+// that Match accepts; the TopK most similar are returned, best first,
+// ties by key.
 type MemoryQuery struct {
 	TenantID string
 	Scope    string
 	UserID   string
-	Vector   []float32
+	// Within, when non-empty, keeps only the memories one of its
+	// selectors accepts: how a run recalls its tenant's facts, its
+	// user's memories and its session's in one query.
+	Within []MemorySelector
+	Vector []float32
 	// TopK bounds the number of hits; values <= 0 mean DefaultTopK.
 	TopK int
+	// At is when expiry is judged; zero means now.
+	At time.Time
 }
 
 // DefaultTopK is the number of hits returned when MemoryQuery.TopK <= 0.
 const DefaultTopK = 10
+
+// MemorySelector selects the memories of one scope of a tenant: its
+// facts (ScopeTenant), one user's memories (ScopeUser and UserID) or one
+// session's (ScopeSession and SessionID; with UserID, only that user's).
+// A memory is selected by its fields and by its key, which is namespaced
+// by the same ids (KeyPrefix): the embedded store finds a selector's
+// memories by their keys alone.
+type MemorySelector struct {
+	Scope     string `json:"scope"`
+	UserID    string `json:"user_id,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+}
+
+// KeyPrefix is the prefix of the keys of the memories s selects in
+// tenant: {tenant}:@tenant: (a tenant's facts), {tenant}:@user:{user}:
+// (a user's facts and exchanges), {tenant}:{session}: (a session's step
+// outputs and context values).
+func (s MemorySelector) KeyPrefix(tenant string) string {
+	switch s.Scope {
+	case ScopeTenant:
+		return tenant + ":@tenant:"
+	case ScopeUser:
+		return tenant + ":@user:" + s.UserID + ":"
+	}
+	return tenant + ":" + s.SessionID + ":"
+}
+
+// Valid reports whether s names what its scope needs: a user for
+// ScopeUser, a session for ScopeSession, nothing for ScopeTenant.
+func (s MemorySelector) Valid() bool {
+	switch s.Scope {
+	case ScopeTenant:
+		return s.UserID == "" && s.SessionID == ""
+	case ScopeUser:
+		return s.UserID != "" && s.SessionID == ""
+	case ScopeSession:
+		return s.SessionID != ""
+	}
+	return false
+}
+
+// selects reports whether s selects m of tenant.
+func (s MemorySelector) selects(tenant string, m Memory) bool {
+	return m.Scope == s.Scope && (s.UserID == "" || m.UserID == s.UserID) &&
+		(s.SessionID == "" || m.SessionID == s.SessionID) && strings.HasPrefix(m.Key, s.KeyPrefix(tenant))
+}
+
+// Time is when q judges expiry: At, or now.
+func (q MemoryQuery) Time() time.Time {
+	if q.At.IsZero() {
+		return time.Now()
+	}
+	return q.At
+}
+
+// Match reports whether m is a candidate of q: of q's tenant, scope and
+// user, selected by one of Within when set, and not expired at at (see
+// Time). The embedding is not checked.
+func (q MemoryQuery) Match(m Memory, at time.Time) bool {
+	if m.TenantID != q.TenantID || q.Scope != "" && m.Scope != q.Scope || q.UserID != "" && m.UserID != q.UserID ||
+		m.Expired(at) {
+		return false
+	}
+	if len(q.Within) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(q.Within, func(s MemorySelector) bool { return s.selects(q.TenantID, m) })
+}
+
+// CheckWithin returns an error wrapping ErrInvalidArgument when a
+// selector of q.Within is not Valid.
+func (q MemoryQuery) CheckWithin() error {
+	for _, s := range q.Within {
+		if !s.Valid() {
+			return fmt.Errorf("store: memory selector %+v: %w", s, ErrInvalidArgument)
+		}
+	}
+	return nil
+}
 
 // MemoryHit is one result of a MemoryQuery.
 type MemoryHit struct {
@@ -27,6 +130,54 @@ type MemoryHit struct {
 	// Score is the cosine similarity between the query vector and the
 	// memory's embedding.
 	Score float32
+}
+
+// CompareHits orders hits as QueryMemory returns them: by score
+// descending, then by key.
+func CompareHits(a, b MemoryHit) int {
+	if c := cmp.Compare(b.Score, a.Score); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Key, b.Key)
+}
+
+// MemoryRetention is how long a memory of each scope is kept: a write
+// sets its ttl_at to its creation time plus its scope's retention
+// (TTLAt); queries never return it afterwards and PruneMemory deletes it.
+// A retention <= 0 keeps the scope's memories for ever.
+type MemoryRetention struct {
+	Session time.Duration
+	User    time.Duration
+	Tenant  time.Duration
+}
+
+// Default retentions of the memory scopes.
+const (
+	DefaultSessionMemoryTTL = 7 * 24 * time.Hour
+	DefaultUserMemoryTTL    = 90 * 24 * time.Hour
+	DefaultTenantMemoryTTL  = 365 * 24 * time.Hour
+)
+
+// DefaultMemoryRetention is the retention of every scope by default.
+var DefaultMemoryRetention = MemoryRetention{Session: DefaultSessionMemoryTTL, User: DefaultUserMemoryTTL,
+	Tenant: DefaultTenantMemoryTTL}
+
+// TTLAt is the ttl_at of a memory of scope created at created: zero (no
+// expiry) when the scope's retention is not positive.
+func (r MemoryRetention) TTLAt(scope string, created time.Time) time.Time {
+	var d time.Duration
+	switch scope {
+	case ScopeSession:
+		d = r.Session
+	case ScopeUser:
+		d = r.User
+	case ScopeTenant:
+		d = r.Tenant
+	}
+	if d <= 0 || created.IsZero() {
+		return time.Time{}
+	}
+	return created.Add(d).UTC()
 }
 
 // TraceQuery selects the events of one session or one plan of a tenant.

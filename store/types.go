@@ -116,6 +116,11 @@ type Memory struct {
 	Version Version `json:"-"`
 }
 
+// Expired reports whether m's ttl_at is set and not after at: an
+// expired memory is never returned by a query and is deleted by
+// PruneMemory.
+func (m Memory) Expired(at time.Time) bool { return !m.TTLAt.IsZero() && !m.TTLAt.After(at) }
+
 // Plan is a document of the agent_plans index: the projection of a plan's
 // current state.
 type Plan struct {

@@ -72,6 +72,9 @@ type System struct {
 	Memory   MemoryStore
 	Sessions SessionCloser
 	Now      func() time.Time
+	// Retention sets the ttl_at of set_context's values (session scope);
+	// zero keeps them for ever.
+	Retention store.MemoryRetention
 }
 
 // Serves reports whether s runs the tool name.
@@ -181,9 +184,10 @@ func (s *System) context(ctx context.Context, tenant, name string, info skills.C
 		if len(in.Value) == 0 || len(in.Value) > agents.MaxContextValueLen {
 			return nil, failed(name, "a value has 1 to %d bytes", agents.MaxContextValueLen)
 		}
+		now := s.now()
 		_, err := s.Memory.PutMemory(ctx, store.Memory{ID: key, Key: key, TenantID: tenant, SessionID: info.SessionID,
-			UserID: info.UserID, TaskID: "context", Scope: "session", Source: agents.ToolSetContext, Text: string(in.Value),
-			CreatedAt: s.now()})
+			UserID: info.UserID, TaskID: "context", Scope: store.ScopeSession, Source: agents.ToolSetContext, Text: string(in.Value),
+			CreatedAt: now, TTLAt: s.Retention.TTLAt(store.ScopeSession, now)})
 		if err != nil {
 			return nil, fmt.Errorf("tools: set_context: %w", err)
 		}

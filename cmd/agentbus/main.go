@@ -17,6 +17,7 @@ Usage:
                                                            decide a gate the run waits at (answer its question), then follow the run
   agentbus interrupt|resume <run_id>                       park a run at its next hop, or resume it
   agentbus steer <run_id> "<message>"                      add a message every later turn of the run sees
+  agentbus memory add|query [--user ID] "<text>"          remember a fact later runs recall, or search what they would
   agentbus replay <run_id> | --all [--since 24h]          re-derive recorded runs' decisions (no model, no tool); exit 1 on divergence
   agentbus skills [--addr 127.0.0.1:7070]                 serve the demo Skill Service alone
   agentbus nats [--port 4222] [--store DIR] [--sync-always]  run nats-server with JetStream alone
@@ -33,7 +34,7 @@ fault-injection harness are in agentbus-dev (make bench, make chaos).
 func main() {
 	cmds := map[string]func([]string) int{"up": up, "demo": runDemo, "run": run, "cancel": cancelRun,
 		"approve": control("approve"), "interrupt": control("interrupt"), "resume": control("resume"), "steer": control("steer"),
-		"replay": replay, "skills": serveSkills, "nats": serveNATS, "tenants": tenants, "gates": gates,
+		"memory": memoryCmd, "replay": replay, "skills": serveSkills, "nats": serveNATS, "tenants": tenants, "gates": gates,
 		"setup": setup, "mcp-conformance-client": conformanceClient}
 	os.Exit(app.RunCommand("agentbus", usage, os.Args[1:], cmds, os.Stdout, os.Stderr))
 }

@@ -254,7 +254,8 @@ func (t *turn) run(ctx context.Context) error {
 		return t.resume(ctx, *a)
 	}
 	in := llm.ActInput{Task: t.step.Task, Framing: t.req.Run.Framing, Skills: infos, Inputs: inputs,
-		ReturnSpec: llm.ReturnSpec{Shape: t.step.ReturnSpec.Shape, Reason: t.step.ReturnSpec.Reason}}
+		ReturnSpec: llm.ReturnSpec{Shape: t.step.ReturnSpec.Shape, Reason: t.step.ReturnSpec.Reason},
+		Memories:   t.req.Run.Context.Memories}
 	req := llm.NewRequest(llm.TaskAct, in)
 	req.Tools, req.Schema = tools, llm.ActSchema
 	req.Messages = append(append(t.handoffNote(), toMessages(t.req.Turns)...), t.steers()...)

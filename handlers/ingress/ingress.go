@@ -71,6 +71,9 @@ type IngressConfig struct {
 	// Embedder embeds memory queries and the facts posted to memory; nil
 	// refuses memory queries.
 	Embedder store.Embedder
+	// Retention sets the ttl_at of the facts posted to memory, by scope;
+	// zero keeps them for ever.
+	Retention store.MemoryRetention
 	// Now is the clock of the documents the API writes; default time.Now.
 	Now func() time.Time
 	// Cancels receives the cancels of POST /agent/runs/{run_id}/cancel,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbus/agentbus/handlers/memory"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/runclient"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -31,12 +32,7 @@ type SoulBody struct {
 
 // MemoryBody is the body of POST /agent/memory: a fact the tenant (or one
 // of its users) wants its runs to be able to recall.
-type MemoryBody struct {
-	Scope  string `json:"scope"` // user | tenant
-	UserID string `json:"user_id,omitempty"`
-	Label  string `json:"label"`
-	Text   string `json:"text"`
-}
+type MemoryBody = runclient.MemoryFact
 
 // MemoryQueryBody is the query of GET /agent/memory/query, as a JSON body
 // or as URL parameters of the same names.
@@ -49,14 +45,7 @@ type MemoryQueryBody struct {
 }
 
 // MemoryHit is one result of a memory query.
-type MemoryHit struct {
-	Key       string  `json:"key"`
-	Scope     string  `json:"scope"`
-	UserID    string  `json:"user_id,omitempty"`
-	SessionID string  `json:"session_id,omitempty"`
-	Text      string  `json:"text"`
-	Score     float32 `json:"score"`
-}
+type MemoryHit = runclient.MemoryHit
 
 // maxTopK bounds a memory query's results.
 const maxTopK = 100
@@ -317,12 +306,14 @@ func (g *Ingress) putMemory(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusServiceUnavailable, "embedder_unavailable", "the text could not be embedded")
 		return
 	}
+	now := g.now()
 	m, err := g.store.PutMemory(r.Context(), store.Memory{ID: key, Key: key, TenantID: tenant, UserID: user,
-		Scope: body.Scope, Text: body.Text, Embedding: vec, Source: "api", CreatedAt: g.now()})
+		Scope: body.Scope, Text: body.Text, Embedding: vec, Source: "api", CreatedAt: now,
+		TTLAt: g.cfg.Retention.TTLAt(body.Scope, now)})
 	if g.storeError(w, err, "memory") {
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"key": m.Key, "scope": m.Scope, "user_id": m.UserID})
+	WriteJSON(w, http.StatusOK, runclient.Remembered{Key: m.Key, Scope: m.Scope, UserID: m.UserID, TTLAt: m.TTLAt})
 }
 
 func (g *Ingress) queryMemory(w http.ResponseWriter, r *http.Request) {
@@ -389,13 +380,14 @@ func (g *Ingress) queryMemory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hits, err := g.store.QueryMemory(r.Context(), store.MemoryQuery{TenantID: tenant, Scope: q.Scope, UserID: user,
-		Vector: vec, TopK: q.TopK})
+		Vector: vec, TopK: q.TopK, At: g.now()})
 	if g.storeError(w, err, "memory") {
 		return
 	}
 	out := make([]MemoryHit, len(hits))
 	for i, h := range hits {
-		out[i] = MemoryHit{Key: h.Key, Scope: h.Scope, UserID: h.UserID, SessionID: h.SessionID, Text: h.Text, Score: h.Score}
+		out[i] = MemoryHit{Key: h.Key, Scope: h.Scope, UserID: h.UserID, SessionID: h.SessionID, Text: h.Text, Score: h.Score,
+			TTLAt: h.TTLAt}
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"hits": out})
 }

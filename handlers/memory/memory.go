@@ -41,9 +41,9 @@ func (c *ContractViolation) Error() string { return "handlers: contract violatio
 // user's past exchanges and facts to the user, across sessions; a
 // tenant's facts to every user of the tenant.
 const (
-	ScopeSession = "session"
-	ScopeUser    = "user"
-	ScopeTenant  = "tenant"
+	ScopeSession = store.ScopeSession
+	ScopeUser    = store.ScopeUser
+	ScopeTenant  = store.ScopeTenant
 )
 
 // Embed embeds text with e, or returns nil when e is nil.
@@ -90,6 +90,9 @@ type MemoryWriter struct {
 	// Embedder embeds every value written, for the semantic memory
 	// query; nil writes no embedding.
 	Embedder store.Embedder
+	// Retention sets each write's ttl_at (session scope); zero keeps
+	// step outputs for ever.
+	Retention store.MemoryRetention
 }
 
 // Write stores data under scope.Key(label) after checking it against
@@ -140,10 +143,11 @@ func (w *MemoryWriter) WriteDrawn(ctx context.Context, scope MemoryScope, label 
 		}
 		return "", waited, err
 	}
+	now := w.now()
 	_, err = w.Store.PutMemory(ctx, store.Memory{
 		ID: key, TenantID: scope.TenantID, SessionID: scope.SessionID, TaskID: scope.TaskID, UserID: scope.UserID,
 		Scope: ScopeSession, Key: key, Text: string(data), Embedding: vec, Source: "executor", StepIndex: scope.StepIndex,
-		PlanID: scope.PlanID, CreatedAt: w.now(),
+		PlanID: scope.PlanID, CreatedAt: now, TTLAt: w.Retention.TTLAt(ScopeSession, now),
 	})
 	if err != nil {
 		return "", waited, fmt.Errorf("handlers: write memory: %w", err)

@@ -110,7 +110,7 @@ func (p *Planner) plan(ctx context.Context, model llm.Model, run orch.RunState, 
 		return p.supervise(ctx, model, run, infos)
 	}
 	in := llm.PlanInput{Task: run.Request.Message, Framing: run.Framing, Persona: run.Context.Persona, History: run.Context.History,
-		Skills: infos, MaxSteps: orch.MaxPlanSteps, FirstStep: 1}
+		Memories: run.Context.Memories, Skills: infos, MaxSteps: orch.MaxPlanSteps, FirstStep: 1}
 	if failure != nil {
 		addReplanContext(&in, run.Plan, *failure)
 	}

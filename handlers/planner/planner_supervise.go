@@ -25,7 +25,7 @@ func (p *Planner) supervise(ctx context.Context, model llm.Model, run orch.RunSt
 		maxLanes = defaultMaxLanes
 	}
 	in := llm.SuperviseInput{Task: run.Request.Message, Framing: run.Framing, Persona: run.Context.Persona,
-		History: run.Context.History, Skills: infos, MaxLanes: maxLanes}
+		History: run.Context.History, Memories: run.Context.Memories, Skills: infos, MaxLanes: maxLanes}
 	for _, s := range run.Plan.Steps {
 		switch s.Status {
 		case orch.StepComplete:

@@ -17,6 +17,7 @@ import (
 	"github.com/agentbus/agentbus/handlers/memory"
 	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/llm"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -44,6 +45,9 @@ type Projector struct {
 	// Embedder embeds the exchanges written to the users' memory; nil
 	// writes them without an embedding.
 	Embedder store.Embedder
+	// Retention sets the ttl_at of the exchanges it writes (user scope);
+	// zero keeps them for ever.
+	Retention store.MemoryRetention
 	// Alerts: a stored run.finished schedules its tenant's alert
 	// evaluation (alert.evaluate, to the monitor).
 	Alerts bool
@@ -337,8 +341,9 @@ func (p *Projector) putPlan(ctx context.Context, plan store.Plan, version int64)
 const maxSessionRevs = 10000
 
 // session writes a session snapshot into agent_sessions, unless this
-// process already wrote a newer one, and the run's exchange into its
-// user's memory, embedded, so later sessions can recall it.
+// process already wrote a newer one, and, when the run succeeded, its
+// exchange into its user's memory, embedded, so later sessions can
+// recall it: a failed run's answer never becomes long-term memory.
 func (p *Projector) session(ctx context.Context, ev event.Event) error {
 	var a events.Audit
 	if err := events.Decode(ev, &a); err != nil {
@@ -368,14 +373,19 @@ func (p *Projector) session(ctx context.Context, ev event.Event) error {
 	if up.HandedOff || up.Operator != "" {
 		return nil // no exchange yet (the reply ends the run), or an operator's change
 	}
+	if up.Code != orch.CodeSuccess {
+		return nil // an answer the run did not verify is not remembered
+	}
 	text := "user: " + up.Message + "\nassistant: " + up.Answer
 	vec, err := memory.Embed(ctx, p.Embedder, text)
 	if err != nil {
 		return err
 	}
 	id := ExchangeKey(sess.TenantID, up.UserID, up.RunID)
+	at := ev.Time().UTC()
 	_, err = p.Store.PutMemory(ctx, store.Memory{ID: id, Key: id, TenantID: sess.TenantID, SessionID: sess.SessionID,
-		UserID: up.UserID, Scope: memory.ScopeUser, Text: text, Embedding: vec, Source: "session", CreatedAt: ev.Time().UTC()})
+		UserID: up.UserID, Scope: memory.ScopeUser, Text: text, Embedding: vec, Source: "session", CreatedAt: at,
+		TTLAt: p.Retention.TTLAt(memory.ScopeUser, at)})
 	if errors.Is(err, store.ErrSchema) {
 		return events.Permanent(err)
 	}

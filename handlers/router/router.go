@@ -65,6 +65,10 @@ type Router struct {
 	// SessionRuns, when set, runs each session's runs one at a time, in
 	// the order they arrive; nil runs them as they come.
 	SessionRuns *runctl.SessionRuns
+	// Recall, when set, gives each run the long-term memories of its
+	// tenant, user and session most similar to its task, recorded in its
+	// state (context.memories) and trace (memory.recalled).
+	Recall *memory.Recall
 }
 
 // NewRouter returns a router.
@@ -323,6 +327,7 @@ func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
 	if err != nil {
 		return err
 	}
+	up.Code = d.Ended.TerminalCode
 	// The trace still ends with run.finished.
 	at := len(d.Audits)
 	if i := slices.IndexFunc(d.Audits, func(a orch.Audit) bool { return a.Name == "run.finished" }); i >= 0 {
@@ -462,12 +467,17 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 	}
 	// What a run starts from is read at once, each read one round trip;
 	// the errors are then taken in the order the reads were needed.
-	l := r.loadStart(ctx, req)
+	l := r.loadStart(ctx, req, at)
 	sess, err := l.sess, l.sessErr
 	if err != nil {
 		return nil, err
 	}
 	in.Session = handlers.SessionState(sess)
+	if err := l.recallErr; err != nil && ctx.Err() == nil {
+		// The run goes on without its memories; the trace says why.
+		r.Log.Warn().Err(err).Str("run_id", req.RunID).Msg("no memory recalled")
+		in.RecallError = err.Error()
+	}
 	agentID, refused := orch.SessionAgent(req, in.Session)
 	if refused != nil {
 		return in, nil // the decider ends the run, leaving the session as it is
@@ -552,14 +562,17 @@ type startReads struct {
 	patterns                    []llm.Pattern
 	policy                      orch.BudgetPolicy
 	soul                        store.Soul
+	memories                    []llm.RecalledMemory
 	sessErr, configErr, soulErr error
+	recallErr                   error
 }
 
 // loadStart makes the reads of a run's first hop concurrently: one round
-// trip's wait instead of six.
-func (r *Router) loadStart(ctx context.Context, req orch.RunRequest) *startReads {
+// trip's wait instead of seven.
+func (r *Router) loadStart(ctx context.Context, req orch.RunRequest, at time.Time) *startReads {
 	l := &startReads{}
 	var wg sync.WaitGroup
+	wg.Go(func() { l.memories, l.recallErr = r.Recall.Memories(ctx, req, at) })
 	wg.Go(func() { l.sess, l.sessErr = r.session(ctx, req) })
 	wg.Go(func() {
 		var rc runConfig
@@ -572,8 +585,8 @@ func (r *Router) loadStart(ctx context.Context, req orch.RunRequest) *startReads
 }
 
 // runContext is what a new run knows of its caller: the soul of its user,
-// else of its tenant, and the history of its session (sess, as route
-// read it: nil for a new one).
+// else of its tenant, the history of its session (sess, as route read
+// it: nil for a new one) and the memories it recalled.
 func (l *startReads) runContext(sess *store.Session) (orch.RunContext, error) {
 	var rc orch.RunContext
 	soul, err := l.soul, l.soulErr
@@ -584,6 +597,7 @@ func (l *startReads) runContext(sess *store.Session) (orch.RunContext, error) {
 		return rc, fmt.Errorf("handlers: load soul: %w", err)
 	}
 	rc.History = runctl.HistoryOf(sess)
+	rc.Memories = l.memories
 	return rc, nil
 }
 
@@ -596,7 +610,8 @@ func PersonaOf(s store.Soul) *llm.Persona {
 // synthesise writes the final answer from the outputs of the completed
 // steps, streaming it onto the REPLY stream when the run asked for it.
 func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State, syn orch.Synthesise) (orch.Synthesised, error) {
-	in := llm.SynthInput{Task: syn.Task, Persona: run.Context.Persona, History: run.Context.History}
+	in := llm.SynthInput{Task: syn.Task, Persona: run.Context.Persona, History: run.Context.History,
+		Memories: run.Context.Memories}
 	// Small outputs ride in the run state; the others are read.
 	var keys []string
 	for _, s := range syn.Steps {

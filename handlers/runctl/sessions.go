@@ -59,6 +59,9 @@ type SessionUpdated struct {
 	// exchange is written to memory.
 	Operator string `json:"operator,omitempty"`
 	Action   string `json:"action,omitempty"`
+	// Code is the terminal code of the run that appended the exchange:
+	// only a successful exchange becomes long-term memory.
+	Code string `json:"terminal_code,omitempty"`
 }
 
 // Sessions keeps every session's bounded conversation in the sessions KV

@@ -17,7 +17,9 @@ import (
 // it is the embedded default. It routes by word overlap with task-type
 // descriptions, plans by chaining skill output schemas to input schemas,
 // acts by calling the allowed skill and projecting its output onto the
-// return_spec, and synthesises from the step outputs.
+// return_spec, and synthesises from the step outputs. What a task says of
+// the user's things ("my home city") it resolves with the recalled facts
+// that state them (recallTask).
 type Model struct {
 	attempts attempts
 }
@@ -40,14 +42,17 @@ func (o *Model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 	case llm.RouteInput:
 		msg, err = jsonMessage(route(in))
 	case llm.PlanInput:
+		in.Task, _ = recallTask(in.Task, in.Memories)
 		msg, err = jsonMessage(plan(in))
 	case llm.ActInput:
+		in.Task, _ = recallTask(in.Task, in.Memories)
 		msg, err = act(in, req.Messages)
 	case llm.SynthInput:
-		msg = llm.Message{Role: llm.RoleAssistant, Content: synthesize(in)}
+		msg = llm.Message{Role: llm.RoleAssistant, Content: synthesizeRecalling(in)}
 	case llm.ExtractInput:
 		msg, err = o.extract(in)
 	case llm.SuperviseInput:
+		in.Task, _ = recallTask(in.Task, in.Memories)
 		msg, err = jsonMessage(supervise(in))
 	default:
 		return llm.Response{}, fmt.Errorf("%w: %s with %T", llm.ErrBadInput, req.Task, req.Input)

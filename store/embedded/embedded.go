@@ -53,6 +53,9 @@ type Config struct {
 	// ExecutionTTL is how long execution records are kept (the
 	// executions bucket's TTL); default store.DefaultExecutionTTL.
 	ExecutionTTL time.Duration
+	// EventRetention is how long agent_events documents are kept (the
+	// events stream's MaxAge); default store.DefaultEventRetention.
+	EventRetention time.Duration
 }
 
 var prefixRe = regexp.MustCompile(`^[A-Za-z0-9_-]*$`)
@@ -101,6 +104,9 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 	if cfg.ExecutionTTL <= 0 {
 		cfg.ExecutionTTL = store.DefaultExecutionTTL
 	}
+	if cfg.EventRetention <= 0 {
+		cfg.EventRetention = store.DefaultEventRetention
+	}
 	s := &Store{js: js, subjectRoot: EventsSubject, executionTTL: cfg.ExecutionTTL}
 	if cfg.Prefix != "" {
 		s.subjectRoot = cfg.Prefix + "." + EventsSubject
@@ -141,11 +147,15 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		Duplicates:  DuplicateWindow,
+		MaxAge:      cfg.EventRetention,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded: stream %s: %w", name(StreamEvents), err)
 	}
 	s.events = stream
+	if err := s.migrateMemoryKeys(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -2,16 +2,19 @@ package embedded
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/kvcas"
 	"github.com/agentbus/agentbus/store"
 )
@@ -34,7 +37,7 @@ func (s *Store) PutMemory(ctx context.Context, m store.Memory) (store.Memory, er
 	if err != nil {
 		return store.Memory{}, err
 	}
-	key := escape(m.Key)
+	key := memoryKey(m.Key)
 	var rev uint64
 	if m.Version.IsZero() {
 		rev, err = s.memory.Put(ctx, key, data)
@@ -62,7 +65,7 @@ func (s *Store) CreateMemory(ctx context.Context, m store.Memory) (store.Memory,
 	if err != nil {
 		return store.Memory{}, err
 	}
-	rev, err := s.memory.Create(ctx, escape(m.Key), data)
+	rev, err := s.memory.Create(ctx, memoryKey(m.Key), data)
 	if kvcas.IsConflict(err) {
 		return store.Memory{}, fmt.Errorf("embedded: memory %q exists: %w", m.Key, store.ErrConflict)
 	}
@@ -79,18 +82,19 @@ func (s *Store) GetMemory(ctx context.Context, key string) (store.Memory, error)
 	if key == "" {
 		return store.Memory{}, fmt.Errorf("embedded: empty memory key: %w", store.ErrInvalidArgument)
 	}
-	e, err := getEntry(ctx, s.memory, escape(key), fmt.Sprintf("memory %q", key))
+	e, err := getEntry(ctx, s.memory, memoryKey(key), fmt.Sprintf("memory %q", key))
 	if err != nil {
 		return store.Memory{}, err
 	}
 	return decodeMemory(e)
 }
 
-// QueryMemory returns the TopK memories of q.TenantID (further filtered by
-// q.Scope and q.UserID when set) most similar to q.Vector by exact cosine
-// similarity, best first; ties are broken by key. Memories without an
-// embedding, or with one of a different dimension, are never returned. It
-// scans the whole bucket.
+// QueryMemory returns the TopK memories q matches (store.MemoryQuery)
+// most similar to q.Vector by exact cosine similarity, best first; ties
+// are broken by key. Memories without an embedding, or with one of a
+// different dimension, are never returned. A query with Within reads only
+// the selected memories, by their keys' prefixes, in one batched request
+// (withinMemories); any other scans the whole bucket.
 func (s *Store) QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.MemoryHit, error) {
 	if q.TenantID == "" {
 		return nil, fmt.Errorf("embedded: memory query without tenant: %w", store.ErrInvalidArgument)
@@ -98,38 +102,152 @@ func (s *Store) QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.M
 	if len(q.Vector) == 0 {
 		return nil, fmt.Errorf("embedded: memory query without vector: %w", store.ErrInvalidArgument)
 	}
+	if err := q.CheckWithin(); err != nil {
+		return nil, err
+	}
 	topK := q.TopK
 	if topK <= 0 {
 		topK = store.DefaultTopK
 	}
+	at := q.Time()
 	var hits []store.MemoryHit
-	err := scan(ctx, s.memory, func(e jetstream.KeyValueEntry) error {
-		m, err := decodeMemory(e)
-		if err != nil {
+	keep := func(m store.Memory) {
+		if q.Match(m, at) && len(m.Embedding) == len(q.Vector) {
+			hits = append(hits, store.MemoryHit{Memory: m, Score: store.Cosine(q.Vector, m.Embedding)})
+		}
+	}
+	var err error
+	if len(q.Within) > 0 {
+		err = s.withinMemories(ctx, q, keep)
+	} else {
+		err = scan(ctx, s.memory, func(e jetstream.KeyValueEntry) error {
+			m, err := decodeMemory(e)
+			if err == nil {
+				keep(m)
+			}
 			return err
-		}
-		if m.TenantID != q.TenantID ||
-			q.Scope != "" && m.Scope != q.Scope ||
-			q.UserID != "" && m.UserID != q.UserID ||
-			len(m.Embedding) != len(q.Vector) {
-			return nil
-		}
-		hits = append(hits, store.MemoryHit{Memory: m, Score: store.Cosine(q.Vector, m.Embedding)})
-		return nil
-	})
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("embedded: query memory: %w", err)
 	}
-	slices.SortFunc(hits, func(a, b store.MemoryHit) int {
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Key, b.Key)
-	})
+	slices.SortFunc(hits, store.CompareHits)
 	if len(hits) > topK {
 		hits = hits[:topK]
 	}
 	return hits, nil
+}
+
+// withinMemories hands keep every memory under the key prefixes of
+// q.Within: one batched direct get of the last value of each key the
+// prefixes' filters match (a query that matches nothing costs one
+// request and its answer), or, past the server's limit of one batch, a
+// watch of those filters.
+func (s *Store) withinMemories(ctx context.Context, q store.MemoryQuery, keep func(store.Memory)) error {
+	filters := make([]string, len(q.Within))
+	for i, sel := range q.Within {
+		filters[i] = memoryKey(strings.TrimSuffix(sel.KeyPrefix(q.TenantID), ":")) + ".>"
+	}
+	bucket := s.memory.Bucket()
+	vals, err := events.LastEntries(ctx, s.js, bucket, filters)
+	if err == nil {
+		for key, v := range vals {
+			m, err := decodeMemoryValue(key, v.Value, v.Revision)
+			if err != nil {
+				return err
+			}
+			keep(m)
+		}
+		return nil
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	w, err := s.memory.WatchFiltered(ctx, filters, jetstream.IgnoreDeletes())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return errors.New("embedded: watcher closed before initial values were delivered")
+			case e == nil:
+				return nil
+			}
+			m, err := decodeMemory(e)
+			if err != nil {
+				return err
+			}
+			keep(m)
+		}
+	}
+}
+
+// PruneMemory deletes every memory whose ttl_at is at or before before
+// and returns how many it deleted. It scans the whole bucket; a memory
+// written again since the scan read it is left alone.
+func (s *Store) PruneMemory(ctx context.Context, before time.Time) (int, error) {
+	type entry struct {
+		key string
+		rev uint64
+	}
+	var expired []entry
+	err := scan(ctx, s.memory, func(e jetstream.KeyValueEntry) error {
+		m, err := decodeMemory(e)
+		if err == nil && m.Expired(before) {
+			expired = append(expired, entry{e.Key(), e.Revision()})
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("embedded: prune memory: %w", err)
+	}
+	n := 0
+	for _, e := range expired {
+		err := s.memory.Delete(ctx, e.key, jetstream.LastRevision(e.rev))
+		switch {
+		case kvcas.IsConflict(err):
+		case err != nil:
+			return n, fmt.Errorf("embedded: prune memory %s: %w", e.key, err)
+		default:
+			n++
+		}
+	}
+	return n, nil
+}
+
+// memoryKey is the bucket key of a memory key: each of its ":"-separated
+// parts escaped (an empty part as emptyToken), joined with ".", so the
+// keys of a tenant, a user or a session share a subject prefix a filter
+// selects (withinMemories).
+func memoryKey(key string) string {
+	parts := strings.Split(key, ":")
+	for i, p := range parts {
+		parts[i] = optionalToken(p)
+	}
+	return strings.Join(parts, ".")
+}
+
+// migrateMemoryKeys moves the memories stored under the key of one
+// escaped token that earlier versions wrote (a key with ":" in it) to
+// their memoryKey. Several processes may run it at once: a memory moved
+// already is left as it is.
+func (s *Store) migrateMemoryKeys(ctx context.Context) error {
+	return scanKeys(ctx, s.memory, "*", func(e jetstream.KeyValueEntry) error {
+		key, err := unescape(e.Key())
+		if err != nil || !strings.Contains(key, ":") {
+			return nil // not an old key: one without ":" is the same either way
+		}
+		if _, err := s.memory.Create(ctx, memoryKey(key), e.Value()); err != nil && !kvcas.IsConflict(err) {
+			return fmt.Errorf("embedded: migrate memory %q: %w", key, err)
+		}
+		return s.memory.Delete(ctx, e.Key(), jetstream.LastRevision(e.Revision()))
+	})
 }
 
 // How the embedded store keeps an agent_memory document: its JSON without
@@ -156,20 +274,25 @@ func encodeMemory(m store.Memory) ([]byte, error) {
 }
 
 func decodeMemory(e jetstream.KeyValueEntry) (store.Memory, error) {
-	doc, vec, split := bytes.Cut(e.Value(), []byte{0})
+	return decodeMemoryValue(e.Key(), e.Value(), e.Revision())
+}
+
+// decodeMemoryValue decodes the value stored under key at revision rev.
+func decodeMemoryValue(key string, value []byte, rev uint64) (store.Memory, error) {
+	doc, vec, split := bytes.Cut(value, []byte{0})
 	var m store.Memory
 	if err := json.Unmarshal(doc, &m); err != nil {
-		return store.Memory{}, fmt.Errorf("embedded: decode memory %s: %w", e.Key(), err)
+		return store.Memory{}, fmt.Errorf("embedded: decode memory %s: %w", key, err)
 	}
 	if split {
 		if len(vec)%4 != 0 {
-			return store.Memory{}, fmt.Errorf("embedded: decode memory %s: %d embedding bytes", e.Key(), len(vec))
+			return store.Memory{}, fmt.Errorf("embedded: decode memory %s: %d embedding bytes", key, len(vec))
 		}
 		m.Embedding = make([]float32, len(vec)/4)
 		for i := range m.Embedding {
 			m.Embedding[i] = math.Float32frombits(binary.LittleEndian.Uint32(vec[4*i:]))
 		}
 	}
-	m.Version = versionOf(e.Revision())
+	m.Version = versionOf(rev)
 	return m, nil
 }

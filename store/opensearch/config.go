@@ -27,7 +27,7 @@ const (
 	DefaultDimension = 1536
 	// DefaultEventRetention is how long agent_events are kept when the ISM
 	// retention policy is installed.
-	DefaultEventRetention = 30 * 24 * time.Hour
+	DefaultEventRetention = store.DefaultEventRetention
 	// DefaultTimeout bounds every call of the Store, retries included.
 	DefaultTimeout = 30 * time.Second
 )

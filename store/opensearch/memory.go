@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
@@ -97,8 +98,10 @@ const maxTopK = 10000
 // the embedding field with the tenant, and the scope and user when set, in
 // the knn query's filter (efficient filtering: the candidates are filtered
 // before the top k are chosen, so another tenant's closer vectors never
-// crowd out this tenant's). Hits carry the exact cosine similarity and are
-// ordered by it, best first, then by key. Memories without an embedding are
+// crowd out this tenant's), and so are q.Within's selectors and expiry (a
+// ttl_at at or before q's time is no candidate). Hits carry the exact
+// cosine similarity and are ordered by it, best first, then by key.
+// Memories without an embedding are
 // never returned; a vector whose dimension differs from the index's
 // matches nothing, as in the embedded backend. An all-zero vector has no
 // direction: every candidate scores 0 and they come ordered by key.
@@ -109,6 +112,9 @@ func (s *Store) QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.M
 	if len(q.Vector) == 0 {
 		return nil, fmt.Errorf("opensearch: memory query without vector: %w", store.ErrInvalidArgument)
 	}
+	if err := q.CheckWithin(); err != nil {
+		return nil, err
+	}
 	if len(q.Vector) != s.cfg.Dimension {
 		return nil, nil
 	}
@@ -117,13 +123,7 @@ func (s *Store) QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.M
 		topK = store.DefaultTopK
 	}
 	topK = min(topK, maxTopK)
-	filter := []obj{term("tenant_id", q.TenantID)}
-	if q.Scope != "" {
-		filter = append(filter, term("scope", q.Scope))
-	}
-	if q.UserID != "" {
-		filter = append(filter, term("user_id", q.UserID))
-	}
+	filter := memoryFilter(q)
 	body := obj{"size": topK, "seq_no_primary_term": true}
 	if isZero(q.Vector) {
 		// Lucene's cosine refuses a zero query vector; no candidate is
@@ -164,6 +164,59 @@ func (s *Store) QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.M
 		hits = hits[:topK]
 	}
 	return hits, nil
+}
+
+// memoryFilter is the filter of q's candidates: its tenant, scope and
+// user, one of its selectors (by scope, ids and key prefix), and no
+// ttl_at at or before q's time.
+func memoryFilter(q store.MemoryQuery) []obj {
+	filter := []obj{term("tenant_id", q.TenantID)}
+	if q.Scope != "" {
+		filter = append(filter, term("scope", q.Scope))
+	}
+	if q.UserID != "" {
+		filter = append(filter, term("user_id", q.UserID))
+	}
+	if len(q.Within) > 0 {
+		any := make([]obj, len(q.Within))
+		for i, sel := range q.Within {
+			must := []obj{term("scope", sel.Scope), {"prefix": obj{"key": sel.KeyPrefix(q.TenantID)}}}
+			if sel.UserID != "" {
+				must = append(must, term("user_id", sel.UserID))
+			}
+			if sel.SessionID != "" {
+				must = append(must, term("session_id", sel.SessionID))
+			}
+			any[i] = obj{"bool": obj{"filter": must}}
+		}
+		filter = append(filter, obj{"bool": obj{"should": any, "minimum_should_match": 1}})
+	}
+	live := []obj{
+		{"bool": obj{"must_not": []obj{{"exists": obj{"field": "ttl_at"}}}}},
+		{"range": obj{"ttl_at": obj{"gt": q.Time().UTC().Format(time.RFC3339Nano)}}},
+	}
+	return append(filter, obj{"bool": obj{"should": live, "minimum_should_match": 1}})
+}
+
+// PruneMemory deletes every memory whose ttl_at is at or before before
+// (a delete by query, refreshed) and returns how many it deleted.
+func (s *Store) PruneMemory(ctx context.Context, before time.Time) (int, error) {
+	body, err := jsonBody(obj{"query": obj{"range": obj{"ttl_at": obj{"lte": before.UTC().Format(time.RFC3339Nano)}}}})
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	refresh := true
+	resp, err := s.api.Document.DeleteByQuery(ctx, opensearchapi.DocumentDeleteByQueryReq{Indices: []string{s.names.memory},
+		Body: body, Params: opensearchapi.DocumentDeleteByQueryParams{Conflicts: "proceed", Refresh: &refresh}})
+	if err := check(resp.Inspect().Response, err, "prune memory"); err != nil {
+		return 0, err
+	}
+	if resp.TimedOut || len(resp.Failures) > 0 {
+		return resp.Deleted, fmt.Errorf("opensearch: prune memory: %d deleted, then it failed or timed out", resp.Deleted)
+	}
+	return resp.Deleted, nil
 }
 
 // encodeMemory validates m, checks what the knn_vector mapping would

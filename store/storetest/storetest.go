@@ -28,8 +28,12 @@ type Backend interface {
 	// GetMemory returns the memory stored under key, with its Version.
 	GetMemory(ctx context.Context, key string) (store.Memory, error)
 	// QueryMemory returns the tenant's TopK memories most similar to
-	// q.Vector (cosine), best first; TenantID is required.
+	// q.Vector (cosine), best first, among those q.Match accepts (its
+	// scope, user and selectors; none expired); TenantID is required.
 	QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.MemoryHit, error)
+	// PruneMemory deletes the memories whose ttl_at is at or before
+	// before, and returns how many.
+	PruneMemory(ctx context.Context, before time.Time) (int, error)
 	// PutPlan stores p only if version is greater than the stored one,
 	// else store.ErrStale (re-writing identical content at the stored
 	// version succeeds).
@@ -107,6 +111,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Backend) {
 		{"StalePlan", testStalePlan},
 		{"ConcurrentPlanWriters", testConcurrentPlanWriters},
 		{"TenantFilteredSimilarity", testTenantFilteredSimilarity},
+		{"RecallWithin", testRecallWithin},
+		{"MemoryExpiry", testMemoryExpiry},
 		{"TraceOrdered", testTraceOrdered},
 		{"DuplicateEventIDs", testDuplicateEventIDs},
 		{"PlanHealth", testPlanHealth},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbus/agentbus/egress"
 	"github.com/agentbus/agentbus/skills"
+	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/tools"
 )
 
@@ -24,12 +25,20 @@ type Config struct {
 	// NATSUser and NATSPassword log in to a server that gives each role
 	// its own permissions (agentbus nats --permissions); the password
 	// comes from the environment or a file, never a flag.
-	NATSUser        string
-	NATSPassword    string
-	natsPassFile    string
-	Store           string
-	StorePrefix     string
-	ExecutionTTL    time.Duration // how long the store keeps execution records
+	NATSUser     string
+	NATSPassword string
+	natsPassFile string
+	Store        string
+	StorePrefix  string
+	ExecutionTTL time.Duration // how long the store keeps execution records
+	// EventRetention is how long the store keeps trace events.
+	EventRetention time.Duration
+	// MemoryRetention is how long memories of each scope are kept.
+	MemoryRetention store.MemoryRetention
+	// RecallTopK and RecallTokens bound the memories a run recalls when
+	// it starts (0 top k: none).
+	RecallTopK      int
+	RecallTokens    int
 	Models          ModelConfig
 	SkillServiceURL string
 	SkillAPIKey     string
@@ -103,6 +112,12 @@ func (c *Config) Register(fs *flag.FlagSet) {
 func (c *Config) RegisterStack(fs *flag.FlagSet) {
 	envStore.Bind(fs, &c.Store)
 	envExecutionTTL.Bind(fs, &c.ExecutionTTL)
+	envEventRetention.Bind(fs, &c.EventRetention)
+	envMemoryTTLSession.Bind(fs, &c.MemoryRetention.Session)
+	envMemoryTTLUser.Bind(fs, &c.MemoryRetention.User)
+	envMemoryTTLTenant.Bind(fs, &c.MemoryRetention.Tenant)
+	envRecallTopK.Bind(fs, &c.RecallTopK)
+	envRecallTokens.Bind(fs, &c.RecallTokens)
 	envStorePrefix.Bind(fs, &c.StorePrefix)
 	c.Models.Register(fs)
 	EnvSkillServiceURL.Bind(fs, &c.SkillServiceURL)
@@ -160,6 +175,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTurns < 1 {
 		return fmt.Errorf("max-turns must be at least 1")
+	}
+	if r := c.MemoryRetention; c.EventRetention < 0 || r.Session < 0 || r.User < 0 || r.Tenant < 0 {
+		return fmt.Errorf("event-retention and the memory-ttl settings must not be negative")
+	}
+	if c.RecallTopK < 0 || c.RecallTopK > 100 || c.RecallTokens < 1 {
+		return fmt.Errorf("recall-top-k must be from 0 to 100, recall-tokens at least 1")
 	}
 	if c.BreakerFailures < 1 || c.BreakerCooldown <= 0 || c.RepeatCallLimit < 1 || c.ContextTokens < 1000 {
 		return fmt.Errorf("breaker-failures and repeat-call-limit must be at least 1, breaker-cooldown positive, context-tokens at least 1000")

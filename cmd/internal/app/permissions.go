@@ -257,7 +257,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, c *Config) error {
 		return err
 	}
 	if c.Store != "opensearch" {
-		if _, err := embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix, Replicas: c.Replicas, ExecutionTTL: c.ExecutionTTL}); err != nil {
+		if _, err := embedded.New(ctx, js, c.embeddedConfig()); err != nil {
 			return err
 		}
 	}

@@ -196,8 +196,9 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	g := ingress.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
 		ingress.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds,
 			Adapters: []ingress.Adapter{chat.Adapter{}},
-			Sessions: &runctl.Sessions{KV: sessions}, Embedder: d.Embedder, Cancels: runctl.NewCancels(cancels),
-			Gates: &runctl.Gates{KV: gates}, Artifacts: artifacts, ToolSecrets: secrets, Egress: policy,
+			Sessions: &runctl.Sessions{KV: sessions}, Embedder: d.Embedder, Retention: d.Config.MemoryRetention,
+			Cancels: runctl.NewCancels(cancels),
+			Gates:   &runctl.Gates{KV: gates}, Artifacts: artifacts, ToolSecrets: secrets, Egress: policy,
 			Limiter: &ledger.Limiter{KV: limits, Config: config, Defaults: opts.Limits, LeaseTTL: opts.LeaseTTL}})
 	if err := retry(ctx, g.Start); err != nil {
 		return err

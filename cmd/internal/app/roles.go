@@ -14,6 +14,7 @@ import (
 	"github.com/agentbus/agentbus/handlers/aggregator"
 	"github.com/agentbus/agentbus/handlers/executor"
 	"github.com/agentbus/agentbus/handlers/ledger"
+	"github.com/agentbus/agentbus/handlers/memory"
 	"github.com/agentbus/agentbus/handlers/monitor"
 	"github.com/agentbus/agentbus/handlers/planner"
 	"github.com/agentbus/agentbus/handlers/projector"
@@ -237,6 +238,9 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	if r.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
+	if d.Config.RecallTopK > 0 {
+		r.Recall = &memory.Recall{Store: d.Store, Embedder: d.Embedder, TopK: d.Config.RecallTopK, Tokens: d.Config.RecallTokens}
+	}
 	return r.Routes(), nil
 }
 
@@ -280,6 +284,7 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	}
 	x := executor.NewExecutor(d.Models.Executor, layer, d.Store, locks, calls, log)
 	x.Credentials, x.Writer.Embedder, x.Cancels, x.Replies = creds, d.Embedder, cancels, &handlers.Replies{JS: d.JS}
+	x.Writer.Retention = d.Config.MemoryRetention
 	if d.Config.MaxTurns > 0 {
 		x.MaxTurns = d.Config.MaxTurns
 	}
@@ -327,8 +332,19 @@ func buildAggregator(ctx context.Context, d *Deps, log zerolog.Logger) ([]events
 	return aggregator.NewAggregator(fanin, log).Routes(), nil
 }
 
-func buildProjector(_ context.Context, d *Deps, _ zerolog.Logger) ([]events.Route, error) {
-	return (&projector.Projector{Store: d.Store, Embedder: d.Embedder, Alerts: true}).Routes(), nil
+func buildProjector(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {
+	// The projector writes the store, and deletes the memories whose
+	// retention has passed.
+	go (&memory.Pruner{Store: d.Store}).Run(ctx, func(n int, err error) {
+		switch {
+		case err != nil:
+			log.Warn().Err(err).Msg("memory prune")
+		case n > 0:
+			log.Info().Int("deleted", n).Msg("expired memories pruned")
+		}
+	})
+	p := &projector.Projector{Store: d.Store, Embedder: d.Embedder, Alerts: true, Retention: d.Config.MemoryRetention}
+	return p.Routes(), nil
 }
 
 func buildMonitor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Route, error) {

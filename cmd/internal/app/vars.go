@@ -6,6 +6,7 @@ import (
 	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/handlers/executor"
 	"github.com/agentbus/agentbus/handlers/ledger"
+	"github.com/agentbus/agentbus/handlers/memory"
 	"github.com/agentbus/agentbus/llm/provider"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
@@ -56,6 +57,10 @@ var (
 	envHandleTimeout = Duration(secProcess, "HANDLE_TIMEOUT", "handle-timeout", 5*time.Minute, "deadline of one message's work")
 	envContextTokens = Int(secProcess, "CONTEXT_TOKENS", "context-tokens", executor.DefaultContextTokens,
 		"context budget of a step's turns in tokens; past 80 % older turns are compressed")
+	envRecallTopK = Int(secProcess, "RECALL_TOP_K", "recall-top-k", memory.DefaultRecallTopK,
+		"memories of its tenant, user and session a run recalls at most when it starts (most similar to its task); 0 recalls none")
+	envRecallTokens = Int(secProcess, "RECALL_TOKENS", "recall-tokens", memory.DefaultRecallTokens,
+		"token budget of the memories a run recalls (four bytes a token)")
 	envRepeatCallLimit = Int(secProcess, "REPEAT_CALL_LIMIT", "repeat-call-limit", executor.DefaultRepeatCallLimit,
 		"identical calls (same skill, same arguments) one step may make; the next ends the run REPEATED_FAILURE")
 	envSandboxUnsafe = Bool(secProcess, "SANDBOX_ALLOW_UNSAFE", "sandbox-unsafe",
@@ -78,7 +83,16 @@ var (
 var (
 	envStore = String(secStore, "STORE", "store", "embedded", oneOf("embedded", "opensearch"),
 		"storage backend: embedded (in JetStream) or opensearch (OPENSEARCH_URL and friends)")
-	envStorePrefix  = String(secStore, "STORE_PREFIX", "store-prefix", "", text("a name prefix"), "name prefix of the store's buckets and indices")
+	envStorePrefix    = String(secStore, "STORE_PREFIX", "store-prefix", "", text("a name prefix"), "name prefix of the store's buckets and indices")
+	envEventRetention = Duration(secStore, "EVENT_RETENTION", "event-retention", store.DefaultEventRetention,
+		"how long trace events (agent_events) are kept: the embedded store's events stream's age limit; "+
+			"with opensearch, the retention policy's unless OPENSEARCH_EVENT_RETENTION is set")
+	envMemoryTTLSession = Duration(secStore, "MEMORY_TTL_SESSION", "memory-ttl-session", store.DefaultSessionMemoryTTL,
+		"how long session memories (step outputs, set_context values) are kept: their ttl_at; 0 keeps them for ever")
+	envMemoryTTLUser = Duration(secStore, "MEMORY_TTL_USER", "memory-ttl-user", store.DefaultUserMemoryTTL,
+		"how long a user's memories (facts posted to /agent/memory, successful exchanges) are kept; 0 keeps them for ever")
+	envMemoryTTLTenant = Duration(secStore, "MEMORY_TTL_TENANT", "memory-ttl-tenant", store.DefaultTenantMemoryTTL,
+		"how long a tenant's facts posted to /agent/memory are kept; 0 keeps them for ever")
 	envExecutionTTL = Duration(secStore, "EXECUTION_RECORD_TTL", "execution-record-ttl", store.DefaultExecutionTTL,
 		"how long execution records (GET /agent/executions) are kept: the embedded bucket's TTL, the OpenSearch ISM policy")
 	envOpenSearchURL = String(secStore, "OPENSEARCH_URL", "", opensearch.DefaultURL, httpURLs,

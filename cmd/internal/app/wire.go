@@ -48,6 +48,7 @@ type Store interface {
 	memory.MemoryStore
 	projector.ProjectionStore
 	ingress.IngressStore
+	PruneMemory(ctx context.Context, before time.Time) (int, error)
 	Close() error
 }
 
@@ -61,7 +62,7 @@ var (
 func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, error) {
 	if c.Store != "opensearch" {
 		return retryValue(ctx, func() (*embedded.Store, error) {
-			return embedded.New(ctx, js, embedded.Config{Prefix: c.StorePrefix, Replicas: c.Replicas, ExecutionTTL: c.ExecutionTTL})
+			return embedded.New(ctx, js, c.embeddedConfig())
 		})
 	}
 	cfg := openSearchConfig()
@@ -69,6 +70,9 @@ func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, e
 		cfg.IndexPrefix = c.StorePrefix
 	}
 	cfg.ExecutionTTL = c.ExecutionTTL
+	if !envOpenSearchRetention.IsSet() && c.EventRetention > 0 {
+		cfg.EventRetention = c.EventRetention
+	}
 	// The index holds what the embedder writes: OPENSEARCH_DIMENSION, when
 	// set, is the embedder's too; otherwise the index takes the embedder's.
 	switch dim := c.Models.EmbeddingDimension; {
@@ -88,6 +92,12 @@ func openStore(ctx context.Context, c *Config, js jetstream.JetStream) (Store, e
 		return err
 	})
 	return st, err
+}
+
+// embeddedConfig is the embedded store's configuration.
+func (c *Config) embeddedConfig() embedded.Config {
+	return embedded.Config{Prefix: c.StorePrefix, Replicas: c.Replicas, ExecutionTTL: c.ExecutionTTL,
+		EventRetention: c.EventRetention}
 }
 
 // openSearchConfig is the OpenSearch store's configuration from the
@@ -424,7 +434,8 @@ func (d *Deps) toolLayer(ctx context.Context, log zerolog.Logger) (*tools.Layer,
 		return nil, err
 	}
 	return &tools.Layer{Next: d.Skills, Defs: d.Store,
-		System: &tools.System{JS: d.JS, Memory: d.Store, Sessions: &runctl.Sessions{KV: sessions}},
+		System: &tools.System{JS: d.JS, Memory: d.Store, Sessions: &runctl.Sessions{KV: sessions},
+			Retention: d.Config.MemoryRetention},
 		Webhooks: &tools.Webhooks{Secrets: secrets, Egress: policy,
 			Log: log.With().Str("component", "webhook_tools").Logger()}}, nil
 }

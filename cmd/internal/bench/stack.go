@@ -202,7 +202,10 @@ func (d *deployment) start(ctx context.Context, deps app.Deps, roles ...string) 
 // run submits one run of task on NATS and waits for its result.
 func (d *deployment) run(ctx context.Context, task string) (orch.RunResult, time.Duration, error) {
 	id := uuid.NewString()
-	req := orch.RunRequest{RunID: id, TenantID: "bench", UserID: "bench", SessionID: "s-" + id[:8], Message: task}
+	// Each run is a new user's first, in a new session: it has no memory
+	// in scope, so its recall is the one query that finds nothing (a
+	// shared user would recall every earlier run's exchange).
+	req := orch.RunRequest{RunID: id, TenantID: "bench", UserID: "u-" + id[:8], SessionID: "s-" + id[:8], Message: task}
 	start := time.Now()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()

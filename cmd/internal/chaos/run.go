@@ -208,10 +208,11 @@ func (h *harness) referenceRun(ctx context.Context) error {
 	}
 }
 
-// request is the run of session; the ingress assigns the run id of an
-// HTTP run.
+// request is the run of session, by a user of its own: no run recalls
+// another's exchange, so every run's trace has the reference run's
+// events. The ingress assigns the run id of an HTTP run.
 func (h *harness) request(session string) orch.RunRequest {
-	return orch.RunRequest{TenantID: Tenant, UserID: "chaos", SessionID: session, Message: DemoTask}
+	return orch.RunRequest{TenantID: Tenant, UserID: "chaos-" + session, SessionID: session, Message: DemoTask}
 }
 
 // submitUnderFaults submits every run, cfg.Concurrency at a time, while

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 
@@ -219,22 +220,39 @@ func (s *mapStore) PutSession(_ context.Context, sess store.Session) error {
 	return nil
 }
 
-// QueryMemory ranks the tenant's embedded memories by cosine similarity.
+// QueryMemory ranks the memories q matches by cosine similarity.
 func (s *mapStore) QueryMemory(_ context.Context, q store.MemoryQuery) ([]store.MemoryHit, error) {
 	if q.TenantID == "" {
 		return nil, fmt.Errorf("mapstore: memory query without tenant: %w", store.ErrInvalidArgument)
 	}
+	if err := q.CheckWithin(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var hits []store.MemoryHit
+	at := q.Time()
 	for _, m := range s.memory {
-		if m.TenantID == q.TenantID && len(m.Embedding) == len(q.Vector) && (q.Scope == "" || m.Scope == q.Scope) &&
-			(q.UserID == "" || m.UserID == q.UserID) {
+		if q.Match(m, at) && len(m.Embedding) == len(q.Vector) {
 			hits = append(hits, store.MemoryHit{Memory: m, Score: store.Cosine(q.Vector, m.Embedding)})
 		}
 	}
-	slices.SortFunc(hits, func(a, b store.MemoryHit) int { return cmp.Compare(b.Score, a.Score) })
+	slices.SortFunc(hits, store.CompareHits)
 	return hits[:min(len(hits), cmp.Or(q.TopK, store.DefaultTopK))], nil
+}
+
+// PruneMemory deletes the memories expired at before.
+func (s *mapStore) PruneMemory(_ context.Context, before time.Time) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, m := range s.memory {
+		if m.Expired(before) {
+			delete(s.memory, k)
+			n++
+		}
+	}
+	return n, nil
 }
 
 // ListSessions lists the tenant's sessions q selects, newest first.
