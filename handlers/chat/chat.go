@@ -2,6 +2,8 @@ package chat
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -168,7 +170,8 @@ func (h handler) completions(w http.ResponseWriter, r *http.Request) {
 // a user's, is the task; the model names the agent; the session is the
 // X-Session-Id header's (runRequest applies it), else the metadata's
 // session_id or conversation_id, else a new one; the user is the body's
-// user, else the credential's or X-User-Id (runRequest), else "chat".
+// user, else the credential's or X-User-Id (runRequest), else one of the
+// conversation's own ("chat-" and a hash of the session).
 func chatRun(r *http.Request, body ChatRequest) (runclient.Request, string, error) {
 	switch {
 	case body.N > 1:
@@ -189,11 +192,14 @@ func chatRun(r *http.Request, body ChatRequest) (runclient.Request, string, erro
 	if body.Model != DefaultChatModel {
 		req.AgentID = body.Model
 	}
-	if req.UserID == "" && r.Header.Get("X-User-Id") == "" && !ingress.BindsUser(r) {
-		req.UserID = "chat"
+	if req.SessionID == "" {
+		req.SessionID = cmp.Or(r.Header.Get("X-Session-Id"), "chat-"+uuid.NewString())
 	}
-	if req.SessionID == "" && r.Header.Get("X-Session-Id") == "" {
-		req.SessionID = "chat-" + uuid.NewString()
+	if req.UserID == "" && r.Header.Get("X-User-Id") == "" && !ingress.BindsUser(r) {
+		// A caller that names no user is a user of its conversation only:
+		// what it says is never recalled by another anonymous caller.
+		sum := sha256.Sum256([]byte(req.SessionID))
+		req.UserID = "chat-" + hex.EncodeToString(sum[:8])
 	}
 	return req, "", nil
 }

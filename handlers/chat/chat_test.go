@@ -21,7 +21,7 @@ func TestChatRun(t *testing.T) {
 		msg("system", `"be brief"`), msg("user", `"first"`), msg("assistant", `"ok"`),
 		msg("user", `[{"type":"text","text":"rank"},{"type":"text","text":"the outlets"}]`)},
 		Metadata: map[string]string{"conversation_id": "conv-7"}})
-	if err != nil || code != "" || req.Message != "rank\n\nthe outlets" || req.AgentID != "" || req.SessionID != "conv-7" || req.UserID != "chat" {
+	if err != nil || code != "" || req.Message != "rank\n\nthe outlets" || req.AgentID != "" || req.SessionID != "conv-7" || !strings.HasPrefix(req.UserID, "chat-") {
 		t.Fatalf("%+v %q %v", req, code, err)
 	}
 	req, _, _ = chatRun(r, ChatRequest{Model: "support", User: "u-9", Stream: true, Messages: []ChatMessage{msg("user", `"hi"`)}})
@@ -30,8 +30,10 @@ func TestChatRun(t *testing.T) {
 	}
 	h := httptest.NewRequest("POST", "/v1/chat/completions", nil)
 	h.Header.Set("X-Session-Id", "sess-h")
-	if req, _, _ = chatRun(h, ChatRequest{Messages: []ChatMessage{msg("user", `"hi"`)}}); req.SessionID != "" {
-		t.Fatalf("the header's session is the ingress's to apply, got %q", req.SessionID)
+	other, _, _ := chatRun(h, ChatRequest{Messages: []ChatMessage{msg("user", `"hi"`)}})
+	if again, _, _ := chatRun(h, ChatRequest{Messages: []ChatMessage{msg("user", `"and then?"`)}}); other.SessionID != "sess-h" ||
+		again.UserID != other.UserID || other.UserID == req.UserID {
+		t.Fatalf("a conversation's anonymous user: %+v, %+v, %+v", other, again, req)
 	}
 	for _, c := range []struct {
 		name string
