@@ -111,7 +111,7 @@ func TestRecorderRecordsEveryCall(t *testing.T) {
 	rec.Complete(context.Background(), req)
 	rec.Complete(context.Background(), req)
 	calls := rec.Calls()
-	if len(calls) != 2 || calls[0].Model != "m1" || calls[0].PromptVersion != "plan@v4" || calls[0].InputTokens != 10 ||
+	if len(calls) != 2 || calls[0].Model != "m1" || calls[0].PromptVersion != "plan@v5" || calls[0].InputTokens != 10 ||
 		calls[1].Error == "" {
 		t.Fatalf("calls = %+v", calls)
 	}
