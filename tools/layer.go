@@ -202,5 +202,5 @@ func Manifest(t agents.Tool) skills.Manifest {
 		a.IdempotentHint = &t.Handler.Idempotent
 	}
 	return skills.Manifest{Name: t.Name, Description: t.Description, InputSchema: t.Parameters, OutputSchema: objectSchema,
-		ExecutionMode: skills.ExecutionModeSync, Annotations: a}
+		ExecutionMode: skills.ExecutionModeSync, Annotations: a, Internal: t.Type == agents.ToolTypeSystem}
 }
