@@ -29,6 +29,7 @@ const (
 	SourceStepOutput = "step_output:" // a step output the synthesis reads, by step number
 	SourceDocument   = "document:"    // a sample of a large tool response, by tool name
 	SourceHistory    = "session_history"
+	SourceHandoff    = "handoff:" // the context an agent handing a run over passed on, by agent
 )
 
 // tagRE finds what could open or close the element inside content: its
