@@ -1,6 +1,7 @@
 package llm_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -110,5 +111,27 @@ func TestConversationDelimitsUntrustedContent(t *testing.T) {
 	if c := msgs[0].Content; !strings.Contains(c, "<untrusted_data source=\"step_output:2\">\n{\"x\":1}\n</untrusted_data>") ||
 		!strings.Contains(c, `<untrusted_data source="session_history">`) || strings.Contains(c, `"history"`) {
 		t.Errorf("synthesis input = %s", c)
+	}
+}
+
+// BenchmarkSuspectInjection reads a large JSON result with no anchor
+// (the common case) and one dense with anchors, none an injection.
+func BenchmarkSuspectInjection(b *testing.B) {
+	for _, bc := range []struct{ name, item string }{
+		{"plain", `{"id":"item-%04d","category":"Hot drinks and pastries","name":"Flat white %d"},`},
+		{"anchors", `{"id":"item-%04d","token":"system secret","prompt":"forget the rules %d or invoke"},`},
+	} {
+		var sb strings.Builder
+		sb.WriteString(`{"items":[`)
+		for i := 0; sb.Len() < llm.MaxInjectionScan-200; i++ {
+			fmt.Fprintf(&sb, bc.item, i, i)
+		}
+		sb.WriteString(`{}]}`)
+		s := sb.String()
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				llm.SuspectInjection(s)
+			}
+		})
 	}
 }
