@@ -98,6 +98,7 @@ type Parked struct {
 	Calls     map[string]int `json:"calls,omitempty"`
 	Denied    int            `json:"denied,omitempty"`
 	Steered   int            `json:"steered,omitempty"`
+	Tainted   string         `json:"tainted,omitempty"`
 }
 
 // GateAction is one action an approval gate holds: the step that wants
@@ -446,7 +447,7 @@ func (d *decision) resume(g Gate, rec Approval) {
 		d.Emits = append(d.Emits, Emit{Key: fmt.Sprintf("resume/%s/%d", g.ID, s.Index), RunScope: runID, Data: StepRequest{
 			Run: d.State, Step: s.Index, Group: group, Inputs: plan.inputKeys(*s), Iteration: p.Iteration, Turns: p.Turns,
 			Repairs: p.Repairs, Observed: p.Observed, Calls: p.Calls, Denied: p.Denied, Steered: p.Steered,
-			Approved: &Approved{Gate: g.ID, By: rec.By, At: rec.At, Call: p.Call}}})
+			Tainted: p.Tainted, Approved: &Approved{Gate: g.ID, By: rec.By, At: rec.At, Call: p.Call}}})
 	}
 	if group.Expected > 1 {
 		d.groupDeadline(group)

@@ -355,6 +355,10 @@ type StepRequest struct {
 	Steered int `json:"steered,omitempty"`
 	// Tools counts the tool calls the step's turns made so far.
 	Tools ToolUses `json:"tools,omitempty"`
+	// Tainted names the open-world skill whose output the step observed
+	// first, once it has: its side-effecting calls go through a gate
+	// unless the tenant's taint policy relaxes it (the taint rule).
+	Tainted string `json:"tainted,omitempty"`
 }
 
 // MaxCarriedInputs bounds the inputs a step's turn message carries to its

@@ -35,6 +35,12 @@ type Manifest struct {
 	// mode (read_only, local_write, network, delegated, destructive);
 	// ApprovalMode otherwise derives one from the annotations.
 	Mode string `json:"approval_mode,omitempty"`
+	// Internal marks a tool agentbus itself runs (a system tool such as
+	// send_message): its result is agentbus's own words, never a remote
+	// party's, so reading it taints no step even when the tool reaches
+	// the open world. Only the process that builds the manifest sets it;
+	// it never comes from a server.
+	Internal bool `json:"-"`
 }
 
 // Annotations are a tool's MCP behaviour hints (readOnlyHint, destructiveHint, idempotentHint, openWorldHint); nil fields are unset.

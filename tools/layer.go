@@ -207,5 +207,5 @@ func Manifest(t agents.Tool) skills.Manifest {
 		a.IdempotentHint = &t.Handler.Idempotent
 	}
 	return skills.Manifest{Name: t.Name, Description: t.Description, InputSchema: t.Parameters, OutputSchema: objectSchema,
-		ExecutionMode: skills.ExecutionModeSync, Annotations: a, Mode: mode}
+		ExecutionMode: skills.ExecutionModeSync, Annotations: a, Mode: mode, Internal: t.Type == agents.ToolTypeSystem}
 }

@@ -88,6 +88,10 @@ type Executor struct {
 	// Replies streams a skill's progress reports to a run that streams
 	// (tool_progress chunks); nil asks for none.
 	Replies *handlers.Replies
+	// Untrusted are the tenants' taint and injection policies; nil keeps
+	// the defaults (a tainted step's side effects are gated, a suspected
+	// injection is recorded).
+	Untrusted *runctl.UntrustedPolicy
 }
 
 // NewExecutor returns an executor.
@@ -187,6 +191,7 @@ type turn struct {
 	approved  *orch.Approved             // the approval of the call a resumed step holds, once checked
 	steered   int                        // the run's steering messages the step has seen, with this hop's
 	tools     orch.ToolUses              // this hop's tool calls by tool name
+	tainted   string                     // the open-world skill whose output tainted the step in this hop
 
 	// inputs awaits the reads of the outputs of the steps this one
 	// depends on (readInputs).
@@ -383,6 +388,9 @@ func (t *turn) call(ctx context.Context, n int, c llm.ToolCall, turns []orch.Tur
 	if errors.As(err, &bad) {
 		invalid, result, isErr, err = bad.Error(), []byte(bad.Error()), true, nil
 	}
+	if err == nil && invalid == "" {
+		err = t.inspect(c, result) // before the model reads it
+	}
 	var gate *gateStop
 	if errors.As(err, &gate) {
 		return orch.Turn{}, "", true, t.park(gate, n, turns) // the held call is not made (yet)
@@ -416,7 +424,7 @@ func (t *turn) park(g *gateStop, n int, turns []orch.Turn) error {
 	return t.finish(orch.StepResult{Outcome: orch.OutcomeAwaitingGate, Reason: g.Error(), Evidence: g.evidence,
 		Parked: &orch.Parked{Call: g.call, Elicit: g.elicit, Iteration: t.req.Iteration, Turns: turns, Repairs: t.req.Repairs,
 			Observed: t.req.Observed + t.observed, Calls: t.callCounts(), Denied: t.req.Denied + t.deniedN,
-			Steered: max(t.req.Steered, t.steered)}})
+			Steered: max(t.req.Steered, t.steered), Tainted: t.taintedBy()}})
 }
 
 // resume makes the call a step held at its gate, now approved: the gate's
@@ -474,6 +482,7 @@ func (t *turn) carry(next *orch.StepRequest) {
 	next.Denied = t.req.Denied + t.deniedN
 	next.Steered = max(t.req.Steered, t.steered)
 	next.Tools = t.toolUses()
+	next.Tainted = t.taintedBy()
 }
 
 // carriedInputs is what of a step's input values its next turn carries:

@@ -153,9 +153,10 @@ func (t *turn) registryVersion() string {
 // guardCall runs the guards a tool call meets before it may be made: a
 // run's secret in its arguments fails closed (UNSAFE_DETECTION), a call
 // whose approval mode is gated (a destructive skill always; network and
-// delegated unless the tenant's policy or the run's agent relaxes them)
-// waits at a gate unless the step holds its approval (gateStop), and an identical
-// call repeated past the limit is blocked (REPEATED_FAILURE).
+// delegated unless the tenant's policy or the run's agent relaxes them),
+// or a side-effecting call of a step the taint rule holds (taintGates),
+// waits at a gate unless the step holds its approval (gateStop), and an
+// identical call repeated past the limit is blocked (REPEATED_FAILURE).
 func (t *turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error {
 	lin := t.lineage()
 	lin.SkillID = c.Name
@@ -165,12 +166,18 @@ func (t *turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error
 		return stop(orch.OutcomeUnsafe, fmt.Sprintf("unsafe: the arguments of a %s call carry a credential of the run", c.Name),
 			"", ev)
 	}
-	if mode := t.mode(c.Name); t.exec.Modes.Gated(t.req.Run.Request.TenantID, mode) && !t.req.Run.Agent.AutoApproves(mode) {
-		if a := t.approved; a != nil && a.Call.Skill == c.Name && a.Call.ArgsHash == hash {
+	mode := t.mode(c.Name)
+	gated := t.exec.Modes.Gated(t.req.Run.Request.TenantID, mode) && !t.req.Run.Agent.AutoApproves(mode)
+	if tainted := t.taintGates(lin, c, mode, hash); gated || tainted != "" {
+		if a := t.approved; t.holdsApproval(c.Name, hash) {
 			t.out.Audit("approval.used", lin, map[string]any{"gate_id": a.Gate, "by": a.By, "action": c.Name, "args_hash": hash})
 		} else {
 			m := t.manifests[c.Name]
-			evidence, _ := json.Marshal(map[string]any{"annotations": m.Annotations, "description": m.Description})
+			ev := map[string]any{"annotations": m.Annotations, "description": m.Description}
+			if tainted != "" {
+				ev["tainted_by"] = tainted // the step read an open-world skill's output first
+			}
+			evidence, _ := json.Marshal(ev)
 			t.out.Audit("approval.required", lin, map[string]any{"action": c.Name, "parameters": c.Arguments,
 				"args_hash": hash, "risk": mode, "evidence": json.RawMessage(evidence), "step": t.step.Index, "task": t.step.Task})
 			return &gateStop{call: orch.PendingCall{ID: c.ID, Skill: c.Name, Arguments: c.Arguments, ArgsHash: hash, Mode: mode},

@@ -56,7 +56,8 @@ func (t *turn) handoffNote() []llm.Message {
 	h := hs[len(hs)-1]
 	note := fmt.Sprintf("You are agent %s. Agent %s handed this conversation to you: %s", h.To, h.From, h.Reason)
 	if len(h.Context) > 0 {
-		note += "\nContext from agent " + h.From + ": " + string(h.Context)
+		// What the other agent passed on may come from what it read: data.
+		note += "\nContext from agent " + h.From + ":\n" + llm.Delimit(llm.SourceHandoff+h.From, string(h.Context))
 	}
 	return []llm.Message{{Role: llm.RoleUser, Content: note}}
 }

@@ -309,6 +309,10 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	if err := retry(ctx, func() error { return x.Modes.Start(ctx) }); err != nil {
 		return nil, fmt.Errorf("approval modes: %w", err)
 	}
+	x.Untrusted = runctl.NewUntrustedPolicy(cfg)
+	if err := retry(ctx, func() error { return x.Untrusted.Start(ctx) }); err != nil {
+		return nil, fmt.Errorf("untrusted content policy: %w", err)
+	}
 	x.RepeatCallLimit, x.ContextTokens = d.Config.RepeatCallLimit, d.Config.ContextTokens
 	gates, err := d.bucket(ctx, runctl.BucketGates)
 	if err != nil {
