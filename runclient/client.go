@@ -96,13 +96,17 @@ func (c *Client) finished(m jetstream.Msg) {
 	} else if c.cfg.OnFinished != nil {
 		c.cfg.OnFinished(res)
 	}
-	c.mu.Lock()
-	ch := c.waiters[res.RunID]
-	c.mu.Unlock()
-	if ch != nil {
-		select {
-		case ch <- res:
-		default:
+	// The callers of the requests whose messages answered the run's
+	// questions wait for it too.
+	for _, id := range append([]string{res.RunID}, res.Answered...) {
+		c.mu.Lock()
+		ch := c.waiters[id]
+		c.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- res:
+			default:
+			}
 		}
 	}
 }
@@ -113,7 +117,18 @@ func (c *Client) finished(m jetstream.Msg) {
 func ParkedResult(p orch.RunParked) orch.RunResult {
 	detail, _ := json.Marshal(p.Gate)
 	msg := fmt.Sprintf("The run waits at gate %s for a decision until %s.", p.Gate.Gate, p.Gate.ExpiresAt.Format(time.RFC3339))
+	if q := p.Gate.Question; q != nil {
+		msg = fmt.Sprintf("The run asks: %s\n(answer it by gate %s, or with the session's next message, until %s)", q.Text, p.Gate.Gate,
+			p.Gate.ExpiresAt.Format(time.RFC3339))
+	}
+	if b := p.Gate.Budget; b != nil {
+		msg = fmt.Sprintf("The run's budget ran out (%s); it waits at gate %s until %s for an extension of its limits %v (used %v, caps %v).",
+			b.Reason, p.Gate.Gate, p.Gate.ExpiresAt.Format(time.RFC3339), b.Limits, b.Used, b.Caps)
+	}
 	for _, a := range p.Gate.Actions {
+		if a.Action == "" {
+			continue // a step the budget stopped: it holds no call
+		}
 		if q := a.Elicitation; q != nil {
 			msg += fmt.Sprintf("\n  step %d: %s asks %q (answer schema %s)", a.Step, a.Action, q.Message, q.Schema)
 			continue
@@ -121,7 +136,7 @@ func ParkedResult(p orch.RunParked) orch.RunResult {
 		msg += fmt.Sprintf("\n  step %d wants to call %s (%s) with %s", a.Step, a.Action, a.Risk, a.Parameters)
 	}
 	return orch.RunResult{RunID: p.RunID, TenantID: p.TenantID, SessionID: p.SessionID, PlanID: p.PlanID, Status: p.Status,
-		Response: msg, Detail: detail}
+		Response: msg, Detail: detail, Answered: p.Answered}
 }
 
 // Parked reports whether res says its run waits at a gate (ParkedResult)

@@ -365,8 +365,8 @@ func (p *Projector) session(ctx context.Context, ev event.Event) error {
 	if err := p.putSession(ctx, key, up.Revision, sess); err != nil {
 		return err
 	}
-	if up.HandedOff || up.Operator != "" {
-		return nil // no exchange yet (the reply ends the run), or an operator's change
+	if up.HandedOff || up.Asking || up.Operator != "" {
+		return nil // no exchange yet (the reply, or the answer, ends the run), or an operator's change
 	}
 	text := "user: " + up.Message + "\nassistant: " + up.Answer
 	vec, err := memory.Embed(ctx, p.Embedder, text)
