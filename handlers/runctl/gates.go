@@ -97,8 +97,8 @@ var (
 	ErrInvalidExtension = errors.New("handlers: invalid extension")
 )
 
-// MaxAnswerBytes bounds a clarify gate's answer.
-const MaxAnswerBytes = 4 << 10
+// MaxAnswerBytes bounds a clarify gate's answer: a run request's message may be one.
+const MaxAnswerBytes = 32 << 10
 
 // Gates are the runs parked at gates. The router opens a gate (Open) when
 // the decider parks a run, and applies its resolution (Apply) when the
