@@ -14,6 +14,9 @@
 # make chaos (the fault-injection run against the multi-process deployment),
 # make opensearch / opensearch-stop (the dev OpenSearch node on 127.0.0.1:9200, cached under .cache/),
 # make lint, make stream-view (the AGENT stream of a running `make up`),
+# make images (the images with podman and no registry: static roles on scratch, the executor on a Debian
+# root built by mmdebstrap, nats-server; cached under .cache/containers/), make test-containers (the Compose
+# deployment started with podman from those images and driven through the ingress; see deploy/containers/),
 # make local-model (a real local model, no key: llama-cpp-python serving SmolLM2 on 127.0.0.1:8088, built
 # into .cache/local-model/ once), make test-local-model (the demo tasks against it; see docs/MODELS.md).
 #
@@ -46,7 +49,7 @@ WITH_TESTS = {{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}
 # FUZZTIME is how long `make fuzz` runs each fuzz target.
 FUZZTIME ?= 30s
 
-.PHONY: all build run up test test-unit test-local-model local-model bench chaos check fuzz lint staticcheck vulncheck stream-view clean
+.PHONY: all build run up images test test-containers test-unit test-local-model local-model bench chaos check fuzz lint staticcheck vulncheck stream-view clean
 
 all: build
 
@@ -78,6 +81,7 @@ test: opensearch build
 	deploy/mcp/setup.sh
 	deploy/mcp/conformance/setup.sh
 	deploy/browser/setup.sh
+	deploy/pyclients/setup.sh >/dev/null
 	$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...
 	cd $(DEV) && $(GO) test -race -count=1 $(TESTFLAGS) ./...
 
@@ -99,6 +103,20 @@ fuzz:
 		done; \
 	done
 
+# The images, built with podman from deploy/docker/Dockerfile's stages (deploy/containers/images.sh
+# installs podman and mmdebstrap first); prints each one's size. VERSION tags them (default: git describe).
+images:
+	deploy/containers/images.sh
+
+# The container tier: deploy/compose/compose.yaml started with podman (3 NATS nodes, every role, two
+# executors), driven through the ingress: the demo and menu tasks (the menu through bwrap in the
+# executor's container), an executor killed mid-run, a NATS node stopped and started, every role
+# stopped with SIGTERM. Behind the build tag "containers": make test never runs it, and here a missing
+# podman or image fails it.
+test-containers: images
+	eval "$$(deploy/containers/setup.sh)" && cd $(DEV) && \
+		$(GO) test -tags containers -count=1 -timeout 30m -v -run TestDeploymentInContainers $(TESTFLAGS) ./containers/
+
 local-model:
 	deploy/local-model/run.sh serve
 
@@ -109,7 +127,7 @@ test-local-model: build
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
-	cd $(DEV) && $(GO) vet ./...
+	cd $(DEV) && $(GO) vet ./... && $(GO) vet -tags containers ./containers/
 
 # staticcheck and govulncheck are tools of the development module (pinned in cmd/dev/go.mod), run on
 # each module from its own root.

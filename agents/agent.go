@@ -105,8 +105,17 @@ type AgentSpec struct {
 	// Limits cap each run's budget (seed 002's per-invoke token limits,
 	// and any other budget dimension).
 	Limits orch.Vector `json:"limits,omitempty"`
-	Status string      `json:"status"`
+	// AutoApprove are the approval modes the agent's runs call without a
+	// gate, whatever the tenant's approval_gates say: some of
+	// AutoApproveModes. A destructive call is always gated.
+	AutoApprove []string `json:"auto_approve,omitempty"`
+	Status      string   `json:"status"`
 }
+
+// AutoApproveModes are the approval modes an agent may take out of its
+// runs' gates (skills.Modes less read_only, never gated, and destructive,
+// always gated).
+var AutoApproveModes = []string{"local_write", "network", "delegated"}
 
 // Agent is an agent definition as the API answers it.
 type Agent struct {
@@ -189,6 +198,15 @@ func (s AgentSpec) Validate(self string) *Error {
 		func() *Error {
 			if err := s.Limits.Validate(); err != nil {
 				return invalid(CodeInvalidLimits, "limits", "%v", err)
+			}
+			return nil
+		},
+		func() *Error {
+			for _, m := range s.AutoApprove {
+				if !slices.Contains(AutoApproveModes, m) {
+					return invalid(CodeInvalidAutoApprove, "auto_approve",
+						"auto_approve lists approval modes among %v (a destructive call is always gated): %q is not one", AutoApproveModes, m)
+				}
 			}
 			return nil
 		},
@@ -413,5 +431,5 @@ func (a Agent) RunDef() *orch.AgentDef {
 	return &orch.AgentDef{ID: a.AgentID, Version: a.Version, Name: a.Name, Type: a.Type, Instructions: a.SystemPrompt,
 		Model: a.Model, ModelSettings: mc,
 		Tools: slices.Clone(a.Tools), SubAgents: slices.Clone(a.SubAgents), MaxTurns: a.MaxTurns,
-		HandoffBehavior: a.HandoffBehavior, Limits: a.Limits}
+		HandoffBehavior: a.HandoffBehavior, Limits: a.Limits, AutoApprove: slices.Clone(a.AutoApprove)}
 }

@@ -90,6 +90,8 @@ func TestAgentValidation(t *testing.T) {
 		{"bad handoff", CodeInvalidHandoffBehavior, "handoff_behavior", func(s *AgentSpec) { s.HandoffBehavior = "transfer" }},
 		{"unknown limit", CodeInvalidLimits, "limits", func(s *AgentSpec) { s.Limits = orch.Vector{"parsecs": 1} }},
 		{"negative limit", CodeInvalidLimits, "limits", func(s *AgentSpec) { s.Limits = orch.Vector{orch.DimInputTokens: -1} }},
+		{"destructive auto-approved", CodeInvalidAutoApprove, "auto_approve", func(s *AgentSpec) { s.AutoApprove = []string{"network", "destructive"} }},
+		{"unknown auto-approved mode", CodeInvalidAutoApprove, "auto_approve", func(s *AgentSpec) { s.AutoApprove = []string{"everything"} }},
 		{"bad status", CodeInvalidStatus, "status", func(s *AgentSpec) { s.Status = "archived" }},
 	}
 	for _, c := range cases {
@@ -142,12 +144,13 @@ func TestCheckSubAgents(t *testing.T) {
 }
 
 // An agent round-trips through its stored definition, and a run records
-// its instructions, settings, tools and limits.
+// its instructions, settings, tools, limits and auto-approved modes.
 func TestAgentDefinitionRoundTrip(t *testing.T) {
 	at := time.Date(2026, 11, 25, 20, 0, 0, 0, time.UTC)
 	a := Agent{AgentID: "agent-1", TenantID: "acme", AgentSpec: validAgent(), Version: 2, CreatedAt: at, UpdatedAt: at.Add(time.Minute)}
 	a.ModelConfig.Temperature = ptr(0.2)
 	a.Limits = orch.Vector{orch.DimOutputTokens: 2000}
+	a.AutoApprove = []string{"network"}
 	d, err := a.Definition()
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +176,7 @@ func TestAgentDefinitionRoundTrip(t *testing.T) {
 	run := a.RunDef()
 	if run.ID != "agent-1" || run.Version != 2 || run.Instructions != "Help the customer." || run.MaxTurns != DefaultMaxTurns ||
 		*run.ModelSettings.Temperature != 0.2 || run.Limits[orch.DimOutputTokens] != 2000 || !run.AllowsSkill("process_refund") ||
-		run.AllowsSkill("delete_account") {
+		run.AllowsSkill("delete_account") || !run.AutoApproves("network") || run.AutoApproves("delegated") || run.AutoApproves("destructive") {
 		t.Fatalf("run definition %+v", run)
 	}
 }

@@ -41,6 +41,9 @@ const (
 	CodeInvalidHandoffBehavior = "invalid_handoff_behavior"
 	// CodeInvalidLimits: a budget limit is unknown or negative.
 	CodeInvalidLimits = "invalid_limits"
+	// CodeInvalidAutoApprove: auto_approve names a mode an agent cannot
+	// take out of its gates.
+	CodeInvalidAutoApprove = "invalid_auto_approve"
 	// CodeFieldTooLong: a text field is longer than its limit.
 	CodeFieldTooLong = "field_too_long"
 	// CodeAgentRequired: a trigger without an agent.

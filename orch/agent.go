@@ -39,6 +39,10 @@ type AgentDef struct {
 	// Limits cap the run's budget per dimension, whatever the other
 	// layers (configuration, request) ask for.
 	Limits Vector `json:"limits,omitempty"`
+	// AutoApprove are the approval modes (local_write, network,
+	// delegated) the run calls without a gate, whatever its tenant's
+	// policy gates.
+	AutoApprove []string `json:"auto_approve,omitempty"`
 }
 
 // ModelSettings are an agent's sampling settings (seed 002 ModelConfig).
@@ -57,6 +61,13 @@ type ModelSettings struct {
 // any skill without an agent, only the agent's tools with one.
 func (a *AgentDef) AllowsSkill(name string) bool {
 	return a == nil || slices.Contains(a.Tools, name)
+}
+
+// AutoApproves reports whether a run acting as a calls skills in the
+// approval mode mode without a gate by the agent's own definition; never
+// a destructive call, nor without an agent.
+func (a *AgentDef) AutoApproves(mode string) bool {
+	return a != nil && mode != "destructive" && slices.Contains(a.AutoApprove, mode)
 }
 
 // agentMismatch reports a requested agent the router did not load: the
@@ -82,6 +93,7 @@ func (d *decision) actAs(a *AgentDef) {
 	}
 	def := *a
 	def.Tools = slices.Clone(a.Tools)
+	def.AutoApprove = slices.Clone(a.AutoApprove)
 	d.State.Agent = &def
 	if a.Instructions != "" {
 		var p domain.Persona

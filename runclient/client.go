@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
@@ -116,27 +115,8 @@ func (c *Client) finished(m jetstream.Msg) {
 // packet as its detail. The run goes on once the gate is decided.
 func ParkedResult(p orch.RunParked) orch.RunResult {
 	detail, _ := json.Marshal(p.Gate)
-	msg := fmt.Sprintf("The run waits at gate %s for a decision until %s.", p.Gate.Gate, p.Gate.ExpiresAt.Format(time.RFC3339))
-	if q := p.Gate.Question; q != nil {
-		msg = fmt.Sprintf("The run asks: %s\n(answer it by gate %s, or with the session's next message, until %s)", q.Text, p.Gate.Gate,
-			p.Gate.ExpiresAt.Format(time.RFC3339))
-	}
-	if b := p.Gate.Budget; b != nil {
-		msg = fmt.Sprintf("The run's budget ran out (%s); it waits at gate %s until %s for an extension of its limits %v (used %v, caps %v).",
-			b.Reason, p.Gate.Gate, p.Gate.ExpiresAt.Format(time.RFC3339), b.Limits, b.Used, b.Caps)
-	}
-	for _, a := range p.Gate.Actions {
-		if a.Action == "" {
-			continue // a step the budget stopped: it holds no call
-		}
-		if q := a.Elicitation; q != nil {
-			msg += fmt.Sprintf("\n  step %d: %s asks %q (answer schema %s)", a.Step, a.Action, q.Message, q.Schema)
-			continue
-		}
-		msg += fmt.Sprintf("\n  step %d wants to call %s (%s) with %s", a.Step, a.Action, a.Risk, a.Parameters)
-	}
 	return orch.RunResult{RunID: p.RunID, TenantID: p.TenantID, SessionID: p.SessionID, PlanID: p.PlanID, Status: p.Status,
-		Response: msg, Detail: detail, Answered: p.Answered}
+		Response: GateMessage(p.Gate), Detail: detail, Answered: p.Answered}
 }
 
 // Parked reports whether res says its run waits at a gate (ParkedResult)

@@ -185,12 +185,17 @@ var objectSchema = json.RawMessage(`{"type":"object"}`)
 
 // Manifest is a tool's skill manifest. Its annotations give its approval
 // mode: get_context is read only; set_context and end_conversation write
-// locally; send_message, trigger_flow and webhook tools reach the open
-// world (network).
+// locally; send_message and webhook tools reach the open world (network);
+// trigger_flow starts another run of the tenant's, acting for the user
+// (delegated). Network and delegated calls are gated by default
+// (runctl.DefaultGatedModes).
 func Manifest(t agents.Tool) skills.Manifest {
 	yes, no := true, false
 	a := &skills.Annotations{ReadOnlyHint: &no, DestructiveHint: &no, OpenWorldHint: &yes}
+	mode := ""
 	switch t.Name {
+	case agents.ToolTriggerFlow:
+		mode = skills.ModeDelegated
 	case agents.ToolGetContext:
 		a.ReadOnlyHint, a.OpenWorldHint, a.IdempotentHint = &yes, &no, &yes
 	case agents.ToolSetContext:
@@ -202,5 +207,5 @@ func Manifest(t agents.Tool) skills.Manifest {
 		a.IdempotentHint = &t.Handler.Idempotent
 	}
 	return skills.Manifest{Name: t.Name, Description: t.Description, InputSchema: t.Parameters, OutputSchema: objectSchema,
-		ExecutionMode: skills.ExecutionModeSync, Annotations: a}
+		ExecutionMode: skills.ExecutionModeSync, Annotations: a, Mode: mode}
 }

@@ -2,9 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
-
-	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/runclient"
@@ -18,26 +15,17 @@ type printer struct {
 }
 
 func (p *printer) chunk(c runclient.Chunk) {
-	if c.MessageType == runclient.ChunkProgress || c.MessageType == runclient.ChunkAwaitingGate {
-		return // the trace's progress chunks say the same; a gate is reported with the result
-	}
 	switch c.MessageType {
-	case runclient.ChunkThought:
-		fmt.Printf("  thought: %s\n", oneLine(c.Content, 200))
-		return
-	case runclient.ChunkObservation:
-		var o runclient.Observation
-		if json.Unmarshal([]byte(c.Content), &o) == nil {
-			what := "observed"
-			if o.IsError {
-				what = "failed"
-			}
-			fmt.Printf("  step_%d %s %s: %s\n", o.StepIndex, o.SkillID, what, oneLine(o.Result, 120))
-		}
+	case runclient.ChunkProgress, runclient.ChunkAwaitingGate:
+		return // the trace's progress chunks say the same; a gate is reported with the result
+	case "progress":
+		p.progress(c)
 		return
 	case "answer":
 	default:
-		p.progress(c)
+		if line, ok := runclient.Describe(c); ok {
+			fmt.Println("  " + line)
+		}
 		return
 	}
 	if !p.answered {
@@ -48,15 +36,6 @@ func (p *printer) chunk(c runclient.Chunk) {
 	if c.EndOfMessage {
 		fmt.Println()
 	}
-}
-
-// oneLine is s on one line, cut to at most n runes.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }
 
 // usageLine summarises a run's model usage.

@@ -5,17 +5,24 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
+	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 )
+
+// demoTenant is the tenant the demo's runs belong to.
+const demoTenant = "demo"
 
 // DemoTask is the task `agentbus demo` runs.
 const DemoTask = "List the active outlets and rank them by engagement"
@@ -25,10 +32,16 @@ func runDemo(args []string) int {
 	task := fs.String("task", DemoTask, "the task to run")
 	data := fs.String("data", "", "data directory (default: a temporary one, removed on exit)")
 	logLevel := fs.String("log-level", app.EnvLogLevel.Or("warn"), "log level of the embedded processes (env LOG_LEVEL)")
+	allow := fs.String("allow", "", "approval modes the demo tenant's calls make without a gate, comma-separated (network, delegated); "+
+		"by default they wait for an approval, as destructive calls always do")
 	var pc app.Config
 	pc.Models.Register(fs)
 	app.ParseFlags(fs, args)
 	if err := pc.Models.Validate(); err != nil {
+		return app.ReportUsage(os.Stderr, fs.Name(), err)
+	}
+	gated, err := gatedWithout(*allow)
+	if err != nil {
 		return app.ReportUsage(os.Stderr, fs.Name(), err)
 	}
 
@@ -52,11 +65,14 @@ func runDemo(args []string) int {
 		return app.LogFatal(log, "start", err)
 	}
 	defer s.Close()
+	if err := demoGates(ctx, s, gated, *allow != ""); err != nil {
+		return app.LogFatal(log, "approval gates", err)
+	}
 	fmt.Printf("task: %q\n\n", *task)
 	start := time.Now()
 	p := &printer{progress: printProgress}
 	res, err := runclient.NewHTTP("http://"+s.IngressAddr, nil).Stream(ctx, orch.RunRequest{
-		TenantID: "demo", UserID: "demo-user", SessionID: fmt.Sprintf("sess-%d", time.Now().UnixNano()), Message: *task,
+		TenantID: demoTenant, UserID: "demo-user", SessionID: fmt.Sprintf("sess-%d", time.Now().UnixNano()), Message: *task,
 	}, p.chunk)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -73,25 +89,50 @@ func runDemo(args []string) int {
 	return 0
 }
 
+// gatedWithout is the default gated approval modes less those allow
+// names, comma-separated.
+func gatedWithout(allow string) ([]string, error) {
+	gated := slices.Clone(runctl.DefaultGatedModes)
+	for m := range strings.SplitSeq(allow, ",") {
+		m = strings.TrimSpace(m)
+		switch {
+		case m == "":
+		case !slices.Contains(runctl.DefaultGatedModes, m):
+			return nil, fmt.Errorf("--allow: %q is not one of %v (a destructive call always waits for an approval)", m, runctl.DefaultGatedModes)
+		default:
+			gated = slices.DeleteFunc(gated, func(g string) bool { return g == m })
+		}
+	}
+	return gated, nil
+}
+
+// demoGates stores gated as the demo tenant's gated approval modes when
+// set, and says which they are.
+func demoGates(ctx context.Context, s *app.Stack, gated []string, set bool) error {
+	if set {
+		kv, err := s.Deps.JS.KeyValue(ctx, handlers.BucketConfig)
+		if err != nil {
+			return err
+		}
+		if _, err := runctl.SetGatedModes(ctx, kv, demoTenant, gated, false); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("approval gates: the %s tenant's %s calls wait for an approval", demoTenant, strings.Join(append(slices.Clone(gated), skills.ModeDestructive), ", "))
+	if len(gated) > 0 {
+		fmt.Printf(" (--allow %s runs them without one)", strings.Join(gated, ","))
+	}
+	fmt.Println()
+	return nil
+}
+
 // printProgress prints a step's progress as it happens.
 func printProgress(c runclient.Chunk) {
-	name, payload, _ := strings.Cut(c.Content, " ")
-	var p map[string]any
-	_ = json.Unmarshal([]byte(payload), &p)
-	switch {
-	case name == "routing.decided":
-		fmt.Printf("routed: task type %v, pattern %v\n", p["task_type"], p["pattern"])
-	case name == "plan.received":
-		fmt.Printf("plan received: %v steps\n", p["steps"])
-	case strings.HasSuffix(name, ".started"):
-		fmt.Printf("  %s started  (skills %v)\n", strings.TrimSuffix(name, ".started"), p["skills"])
-	case strings.HasSuffix(name, ".complete"):
-		fmt.Printf("  %s complete → memory %v\n", strings.TrimSuffix(name, ".complete"), p["memory_key"])
-	case strings.HasSuffix(name, ".failed"):
-		fmt.Printf("  %s failed: %v\n", strings.TrimSuffix(name, ".failed"), p["reason"])
-	default:
-		fmt.Printf("  %s %s\n", name, payload)
+	line, _ := runclient.Describe(c)
+	if !strings.HasPrefix(line, "routed:") && !strings.HasPrefix(line, "plan received:") {
+		line = "  " + line
 	}
+	fmt.Println(line)
 }
 
 // printPlan prints the persisted plan's steps once the projector has

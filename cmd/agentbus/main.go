@@ -23,6 +23,7 @@ Usage:
   agentbus nats [--port 4222] [--store DIR] [--sync-always]  run nats-server with JetStream alone
          [--name n1 --cluster HOST:PORT --routes HOST:PORT,...]  ... or as one node of a JetStream cluster
   agentbus tenants create|list|rotate|revoke [--nats URL]  manage tenant API keys (abk_…)
+  agentbus gates [--tenant T --set MODES | --reset]        show or change which calls wait at a gate (default: network, delegated)
   agentbus setup [--nats URL] [--replicas 3]               set the topology up as admin on a server agentbus does not run
   agentbus mcp-conformance-client <server-url>            the client the MCP conformance suite runs (deploy/mcp/conformance)
 
@@ -33,7 +34,7 @@ fault-injection harness are in agentbus-dev (make bench, make chaos).
 func main() {
 	cmds := map[string]func([]string) int{"up": up, "demo": runDemo, "run": run, "cancel": cancelRun,
 		"approve": control("approve"), "interrupt": control("interrupt"), "resume": control("resume"), "steer": control("steer"),
-		"replay": replay, "skills": serveSkills, "nats": serveNATS, "tenants": tenants,
+		"replay": replay, "skills": serveSkills, "nats": serveNATS, "tenants": tenants, "gates": gates,
 		"setup": setup, "mcp-conformance-client": conformanceClient}
 	os.Exit(app.RunCommand("agentbus", usage, os.Args[1:], cmds, os.Stdout, os.Stderr))
 }

@@ -14,6 +14,11 @@ import (
 	"github.com/agentbus/agentbus/cmd/internal/app"
 )
 
+// setupAttempt bounds one attempt of the set-up: a JetStream request sent
+// while the cluster has no meta leader may get no answer at all, and would
+// otherwise wait for the whole --timeout.
+const setupAttempt = time.Minute
+
 // setup sets the topology up on a NATS server (or cluster) that agentbus
 // does not run: the streams, consumers and buckets of every role, the
 // store's and the tenants' key store, with the deployment's replica count,
@@ -58,8 +63,12 @@ func setup(args []string) int {
 		return app.LogFatal(log, "jetstream", err)
 	}
 	for {
-		// A cluster still electing its leaders answers errors for a while.
-		err = app.Setup(ctx, js, c)
+		// A cluster still electing its leaders answers errors for a while,
+		// or drops the requests: each attempt has its own deadline, so that
+		// a dropped request is retried rather than awaited until --timeout.
+		attempt, cancelAttempt := context.WithTimeout(ctx, setupAttempt)
+		err = app.Setup(attempt, js, c)
+		cancelAttempt()
 		if err == nil || ctx.Err() != nil {
 			break
 		}

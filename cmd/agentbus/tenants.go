@@ -124,11 +124,23 @@ func (c *tenantsCmd) fail(err error) int {
 // withKeys connects to NATS, opens the key store and runs fn on it
 // within tenantsTimeout; it returns the exit code: 1 if any step failed.
 func (c *tenantsCmd) withKeys(ctx context.Context, fn func(context.Context, *auth.Keys) error) int {
+	return c.withJS(ctx, func(ctx context.Context, js jetstream.JetStream) error {
+		keys, err := auth.NewKeys(ctx, js)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, keys)
+	})
+}
+
+// withJS connects to NATS (as admin when NATS_USER is set: the server may
+// have per-role permissions) and runs fn within tenantsTimeout; it returns
+// the exit code: 1 if any step failed.
+func (c *tenantsCmd) withJS(ctx context.Context, fn func(context.Context, jetstream.JetStream) error) int {
 	ctx, cancel := context.WithTimeout(ctx, tenantsTimeout)
 	defer cancel()
 	opts := []nats.Option{nats.Name("agentbus-tenants"), nats.Timeout(5 * time.Second)}
 	if user := app.EnvNATSUser.Value(); user != "" {
-		// A server with per-role permissions: the key store is admin's.
 		opts = append(opts, nats.UserInfo(user, app.EnvNATSPassword.Value()))
 	}
 	nc, err := nats.Connect(c.natsURL, opts...)
@@ -137,12 +149,8 @@ func (c *tenantsCmd) withKeys(ctx context.Context, fn func(context.Context, *aut
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
-	var keys *auth.Keys
 	if err == nil {
-		keys, err = auth.NewKeys(ctx, js)
-	}
-	if err == nil {
-		err = fn(ctx, keys)
+		err = fn(ctx, js)
 	}
 	if err != nil {
 		return c.fail(err)

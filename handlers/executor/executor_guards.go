@@ -152,8 +152,9 @@ func (t *turn) registryVersion() string {
 
 // guardCall runs the guards a tool call meets before it may be made: a
 // run's secret in its arguments fails closed (UNSAFE_DETECTION), a call
-// whose approval mode is gated (a destructive skill always) waits at a
-// gate unless the step holds its approval (gateStop), and an identical
+// whose approval mode is gated (a destructive skill always; network and
+// delegated unless the tenant's policy or the run's agent relaxes them)
+// waits at a gate unless the step holds its approval (gateStop), and an identical
 // call repeated past the limit is blocked (REPEATED_FAILURE).
 func (t *turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error {
 	lin := t.lineage()
@@ -164,7 +165,7 @@ func (t *turn) guardCall(ctx context.Context, c llm.ToolCall, hash string) error
 		return stop(orch.OutcomeUnsafe, fmt.Sprintf("unsafe: the arguments of a %s call carry a credential of the run", c.Name),
 			"", ev)
 	}
-	if mode := t.mode(c.Name); t.exec.Modes.Gated(t.req.Run.Request.TenantID, mode) {
+	if mode := t.mode(c.Name); t.exec.Modes.Gated(t.req.Run.Request.TenantID, mode) && !t.req.Run.Agent.AutoApproves(mode) {
 		if a := t.approved; a != nil && a.Call.Skill == c.Name && a.Call.ArgsHash == hash {
 			t.out.Audit("approval.used", lin, map[string]any{"gate_id": a.Gate, "by": a.By, "action": c.Name, "args_hash": hash})
 		} else {

@@ -29,7 +29,7 @@ import (
 // effects, so the executor keeps their idempotency records.
 func localWriteOutlets() demo.Config {
 	return demo.Config{Hints: map[string]*skills.Annotations{demo.SkillOutletList: {
-		ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(false)}}}
+		ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(false)}}}
 }
 
 // activeOutletIDs are the ids of the demo catalog's active outlets.

@@ -3,6 +3,7 @@ package executor_test
 import (
 	"crypto/rand"
 	"crypto/x509"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -103,6 +104,7 @@ func TestExecutorWebhookTimeoutFailsStep(t *testing.T) {
 	putWebhookTool(t, env, secrets, "tool-slow", "lookup_order", hung.URL+"/orders", 150)
 	model := llmtest.Sequence(handlerstest.ToolCallResp("c1", "lookup_order", `{"order_id":"42"}`))
 	x := executor.NewExecutor(model, layer, env.Store, env.Locks, env.Toolcalls, handlerstest.NopLog)
+	handlerstest.UngateModes(t, env, x)
 	req := handlerstest.ExecRequest("run-hook-timeout", 1)
 	req.Run.Plan.Steps[0].Skills = []string{"lookup_order"}
 	start := time.Now()
@@ -120,40 +122,79 @@ func TestExecutorWebhookTimeoutFailsStep(t *testing.T) {
 	}
 }
 
-// TestExecutorSendMessage: a step allowed send_message calls it like any
-// skill: the message is published on agent.outbound.<tenant> and the call
-// is in the run's trace (skill.called); the model then answers.
+// TestExecutorSendMessage: send_message is a network call, so with the
+// default policy (no approval_gates entry) a step's call of it parks at a
+// gate and nothing is sent; an agent whose definition auto-approves
+// network calls, or a tenant whose policy gates no network call, calls it
+// like any skill: the message is published on agent.outbound.<tenant>
+// and the call is in the run's trace (skill.called); the model then
+// answers.
 func TestExecutorSendMessage(t *testing.T) {
 	env := handlerstest.NewEnv(t)
 	layer, _ := toolLayer(t, env, nil, nil)
-	model := llmtest.Sequence(handlerstest.ToolCallResp("c1", agents.ToolSendMessage, `{"text":"Looking up your outlets now."}`),
-		handlerstest.TextResp(`{"status":"insufficient","reason":"the outlets are not known yet","suggestion":"list them first"}`))
-	x := executor.NewExecutor(model, layer, env.Store, env.Locks, env.Toolcalls, handlerstest.NopLog)
-	req := handlerstest.ExecRequest("run-send", 1)
-	req.Run.Plan.Steps[0].Skills = []string{agents.ToolSendMessage}
-	outs := handlerstest.HandleStep(t, x, handlerstest.NewEvent(t, "step-send", events.TypeStepRequested, req))
-	_, called := handlerstest.AuditOf(t, outs, "skill.called")
-	if called["skill_id"] != agents.ToolSendMessage || called["is_error"] != false || called["approval_mode"] != "network" {
-		t.Fatalf("skill.called %v", called)
-	}
-	endsInsufficient(t, x, outs)
 	stream, err := env.JS.Stream(handlerstest.Ctx(t), events.StreamAgent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := stream.GetLastMsgForSubject(handlerstest.Ctx(t), tools.OutboundSubject(handlerstest.Tenant))
-	if err != nil {
-		t.Fatalf("no outbound message: %v", err)
+	call := handlerstest.ToolCallResp("c1", agents.ToolSendMessage, `{"text":"Looking up your outlets now."}`)
+	answer := handlerstest.TextResp(`{"status":"insufficient","reason":"the outlets are not known yet","suggestion":"list them first"}`)
+	step := func(runID string, agent *orch.AgentDef, relax bool) (*executor.Executor, []event.Event) {
+		x := executor.NewExecutor(llmtest.Sequence(call, answer), layer, env.Store, env.Locks, env.Toolcalls, handlerstest.NopLog)
+		if relax {
+			handlerstest.UngateModes(t, env, x)
+		}
+		req := handlerstest.ExecRequest(runID, 1)
+		req.Run.Plan.Steps[0].Skills = []string{agents.ToolSendMessage}
+		req.Run.Agent = agent
+		return x, handlerstest.HandleStep(t, x, handlerstest.NewEvent(t, "step-"+runID, events.TypeStepRequested, req))
 	}
-	var msg tools.OutboundMessage
-	if err := json.Unmarshal(m.Data, &msg); err != nil || msg.Text != "Looking up your outlets now." || msg.RunID != "run-send" ||
-		msg.SessionID != handlerstest.Session {
-		t.Fatalf("outbound %s (%v)", m.Data, err)
+	sent := func(runID string) bool {
+		m, err := stream.GetLastMsgForSubject(handlerstest.Ctx(t), tools.OutboundSubject(handlerstest.Tenant))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msg tools.OutboundMessage
+		if err := json.Unmarshal(m.Data, &msg); err != nil || msg.Text != "Looking up your outlets now." ||
+			msg.SessionID != handlerstest.Session {
+			t.Fatalf("outbound %s (%v)", m.Data, err)
+		}
+		return msg.RunID == runID
 	}
-	if !slices.Contains(handlerstest.AuditNames(outs), "skill.called") {
-		t.Fatal("the call is not traced")
+
+	_, outs := step("run-send-gated", nil, false)
+	if sf := handlerstest.Finished(t, outs); sf.Result.Outcome != orch.OutcomeAwaitingGate || sf.Result.Parked == nil ||
+		sf.Result.Parked.Call.Skill != agents.ToolSendMessage || sf.Result.Parked.Call.Mode != "network" {
+		t.Fatalf("default policy: result %+v", sf.Result)
 	}
-	var _ jetstream.Stream = stream
+	if names := handlerstest.AuditNames(outs); !slices.Contains(names, "approval.required") || slices.Contains(names, "skill.called") {
+		t.Fatalf("default policy: audit %v", names)
+	}
+	if sent("run-send-gated") {
+		t.Fatal("default policy: the message was sent without an approval")
+	}
+
+	for _, c := range []struct {
+		name  string
+		agent *orch.AgentDef
+		relax bool
+	}{
+		{"agent auto-approves network", &orch.AgentDef{ID: "concierge", Tools: []string{agents.ToolSendMessage}, AutoApprove: []string{"network"}}, false},
+		{"tenant gates no network call", nil, true},
+	} {
+		runID := "run-send-" + strings.ReplaceAll(c.name, " ", "-")
+		x, outs := step(runID, c.agent, c.relax)
+		_, called := handlerstest.AuditOf(t, outs, "skill.called")
+		if called["skill_id"] != agents.ToolSendMessage || called["is_error"] != false || called["approval_mode"] != "network" {
+			t.Fatalf("%s: skill.called %v", c.name, called)
+		}
+		endsInsufficient(t, x, outs)
+		if !sent(runID) {
+			t.Fatalf("%s: no outbound message", c.name)
+		}
+	}
 }
 
 // TestExecutorWebhookEgressDenied: a webhook tool at a name that resolves
@@ -172,6 +213,7 @@ func TestExecutorWebhookEgressDenied(t *testing.T) {
 	model := llmtest.Sequence(handlerstest.ToolCallResp("c1", "lookup_order", `{"order_id":"42"}`),
 		handlerstest.TextResp(`{"status":"insufficient","reason":"the order service is out of reach","suggestion":"ask support"}`))
 	x := executor.NewExecutor(model, layer, env.Store, env.Locks, env.Toolcalls, handlerstest.NopLog)
+	handlerstest.UngateModes(t, env, x)
 	req := handlerstest.ExecRequest("run-egress", 1)
 	req.Run.Plan.Steps[0].Skills = []string{"lookup_order"}
 	outs := handlerstest.HandleStep(t, x, handlerstest.NewEvent(t, "step-egress", events.TypeStepRequested, req))
@@ -195,6 +237,7 @@ func TestExecutorWebhookEgressDenied(t *testing.T) {
 	allowed.Webhooks.Secrets = secrets
 	model = llmtest.Sequence(handlerstest.ToolCallResp("c1", "lookup_order_direct", `{"order_id":"42"}`))
 	x = executor.NewExecutor(model, allowed, env.Store, env.Locks, env.Toolcalls, handlerstest.NopLog)
+	handlerstest.UngateModes(t, env, x)
 	req = handlerstest.ExecRequest("run-egress-allowed", 1)
 	req.Run.Plan.Steps[0].Skills = []string{"lookup_order_direct"}
 	outs = handlerstest.HandleStep(t, x, handlerstest.NewEvent(t, "step-egress-allowed", events.TypeStepRequested, req))

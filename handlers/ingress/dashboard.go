@@ -69,12 +69,12 @@ func (g *Ingress) dashboard(w http.ResponseWriter, r *http.Request) {
 	}
 	ctype, known := dashboardTypes[path.Ext(name)]
 	if !validAssetName(name) || !known {
-		writeError(w, http.StatusNotFound, "not_found", "no dashboard asset "+name)
+		WriteError(w, http.StatusNotFound, "not_found", "no dashboard asset "+name)
 		return
 	}
 	body, err := fs.ReadFile(dashboardFS, "dashboard/"+name)
 	if err != nil {
-		writeError(w, http.StatusNotFound, "not_found", "no dashboard asset "+name)
+		WriteError(w, http.StatusNotFound, "not_found", "no dashboard asset "+name)
 		return
 	}
 	h := w.Header()

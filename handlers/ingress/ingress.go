@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/auth"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentbus/agentbus/handlers/health"
 	"github.com/agentbus/agentbus/handlers/ledger"
 	"github.com/agentbus/agentbus/handlers/runctl"
+	"github.com/agentbus/agentbus/handlers/tracedag"
 	"github.com/agentbus/agentbus/metrics"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
@@ -51,6 +53,9 @@ type IngressConfig struct {
 	// BodyTimeout bounds reading a request's body (default 30s): a client
 	// that trickles it gets 408 instead of holding the handler.
 	BodyTimeout time.Duration
+	// Adapters are the protocols served besides the native API (the
+	// OpenAI-compatible chat endpoint, handlers/chat).
+	Adapters []Adapter
 	// ServiceToken, when set, admits a trusted front end that presents it
 	// as a bearer token and names the tenant in X-Tenant-Id.
 	ServiceToken string
@@ -182,6 +187,9 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("GET /agent/artifacts/{sha256}", g.artifact)
 	g.definitionRoutes(mux)
 	g.toolRoutes(mux)
+	for _, a := range g.cfg.Adapters {
+		a.Mount(mux, Runs{g: g})
+	}
 	mux.HandleFunc("GET /dashboard", g.dashboard)
 	mux.HandleFunc("GET /dashboard/{$}", g.dashboard)
 	mux.HandleFunc("GET /dashboard/{file}", g.dashboard)
@@ -190,81 +198,115 @@ func (g *Ingress) Handler() http.Handler {
 		if !g.nc.IsConnected() {
 			status = http.StatusServiceUnavailable
 		}
-		writeJSON(w, status, map[string]any{"nats_connected": g.nc.IsConnected()})
+		WriteJSON(w, status, map[string]any{"nats_connected": g.nc.IsConnected()})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
+		WriteError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
 	})
 	return g.authenticate(mux)
 }
 
 func (g *Ingress) run(w http.ResponseWriter, r *http.Request) {
-	req, code, err := g.parseRun(w, r)
+	var body runclient.Request
+	if code, err := g.decode(w, r, &body); err != nil {
+		WriteError(w, StatusOf(code), code, err.Error())
+		return
+	}
+	req, code, err := g.runRequest(r, body)
 	if err != nil {
-		writeError(w, statusOf(code), code, err.Error())
+		WriteError(w, StatusOf(code), code, err.Error())
 		return
 	}
-	var tail uint64
-	if req.Stream {
-		if tail, err = g.replyTail(r.Context()); err != nil {
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "cannot stream: "+err.Error())
-			return
-		}
-	}
-	if !g.admit(w, r, req.TenantID, req.RunID) {
+	sub, ok := g.submit(w, r, "POST /agent/run", req)
+	if !ok {
 		return
 	}
-	if req.KeyForwarded, err = g.cfg.Credentials.Put(r.Context(), req.RunID, r.Header.Get("X-Api-Key")); err != nil {
-		g.release(orch.RunResult{RunID: req.RunID, TenantID: req.TenantID})
-		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("store credentials")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
-		return
-	}
-	sctx, span := tracing.Server(r.Context(), "POST /agent/run")
-	defer span.End()
-	pending, err := g.runs.Submit(sctx, req)
-	if err != nil {
-		g.release(orch.RunResult{RunID: req.RunID, TenantID: req.TenantID})
-		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("publish run.requested")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
-		return
-	}
-	defer pending.Close()
-	g.log.Info().Str("run_id", req.RunID).Str("tenant_id", req.TenantID).Str("session_id", req.SessionID).Msg("run requested")
+	defer sub.close()
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RunTimeout)
 	defer cancel()
 	if req.Stream {
 		s, err := openSSE(w, req.RunID)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, "internal", err.Error())
+			WriteError(w, http.StatusInternalServerError, "internal", err.Error())
 			return
 		}
 		defer s.close()
-		g.streamRun(ctx, s, req, tail, pending.Wait)
+		g.streamRun(ctx, s, req, sub.tail, sub.pending.Wait)
 		return
 	}
-	res, err := pending.Wait(ctx)
+	res, err := sub.pending.Wait(ctx)
 	switch {
 	case err == nil && runclient.Parked(res):
 		// The run waits at a gate: the caller decides it with POST
 		// /agent/runs/{run_id}/approvals/{gate_id} and follows the run
 		// with GET /agent/runs/{run_id}/stream.
-		writeJSON(w, http.StatusAccepted, runclient.ResponseOf(res))
+		WriteJSON(w, http.StatusAccepted, runclient.ResponseOf(res))
 	case err == nil:
-		writeJSON(w, http.StatusOK, runclient.ResponseOf(res))
+		WriteJSON(w, http.StatusOK, runclient.ResponseOf(res))
 	default:
-		writeJSON(w, http.StatusGatewayTimeout, map[string]any{"run_id": req.RunID, "plan_id": orch.PlanID(req.RunID),
-			"error": map[string]string{"code": "run_timeout",
-				"message": "the run is still in progress; it continues, and its plan (plan_id) can be read later"}})
+		WriteRunTimeout(w, req.RunID)
 	}
 }
 
-// parseRun decodes and validates the request body and identity headers.
-func (g *Ingress) parseRun(w http.ResponseWriter, r *http.Request) (orch.RunRequest, string, error) {
-	var body runclient.Request
-	if code, err := g.decode(w, r, &body); err != nil {
-		return orch.RunRequest{}, code, err
+// WriteRunTimeout answers a run that did not finish within the request's
+// time: it goes on, and its plan can be read later.
+func WriteRunTimeout(w http.ResponseWriter, runID string) {
+	WriteJSON(w, http.StatusGatewayTimeout, map[string]any{"run_id": runID, "plan_id": orch.PlanID(runID),
+		"error": map[string]string{"code": "run_timeout",
+			"message": "the run is still in progress; it continues, and its plan (plan_id) can be read later"}})
+}
+
+// submitted is a run the ingress submitted for a request: the result to
+// wait for, the REPLY stream's tail before it (for a run that streams)
+// and the request's span.
+type submitted struct {
+	pending *runclient.Pending
+	tail    uint64
+	span    trace.Span
+}
+
+func (s submitted) close() {
+	s.pending.Close()
+	s.span.End()
+}
+
+// submit admits req (the tenant's request limits), keeps the caller's
+// API key for the run's skill calls and publishes run.requested. It
+// answers the request itself when it cannot, and reports false.
+func (g *Ingress) submit(w http.ResponseWriter, r *http.Request, route string, req orch.RunRequest) (submitted, bool) {
+	var sub submitted
+	var err error
+	if req.Stream {
+		if sub.tail, err = g.replyTail(r.Context()); err != nil {
+			WriteError(w, http.StatusServiceUnavailable, "unavailable", "cannot stream: "+err.Error())
+			return sub, false
+		}
 	}
+	if !g.admit(w, r, req.TenantID, req.RunID) {
+		return sub, false
+	}
+	if req.KeyForwarded, err = g.cfg.Credentials.Put(r.Context(), req.RunID, r.Header.Get("X-Api-Key")); err != nil {
+		g.release(orch.RunResult{RunID: req.RunID, TenantID: req.TenantID})
+		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("store credentials")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
+		return sub, false
+	}
+	var sctx context.Context
+	sctx, sub.span = tracing.Server(r.Context(), route)
+	if sub.pending, err = g.runs.Submit(sctx, req); err != nil {
+		sub.span.End()
+		g.release(orch.RunResult{RunID: req.RunID, TenantID: req.TenantID})
+		g.log.Error().Err(err).Str("run_id", req.RunID).Msg("publish run.requested")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the run could not be queued")
+		return sub, false
+	}
+	g.log.Info().Str("run_id", req.RunID).Str("tenant_id", req.TenantID).Str("session_id", req.SessionID).Str("route", route).Msg("run requested")
+	return sub, true
+}
+
+// runRequest is the run a request body asks for, with the identity
+// headers and the caller's credential applied and validated.
+func (g *Ingress) runRequest(r *http.Request, body runclient.Request) (orch.RunRequest, string, error) {
 	for _, h := range []struct {
 		header string
 		field  *string
@@ -351,11 +393,11 @@ func readScope(w http.ResponseWriter, r *http.Request) (string, bool) {
 		tenant = c.TenantID
 	}
 	if tenant == "" {
-		writeError(w, http.StatusBadRequest, "tenant_required", "reads and cancels are scoped to a tenant: send X-Tenant-Id")
+		WriteError(w, http.StatusBadRequest, "tenant_required", "reads and cancels are scoped to a tenant: send X-Tenant-Id")
 		return "", false
 	}
 	if err := orch.ValidateID("tenant_id", tenant); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return "", false
 	}
 	return tenant, true
@@ -370,17 +412,17 @@ func (g *Ingress) artifact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if g.cfg.Artifacts == nil {
-		writeError(w, http.StatusServiceUnavailable, "artifacts_unavailable", "this ingress serves no artifacts")
+		WriteError(w, http.StatusServiceUnavailable, "artifacts_unavailable", "this ingress serves no artifacts")
 		return
 	}
 	res, typ, err := g.cfg.Artifacts.Open(r.Context(), tenant, r.PathValue("sha256"))
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "artifact not found")
+		WriteError(w, http.StatusNotFound, "not_found", "artifact not found")
 		return
 	}
 	if err != nil {
 		g.log.Error().Err(err).Msg("artifact")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the artifact cannot be read now")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the artifact cannot be read now")
 		return
 	}
 	defer res.Close()
@@ -401,7 +443,7 @@ func (g *Ingress) plan(w http.ResponseWriter, r *http.Request) {
 	if g.storeError(w, err, "plan") {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"plan": p, "version": version})
+	WriteJSON(w, http.StatusOK, map[string]any{"plan": p, "version": version})
 }
 
 func (g *Ingress) trace(w http.ResponseWriter, r *http.Request) {
@@ -418,10 +460,10 @@ func (g *Ingress) trace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Query().Get("view") == "dag" {
-		writeJSON(w, http.StatusOK, map[string]any{"plan_id": p.PlanID, "dag": BuildTraceDAG(evs)})
+		WriteJSON(w, http.StatusOK, map[string]any{"plan_id": p.PlanID, "dag": tracedag.Build(evs)})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"plan_id": p.PlanID, "events": evs})
+	WriteJSON(w, http.StatusOK, map[string]any{"plan_id": p.PlanID, "events": evs})
 }
 
 func (g *Ingress) storeError(w http.ResponseWriter, err error, what string) bool {
@@ -429,15 +471,16 @@ func (g *Ingress) storeError(w http.ResponseWriter, err error, what string) bool
 	case err == nil:
 		return false
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", what+" not found")
+		WriteError(w, http.StatusNotFound, "not_found", what+" not found")
 	default:
 		g.log.Error().Err(err).Msg("store read")
-		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the store could not be read")
+		WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "the store could not be read")
 	}
 	return true
 }
 
-func statusOf(code string) int {
+// StatusOf is the HTTP status of a refusal's error code.
+func StatusOf(code string) int {
 	switch code {
 	case "body_too_large":
 		return http.StatusRequestEntityTooLarge
@@ -462,12 +505,12 @@ func (g *Ingress) admit(w http.ResponseWriter, r *http.Request, tenant, runID st
 	switch {
 	case err != nil:
 		g.log.Error().Err(err).Str("tenant_id", tenant).Msg("request limits")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the request limits cannot be read now")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the request limits cannot be read now")
 		return false
 	case !a.Allowed:
 		metrics.RequestLimited(a.Code)
 		w.Header().Set("Retry-After", strconv.Itoa(a.RetryAfterSeconds()))
-		writeError(w, http.StatusTooManyRequests, a.Code, a.Message)
+		WriteError(w, http.StatusTooManyRequests, a.Code, a.Message)
 		return false
 	}
 	return true
@@ -490,13 +533,15 @@ func (g *Ingress) release(res orch.RunResult) {
 	}
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
+// WriteError answers an error: a runclient.APIError with its stable code.
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
 	var e runclient.APIError
 	e.Error.Code, e.Error.Message = code, msg
-	writeJSON(w, status, e)
+	WriteJSON(w, status, e)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)

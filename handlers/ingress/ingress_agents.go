@@ -68,7 +68,7 @@ func (g *Ingress) createAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Version != 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "a new agent has no version: it gets version 1")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "a new agent has no version: it gets version 1")
 		return
 	}
 	body.Normalize()
@@ -111,7 +111,7 @@ func (g *Ingress) listAgents(w http.ResponseWriter, r *http.Request) {
 	if typ := r.URL.Query().Get("type"); typ != "" {
 		all = slices.DeleteFunc(all, func(a agents.Agent) bool { return a.Type != typ })
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"agents": all})
+	WriteJSON(w, http.StatusOK, map[string]any{"agents": all})
 }
 
 // loadAgent reads the tenant's agent named in the path.
@@ -155,7 +155,7 @@ func (g *Ingress) putAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cur.Version != expected {
-		writeError(w, http.StatusConflict, "version_conflict", "agent is at another version: read it again and retry with its version")
+		WriteError(w, http.StatusConflict, "version_conflict", "agent is at another version: read it again and retry with its version")
 		return
 	}
 	body.Normalize()
@@ -172,7 +172,7 @@ func (g *Ingress) putAgent(w http.ResponseWriter, r *http.Request) {
 func (g *Ingress) deleteAgent(w http.ResponseWriter, r *http.Request) {
 	expected, err := ifMatch(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	a, ok := g.loadAgent(w, r)
@@ -186,7 +186,7 @@ func (g *Ingress) deleteAgent(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, other := range all {
 		if slices.Contains(other.SubAgents, a.AgentID) {
-			writeError(w, http.StatusConflict, "agent_in_use", "agent "+other.AgentID+" hands off to this agent")
+			WriteError(w, http.StatusConflict, "agent_in_use", "agent "+other.AgentID+" hands off to this agent")
 			return
 		}
 	}
@@ -196,7 +196,7 @@ func (g *Ingress) deleteAgent(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, t := range triggers {
 		if t.AgentID == a.AgentID {
-			writeError(w, http.StatusConflict, "agent_in_use", "trigger "+t.TriggerID+" starts this agent")
+			WriteError(w, http.StatusConflict, "agent_in_use", "trigger "+t.TriggerID+" starts this agent")
 			return
 		}
 	}
@@ -204,5 +204,5 @@ func (g *Ingress) deleteAgent(w http.ResponseWriter, r *http.Request) {
 	if g.definitionError(w, err, "agent") {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"agent_id": a.AgentID, "deleted": true})
+	WriteJSON(w, http.StatusOK, map[string]any{"agent_id": a.AgentID, "deleted": true})
 }

@@ -66,15 +66,15 @@ const maxTopK = 100
 func pathTenant(w http.ResponseWriter, r *http.Request) (string, bool) {
 	tenant := r.PathValue("tenant_id")
 	if err := orch.ValidateID("tenant_id", tenant); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return "", false
 	}
 	if c := callerOf(r.Context()); c.bound && c.TenantID != tenant {
-		writeError(w, http.StatusNotFound, "not_found", "soul not found")
+		WriteError(w, http.StatusNotFound, "not_found", "soul not found")
 		return "", false
 	}
 	if h := r.Header.Get("X-Tenant-Id"); h != "" && h != tenant {
-		writeError(w, http.StatusForbidden, "identity_mismatch", "X-Tenant-Id does not match the path's tenant")
+		WriteError(w, http.StatusForbidden, "identity_mismatch", "X-Tenant-Id does not match the path's tenant")
 		return "", false
 	}
 	return tenant, true
@@ -85,14 +85,14 @@ func pathTenant(w http.ResponseWriter, r *http.Request) (string, bool) {
 func userScope(w http.ResponseWriter, r *http.Request, named string) (string, bool) {
 	if c := callerOf(r.Context()); c.bound && c.UserID != "" {
 		if named != "" && named != c.UserID {
-			writeError(w, http.StatusForbidden, "identity_mismatch", "user_id does not match the credential's user")
+			WriteError(w, http.StatusForbidden, "identity_mismatch", "user_id does not match the credential's user")
 			return "", false
 		}
 		return c.UserID, true
 	}
 	if named != "" {
 		if err := orch.ValidateID("user_id", named); err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+			WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 			return "", false
 		}
 	}
@@ -146,7 +146,7 @@ func (b *bodyReader) timedOut() bool {
 func (g *Ingress) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	code, err := g.decode(w, r, v)
 	if err != nil {
-		writeError(w, statusOf(code), code, err.Error())
+		WriteError(w, StatusOf(code), code, err.Error())
 	}
 	return err == nil
 }
@@ -155,9 +155,15 @@ func (g *Ingress) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 // it cannot take is an error with its code: body_too_large,
 // body_timeout, unknown_field or invalid_json.
 func (g *Ingress) decode(w http.ResponseWriter, r *http.Request, v any) (string, error) {
+	return g.decodeWith(w, r, v, true)
+}
+
+func (g *Ingress) decodeWith(w http.ResponseWriter, r *http.Request, v any, strict bool) (string, error) {
 	body := g.Body(w, r)
 	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	err := dec.Decode(v)
 	switch {
 	case err == nil:
@@ -188,7 +194,7 @@ func (g *Ingress) putSoul(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(body.Policies) > 0 && body.Policies[0] != '{' {
-		writeError(w, http.StatusBadRequest, "invalid_request", "policies must be a JSON object")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "policies must be a JSON object")
 		return
 	}
 	id := "soul-" + tenant
@@ -199,13 +205,13 @@ func (g *Ingress) putSoul(w http.ResponseWriter, r *http.Request) {
 		UpdatedAt: g.now()}
 	err := g.store.PutSoul(r.Context(), soul)
 	if errors.Is(err, store.ErrSchema) {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	if g.storeError(w, err, "soul") {
 		return
 	}
-	writeJSON(w, http.StatusOK, soul)
+	WriteJSON(w, http.StatusOK, soul)
 }
 
 func (g *Ingress) getSoul(w http.ResponseWriter, r *http.Request) {
@@ -221,12 +227,12 @@ func (g *Ingress) getSoul(w http.ResponseWriter, r *http.Request) {
 	if g.storeError(w, err, "soul") {
 		return
 	}
-	writeJSON(w, http.StatusOK, soul)
+	WriteJSON(w, http.StatusOK, soul)
 }
 
 func (g *Ingress) session(w http.ResponseWriter, r *http.Request) {
 	if _, sess, ok := g.callerSession(w, r); ok {
-		writeJSON(w, http.StatusOK, sess)
+		WriteJSON(w, http.StatusOK, sess)
 	}
 }
 
@@ -246,7 +252,7 @@ func (g *Ingress) sessionTrace(w http.ResponseWriter, r *http.Request) {
 	if evs == nil {
 		evs = []store.Event{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"session_id": sess.SessionID, "events": evs})
+	WriteJSON(w, http.StatusOK, map[string]any{"session_id": sess.SessionID, "events": evs})
 }
 
 // callerSession reads the session {session_id} of the caller's tenant,
@@ -259,7 +265,7 @@ func (g *Ingress) callerSession(w http.ResponseWriter, r *http.Request) (tenant 
 		return "", store.Session{}, false
 	}
 	if g.cfg.Sessions == nil {
-		writeError(w, http.StatusServiceUnavailable, "sessions_unavailable", "this ingress keeps no sessions")
+		WriteError(w, http.StatusServiceUnavailable, "sessions_unavailable", "this ingress keeps no sessions")
 		return "", store.Session{}, false
 	}
 	sess, _, err := g.cfg.Sessions.Get(r.Context(), tenant, r.PathValue("session_id"))
@@ -267,7 +273,7 @@ func (g *Ingress) callerSession(w http.ResponseWriter, r *http.Request) (tenant 
 		return "", store.Session{}, false
 	}
 	if c := callerOf(r.Context()); c.bound && c.UserID != "" && sess.UserID != c.UserID {
-		writeError(w, http.StatusNotFound, "not_found", "session not found")
+		WriteError(w, http.StatusNotFound, "not_found", "session not found")
 		return "", store.Session{}, false
 	}
 	return tenant, sess, true
@@ -289,26 +295,26 @@ func (g *Ingress) putMemory(w http.ResponseWriter, r *http.Request) {
 	var key string
 	switch {
 	case !memory.LabelRE.MatchString(body.Label):
-		writeError(w, http.StatusBadRequest, "invalid_request", "label must match [a-z0-9][a-z0-9_]{0,63}")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "label must match [a-z0-9][a-z0-9_]{0,63}")
 		return
 	case body.Text == "":
-		writeError(w, http.StatusBadRequest, "invalid_request", "text is required")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "text is required")
 		return
 	case body.Scope == memory.ScopeTenant:
 		key, user = tenant+":@tenant:"+body.Label, ""
 	case body.Scope == memory.ScopeUser && user != "":
 		key = tenant + ":@user:" + user + ":" + body.Label
 	case body.Scope == memory.ScopeUser:
-		writeError(w, http.StatusBadRequest, "invalid_request", "a user-scoped memory needs user_id")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "a user-scoped memory needs user_id")
 		return
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_request", "scope must be user or tenant (session memory is written by runs)")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "scope must be user or tenant (session memory is written by runs)")
 		return
 	}
 	vec, err := memory.Embed(r.Context(), g.cfg.Embedder, body.Text)
 	if err != nil {
 		g.log.Error().Err(err).Msg("embed memory")
-		writeError(w, http.StatusServiceUnavailable, "embedder_unavailable", "the text could not be embedded")
+		WriteError(w, http.StatusServiceUnavailable, "embedder_unavailable", "the text could not be embedded")
 		return
 	}
 	m, err := g.store.PutMemory(r.Context(), store.Memory{ID: key, Key: key, TenantID: tenant, UserID: user,
@@ -316,7 +322,7 @@ func (g *Ingress) putMemory(w http.ResponseWriter, r *http.Request) {
 	if g.storeError(w, err, "memory") {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"key": m.Key, "scope": m.Scope, "user_id": m.UserID})
+	WriteJSON(w, http.StatusOK, map[string]any{"key": m.Key, "scope": m.Scope, "user_id": m.UserID})
 }
 
 func (g *Ingress) queryMemory(w http.ResponseWriter, r *http.Request) {
@@ -340,13 +346,13 @@ func (g *Ingress) queryMemory(w http.ResponseWriter, r *http.Request) {
 	if v := params.Get("top_k"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", "top_k must be a number")
+			WriteError(w, http.StatusBadRequest, "invalid_request", "top_k must be a number")
 			return
 		}
 		q.TopK = n
 	}
 	if q.TenantID != "" && q.TenantID != tenant {
-		writeError(w, http.StatusForbidden, "identity_mismatch", "tenant_id does not match the caller's tenant")
+		WriteError(w, http.StatusForbidden, "identity_mismatch", "tenant_id does not match the caller's tenant")
 		return
 	}
 	user, ok := userScope(w, r, q.UserID)
@@ -356,30 +362,30 @@ func (g *Ingress) queryMemory(w http.ResponseWriter, r *http.Request) {
 	if c := callerOf(r.Context()); q.Scope == "" && c.bound && c.UserID != "" {
 		// A user's credential sees its own memories and its tenant's,
 		// never another user's: it names the scope it searches.
-		writeError(w, http.StatusBadRequest, "scope_required", "a user's query names its scope: session, user or tenant")
+		WriteError(w, http.StatusBadRequest, "scope_required", "a user's query names its scope: session, user or tenant")
 		return
 	}
 	switch {
 	case strings.TrimSpace(q.QueryText) == "":
-		writeError(w, http.StatusBadRequest, "invalid_request", "query_text is required")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "query_text is required")
 		return
 	case q.TopK < 0 || q.TopK > maxTopK:
-		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("top_k must be from 1 to %d", maxTopK))
+		WriteError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("top_k must be from 1 to %d", maxTopK))
 		return
 	case q.Scope != "" && q.Scope != memory.ScopeSession && q.Scope != memory.ScopeUser && q.Scope != memory.ScopeTenant:
-		writeError(w, http.StatusBadRequest, "invalid_request", "scope must be session, user or tenant")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "scope must be session, user or tenant")
 		return
 	case q.Scope == memory.ScopeTenant:
 		user = "" // tenant facts belong to no user
 	}
 	if g.cfg.Embedder == nil {
-		writeError(w, http.StatusServiceUnavailable, "embedder_unavailable", "no embedder is configured")
+		WriteError(w, http.StatusServiceUnavailable, "embedder_unavailable", "no embedder is configured")
 		return
 	}
 	vec, err := memory.Embed(r.Context(), g.cfg.Embedder, q.QueryText)
 	if err != nil {
 		g.log.Error().Err(err).Msg("embed query")
-		writeError(w, http.StatusServiceUnavailable, "embedder_unavailable", "the query could not be embedded")
+		WriteError(w, http.StatusServiceUnavailable, "embedder_unavailable", "the query could not be embedded")
 		return
 	}
 	hits, err := g.store.QueryMemory(r.Context(), store.MemoryQuery{TenantID: tenant, Scope: q.Scope, UserID: user,
@@ -391,5 +397,5 @@ func (g *Ingress) queryMemory(w http.ResponseWriter, r *http.Request) {
 	for i, h := range hits {
 		out[i] = MemoryHit{Key: h.Key, Scope: h.Scope, UserID: h.UserID, SessionID: h.SessionID, Text: h.Text, Score: h.Score}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"hits": out})
+	WriteJSON(w, http.StatusOK, map[string]any{"hits": out})
 }

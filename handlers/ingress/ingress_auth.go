@@ -51,16 +51,16 @@ func (g *Ingress) authenticate(next http.Handler) http.Handler {
 		}
 		c, status, code, msg := g.identify(r)
 		if status != 0 {
-			writeError(w, status, code, msg)
+			WriteError(w, status, code, msg)
 			return
 		}
 		if c.bound {
 			if h := r.Header.Get("X-Tenant-Id"); h != "" && h != c.TenantID {
-				writeError(w, http.StatusForbidden, "identity_mismatch", "X-Tenant-Id does not match the credential's tenant")
+				WriteError(w, http.StatusForbidden, "identity_mismatch", "X-Tenant-Id does not match the credential's tenant")
 				return
 			}
 			if h := r.Header.Get("X-User-Id"); h != "" && c.UserID != "" && h != c.UserID {
-				writeError(w, http.StatusForbidden, "identity_mismatch", "X-User-Id does not match the credential's user")
+				WriteError(w, http.StatusForbidden, "identity_mismatch", "X-User-Id does not match the credential's user")
 				return
 			}
 		}
@@ -92,4 +92,11 @@ func (g *Ingress) identify(r *http.Request) (caller, int, string, string) {
 	default:
 		return caller{}, http.StatusUnauthorized, "unauthorized", "a bearer credential is required"
 	}
+}
+
+// BindsUser reports whether r's credential names its user (the run's
+// user_id is the credential's).
+func BindsUser(r *http.Request) bool {
+	c := callerOf(r.Context())
+	return c.bound && c.UserID != ""
 }

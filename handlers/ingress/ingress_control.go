@@ -50,12 +50,12 @@ func (g *Ingress) targetOf(w http.ResponseWriter, r *http.Request, queued bool) 
 		by = r.Header.Get("X-User-Id")
 	}
 	if len(by) > 128 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "X-User-Id is longer than 128 characters")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "X-User-Id is longer than 128 characters")
 		return runTarget{}, false
 	}
 	runID := r.PathValue("run_id")
 	if orch.ValidateID("run_id", runID) != nil {
-		writeError(w, http.StatusNotFound, "not_found", "run not found")
+		WriteError(w, http.StatusNotFound, "not_found", "run not found")
 		return runTarget{}, false
 	}
 	p, err := g.runPlan(r.Context(), tenant, runID)
@@ -118,7 +118,7 @@ func (g *Ingress) queuedRun(ctx context.Context, tenant, runID string) (store.Pl
 // running answers 409 run_finished for a finished run.
 func running(w http.ResponseWriter, t runTarget) bool {
 	if store.PlanFinished(t.plan.Status) {
-		writeError(w, http.StatusConflict, "run_finished", "the run has already finished ("+t.plan.Status+")")
+		WriteError(w, http.StatusConflict, "run_finished", "the run has already finished ("+t.plan.Status+")")
 		return false
 	}
 	return true
@@ -126,7 +126,7 @@ func running(w http.ResponseWriter, t runTarget) bool {
 
 func (g *Ingress) controls(w http.ResponseWriter) bool {
 	if g.cfg.Cancels == nil || g.cfg.Gates == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "run control is not configured")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "run control is not configured")
 		return false
 	}
 	return true
@@ -142,14 +142,14 @@ func (g *Ingress) approvals(w http.ResponseWriter, r *http.Request) {
 	recs, err := g.cfg.Gates.List(r.Context(), t.tenant, t.runID)
 	if err != nil {
 		g.log.Error().Err(err).Str("run_id", t.runID).Msg("list gates")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the gates could not be read")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the gates could not be read")
 		return
 	}
 	views := make([]runctl.GateView, len(recs))
 	for i, rec := range recs {
 		views[i] = rec.View()
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"run_id": t.runID, "status": t.plan.Status, "gates": views})
+	WriteJSON(w, http.StatusOK, map[string]any{"run_id": t.runID, "status": t.plan.Status, "gates": views})
 }
 
 // decisions maps the words of an approval request to a gate resolution.
@@ -173,15 +173,15 @@ func (g *Ingress) approve(w http.ResponseWriter, r *http.Request) {
 	}
 	decision, known := decisions[strings.ToLower(body.Decision)]
 	if !known {
-		writeError(w, http.StatusBadRequest, "invalid_request", `decision must be "approve" or "deny"`)
+		WriteError(w, http.StatusBadRequest, "invalid_request", `decision must be "approve" or "deny"`)
 		return
 	}
 	if len(body.Comment) > 2048 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "comment is longer than 2048 bytes")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "comment is longer than 2048 bytes")
 		return
 	}
 	if t.by == "" {
-		writeError(w, http.StatusBadRequest, "approver_required",
+		WriteError(w, http.StatusBadRequest, "approver_required",
 			"an approval records its approver: authenticate as a user, or send X-User-Id")
 		return
 	}
@@ -189,7 +189,7 @@ func (g *Ingress) approve(w http.ResponseWriter, r *http.Request) {
 	a := orch.ApprovalDecided{Gate: gate, Decision: decision, Comment: body.Comment, Answers: body.Answers, Extension: body.Extend}
 	if len(body.Content) > 0 {
 		if len(a.Answers) > 0 {
-			writeError(w, http.StatusBadRequest, "invalid_request", "send content or answers, not both")
+			WriteError(w, http.StatusBadRequest, "invalid_request", "send content or answers, not both")
 			return
 		}
 		if err := g.answerOf(r.Context(), t, &a, body.Content); err != nil {
@@ -198,7 +198,7 @@ func (g *Ingress) approve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if decision != orch.GateApproved && (len(a.Answers) > 0 || a.Answer != "" || len(a.Extension) > 0) {
-		writeError(w, http.StatusBadRequest, "invalid_request", "only an approval answers a gate's question or extends a budget")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "only an approval answers a gate's question or extends a budget")
 		return
 	}
 	g.decide(w, r.Context(), t, a)
@@ -237,14 +237,14 @@ func (g *Ingress) answerOf(ctx context.Context, t runTarget, a *orch.ApprovalDec
 func (g *Ingress) gateError(w http.ResponseWriter, t runTarget, err error) {
 	switch {
 	case errors.Is(err, runctl.ErrGateNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "gate not found")
+		WriteError(w, http.StatusNotFound, "not_found", "gate not found")
 	case errors.Is(err, runctl.ErrInvalidAnswer):
-		writeError(w, http.StatusBadRequest, "invalid_answer", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_answer", err.Error())
 	case errors.Is(err, runctl.ErrInvalidExtension):
-		writeError(w, http.StatusBadRequest, "invalid_extension", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_extension", err.Error())
 	default:
 		g.log.Error().Err(err).Str("run_id", t.runID).Msg("resolve gate")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the decision could not be recorded")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the decision could not be recorded")
 	}
 }
 
@@ -256,7 +256,7 @@ func (g *Ingress) decide(w http.ResponseWriter, ctx context.Context, t runTarget
 	rec, _, err := g.cfg.Gates.Resolve(ctx, t.tenant, a)
 	switch {
 	case errors.Is(err, runctl.ErrGateDecided):
-		writeError(w, http.StatusConflict, "gate_decided", "the gate was already decided: "+rec.Status)
+		WriteError(w, http.StatusConflict, "gate_decided", "the gate was already decided: "+rec.Status)
 		return
 	case err != nil:
 		g.gateError(w, t, err)
@@ -264,7 +264,7 @@ func (g *Ingress) decide(w http.ResponseWriter, ctx context.Context, t runTarget
 	}
 	if rec.Applied != "" {
 		// Decided and taken to the run already: a retried request.
-		writeJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID, Status: rec.Status,
+		WriteJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID, Status: rec.Status,
 			GateID: gate, Decision: rec.Status, By: rec.By})
 		return
 	}
@@ -272,7 +272,7 @@ func (g *Ingress) decide(w http.ResponseWriter, ctx context.Context, t runTarget
 	// one is taken from the record when the gate's expiry arrives.
 	if err := g.sendDecision(ctx, t, rec); err != nil {
 		g.log.Error().Err(err).Str("run_id", t.runID).Msg("publish approval.decided")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the decision is recorded but could not be sent; retry")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the decision is recorded but could not be sent; retry")
 		return
 	}
 	g.log.Info().Str("run_id", t.runID).Str("gate_id", gate).Str("decision", rec.Status).Str("by", rec.By).Msg("gate decided")
@@ -280,7 +280,7 @@ func (g *Ingress) decide(w http.ResponseWriter, ctx context.Context, t runTarget
 	if rec.Status == orch.GateApproved {
 		status = runclient.StatusResuming
 	}
-	writeJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID, Status: status,
+	WriteJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID, Status: status,
 		GateID: gate, Decision: rec.Status, By: rec.By})
 }
 
@@ -295,11 +295,11 @@ func (g *Ingress) interrupt(w http.ResponseWriter, r *http.Request) {
 	if err := g.cfg.Cancels.RequestInterrupt(r.Context(), t.tenant, t.runID, runctl.Interrupt{ID: uuid.NewString(), By: t.by,
 		At: g.now()}); err != nil {
 		g.log.Error().Err(err).Str("run_id", t.runID).Msg("request interrupt")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the interrupt could not be recorded")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the interrupt could not be recorded")
 		return
 	}
 	g.log.Info().Str("run_id", t.runID).Str("tenant_id", t.tenant).Msg("run interrupt requested")
-	writeJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID,
+	WriteJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID,
 		Status: runclient.StatusInterrupting, By: t.by})
 }
 
@@ -313,11 +313,11 @@ func (g *Ingress) resume(w http.ResponseWriter, r *http.Request) {
 	rec, open, err := g.cfg.Gates.OpenOf(r.Context(), t.tenant, t.runID, orch.GateInterrupt)
 	if err != nil {
 		g.log.Error().Err(err).Str("run_id", t.runID).Msg("find interrupt gate")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the gates could not be read")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the gates could not be read")
 		return
 	}
 	if !open {
-		writeError(w, http.StatusConflict, "not_paused", "the run is not paused by an interrupt (yet)")
+		WriteError(w, http.StatusConflict, "not_paused", "the run is not paused by an interrupt (yet)")
 		return
 	}
 	g.decide(w, r.Context(), t, orch.ApprovalDecided{Gate: rec.Gate.ID, Decision: orch.GateApproved, Comment: "resumed"})
@@ -336,24 +336,24 @@ func (g *Ingress) steer(w http.ResponseWriter, r *http.Request) {
 	}
 	switch msg := strings.TrimSpace(body.Message); {
 	case msg == "":
-		writeError(w, http.StatusBadRequest, "invalid_request", "message is empty")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "message is empty")
 		return
 	case len(msg) > runctl.MaxSteerBytes:
-		writeError(w, http.StatusBadRequest, "invalid_request", "message is longer than 4 KiB")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "message is longer than 4 KiB")
 		return
 	}
 	err := g.cfg.Cancels.AddSteer(r.Context(), t.tenant, t.runID, runctl.Steer{ID: uuid.NewString(), Message: strings.TrimSpace(body.Message),
 		By: t.by, At: g.now()})
 	switch {
 	case errors.Is(err, runctl.ErrTooManySteers):
-		writeError(w, http.StatusConflict, "too_many_steers", err.Error())
+		WriteError(w, http.StatusConflict, "too_many_steers", err.Error())
 		return
 	case err != nil:
 		g.log.Error().Err(err).Str("run_id", t.runID).Msg("steer")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the message could not be recorded")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the message could not be recorded")
 		return
 	}
-	writeJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID,
+	WriteJSON(w, http.StatusAccepted, runclient.ControlResponse{RunID: t.runID, PlanID: t.plan.PlanID,
 		Status: runclient.StatusSteered, By: t.by})
 }
 
@@ -368,13 +368,13 @@ func (g *Ingress) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if g.cfg.Cancels == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "cancelling is not configured")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "cancelling is not configured")
 		return
 	}
 	first, err := g.cfg.Cancels.Request(r.Context(), t.tenant, t.runID, runctl.Cancel{By: t.by, At: time.Now().UTC()})
 	if err != nil {
 		g.log.Error().Err(err).Str("run_id", t.runID).Msg("request cancel")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the cancel could not be recorded")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the cancel could not be recorded")
 		return
 	}
 	if first {
@@ -383,7 +383,7 @@ func (g *Ingress) cancel(w http.ResponseWriter, r *http.Request) {
 	if g.cfg.Gates != nil {
 		g.cancelGate(r.Context(), t)
 	}
-	writeJSON(w, http.StatusAccepted, runclient.CancelResponse{RunID: t.runID, PlanID: t.plan.PlanID, Status: runclient.StatusCancelling})
+	WriteJSON(w, http.StatusAccepted, runclient.CancelResponse{RunID: t.runID, PlanID: t.plan.PlanID, Status: runclient.StatusCancelling})
 }
 
 // cancelGate resolves the open gate of a cancelled run, if it has one, and

@@ -53,7 +53,7 @@ type DefinitionError struct {
 
 // writeInvalid answers a validation error: 400 with its code and field.
 func writeInvalid(w http.ResponseWriter, e *agents.Error) {
-	writeJSON(w, http.StatusBadRequest, DefinitionError{Error: *e})
+	WriteJSON(w, http.StatusBadRequest, DefinitionError{Error: *e})
 }
 
 // newDefinitionID returns a fresh, time-ordered id: prefix and a UUIDv7.
@@ -70,7 +70,7 @@ func newDefinitionID(prefix string) string {
 func pathID(w http.ResponseWriter, r *http.Request, name, what string) (string, bool) {
 	id := r.PathValue(name)
 	if !agents.ValidID(id) {
-		writeError(w, http.StatusNotFound, "not_found", what+" not found")
+		WriteError(w, http.StatusNotFound, "not_found", what+" not found")
 		return "", false
 	}
 	return id, true
@@ -98,13 +98,13 @@ func expectedVersion(w http.ResponseWriter, r *http.Request, body int64) (int64,
 	header, err := ifMatch(r)
 	switch {
 	case err != nil:
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 	case body < 0:
-		writeError(w, http.StatusBadRequest, "invalid_request", "version must be at least 1")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "version must be at least 1")
 	case header != 0 && body != 0 && header != body:
-		writeError(w, http.StatusBadRequest, "invalid_request", "If-Match and the body's version disagree")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "If-Match and the body's version disagree")
 	case header == 0 && body == 0:
-		writeError(w, http.StatusPreconditionRequired, "version_required",
+		WriteError(w, http.StatusPreconditionRequired, "version_required",
 			"name the version you replace: If-Match: \"<version>\" or \"version\" in the body")
 	default:
 		return max(header, body), true
@@ -115,7 +115,7 @@ func expectedVersion(w http.ResponseWriter, r *http.Request, body int64) (int64,
 // writeVersioned answers a definition with its version as the ETag.
 func writeVersioned(w http.ResponseWriter, status int, version int64, v any) {
 	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(version, 10)))
-	writeJSON(w, status, v)
+	WriteJSON(w, status, v)
 }
 
 // definitionError answers a store error of the definitions API; it
@@ -125,15 +125,15 @@ func (g *Ingress) definitionError(w http.ResponseWriter, err error, what string)
 	case err == nil:
 		return false
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", what+" not found")
+		WriteError(w, http.StatusNotFound, "not_found", what+" not found")
 	case errors.Is(err, store.ErrConflict):
-		writeError(w, http.StatusConflict, "version_conflict",
+		WriteError(w, http.StatusConflict, "version_conflict",
 			what+" was changed or created by another request: read it again and retry with its version")
 	case errors.Is(err, store.ErrSchema), errors.Is(err, store.ErrInvalidArgument):
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 	default:
 		g.log.Error().Err(err).Str("definition", what).Msg("definition store")
-		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the store could not be reached")
+		WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "the store could not be reached")
 	}
 	return true
 }
@@ -142,7 +142,7 @@ func (g *Ingress) definitionError(w http.ResponseWriter, err error, what string)
 // definitions of a kind as a list returns.
 func underLimit(w http.ResponseWriter, n int, what string) bool {
 	if n >= store.MaxListDefinitions {
-		writeError(w, http.StatusConflict, "limit_reached", fmt.Sprintf("a tenant has at most %d %ss", store.MaxListDefinitions, what))
+		WriteError(w, http.StatusConflict, "limit_reached", fmt.Sprintf("a tenant has at most %d %ss", store.MaxListDefinitions, what))
 		return false
 	}
 	return true

@@ -192,7 +192,7 @@ func (g *Ingress) inboundEvent(w http.ResponseWriter, r *http.Request) {
 		if field != "" {
 			writeInvalid(w, &agents.Error{Code: code, Field: field, Message: msg})
 		} else {
-			writeError(w, http.StatusBadRequest, code, msg)
+			WriteError(w, http.StatusBadRequest, code, msg)
 		}
 		return
 	}
@@ -209,12 +209,12 @@ func (g *Ingress) inboundEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case t.Status == http.StatusOK || t.Status == http.StatusAccepted:
-		writeJSON(w, t.Status, t.Result)
+		WriteJSON(w, t.Status, t.Result)
 	case t.Status == http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", strconv.Itoa(t.Eval.RetryAfterSeconds))
-		writeError(w, t.Status, t.Code, t.Message)
+		WriteError(w, t.Status, t.Code, t.Message)
 	default:
-		writeError(w, t.Status, t.Code, t.Message)
+		WriteError(w, t.Status, t.Code, t.Message)
 	}
 }
 
@@ -296,7 +296,7 @@ func (g *Ingress) startTriggered(ctx context.Context, tenant string, in InboundE
 	case code == "store_unavailable":
 		return unavailable(code, err)
 	case code != "":
-		return refuse(OutcomeSessionRefused, statusOf(code), code, err.Error())
+		return refuse(OutcomeSessionRefused, StatusOf(code), code, err.Error())
 	case cont != "":
 		t.Eval.AgentID, t.Result.AgentID = cont, cont
 	}
@@ -386,7 +386,7 @@ func (g *Ingress) eventEvaluations(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("event_id")
 	if !agents.ValidID(id) {
-		writeError(w, http.StatusNotFound, "not_found", "event not found")
+		WriteError(w, http.StatusNotFound, "not_found", "event not found")
 		return
 	}
 	evs, err := g.store.Events(r.Context(), store.EventQuery{TenantID: tenant, EventTypes: []string{AuditTriggerEvaluated},
@@ -405,8 +405,8 @@ func (g *Ingress) eventEvaluations(w http.ResponseWriter, r *http.Request) {
 		out.Evaluations = append(out.Evaluations, rec)
 	}
 	if len(out.Evaluations) == 0 {
-		writeError(w, http.StatusNotFound, "not_found", "event not found")
+		WriteError(w, http.StatusNotFound, "not_found", "event not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 }

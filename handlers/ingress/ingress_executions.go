@@ -29,21 +29,21 @@ func (g *Ingress) listExecutions(w http.ResponseWriter, r *http.Request) {
 	switch q.Status {
 	case "", store.ExecutionSuccess, store.ExecutionFailed, store.ExecutionTimeout:
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_request", "status must be success, failed or timeout")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "status must be success, failed or timeout")
 		return
 	}
 	if q.AgentID != "" && !agents.ValidID(q.AgentID) {
-		writeError(w, http.StatusBadRequest, "invalid_request", "agent_id is not a valid id")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "agent_id is not a valid id")
 		return
 	}
 	if q.SessionID != "" && orch.ValidateID("session_id", q.SessionID) != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "session_id is not a valid id")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "session_id is not a valid id")
 		return
 	}
 	if v := qv.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", "since must be an RFC 3339 time")
+			WriteError(w, http.StatusBadRequest, "invalid_request", "since must be an RFC 3339 time")
 			return
 		}
 		q.Since = t
@@ -61,7 +61,7 @@ func (g *Ingress) listExecutions(w http.ResponseWriter, r *http.Request) {
 	if list == nil {
 		list = []store.Execution{}
 	}
-	writeJSON(w, http.StatusOK, ExecutionList{Executions: list})
+	WriteJSON(w, http.StatusOK, ExecutionList{Executions: list})
 }
 
 // getExecution serves GET /agent/executions/{execution_id}: one of the
@@ -81,5 +81,5 @@ func (g *Ingress) getExecution(w http.ResponseWriter, r *http.Request) {
 	if g.storeError(w, err, "execution") {
 		return
 	}
-	writeJSON(w, http.StatusOK, e)
+	WriteJSON(w, http.StatusOK, e)
 }

@@ -43,7 +43,7 @@ const maxReplyBytes = 32 << 10
 // the reply into its history at once and is active again: 200.
 func (g *Ingress) reply(w http.ResponseWriter, r *http.Request) {
 	if g.cfg.Gates == nil {
-		writeError(w, http.StatusServiceUnavailable, "sessions_unavailable", "this ingress keeps no gates")
+		WriteError(w, http.StatusServiceUnavailable, "sessions_unavailable", "this ingress keeps no gates")
 		return
 	}
 	tenant, sess, ok := g.callerSession(w, r)
@@ -58,18 +58,18 @@ func (g *Ingress) reply(w http.ResponseWriter, r *http.Request) {
 	by := cmp.Or(c.UserID, body.By, r.Header.Get("X-User-Id"))
 	switch {
 	case strings.TrimSpace(body.Message) == "":
-		writeError(w, http.StatusBadRequest, "invalid_request", "message is required")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "message is required")
 		return
 	case len(body.Message) > maxReplyBytes:
-		writeError(w, http.StatusBadRequest, "invalid_request", "message is longer than 32 KiB")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "message is longer than 32 KiB")
 		return
 	case by == "" || len(by) > 128:
-		writeError(w, http.StatusBadRequest, "invalid_request", "by (who replies) is required, at most 128 characters")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "by (who replies) is required, at most 128 characters")
 		return
 	}
 	h := sess.Handoff
 	if sess.State != orch.SessionHandedOff || h == nil {
-		writeError(w, http.StatusConflict, "session_not_handed_off", "the session is "+sess.State+", not handed off to a human")
+		WriteError(w, http.StatusConflict, "session_not_handed_off", "the session is "+sess.State+", not handed off to a human")
 		return
 	}
 	if h.GateID == "" {
@@ -83,21 +83,21 @@ func (g *Ingress) reply(w http.ResponseWriter, r *http.Request) {
 	rec, _, err := g.cfg.Gates.Resolve(r.Context(), tenant, a)
 	switch {
 	case errors.Is(err, runctl.ErrGateDecided), errors.Is(err, runctl.ErrGateNotFound):
-		writeError(w, http.StatusConflict, "session_not_handed_off", "the handoff is no longer open: "+rec.Status)
+		WriteError(w, http.StatusConflict, "session_not_handed_off", "the handoff is no longer open: "+rec.Status)
 		return
 	case err != nil:
 		g.log.Error().Err(err).Str("session_id", id).Msg("resolve human gate")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the reply could not be recorded; retry")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the reply could not be recorded; retry")
 		return
 	}
 	if rec.Applied == "" {
 		t := runTarget{tenant: tenant, runID: h.RunID, by: by, plan: store.Plan{PlanID: orch.PlanID(h.RunID), SessionID: id}}
 		if err := g.sendDecision(r.Context(), t, rec); err != nil {
 			g.log.Error().Err(err).Str("session_id", id).Msg("publish approval.decided for a reply")
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "the reply is recorded but could not be sent; retry")
+			WriteError(w, http.StatusServiceUnavailable, "unavailable", "the reply is recorded but could not be sent; retry")
 			return
 		}
 	}
 	g.log.Info().Str("session_id", id).Str("run_id", h.RunID).Str("by", rec.By).Msg("human replied to a handoff")
-	writeJSON(w, http.StatusAccepted, SessionReplied{SessionID: id, RunID: h.RunID, GateID: h.GateID, Status: "resuming", By: rec.By})
+	WriteJSON(w, http.StatusAccepted, SessionReplied{SessionID: id, RunID: h.RunID, GateID: h.GateID, Status: "resuming", By: rec.By})
 }

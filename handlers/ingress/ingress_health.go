@@ -28,14 +28,14 @@ func (g *Ingress) health(w http.ResponseWriter, r *http.Request) {
 	now := g.now()
 	since, until, err := timeRange(r, now, DefaultHealthWindow)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	h, err := health.TenantHealth(r.Context(), g.store, tenant, since, until)
 	if g.storeError(w, err, "events") {
 		return
 	}
-	writeJSON(w, http.StatusOK, h)
+	WriteJSON(w, http.StatusOK, h)
 }
 
 // auditEvents serves GET /agent/audit/events: the caller's tenant's
@@ -53,13 +53,13 @@ func (g *Ingress) auditEvents(w http.ResponseWriter, r *http.Request) {
 	q := store.EventQuery{TenantID: tenant, EventTypes: params["type"], SkillID: params.Get("skill"), Limit: store.DefaultEventLimit}
 	var err error
 	if q.Since, q.Until, err = timeRange(r, g.now(), 0); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	if v := params.Get("large_response"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", "large_response must be true or false")
+			WriteError(w, http.StatusBadRequest, "invalid_request", "large_response must be true or false")
 			return
 		}
 		q.LargeResponse = &b
@@ -69,7 +69,7 @@ func (g *Ingress) auditEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, t := range q.EventTypes {
 		if _, err := events.Subject(events.AuditType(t), tenant); err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("type %q is not an event name such as skill.called", t))
+			WriteError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("type %q is not an event name such as skill.called", t))
 			return
 		}
 	}
@@ -80,7 +80,7 @@ func (g *Ingress) auditEvents(w http.ResponseWriter, r *http.Request) {
 	if evs == nil {
 		evs = []store.Event{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tenant_id": tenant, "count": len(evs), "events": evs})
+	WriteJSON(w, http.StatusOK, map[string]any{"tenant_id": tenant, "count": len(evs), "events": evs})
 }
 
 // queryLimit parses a limit query parameter v of 1 to most, answering
@@ -91,7 +91,7 @@ func queryLimit(w http.ResponseWriter, v string, most int) (int, bool) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > most {
-		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit must be 1 to %d", most))
+		WriteError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit must be 1 to %d", most))
 		return 0, false
 	}
 	return n, true
@@ -165,7 +165,7 @@ func (g *Ingress) recentRuns(w http.ResponseWriter, r *http.Request) {
 	q := store.EventQuery{TenantID: tenant, EventTypes: []string{"run.finished"}, Limit: 50}
 	var err error
 	if q.Since, q.Until, err = timeRange(r, g.now(), 0); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	if q.Limit, ok = queryLimit(w, r.URL.Query().Get("limit"), 1000); !ok {
@@ -180,5 +180,5 @@ func (g *Ingress) recentRuns(w http.ResponseWriter, r *http.Request) {
 		out = append(out, RunSummary{PlanID: ev.PlanID, SessionID: ev.SessionID, TerminalCode: ev.Outcome, TaskType: ev.TaskType,
 			Replans: ev.Replans, InputTokens: ev.InputTokens, OutputTokens: ev.OutputTokens, CostUSD: ev.CostUSD, FinishedAt: ev.TS})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tenant_id": tenant, "runs": out})
+	WriteJSON(w, http.StatusOK, map[string]any{"tenant_id": tenant, "runs": out})
 }

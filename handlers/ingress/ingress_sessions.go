@@ -81,11 +81,11 @@ func (g *Ingress) listSessions(w http.ResponseWriter, r *http.Request) {
 	switch q.Status {
 	case "", orch.SessionActive, orch.SessionHandedOff, orch.SessionCompleted:
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_request", "status must be active, handed_off or completed")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "status must be active, handed_off or completed")
 		return
 	}
 	if q.AgentID != "" && !agents.ValidID(q.AgentID) {
-		writeError(w, http.StatusBadRequest, "invalid_request", "agent_id is not a valid id")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "agent_id is not a valid id")
 		return
 	}
 	if q.Limit, ok = queryLimit(w, qv.Get("limit"), store.MaxSessionLimit); !ok {
@@ -101,7 +101,7 @@ func (g *Ingress) listSessions(w http.ResponseWriter, r *http.Request) {
 	for i := range list {
 		list[i].Messages = nil
 	}
-	writeJSON(w, http.StatusOK, SessionList{Sessions: list})
+	WriteJSON(w, http.StatusOK, SessionList{Sessions: list})
 }
 
 // handoffSession serves POST /agent/sessions/{session_id}/handoff. To a
@@ -124,7 +124,7 @@ func (g *Ingress) handoffSession(w http.ResponseWriter, r *http.Request) {
 	}
 	body.By = cmp.Or(c.UserID, body.By, r.Header.Get("X-User-Id"))
 	if code, msg := checkHandoffRequest(&body); code != "" {
-		writeError(w, http.StatusBadRequest, code, msg)
+		WriteError(w, http.StatusBadRequest, code, msg)
 		return
 	}
 	var err error
@@ -147,7 +147,7 @@ func (g *Ingress) handoffSession(w http.ResponseWriter, r *http.Request) {
 	g.publishSession(r.Context(), sess, rev, body.By, audit)
 	g.log.Info().Str("session_id", id).Str("target_type", body.TargetType).Str("agent_id", sess.AgentID).
 		Str("by", body.By).Msg("operator handed a session off")
-	writeJSON(w, http.StatusOK, SessionHandoffResult{SessionID: id, Status: sess.State, AgentID: sess.AgentID,
+	WriteJSON(w, http.StatusOK, SessionHandoffResult{SessionID: id, Status: sess.State, AgentID: sess.AgentID,
 		HandoffDepth: sess.HandoffDepth, HandoffChain: sess.HandoffChain, By: body.By})
 }
 
@@ -177,7 +177,7 @@ type sessionRefused struct{ code, msg string }
 
 // write answers the refusal.
 func (e *sessionRefused) write(w http.ResponseWriter) {
-	writeError(w, http.StatusConflict, e.code, e.msg)
+	WriteError(w, http.StatusConflict, e.code, e.msg)
 }
 
 func (e *sessionRefused) Error() string { return e.code + ": " + e.msg }
@@ -321,7 +321,7 @@ func (g *Ingress) replyDirect(w http.ResponseWriter, r *http.Request, tenant, id
 	}
 	g.publishSession(r.Context(), sess, rev, by)
 	g.log.Info().Str("session_id", id).Str("by", by).Msg("human replied to an operator handoff")
-	writeJSON(w, http.StatusOK, SessionReplied{SessionID: id, Status: sess.State, By: by})
+	WriteJSON(w, http.StatusOK, SessionReplied{SessionID: id, Status: sess.State, By: by})
 }
 
 // sessionAudit is the audit event of an operator's change, made from the

@@ -27,6 +27,15 @@ import (
 // /agent/runs/{run_id}/stream and Last-Event-ID: no chunk lost, none
 // repeated.
 
+// ChunkSink is where the chunks of a followed run go: the native SSE
+// stream (sseWriter) or an adapter's (handlers/chat). Send is given the
+// chunk's REPLY stream sequence (0 for a chunk the ingress made); Ended
+// reports that the run's last chunk was sent.
+type ChunkSink interface {
+	Send(seq uint64, c runclient.Chunk)
+	Ended() bool
+}
+
 // sseWriter serialises writes to one SSE response.
 type sseWriter struct {
 	mu     sync.Mutex
@@ -37,7 +46,7 @@ type sseWriter struct {
 }
 
 // send writes one chunk; seq, when not zero, is its SSE id.
-func (s *sseWriter) send(seq uint64, c runclient.Chunk) {
+func (s *sseWriter) Send(seq uint64, c runclient.Chunk) {
 	b, _ := json.Marshal(c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -52,7 +61,7 @@ func (s *sseWriter) send(seq uint64, c runclient.Chunk) {
 	s.ended = c.EndOfDialog
 }
 
-func (s *sseWriter) hasEnded() bool {
+func (s *sseWriter) Ended() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ended
@@ -98,14 +107,14 @@ func (g *Ingress) replyTail(ctx context.Context) (uint64, error) {
 // follow forwards the run's chunks on the session's reply subject, from
 // stream sequence after+1, until the run's result chunk or ctx ends. idle,
 // when set, is asked after each second without a chunk whether to stop.
-func (g *Ingress) follow(ctx context.Context, s *sseWriter, tenant, session, runID string, after uint64, idle func() bool) error {
+func (g *Ingress) follow(ctx context.Context, s ChunkSink, tenant, session, runID string, after uint64, idle func() bool) error {
 	cons, err := g.js.OrderedConsumer(ctx, events.StreamReply, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{events.ReplySubject(tenant, session)},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: after + 1})
 	if err != nil {
 		return err
 	}
-	for ctx.Err() == nil && !s.hasEnded() {
+	for ctx.Err() == nil && !s.Ended() {
 		batch, err := cons.Fetch(64, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			return err
@@ -121,7 +130,7 @@ func (g *Ingress) follow(ctx context.Context, s *sseWriter, tenant, session, run
 			if err != nil {
 				return err
 			}
-			s.send(meta.Sequence.Stream, c)
+			s.Send(meta.Sequence.Stream, c)
 		}
 		if batch.Error() != nil && !errors.Is(batch.Error(), jetstream.ErrNoMessages) && ctx.Err() == nil {
 			return batch.Error()
@@ -138,7 +147,7 @@ func (g *Ingress) follow(ctx context.Context, s *sseWriter, tenant, session, run
 // for a dead-lettered message carries no stream flag), the result from
 // run.finished ends the stream instead, as it does for a request whose
 // message answered another run's question (that run's result).
-func (g *Ingress) streamRun(ctx context.Context, s *sseWriter, req orch.RunRequest, tail uint64, wait func(context.Context) (orch.RunResult, error)) {
+func (g *Ingress) streamRun(ctx context.Context, s ChunkSink, req orch.RunRequest, tail uint64, wait func(context.Context) (orch.RunResult, error)) {
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	followed := make(chan error, 1)
@@ -154,11 +163,11 @@ func (g *Ingress) streamRun(ctx context.Context, s *sseWriter, req orch.RunReque
 	}
 	stop()
 	switch {
-	case s.hasEnded():
+	case s.Ended():
 	case err == nil && runclient.Parked(res):
 		// This response ends; the run waits for its gate's decision and
 		// GET /agent/runs/{run_id}/stream follows it on.
-		s.send(0, runclient.Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: runclient.ChunkAwaitingGate,
+		s.Send(0, runclient.Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: runclient.ChunkAwaitingGate,
 			Content: string(res.Detail), EndOfMessage: true, EndOfDialog: true})
 	case err == nil:
 		typ := "result"
@@ -166,10 +175,10 @@ func (g *Ingress) streamRun(ctx context.Context, s *sseWriter, req orch.RunReque
 			typ = "error"
 		}
 		body, _ := json.Marshal(runclient.ResponseOf(res))
-		s.send(0, runclient.Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: typ, Content: string(body),
+		s.Send(0, runclient.Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: typ, Content: string(body),
 			EndOfMessage: true, EndOfDialog: true})
 	default:
-		s.send(0, runclient.Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: "error",
+		s.Send(0, runclient.Chunk{MessageID: uuid.NewString(), SessionID: req.SessionID, MessageType: "error",
 			Content: "run_timeout: the run is still in progress", EndOfMessage: true, EndOfDialog: true})
 	}
 }
@@ -185,14 +194,14 @@ func (g *Ingress) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	runID := r.PathValue("run_id")
 	if orch.ValidateID("run_id", runID) != nil {
-		writeError(w, http.StatusNotFound, "not_found", "run not found")
+		WriteError(w, http.StatusNotFound, "not_found", "run not found")
 		return
 	}
 	var after uint64
 	if last := cmpOr(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("last_event_id")); last != "" {
 		n, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", "Last-Event-ID must be a stream sequence")
+			WriteError(w, http.StatusBadRequest, "invalid_request", "Last-Event-ID must be a stream sequence")
 			return
 		}
 		after = n
@@ -203,7 +212,7 @@ func (g *Ingress) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	s, err := openSSE(w, runID)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		WriteError(w, http.StatusInternalServerError, "internal", err.Error())
 		return
 	}
 	defer s.close()

@@ -75,7 +75,7 @@ func (g *Ingress) checkTool(w http.ResponseWriter, r *http.Request, tenant, id s
 		return 0, false
 	}
 	if err := g.cfg.Egress.CheckURL(r.Context(), body.Handler.URL); errors.Is(err, egress.ErrDenied) {
-		writeError(w, http.StatusBadRequest, egress.Code, "handler.url: "+err.Error())
+		WriteError(w, http.StatusBadRequest, egress.Code, "handler.url: "+err.Error())
 		return 0, false
 	}
 	if create || body.Secret != nil {
@@ -84,7 +84,7 @@ func (g *Ingress) checkTool(w http.ResponseWriter, r *http.Request, tenant, id s
 			return 0, false
 		}
 		if g.cfg.ToolSecrets == nil || !g.cfg.ToolSecrets.Ready() {
-			writeError(w, http.StatusServiceUnavailable, "secrets_unavailable",
+			WriteError(w, http.StatusServiceUnavailable, "secrets_unavailable",
 				"webhook secrets cannot be stored: the service has no secrets key (SECRETS_KEY)")
 			return 0, false
 		}
@@ -98,7 +98,7 @@ func (g *Ingress) checkTool(w http.ResponseWriter, r *http.Request, tenant, id s
 		names[t.ToolID] = t.Name
 	}
 	if err := agents.CheckToolName(id, body.Name, names); err != nil {
-		writeJSON(w, http.StatusConflict, DefinitionError{Error: *err})
+		WriteJSON(w, http.StatusConflict, DefinitionError{Error: *err})
 		return 0, false
 	}
 	return len(all), true
@@ -121,7 +121,7 @@ func (g *Ingress) createTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Version != 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "a new tool has no version: it gets version 1")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "a new tool has no version: it gets version 1")
 		return
 	}
 	body.Normalize()
@@ -133,7 +133,7 @@ func (g *Ingress) createTool(w http.ResponseWriter, r *http.Request) {
 	// The secret first: a stored tool always has one.
 	if err := g.cfg.ToolSecrets.Put(r.Context(), tenant, id, *body.Secret); err != nil {
 		g.log.Error().Err(err).Str("tool_id", id).Msg("store tool secret")
-		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the tool's secret could not be stored")
+		WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "the tool's secret could not be stored")
 		return
 	}
 	now := g.now()
@@ -171,7 +171,7 @@ func (g *Ingress) listTools(w http.ResponseWriter, r *http.Request) {
 	if status := r.URL.Query().Get("status"); status != "" {
 		all = slices.DeleteFunc(all, func(t agents.Tool) bool { return t.Status != status })
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tools": all})
+	WriteJSON(w, http.StatusOK, map[string]any{"tools": all})
 }
 
 // systemToolID reports whether the path names a system tool, answering
@@ -184,11 +184,11 @@ func systemToolID(w http.ResponseWriter, r *http.Request) bool {
 	t, found := agents.SystemTool(name)
 	switch {
 	case !found:
-		writeError(w, http.StatusNotFound, "not_found", "tool not found")
+		WriteError(w, http.StatusNotFound, "not_found", "tool not found")
 	case r.Method == http.MethodGet:
-		writeJSON(w, http.StatusOK, t)
+		WriteJSON(w, http.StatusOK, t)
 	default:
-		writeError(w, http.StatusForbidden, "system_tool_read_only", "system tools cannot be changed or deleted")
+		WriteError(w, http.StatusForbidden, "system_tool_read_only", "system tools cannot be changed or deleted")
 	}
 	return true
 }
@@ -240,7 +240,7 @@ func (g *Ingress) putTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cur.Version != expected {
-		writeError(w, http.StatusConflict, "version_conflict", "tool is at another version: read it again and retry with its version")
+		WriteError(w, http.StatusConflict, "version_conflict", "tool is at another version: read it again and retry with its version")
 		return
 	}
 	body.Normalize()
@@ -255,7 +255,7 @@ func (g *Ingress) putTool(w http.ResponseWriter, r *http.Request) {
 	if body.Secret != nil {
 		if err := g.cfg.ToolSecrets.Put(r.Context(), cur.TenantID, cur.ToolID, *body.Secret); err != nil {
 			g.log.Error().Err(err).Str("tool_id", cur.ToolID).Msg("store tool secret")
-			writeError(w, http.StatusServiceUnavailable, "store_unavailable",
+			WriteError(w, http.StatusServiceUnavailable, "store_unavailable",
 				"the tool was updated but its new secret could not be stored: send the secret again")
 			return
 		}
@@ -269,7 +269,7 @@ func (g *Ingress) deleteTool(w http.ResponseWriter, r *http.Request) {
 	}
 	expected, err := ifMatch(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	t, ok := g.loadTool(w, r)
@@ -282,7 +282,7 @@ func (g *Ingress) deleteTool(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, a := range all {
 		if slices.Contains(a.Tools, t.Name) {
-			writeError(w, http.StatusConflict, "tool_in_use", "agent "+a.AgentID+" lists this tool")
+			WriteError(w, http.StatusConflict, "tool_in_use", "agent "+a.AgentID+" lists this tool")
 			return
 		}
 	}
@@ -295,5 +295,5 @@ func (g *Ingress) deleteTool(w http.ResponseWriter, r *http.Request) {
 			g.log.Warn().Err(err).Str("tool_id", t.ToolID).Msg("delete tool secret")
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tool_id": t.ToolID, "deleted": true})
+	WriteJSON(w, http.StatusOK, map[string]any{"tool_id": t.ToolID, "deleted": true})
 }

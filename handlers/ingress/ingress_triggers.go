@@ -61,7 +61,7 @@ func (g *Ingress) createTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Version != 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "a new trigger has no version: it gets version 1")
+		WriteError(w, http.StatusBadRequest, "invalid_request", "a new trigger has no version: it gets version 1")
 		return
 	}
 	body.Normalize()
@@ -115,7 +115,7 @@ func (g *Ingress) listTriggers(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	slices.SortStableFunc(all, func(a, b agents.Trigger) int { return a.PriorityValue() - b.PriorityValue() })
-	writeJSON(w, http.StatusOK, map[string]any{"triggers": all})
+	WriteJSON(w, http.StatusOK, map[string]any{"triggers": all})
 }
 
 // loadTrigger reads the tenant's trigger named in the path.
@@ -159,7 +159,7 @@ func (g *Ingress) putTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cur.Version != expected {
-		writeError(w, http.StatusConflict, "version_conflict", "trigger is at another version: read it again and retry with its version")
+		WriteError(w, http.StatusConflict, "version_conflict", "trigger is at another version: read it again and retry with its version")
 		return
 	}
 	body.Normalize()
@@ -192,7 +192,7 @@ func (g *Ingress) disableTrigger(w http.ResponseWriter, r *http.Request) {
 func (g *Ingress) setTriggerStatus(w http.ResponseWriter, r *http.Request, status string) {
 	expected, err := ifMatch(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	cur, ok := g.loadTrigger(w, r)
@@ -201,7 +201,7 @@ func (g *Ingress) setTriggerStatus(w http.ResponseWriter, r *http.Request, statu
 	}
 	switch {
 	case expected != 0 && expected != cur.Version:
-		writeError(w, http.StatusConflict, "version_conflict", "trigger is at another version: read it again and retry with its version")
+		WriteError(w, http.StatusConflict, "version_conflict", "trigger is at another version: read it again and retry with its version")
 	case cur.Status == status:
 		writeVersioned(w, http.StatusOK, cur.Version, cur)
 	default:
@@ -214,7 +214,7 @@ func (g *Ingress) setTriggerStatus(w http.ResponseWriter, r *http.Request, statu
 func (g *Ingress) deleteTrigger(w http.ResponseWriter, r *http.Request) {
 	expected, err := ifMatch(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	t, ok := g.loadTrigger(w, r)
@@ -225,5 +225,5 @@ func (g *Ingress) deleteTrigger(w http.ResponseWriter, r *http.Request) {
 	if g.definitionError(w, err, "trigger") {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"trigger_id": t.TriggerID, "deleted": true})
+	WriteJSON(w, http.StatusOK, map[string]any{"trigger_id": t.TriggerID, "deleted": true})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/handlers/internal/kvs"
+	"github.com/agentbus/agentbus/kvcas"
 	"github.com/agentbus/agentbus/skills"
 )
 
@@ -21,8 +22,16 @@ const ConfigKeyApprovalModes = "approval_modes"
 // ConfigKeyApprovalGates holds which approval modes go through a gate
 // (propose, approve, execute), per tenant: {"<tenant>": ["network",
 // "delegated"]}, with "*" for every tenant (a tenant's own entry wins).
-// Destructive calls always do, whatever it says.
+// A tenant with neither entry has DefaultGatedModes; an empty list gates
+// no mode but destructive, which is always gated, whatever it says.
 const ConfigKeyApprovalGates = "approval_gates"
+
+// DefaultGatedModes are the modes gated for a tenant that approval_gates
+// does not name (seed 004's matrix): a call that reaches another system
+// (network) or acts for the user there (delegated) is proposed, approved,
+// then executed. A tenant's policy, or the agent a run acts as
+// (orch.AgentDef.AutoApprove), relaxes it.
+var DefaultGatedModes = []string{skills.ModeNetwork, skills.ModeDelegated}
 
 // ApprovalModes gives each skill call its approval mode (seed 004): the
 // tenant's override from the config bucket if there is one, else the
@@ -105,23 +114,29 @@ func ParseApprovalGates(b []byte) (map[string][]string, error) {
 
 // Gated reports whether a call in mode by tenant goes through a gate:
 // always for a destructive one; for the others, if the tenant's entry of
-// approval_gates (else the "*" entry) lists the mode.
+// approval_gates (else the "*" entry, else DefaultGatedModes) lists the
+// mode.
 func (a *ApprovalModes) Gated(tenant, mode string) bool {
-	if mode == skills.ModeDestructive {
-		return true
-	}
+	return mode == skills.ModeDestructive || slices.Contains(a.GatedModes(tenant), mode)
+}
+
+// GatedModes are the modes besides destructive that tenant's calls are
+// gated in.
+func (a *ApprovalModes) GatedModes(tenant string) []string {
 	if a == nil {
-		return false
+		return DefaultGatedModes
 	}
 	g := a.gates.Load()
 	if g == nil {
-		return false
+		return DefaultGatedModes
 	}
-	modes, ok := (*g)[tenant]
-	if !ok {
-		modes = (*g)["*"]
+	if modes, ok := (*g)[tenant]; ok {
+		return modes
 	}
-	return slices.Contains(modes, mode)
+	if modes, ok := (*g)["*"]; ok {
+		return modes
+	}
+	return DefaultGatedModes
 }
 
 // Of is the approval mode of a call of m by tenant.
@@ -137,4 +152,35 @@ func (a *ApprovalModes) Of(tenant string, m skills.Manifest) string {
 		}
 	}
 	return m.ApprovalMode()
+}
+
+// SetGatedModes changes tenant's entry of approval_gates in the config
+// bucket kv by compare-and-set: modes (checked; an empty list gates no
+// mode but destructive) or, with reset, no entry, so the tenant follows
+// "*" or DefaultGatedModes again. It returns the policy stored.
+func SetGatedModes(ctx context.Context, kv jetstream.KeyValue, tenant string, modes []string, reset bool) (map[string][]string, error) {
+	for _, mode := range modes {
+		if !skills.ValidMode(mode) {
+			return nil, fmt.Errorf("%s: %q is not one of %v", ConfigKeyApprovalGates, mode, skills.Modes)
+		}
+	}
+	e, err := kvcas.Update(ctx, kv, ConfigKeyApprovalGates, func(g *map[string][]string, _ uint64) (bool, error) {
+		if *g == nil {
+			*g = map[string][]string{}
+		}
+		if reset {
+			delete(*g, tenant)
+		} else {
+			(*g)[tenant] = append([]string{}, modes...)
+		}
+		return true, nil
+	})
+	return e.Value, err
+}
+
+// GatedModesOf is the policy stored in kv's approval_gates: nil when the
+// key is absent.
+func GatedModesOf(ctx context.Context, kv jetstream.KeyValue) (map[string][]string, error) {
+	e, err := kvcas.Get[map[string][]string](ctx, kv, ConfigKeyApprovalGates)
+	return e.Value, err
 }

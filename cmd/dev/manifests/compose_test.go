@@ -25,8 +25,9 @@ const (
 )
 
 // composeExtras are the Compose services beyond the Kubernetes base's
-// workloads: the store, and the demo Skill Service.
-var composeExtras = []string{"opensearch", "skills"}
+// Deployments and NATS nodes: the store, the demo Skill Service, and the
+// topology set-up (the base's Job agentbus-setup).
+var composeExtras = []string{"opensearch", "skills", "setup"}
 
 // interpolation is a Compose variable with an optional default,
 // ${NAME} or ${NAME:-default}.
@@ -201,11 +202,9 @@ func TestComposeNATSCluster(t *testing.T) {
 	}
 }
 
-// TestComposeNATSURLListsEveryNode: agentbus.env's NATS_URL names every
-// Compose NATS node.
-func TestComposeNATSURLListsEveryNode(t *testing.T) {
-	m := load(t)
-	sts := m.natsStatefulSet(t)
+// composeEnvFile reads agentbus.env.
+func composeEnvFile(t *testing.T) map[string]string {
+	t.Helper()
 	f, err := os.Open(composeEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -219,6 +218,47 @@ func TestComposeNATSURLListsEveryNode(t *testing.T) {
 			env[k] = v
 		}
 	}
+	return env
+}
+
+// TestComposeSetsTheTopologyUp: the setup service runs agentbus setup as
+// admin, with the NATS nodes' password variable for admin, once (no
+// restart); every agentbus process waits for it to succeed; agentbus.env's
+// REPLICAS is one per NATS node, as in the Kubernetes base.
+func TestComposeSetsTheTopologyUp(t *testing.T) {
+	services := loadCompose(t)
+	setup, ok := services["setup"]
+	if !ok {
+		t.Fatal("no setup service")
+	}
+	if cmd, _ := setup["command"].([]any); len(cmd) == 0 || cmd[0] != "setup" || setup["image"] != "agentbus/agentbus:latest" {
+		t.Errorf("setup runs %v %v, want agentbus/agentbus:latest setup", setup["image"], setup["command"])
+	}
+	env := environment(t, "setup", setup)
+	if v := interpolation.FindStringSubmatch(env[envNATSPass]); env[envNATSUser] != app.UserAdmin || v == nil || v[1] != passwordVar(app.UserAdmin) {
+		t.Errorf("setup logs in as %q with %q, want admin with ${%s…}", env[envNATSUser], env[envNATSPass], passwordVar(app.UserAdmin))
+	}
+	if setup["restart"] != "no" {
+		t.Errorf("setup restart %v, want no: it runs once", setup["restart"])
+	}
+	for _, name := range binaries() {
+		deps, _ := services[name]["depends_on"].(map[string]any)
+		cond, _ := deps["setup"].(map[string]any)
+		if cond["condition"] != "service_completed_successfully" {
+			t.Errorf("compose service %s does not wait for setup to succeed: depends_on %v", name, deps)
+		}
+	}
+	if got := composeEnvFile(t)["REPLICAS"]; got != fmt.Sprint(natsReplicas) {
+		t.Errorf("%s: REPLICAS=%q, want one per NATS node (%d)", composeEnv, got, natsReplicas)
+	}
+}
+
+// TestComposeNATSURLListsEveryNode: agentbus.env's NATS_URL names every
+// Compose NATS node.
+func TestComposeNATSURLListsEveryNode(t *testing.T) {
+	m := load(t)
+	sts := m.natsStatefulSet(t)
+	env := composeEnvFile(t)
 	var want []string
 	for i := range natsReplicas {
 		want = append(want, fmt.Sprintf("nats://%s-%d:4222", sts.Name, i))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers/executor"
+	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/orch"
@@ -105,5 +106,20 @@ func AssertJSON(t *testing.T, got []byte, want string) {
 	wb, _ := json.Marshal(w)
 	if string(gb) != string(wb) {
 		t.Errorf("JSON = %s, want %s", gb, wb)
+	}
+}
+
+// UngateModes makes x follow env's config bucket with the tenants'
+// approval_gates relaxed to none ({"*": []}): only a destructive call
+// waits at a gate. It is for the tests of what a network or delegated
+// call does once it is made.
+func UngateModes(t *testing.T, env *Env, x *executor.Executor) {
+	t.Helper()
+	if _, err := env.Config.Put(Ctx(t), runctl.ConfigKeyApprovalGates, []byte(`{"*":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	x.Modes = runctl.NewApprovalModes(env.Config)
+	if err := x.Modes.Start(Ctx(t)); err != nil {
+		t.Fatal(err)
 	}
 }

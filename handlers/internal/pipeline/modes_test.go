@@ -99,10 +99,15 @@ func TestApprovalModes_FollowTheConfigKey(t *testing.T) {
 	put(`{"*":{"send_mail":"approve-everything"}}`) // invalid: the overrides in force stay
 	// The watch applies the keys in order: once a later edit of the gates
 	// is in, the invalid one has been seen.
-	if _, err := env.Config.Put(handlerstest.Ctx(t), runctl.ConfigKeyApprovalGates, []byte(`{"`+handlerstest.Tenant+`":["network"]}`)); err != nil {
+	// (local_write, which the default does not gate: the tenant's list
+	// replaces the default, so its network calls are not gated then.)
+	if _, err := env.Config.Put(handlerstest.Ctx(t), runctl.ConfigKeyApprovalGates, []byte(`{"`+handlerstest.Tenant+`":["local_write"]}`)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() bool { return a.Gated(handlerstest.Tenant, skills.ModeNetwork) })
+	eventually(t, func() bool { return a.Gated(handlerstest.Tenant, skills.ModeLocalWrite) })
+	if a.Gated(handlerstest.Tenant, skills.ModeNetwork) || !a.Gated("acme", skills.ModeNetwork) {
+		t.Fatal("a tenant's list does not replace the default, or it reaches another tenant")
+	}
 	if got := a.Of(handlerstest.Tenant, m); got != skills.ModeDestructive {
 		t.Fatalf("an invalid edit changed the mode to %s", got)
 	}

@@ -10,9 +10,9 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/events"
-	"github.com/agentbus/agentbus/handlers/ingress"
 	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/router"
+	"github.com/agentbus/agentbus/handlers/tracedag"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
 	"github.com/agentbus/agentbus/llm/offline"
@@ -317,7 +317,7 @@ func TestPattern_SupervisorTraceIsADAG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dag := ingress.BuildTraceDAG(evs)
+	dag := tracedag.Build(evs)
 	kinds := map[string][]string{}
 	for _, n := range dag.Nodes {
 		kinds[n.Kind] = append(kinds[n.Kind], n.ID)

@@ -1,4 +1,4 @@
-package ingress
+package tracedag
 
 import (
 	"regexp"
@@ -34,8 +34,8 @@ type DAGEdge struct {
 
 var stepEvent = regexp.MustCompile(`^step_(\d+)\.(started|complete|failed)$`)
 
-// BuildTraceDAG folds a run's ordered trace into its provenance graph.
-func BuildTraceDAG(evs []store.Event) TraceDAG {
+// Build folds a run's ordered trace into its provenance graph.
+func Build(evs []store.Event) TraceDAG {
 	b := dagBuilder{index: map[string]int{}, byTask: map[string]string{}}
 	for _, ev := range evs {
 		var p map[string]any
