@@ -119,6 +119,10 @@ type BudgetPolicy struct {
 	// Quotas are token allowances shared by many runs: per tenant and
 	// agent per calendar day and month (UTC), per session in total.
 	Quotas *Quotas `json:"quotas,omitempty"`
+	// Release, by tenant ("*" for the tenants not named), lets an
+	// operator release more budget to a run that would end
+	// BUDGET_EXHAUSTED: the run parks at a budget gate instead (release.go).
+	Release map[string]BudgetRelease `json:"release,omitempty"`
 }
 
 // Quotas configure the token quotas (input plus output tokens) that every
@@ -255,6 +259,14 @@ func (p BudgetPolicy) Validate() error {
 	if err := p.Quotas.Validate(); err != nil {
 		return err
 	}
+	for k, r := range p.Release {
+		if k != "*" && !validToken(k) {
+			return fmt.Errorf("budgets release: key %q is not a tenant id or *", k)
+		}
+		if r.GateTTLS < 0 || r.MaxReleases < 0 {
+			return fmt.Errorf("budgets release.%s: gate_ttl_s and max_releases must be at least 0", k)
+		}
+	}
 	if e := p.Escalation; e != nil {
 		if strings.TrimSpace(e.Target) == "" {
 			return fmt.Errorf("budgets escalation: target is required")
@@ -306,6 +318,11 @@ type Budget struct {
 	// besides its limits (BudgetPolicy.QuotasFor), as resolved when the
 	// run started.
 	Quotas []Quota `json:"quotas,omitempty"`
+	// Caps are the tenant's caps as the run started: no extension raises
+	// a limit above them. Release is the tenant's release setting, if
+	// it has one: the run may then park at a budget gate.
+	Caps    Vector         `json:"caps,omitempty"`
+	Release *BudgetRelease `json:"release,omitempty"`
 }
 
 // UsageVector is a model usage as budget dimensions.

@@ -294,6 +294,15 @@ func (d *decision) requested(in Requested) {
 		d.turnLimit(in.Agent, in.SessionTurns)
 		return
 	}
+	d.routed(in)
+}
+
+// routed takes the routing model's answer: a failure ends the run, a
+// question parks it at a clarify gate, a route (kept in the configured
+// options) resolves the run's pattern, budget and deadline and asks for
+// its plan. A run routed again once its question was answered keeps the
+// deadline it had.
+func (d *decision) routed(in Requested) {
 	d.modelCalls(in.Calls)
 	if in.Failure != nil {
 		d.budgetRefused(in.Failure)
@@ -302,8 +311,7 @@ func (d *decision) requested(in Requested) {
 	}
 	if q := strings.TrimSpace(in.Route.Clarify); q != "" {
 		// The model found the task ambiguous: ask, do not guess.
-		d.audit("clarification.requested", "", map[string]any{"question": q, "reason": in.Route.Reason})
-		d.finish(CodeAmbiguousIntent, "the task is ambiguous: "+q, map[string]any{"question": q})
+		d.ask(CodeAmbiguousIntent, q, "the task is ambiguous: "+q, map[string]any{"question": q, "routing_reason": in.Route.Reason}, nil)
 		return
 	}
 	route := ConstrainRoute(in.Route, in.TaskTypes)
@@ -323,7 +331,9 @@ func (d *decision) requested(in Requested) {
 		d.State.PatternDef = in.Patterns[i]
 	}
 	d.budget(in.Policy)
-	d.deadline()
+	if d.State.Deadline.IsZero() {
+		d.deadline()
+	}
 	d.audit("routing.decided", "", map[string]any{"task_type": route.TaskType, "pattern": route.Pattern,
 		"reason": route.Reason, "options": names, "candidate_patterns": candidates, "framing": d.State.Framing,
 		"deadline": d.State.Deadline})
@@ -455,6 +465,9 @@ func (d *decision) planned(p PlanProposal) {
 		d.State.Budget.Spent = d.State.Budget.Spent.Add(p.Spent)
 	}
 	switch {
+	case p.Code == CodeBudgetExhausted:
+		d.budgetExhausted(ResumePlan, p.Infeasible, p.Evidence, d.pendingReplan(), nil)
+		return
 	case p.Code != "":
 		d.finish(p.Code, p.Infeasible, p.Evidence)
 		return
@@ -573,7 +586,7 @@ func (d *decision) groupDeadline(group Group) {
 
 // synthesise asks for the answer from the complete steps, in index order.
 func (d *decision) synthesise() {
-	syn := &Synthesise{Task: d.State.Request.Message}
+	syn := &Synthesise{Task: d.State.Task()}
 	for _, s := range d.State.Plan.Steps {
 		if s.Status == StepComplete {
 			syn.Steps = append(syn.Steps, s)
@@ -715,9 +728,12 @@ func (d *decision) joined(in Joined) {
 	default:
 		d.verdict(VerdictAccept, "", in.Results)
 	}
+	stopped := budgetStops(in.Results)
 	switch {
 	case end.Code == CodeUserCancel:
 		d.cancel(end.Reason, nil)
+	case end.Code == CodeBudgetExhausted && len(stopped) > 0:
+		d.budgetExhausted(ResumeSteps, end.Reason, end.Evidence, nil, stopped)
 	case end.Code != "":
 		d.finish(end.Code, end.Reason, end.Evidence)
 	case handedOff:
@@ -856,9 +872,9 @@ func (d *decision) replan(f StepResult) {
 	}
 	if plan.ReplanCount >= d.State.maxReplans() && f.Outcome == OutcomeInsufficient {
 		// The executor said what it lacks, and no revision supplied it:
-		// hand back to the user for it.
-		d.finish(CodeMissingInfo, "the task needs information no replan could supply: "+f.Reason, map[string]any{
-			"step": f.Step, "missing": f.Reason, "suggestion": f.Suggestion, "replans": plan.ReplanCount})
+		// ask the user for it.
+		d.ask(CodeMissingInfo, f.Reason, "the task needs information no replan could supply: "+f.Reason, map[string]any{
+			"step": f.Step, "missing": f.Reason, "suggestion": f.Suggestion, "replans": plan.ReplanCount}, &f)
 		return
 	}
 	if plan.ReplanCount >= d.State.maxReplans() {
@@ -874,7 +890,15 @@ func (d *decision) replan(f StepResult) {
 		})
 		return
 	}
-	if !d.reflectionLeft() || d.hold(&f) {
+	d.revise(f)
+}
+
+// revise asks the planner to revise the remaining steps after failure f
+// (the guards of replan passed, or the user answered what f lacked), if
+// the reflection budget allows another pass and no interrupt holds it.
+func (d *decision) revise(f StepResult) {
+	plan := &d.State.Plan
+	if !d.reflectionLeft(f) || d.hold(&f) {
 		return
 	}
 	plan.ReplanCount++
@@ -891,6 +915,10 @@ func (d *decision) synthesised(in Synthesised) {
 	d.modelCalls(in.Calls)
 	if in.Failure != nil {
 		d.budgetRefused(in.Failure)
+		if in.Failure.Code == CodeBudgetExhausted {
+			d.budgetExhausted(ResumeSynthesis, "synthesis failed: "+in.Failure.Reason, in.Failure.Evidence, nil, nil)
+			return
+		}
 		d.finish(in.Failure.Code, "synthesis failed: "+in.Failure.Reason, in.Failure.Evidence)
 		return
 	}
@@ -928,7 +956,7 @@ func (d *decision) end(code, response, reason string, detail any) {
 	res := RunResult{
 		RunID: d.State.Request.RunID, TenantID: d.State.Request.TenantID, SessionID: d.State.Request.SessionID,
 		PlanID: d.State.Plan.PlanID, Status: d.State.Plan.Status, TerminalCode: code, Response: response, Reason: reason,
-		Steps: d.State.Plan.Steps, Usage: d.State.Usage,
+		Steps: d.State.Plan.Steps, Usage: d.State.Usage, Answered: d.State.Answered(),
 	}
 	if detail != nil {
 		res.Detail, _ = json.Marshal(detail) // maps of strings and numbers always marshal

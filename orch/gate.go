@@ -25,7 +25,9 @@ const (
 	GateApproval    = "approval"
 	GateInterrupt   = "interrupt"
 	GateElicitation = "elicitation"
-	// GateHuman is declared with the handoffs (handoff.go).
+	// GateHuman is declared with the handoffs (handoff.go), GateClarify
+	// with the questions (clarify.go), GateBudget with the budget's
+	// release (release.go).
 )
 
 // Gate resolutions. A gate is GateOpen until one of the others.
@@ -126,12 +128,18 @@ type Gate struct {
 	Replan *StepResult `json:"replan,omitempty"`
 	// Handoff is the packet of a human gate: the run handed to a human.
 	Handoff *HumanHandoff `json:"handoff,omitempty"`
+	// Question is what a clarify gate asks the user.
+	Question *Question `json:"question,omitempty"`
+	// Budget is the ledger of a budget gate: why the run stopped and
+	// what it resumes with once an extension is approved.
+	Budget *BudgetStop `json:"budget,omitempty"`
 }
 
 // Packet is the gate as a human sees it to decide: each action with its
 // parameters, risk and evidence, without the parked turns.
 func (g Gate) Packet() GatePacket {
-	p := GatePacket{Gate: g.ID, Kind: g.Kind, OpenedAt: g.OpenedAt, ExpiresAt: g.ExpiresAt, By: g.By, Handoff: g.Handoff}
+	p := GatePacket{Gate: g.ID, Kind: g.Kind, OpenedAt: g.OpenedAt, ExpiresAt: g.ExpiresAt, By: g.By, Handoff: g.Handoff,
+		Question: g.Question, Budget: g.Budget}
 	for _, a := range g.Actions {
 		p.Actions = append(p.Actions, PacketAction{Step: a.Step, TaskID: a.TaskID, Task: a.Task, Action: a.Resume.Call.Skill,
 			Parameters: a.Resume.Call.Arguments, ArgsHash: a.Resume.Call.ArgsHash, Risk: a.Risk, Evidence: a.Evidence,
@@ -149,6 +157,12 @@ type GatePacket struct {
 	Actions   []PacketAction `json:"actions,omitempty"`
 	By        string         `json:"interrupted_by,omitempty"`
 	Handoff   *HumanHandoff  `json:"handoff,omitempty"`
+	// Question, at a clarify gate, is what the run asks: approving the
+	// gate with content (or the session's next message) answers it.
+	Question *Question `json:"question,omitempty"`
+	// Budget, at a budget gate, is the run's ledger: approving the gate
+	// with an extension (dimensions and amounts) lets the run go on.
+	Budget *BudgetStop `json:"budget,omitempty"`
 }
 
 // PacketAction is one action of an approval packet.
@@ -181,6 +195,10 @@ type Approval struct {
 	Steps   []int    `json:"steps,omitempty"`
 	// Answers are the answers an approved elicitation gate gave, by step.
 	Answers map[int]json.RawMessage `json:"answers,omitempty"`
+	// Answer is a clarify gate's answer; Extension what an approved
+	// budget gate added to the run's limits.
+	Answer    string `json:"answer,omitempty"`
+	Extension Vector `json:"extension,omitempty"`
 }
 
 // Approved is the approval a resumed step carries: the gate, who approved
@@ -213,6 +231,14 @@ type ApprovalDecided struct {
 	// EndSession, with a human's reply to a human gate (Comment), ends
 	// the session too.
 	EndSession bool `json:"end_session,omitempty"`
+	// Answer approves a clarify gate: the user's answer to its question.
+	// AnswerRun, when the answer was the session's next message, is the
+	// id that message's run request had.
+	Answer    string `json:"answer,omitempty"`
+	AnswerRun string `json:"answer_run_id,omitempty"`
+	// Extension approves a budget gate: the amounts added to the run's
+	// limits, per dimension (within its tenant's caps).
+	Extension Vector `json:"extension,omitempty"`
 }
 
 // Validate checks what routing needs and the decision.
@@ -237,6 +263,9 @@ type RunParked struct {
 	PlanID    string     `json:"plan_id"`
 	Status    string     `json:"status"`
 	Gate      GatePacket `json:"gate"`
+	// Answered are the run requests whose messages answered the run's
+	// questions: their callers wait for this run.
+	Answered []string `json:"answered_by_runs,omitempty"`
 }
 
 // GateResolved: the run's open gate was resolved (an ApprovalDecided, as
@@ -251,6 +280,15 @@ type GateResolved struct {
 	// EndSession: the human who replied to a human gate ended the
 	// session.
 	EndSession bool
+	// Answer and AnswerRun answer a clarify gate; Extension approves a
+	// budget gate (ApprovalDecided).
+	Answer    string
+	AnswerRun string
+	Extension Vector
+	// Rerouted is the routing model's answer to the task with its
+	// clarification, for a clarify gate that asked about the intent: the
+	// router routes the run again before the decider resumes it.
+	Rerouted *Requested
 }
 
 // Interrupted wraps the input of a run that was asked to pause (POST
@@ -270,10 +308,13 @@ func (i Interrupted) at() time.Time  { return i.At }
 
 // gateExpiry is when a gate opened now expires: after the pattern's
 // gate_ttl_s (else DefaultGateTTL), never past the run's deadline.
-func (d *decision) gateExpiry() time.Time {
+func (d *decision) gateExpiry(g Gate) time.Time {
 	ttl := DefaultGateTTL
 	if s := d.State.PatternDef.GateTTLS; s > 0 {
 		ttl = time.Duration(s) * time.Second
+	}
+	if r := d.State.Budget.Release; g.Kind == GateBudget && r != nil && r.GateTTLS > 0 {
+		ttl = time.Duration(r.GateTTLS) * time.Second
 	}
 	at := d.at.Add(ttl)
 	if dl := d.State.Deadline; !dl.IsZero() && dl.Before(at) {
@@ -288,7 +329,7 @@ func (d *decision) gateExpiry() time.Time {
 func (d *decision) openGate(g Gate) {
 	req := d.State.Request
 	g.ID = "gate-" + deriveID(req.RunID, fmt.Sprintf("gate/%d", d.State.Seq))[:13]
-	g.OpenedAt, g.ExpiresAt = d.at, d.gateExpiry()
+	g.OpenedAt, g.ExpiresAt = d.at, d.gateExpiry(g)
 	d.State.Gate = &g
 	d.State.Plan.Status = PlanAwaitingGate
 	if g.Kind == GateInterrupt {
@@ -300,7 +341,8 @@ func (d *decision) openGate(g Gate) {
 		Emit{Key: "expiry/" + g.ID, At: g.ExpiresAt, RunScope: req.RunID, Data: ApprovalDecided{RunID: req.RunID,
 			TenantID: req.TenantID, SessionID: req.SessionID, Gate: g.ID, Decision: GateExpired, At: g.ExpiresAt}},
 		Emit{Key: "parked/" + g.ID, RunScope: req.RunID, Data: RunParked{RunID: req.RunID, TenantID: req.TenantID,
-			SessionID: req.SessionID, PlanID: d.State.Plan.PlanID, Status: d.State.Plan.Status, Gate: packet}})
+			SessionID: req.SessionID, PlanID: d.State.Plan.PlanID, Status: d.State.Plan.Status, Gate: packet,
+			Answered: d.State.Answered()}})
 	d.Opened = &g
 }
 
@@ -339,7 +381,8 @@ func (d *decision) hold(f *StepResult) bool {
 
 // resolved takes a gate's resolution: approved, the held work goes on
 // (the parked steps make their approved calls; an interrupted run takes
-// its held hop); rejected, expired or cancelled, the run ends.
+// its held hop; a question's answer or a budget's extension resumes the
+// run); rejected, expired or cancelled, the run ends.
 func (d *decision) resolved(in GateResolved) {
 	g := d.State.Gate
 	if g == nil || g.ID != in.Gate {
@@ -356,8 +399,16 @@ func (d *decision) resolved(in GateResolved) {
 	}
 	rec := Approval{Gate: g.ID, Kind: g.Kind, Decision: in.Decision, By: in.By, Comment: in.Comment, At: in.At.UTC(),
 		Answers: in.Answers}
+	if in.Decision == GateApproved {
+		rec.Answer = in.Answer
+		if g.Kind == GateBudget {
+			rec.Extension, _ = d.State.Budget.Extend(in.Extension)
+		}
+	}
 	for _, a := range g.Actions {
-		rec.Actions = append(rec.Actions, a.Resume.Call.Skill+":"+a.Resume.Call.ArgsHash)
+		if a.Resume.Call.Skill != "" {
+			rec.Actions = append(rec.Actions, a.Resume.Call.Skill+":"+a.Resume.Call.ArgsHash)
+		}
 		rec.Steps = append(rec.Steps, a.Step)
 	}
 	d.State.Approvals = append(slices.Clone(d.State.Approvals), rec)
@@ -373,6 +424,10 @@ func (d *decision) resolved(in GateResolved) {
 		switch {
 		case g.Kind == GateHuman:
 			d.replied(in, detail)
+		case g.Kind == GateClarify:
+			d.clarified(*g, in)
+		case g.Kind == GateBudget:
+			d.released(*g, rec)
 		case g.Kind == GateInterrupt && g.Replan != nil:
 			d.replan(*g.Replan)
 		case g.Kind == GateInterrupt:
@@ -384,19 +439,7 @@ func (d *decision) resolved(in GateResolved) {
 		d.failParked(g, "cancelled"+who)
 		d.cancel("cancelled"+who, detail)
 	case GateRejected:
-		reason := "the action was not approved" + who
-		switch g.Kind {
-		case GateInterrupt:
-			reason = "the interrupted run was not resumed" + who
-		case GateElicitation:
-			reason = "the tool's question was not answered" + who
-		}
-		if in.Comment != "" {
-			reason += ": " + in.Comment
-		}
-		d.failParked(g, reason)
-		d.State.Plan.Status = PlanRejected
-		d.end(CodeUserCancel, "The task was stopped: "+reason, reason, detail)
+		d.rejected(g, in, who, detail)
 	case GateExpired:
 		reason := fmt.Sprintf("no decision on gate %s before it expired at %s", g.ID, g.ExpiresAt.UTC().Format(time.RFC3339))
 		d.failParked(g, reason)
@@ -406,9 +449,67 @@ func (d *decision) resolved(in GateResolved) {
 			code = CodeTimeout
 		case GateHuman:
 			code, reason = CodeReviewRequired, "no human replied to the handoff before it expired at "+g.ExpiresAt.UTC().Format(time.RFC3339)
+		case GateClarify, GateBudget:
+			d.unresolved(g, reason, detail)
+			return
 		}
 		d.finishAs(PlanExpired, code, reason, detail)
 	}
+}
+
+// rejected ends a run whose gate was denied: USER_CANCEL, except a
+// question the user would not answer or an extension an operator refused,
+// which end the run as it would have ended without the gate.
+func (d *decision) rejected(g *Gate, in GateResolved, who string, detail map[string]any) {
+	reason := "the action was not approved" + who
+	switch g.Kind {
+	case GateInterrupt:
+		reason = "the interrupted run was not resumed" + who
+	case GateElicitation:
+		reason = "the tool's question was not answered" + who
+	case GateClarify:
+		reason = "the question was declined" + who
+	case GateBudget:
+		reason = "the budget extension was denied" + who
+	}
+	if in.Comment != "" {
+		reason += ": " + in.Comment
+	}
+	d.failParked(g, reason)
+	if g.Kind == GateClarify || g.Kind == GateBudget {
+		d.State.Plan.Status = PlanRejected
+		d.unresolved(g, reason, detail)
+		return
+	}
+	d.State.Plan.Status = PlanRejected
+	d.end(CodeUserCancel, "The task was stopped: "+reason, reason, detail)
+}
+
+// unresolved ends a run whose clarify or budget gate closed without an
+// answer or an extension (denied, or expired): with the code it would
+// have ended with had it not parked, its reason, and the evidence it
+// parked with besides the gate and its decision.
+func (d *decision) unresolved(g *Gate, why string, detail map[string]any) {
+	code, reason, evidence := CodeBudgetExhausted, "", json.RawMessage(nil)
+	if q := g.Question; q != nil {
+		code, reason, evidence = q.Code, q.Reason, q.Detail
+	}
+	if b := g.Budget; b != nil {
+		reason, evidence = b.Reason, b.Evidence
+	}
+	var orig map[string]any
+	if json.Unmarshal(evidence, &orig) == nil {
+		for k, v := range orig {
+			if _, taken := detail[k]; !taken {
+				detail[k] = v
+			}
+		}
+	}
+	status := PlanExpired
+	if d.State.Plan.Status == PlanRejected {
+		status = PlanRejected
+	}
+	d.finishAs(status, code, reason+" ("+why+")", detail)
 }
 
 // failParked fails the steps a closed gate held.
@@ -444,10 +545,16 @@ func (d *decision) resume(g Gate, rec Approval) {
 		}
 		d.audit(fmt.Sprintf("step_%d.resumed", s.Index), s.TaskID, map[string]any{"gate_id": g.ID, "by": rec.By,
 			"action": p.Call.Skill, "args_hash": p.Call.ArgsHash, "group": group.ID})
+		var approved *Approved
+		if p.Call.Skill != "" {
+			// A step stopped by its budget holds no call: it takes its
+			// turn again.
+			approved = &Approved{Gate: g.ID, By: rec.By, At: rec.At, Call: p.Call}
+		}
 		d.Emits = append(d.Emits, Emit{Key: fmt.Sprintf("resume/%s/%d", g.ID, s.Index), RunScope: runID, Data: StepRequest{
 			Run: d.State, Step: s.Index, Group: group, Inputs: plan.inputKeys(*s), Iteration: p.Iteration, Turns: p.Turns,
 			Repairs: p.Repairs, Observed: p.Observed, Calls: p.Calls, Denied: p.Denied, Steered: p.Steered,
-			Tainted: p.Tainted, Approved: &Approved{Gate: g.ID, By: rec.By, At: rec.At, Call: p.Call}}})
+			Tainted: p.Tainted, Approved: approved}})
 	}
 	if group.Expected > 1 {
 		d.groupDeadline(group)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -17,6 +18,7 @@ func (d *decision) budget(p BudgetPolicy) {
 	req := d.State.Request
 	limits, clamped := p.Limits(req.TenantID, d.State.TaskType, d.State.PatternDef.RunTimeoutS, req.Budget)
 	d.State.Budget.Limits, d.State.Budget.Escalation = limits, p.Escalation
+	d.State.Budget.Caps, d.State.Budget.Release = maps.Clone(p.Tenants[req.TenantID]), p.ReleaseFor(req.TenantID)
 	agent := ""
 	if d.State.Agent != nil {
 		agent = d.State.Agent.ID
@@ -24,6 +26,9 @@ func (d *decision) budget(p BudgetPolicy) {
 	d.State.Budget.Quotas = p.QuotasFor(req.TenantID, agent, req.SessionID)
 	payload := map[string]any{"limits": limits, "requested": req.Budget, "clamped_by_tenant_caps": clamped,
 		"escalation": p.Escalation}
+	if r := d.State.Budget.Release; r != nil {
+		payload["release"] = r
+	}
 	if len(d.State.Budget.Quotas) > 0 {
 		payload["quotas"] = d.State.Budget.Quotas
 	}
@@ -70,16 +75,17 @@ func (d *decision) earlyStop() bool {
 		ev := map[string]any{"dimension": dim, "remaining": lim - known[dim], "lower_bound": need[dim],
 			"limits": limits, "used": known}
 		d.audit("budget.early_stop", "", ev)
-		d.finish(CodeBudgetExhausted, fmt.Sprintf("early stop: %g %s left, the remaining work needs at least %g",
-			lim-known[dim], dim, need[dim]), ev)
+		d.budgetExhausted(ResumeDispatch, fmt.Sprintf("early stop: %g %s left, the remaining work needs at least %g",
+			lim-known[dim], dim, need[dim]), ev, nil, nil)
 		return true
 	}
 	return false
 }
 
-// reflectionLeft reports whether the run's budget allows one more replan,
-// and ends the run BUDGET_EXHAUSTED when it does not.
-func (d *decision) reflectionLeft() bool {
+// reflectionLeft reports whether the run's budget allows one more replan
+// (of failure f), and ends the run BUDGET_EXHAUSTED (or parks it at a
+// budget gate holding the replan) when it does not.
+func (d *decision) reflectionLeft(f StepResult) bool {
 	lim, ok := d.State.Budget.Limits[DimReflectionPasses]
 	if !ok || float64(d.State.Plan.ReplanCount) < lim {
 		return true
@@ -87,7 +93,7 @@ func (d *decision) reflectionLeft() bool {
 	ev := map[string]any{"dimension": DimReflectionPasses, "limit": lim, "used": d.State.Plan.ReplanCount,
 		"limits": d.State.Budget.Limits}
 	d.audit("budget.exhausted", "", ev)
-	d.finish(CodeBudgetExhausted, fmt.Sprintf("budget exhausted: %g reflection passes (replans) used", lim), ev)
+	d.budgetExhausted(ResumeReplan, fmt.Sprintf("budget exhausted: %g reflection passes (replans) used", lim), ev, &f, nil)
 	return false
 }
 
@@ -115,8 +121,8 @@ func (d *decision) repeatsFailure(f StepResult) bool {
 	d.audit("guard.repeated_step", "", ev)
 	if f.Outcome == OutcomeInsufficient {
 		// The step says what it lacks, and the revision could not supply
-		// it: hand back to the user for it.
-		d.finish(CodeMissingInfo, "the task needs information no replan could supply: "+f.Reason, ev)
+		// it: ask the user for it.
+		d.ask(CodeMissingInfo, f.Reason, "the task needs information no replan could supply: "+f.Reason, ev, &f)
 		return true
 	}
 	d.finish(CodeRepeatedFailure, fmt.Sprintf("step %d, a replan of step %d, failed the same way: %s", failed.Index, old.Index, f.Reason), ev)

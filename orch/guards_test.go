@@ -138,13 +138,18 @@ func TestDecideEndsAReplanIntoTheSameFailure(t *testing.T) {
 	}
 }
 
-func TestDecideEndsMissingInfoWhenNoReplanSuppliesIt(t *testing.T) {
+func TestDecideAsksForMissingInfoWhenNoReplanSuppliesIt(t *testing.T) {
 	sr := started(t, "run-mi", BudgetPolicy{}, twoSteps()[:1])
 	for i := 2; ; i++ {
 		d := Decide(sr.Run, Joined{Results: []StepResult{{Step: sr.Step, Outcome: OutcomeInsufficient, Reason: "needs the date range"}}, At: t0})
-		if res, ok := d.Ended, d.Ended != nil; ok {
-			if res.TerminalCode != CodeMissingInfo || !strings.Contains(res.Reason, "needs the date range") || i != MaxReplans+2 {
-				t.Fatalf("after %d attempts ended %s: %s", i-1, res.TerminalCode, res.Reason)
+		if g := d.Opened; g != nil {
+			// The replans spent, the run asks its user instead of ending.
+			if g.Kind != GateClarify || g.Question.Text != "needs the date range" || g.Question.Code != CodeMissingInfo || i != MaxReplans+2 {
+				t.Fatalf("after %d attempts parked at %+v", i-1, g)
+			}
+			res := only[RunResult](t, Decide(d.State, GateResolved{Gate: g.ID, Decision: GateExpired, At: g.ExpiresAt}))
+			if res.TerminalCode != CodeMissingInfo || !strings.Contains(res.Reason, "needs the date range") || res.Status != PlanExpired {
+				t.Fatalf("unanswered, ended %s %s: %s", res.TerminalCode, res.Status, res.Reason)
 			}
 			return
 		}
@@ -153,9 +158,13 @@ func TestDecideEndsMissingInfoWhenNoReplanSuppliesIt(t *testing.T) {
 	}
 }
 
-func TestDecideEndsAmbiguousIntentWhenTheRouterAsks(t *testing.T) {
-	res := only[RunResult](t, Decide(State{}, Requested{Request: request("run-a"), TaskTypes: taskTypes,
-		Route: domain.Route{TaskType: "general", Pattern: PatternReact, Clarify: "Which outlets: active or all?"}, At: t0}))
+func TestDecideAsksWhenTheRouterFindsTheIntentAmbiguous(t *testing.T) {
+	d := Decide(State{}, Requested{Request: request("run-a"), TaskTypes: taskTypes,
+		Route: domain.Route{TaskType: "general", Pattern: PatternReact, Clarify: "Which outlets: active or all?"}, At: t0})
+	if g := d.Opened; g == nil || g.Kind != GateClarify || g.Question.Code != CodeAmbiguousIntent || g.Replan != nil {
+		t.Fatalf("not parked at a clarify gate: %+v", d.Opened)
+	}
+	res := only[RunResult](t, Decide(d.State, GateResolved{Gate: d.Opened.ID, Decision: GateExpired, At: d.Opened.ExpiresAt}))
 	if res.TerminalCode != CodeAmbiguousIntent || !strings.Contains(res.Reason, "active or all") {
 		t.Fatalf("ended %s: %s", res.TerminalCode, res.Reason)
 	}

@@ -172,6 +172,9 @@ type RunState struct {
 	// Tools counts the tool calls of the run's finished steps, by tool
 	// name: its execution record's tool calls.
 	Tools ToolUses `json:"tools,omitempty"`
+	// Clarifications are the questions the run asked its user at clarify
+	// gates and the answers it got, in order (Task).
+	Clarifications []Clarification `json:"clarifications,omitempty"`
 }
 
 // ToolUse counts the calls of one tool and how many of them failed.
@@ -472,6 +475,9 @@ type RunResult struct {
 	Usage domain.Usage `json:"usage,omitzero"`
 	// Decision is the critic's final DecisionRecord of the run.
 	Decision *DecisionRecord `json:"decision,omitempty"`
+	// Answered are the run requests whose messages answered the run's
+	// questions (RunState.Answered): their callers get this result.
+	Answered []string `json:"answered_by_runs,omitempty"`
 }
 
 // ErrInvalidRequest marks a run request that can never succeed.

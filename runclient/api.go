@@ -77,12 +77,17 @@ const (
 // approver. Approving an elicitation gate answers its question: Content
 // is the answer (a JSON object the question's requested_schema accepts;
 // properties left out take the schema's defaults), or, for a gate that
-// holds several questions, Answers gives each by step.
+// holds several questions, Answers gives each by step. Approving a
+// clarify gate answers the run's question: Content is the answer (a JSON
+// string, or any JSON value taken as its text). Approving a budget gate
+// extends the run's budget: Extend adds its amounts to the run's limits,
+// per dimension, within the tenant's caps ({"tool_calls": 10}).
 type ApprovalRequest struct {
 	Decision string                  `json:"decision"`
 	Comment  string                  `json:"comment,omitempty"`
 	Content  json.RawMessage         `json:"content,omitempty"`
 	Answers  map[int]json.RawMessage `json:"answers,omitempty"`
+	Extend   orch.Vector             `json:"extend,omitempty"`
 }
 
 // SteerRequest is the body of POST /agent/runs/{run_id}/steer: a user

@@ -95,13 +95,17 @@ func (c *Client) finished(m jetstream.Msg) {
 	} else if c.cfg.OnFinished != nil {
 		c.cfg.OnFinished(res)
 	}
-	c.mu.Lock()
-	ch := c.waiters[res.RunID]
-	c.mu.Unlock()
-	if ch != nil {
-		select {
-		case ch <- res:
-		default:
+	// The callers of the requests whose messages answered the run's
+	// questions wait for it too.
+	for _, id := range append([]string{res.RunID}, res.Answered...) {
+		c.mu.Lock()
+		ch := c.waiters[id]
+		c.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- res:
+			default:
+			}
 		}
 	}
 }
@@ -112,7 +116,7 @@ func (c *Client) finished(m jetstream.Msg) {
 func ParkedResult(p orch.RunParked) orch.RunResult {
 	detail, _ := json.Marshal(p.Gate)
 	return orch.RunResult{RunID: p.RunID, TenantID: p.TenantID, SessionID: p.SessionID, PlanID: p.PlanID, Status: p.Status,
-		Response: GateMessage(p.Gate), Detail: detail}
+		Response: GateMessage(p.Gate), Detail: detail, Answered: p.Answered}
 }
 
 // Parked reports whether res says its run waits at a gate (ParkedResult)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/events/eventstest"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
@@ -168,5 +170,37 @@ func TestResultBeforeWait(t *testing.T) {
 	res, err := p.Wait(testCtx(t))
 	if err != nil || res.Response != "early" {
 		t.Fatalf("Wait = %+v, %v; want the result that came first", res, err)
+	}
+}
+
+// TestARequestThatAnsweredARunGetsThatRunsResult: a request whose message
+// answered another run's question starts no run of its own; the answered
+// run's results (its parked notice, its result) name it among those they
+// answer, and its waiter gets them as the answered run's own waiter does.
+func TestARequestThatAnsweredARunGetsThatRunsResult(t *testing.T) {
+	c, nc, js := newClient(t)
+	fakeRouter(t, nc, func(ev event.Event, req orch.RunRequest) {
+		if req.RunID != "run-answer" {
+			return
+		}
+		// The answered run asks again, then ends.
+		parked, err := events.Child(ev, "parked", events.TypeRunParked, orch.RunParked{RunID: "run-asked", TenantID: req.TenantID,
+			SessionID: req.SessionID, Status: orch.PlanAwaitingGate, Gate: orch.GatePacket{Gate: "gate-2", Kind: orch.GateClarify,
+				Question: &orch.Question{Text: "Which month?"}}, Answered: []string{"run-answer"}})
+		if err == nil {
+			err = events.Publish(context.Background(), js, parked)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	p, err := c.Submit(testCtx(t), request("run-answer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	res, err := p.Wait(testCtx(t))
+	if err != nil || res.RunID != "run-asked" || !runclient.Parked(res) || !strings.Contains(res.Response, "The run asks: Which month?") {
+		t.Fatalf("Wait = %+v, %v; want the answered run's new question", res, err)
 	}
 }

@@ -70,10 +70,22 @@ func describeProgress(content string) string {
 }
 
 // GateMessage says what a gate waits for: until when, and each held call
-// (its step, skill, approval mode and arguments) or question.
+// (its step, skill, approval mode and arguments) or question; a clarify
+// gate's question, a budget gate's ledger.
 func GateMessage(g orch.GatePacket) string {
 	msg := fmt.Sprintf("The run waits at gate %s for a decision until %s.", g.Gate, g.ExpiresAt.Format(time.RFC3339))
+	if q := g.Question; q != nil {
+		msg = fmt.Sprintf("The run asks: %s\n(answer it by gate %s, or with the session's next message, until %s)", q.Text, g.Gate,
+			g.ExpiresAt.Format(time.RFC3339))
+	}
+	if b := g.Budget; b != nil {
+		msg = fmt.Sprintf("The run's budget ran out (%s); it waits at gate %s until %s for an extension of its limits %v (used %v, caps %v).",
+			b.Reason, g.Gate, g.ExpiresAt.Format(time.RFC3339), b.Limits, b.Used, b.Caps)
+	}
 	for _, a := range g.Actions {
+		if a.Action == "" {
+			continue // a step the budget stopped: it holds no call
+		}
 		if q := a.Elicitation; q != nil {
 			msg += fmt.Sprintf("\n  step %d: %s asks %q (answer schema %s)", a.Step, a.Action, q.Message, q.Schema)
 			continue

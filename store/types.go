@@ -251,6 +251,9 @@ type Session struct {
 	// Handoff, while State is handed_off, is the packet a human replies
 	// to.
 	Handoff *SessionHandoff `json:"handoff,omitempty"`
+	// Clarify, while a run of the session waits at a clarify gate, is
+	// that run's question: the session's next message answers it.
+	Clarify *SessionClarify `json:"clarify,omitempty"`
 	// EndedAt is when the session was completed, EndedBy the run that
 	// completed it.
 	EndedAt time.Time `json:"ended_at,omitzero"`
@@ -270,6 +273,15 @@ type SessionHandoff struct {
 	Agents   []string        `json:"agents,omitempty"`
 	Trigger  string          `json:"trigger,omitempty"`
 	At       time.Time       `json:"at,omitzero"`
+}
+
+// SessionClarify is the question a run of a session waits for an answer
+// to: the run, its gate, the question and when it was asked.
+type SessionClarify struct {
+	RunID    string    `json:"run_id"`
+	GateID   string    `json:"gate_id"`
+	Question string    `json:"question"`
+	At       time.Time `json:"at,omitzero"`
 }
 
 // SessionMessage is one message of a Session transcript.

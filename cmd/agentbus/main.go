@@ -13,8 +13,9 @@ Usage:
   agentbus demo [--task "..."]                            run the demo task end to end and exit
   agentbus run  [--url http://127.0.0.1:8080] "<task>"    submit a task to a running agentbus up
   agentbus cancel [--tenant demo] <run_id>                cancel a run: it ends USER_CANCEL before its next hop
-  agentbus approve [--deny] [--content JSON] <run_id> <gate_id>
-                                                           decide a gate the run waits at (answer its question), then follow the run
+  agentbus approve [--deny] [--content JSON | --answer TEXT | --extend dim=N,...] <run_id> <gate_id>
+                                                           decide a gate the run waits at (answer its question, extend its
+                                                           budget), then follow the run
   agentbus interrupt|resume <run_id>                       park a run at its next hop, or resume it
   agentbus steer <run_id> "<message>"                      add a message every later turn of the run sees
   agentbus memory add|query [--user ID] "<text>"          remember a fact later runs recall, or search what they would

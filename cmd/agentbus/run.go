@@ -75,6 +75,15 @@ func report(res orch.RunResult, tenant string) int {
 			fmt.Printf("\nresume it:  agentbus resume --tenant %s %s\n", tenant, res.RunID)
 		case orch.GateElicitation:
 			fmt.Printf("\nanswer it:  agentbus approve --tenant %s --content '{...}' %s %s   (--deny to refuse)\n", tenant, res.RunID, g.Gate)
+		case orch.GateClarify:
+			fmt.Printf("\nanswer it:  agentbus approve --tenant %s --answer \"...\" %s %s   (--deny to decline)\n", tenant, res.RunID, g.Gate)
+			fmt.Printf("       or:  agentbus run --tenant %s --session %s \"...\"   (the session's next message)\n", tenant, res.SessionID)
+		case orch.GateBudget:
+			dim := orch.DimToolCalls
+			if g.Budget != nil && g.Budget.Dimension != "" {
+				dim = g.Budget.Dimension
+			}
+			fmt.Printf("\nextend it:  agentbus approve --tenant %s --extend %s=10 %s %s   (--deny to refuse)\n", tenant, dim, res.RunID, g.Gate)
 		default:
 			fmt.Printf("\ndecide it:  agentbus approve --tenant %s %s %s   (--deny to refuse)\n", tenant, res.RunID, g.Gate)
 		}
@@ -100,6 +109,8 @@ func control(action string) func([]string) int {
 		deny := fs.Bool("deny", false, "approve: deny the gate instead")
 		comment := fs.String("comment", "", "approve: a comment recorded with the decision")
 		content := fs.String("content", "", "approve: the answer (a JSON object) to the question of an elicitation gate")
+		answer := fs.String("answer", "", "approve: the answer (text) to the question of a clarify gate")
+		extend := fs.String("extend", "", "approve: the extension of a budget gate, dimension=amount pairs added to the run's limits (within the tenant's caps), e.g. tool_calls=10")
 		follow := fs.Bool("follow", true, "approve, resume: follow the run until it ends or waits again")
 		usage := map[string]string{"approve": "<run_id> <gate_id>", "interrupt": "<run_id>", "resume": "<run_id>",
 			"steer": "<run_id> \"<message>\""}
@@ -128,8 +139,21 @@ func control(action string) func([]string) int {
 				fmt.Fprintln(os.Stderr, "agentbus approve: --content is not valid JSON")
 				return 2
 			}
-			path, body = "approvals/"+fs.Arg(1), runclient.ApprovalRequest{Decision: decision, Comment: *comment,
-				Content: json.RawMessage(*content)}
+			req := runclient.ApprovalRequest{Decision: decision, Comment: *comment, Content: json.RawMessage(*content)}
+			if *answer != "" {
+				if *content != "" {
+					fmt.Fprintln(os.Stderr, "agentbus approve: give --answer or --content, not both")
+					return 2
+				}
+				req.Content, _ = json.Marshal(*answer)
+			}
+			ext, err := parseBudget(*extend)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "agentbus approve: --extend:", err)
+				return 2
+			}
+			req.Extend = ext
+			path, body = "approvals/"+fs.Arg(1), req
 		case "steer":
 			body = runclient.SteerRequest{Message: strings.Join(fs.Args()[1:], " ")}
 		}

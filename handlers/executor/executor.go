@@ -154,8 +154,10 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 		var ex *ledger.Exhausted
 		switch {
 		case errors.As(err, &st):
+			t.resumeAfterBudget(&st.res, nil, 0)
 		case errors.As(err, &ex):
 			st = t.budgetStop(ex)
+			t.resumeAfterBudget(&st.res, nil, 0)
 		default:
 			res, ok := handlers.StepFailure(err)
 			if !ok {
@@ -263,7 +265,7 @@ func (t *turn) run(ctx context.Context) error {
 		Memories:   t.req.Run.Context.Memories}
 	req := llm.NewRequest(llm.TaskAct, in)
 	req.Tools, req.Schema = tools, llm.ActSchema
-	req.Messages = append(append(t.handoffNote(), toMessages(t.req.Turns)...), t.steers()...)
+	req.Messages = append(append(append(t.handoffNote(), t.clarifications()...), toMessages(t.req.Turns)...), t.steers()...)
 	req.Repair = t.req.Repairs > 0 // a turn after a rejected one draws on the retry budget
 	resp, err := t.model.Complete(ctx, req)
 	if err != nil {
@@ -398,6 +400,9 @@ func (t *turn) call(ctx context.Context, n int, c llm.ToolCall, turns []orch.Tur
 	var st *stepStop
 	if errors.As(err, &st) {
 		t.tally(c.Name, st.res.Outcome != orch.OutcomeHandoff) // refused or guarded, unless it handed off
+		// The refused call's own assistant turn is left out: the model
+		// asks for it again once the budget is released.
+		t.resumeAfterBudget(&st.res, turns[:max(len(turns)-1, 0)], t.req.Iteration+1)
 		return orch.Turn{}, "", true, t.finish(st.res)
 	}
 	var slow *skillTimeout

@@ -527,8 +527,12 @@ func (g *Ingress) release(res orch.RunResult) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := g.cfg.Limiter.Release(ctx, res.TenantID, res.RunID); err != nil {
-		g.log.Warn().Err(err).Str("run_id", res.RunID).Msg("concurrency lease not released; it expires by itself")
+	// The requests whose messages answered the run's questions held a
+	// lease each, freed with the run they answered.
+	for _, id := range append([]string{res.RunID}, res.Answered...) {
+		if err := g.cfg.Limiter.Release(ctx, res.TenantID, id); err != nil {
+			g.log.Warn().Err(err).Str("run_id", id).Msg("concurrency lease not released; it expires by itself")
+		}
 	}
 }
 

@@ -186,32 +186,39 @@ func (g *Ingress) approve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gate := r.PathValue("gate_id")
-	answers := body.Answers
+	a := orch.ApprovalDecided{Gate: gate, Decision: decision, Comment: body.Comment, Answers: body.Answers, Extension: body.Extend}
 	if len(body.Content) > 0 {
-		if len(answers) > 0 {
+		if len(a.Answers) > 0 {
 			WriteError(w, http.StatusBadRequest, "invalid_request", "send content or answers, not both")
 			return
 		}
-		step, err := g.asking(r.Context(), t, gate)
-		if err != nil {
+		if err := g.answerOf(r.Context(), t, &a, body.Content); err != nil {
 			g.gateError(w, t, err)
 			return
 		}
-		answers = map[int]json.RawMessage{step: body.Content}
 	}
-	if decision != orch.GateApproved && len(answers) > 0 {
-		WriteError(w, http.StatusBadRequest, "invalid_request", "only an approval answers a gate's question")
+	if decision != orch.GateApproved && (len(a.Answers) > 0 || a.Answer != "" || len(a.Extension) > 0) {
+		WriteError(w, http.StatusBadRequest, "invalid_request", "only an approval answers a gate's question or extends a budget")
 		return
 	}
-	g.decide(w, r.Context(), t, orch.ApprovalDecided{Gate: gate, Decision: decision, Comment: body.Comment, Answers: answers})
+	g.decide(w, r.Context(), t, a)
 }
 
-// asking returns the step whose question an approval's content answers:
-// the gate's only one.
-func (g *Ingress) asking(ctx context.Context, t runTarget, gate string) (int, error) {
-	rec, _, err := g.cfg.Gates.Get(ctx, t.tenant, t.runID, gate)
+// answerOf sets what an approval's content answers: a clarify gate's
+// question (content a JSON string, or any JSON value as its text), or the
+// question of the gate's only asking step (an elicitation gate).
+func (g *Ingress) answerOf(ctx context.Context, t runTarget, a *orch.ApprovalDecided, content json.RawMessage) error {
+	rec, _, err := g.cfg.Gates.Get(ctx, t.tenant, t.runID, a.Gate)
 	if err != nil {
-		return 0, err
+		return err
+	}
+	if rec.Gate.Kind == orch.GateClarify {
+		var text string
+		if json.Unmarshal(content, &text) != nil {
+			text = string(content)
+		}
+		a.Answer = text
+		return nil
 	}
 	var steps []int
 	for _, act := range rec.Gate.Actions {
@@ -220,9 +227,10 @@ func (g *Ingress) asking(ctx context.Context, t runTarget, gate string) (int, er
 		}
 	}
 	if len(steps) != 1 {
-		return 0, fmt.Errorf("%w: gate %s holds %d questions; answer each by step (answers)", runctl.ErrInvalidAnswer, gate, len(steps))
+		return fmt.Errorf("%w: gate %s holds %d questions; answer each by step (answers)", runctl.ErrInvalidAnswer, a.Gate, len(steps))
 	}
-	return steps[0], nil
+	a.Answers = map[int]json.RawMessage{steps[0]: content}
+	return nil
 }
 
 // gateError answers a failed gate decision.
@@ -232,6 +240,8 @@ func (g *Ingress) gateError(w http.ResponseWriter, t runTarget, err error) {
 		WriteError(w, http.StatusNotFound, "not_found", "gate not found")
 	case errors.Is(err, runctl.ErrInvalidAnswer):
 		WriteError(w, http.StatusBadRequest, "invalid_answer", err.Error())
+	case errors.Is(err, runctl.ErrInvalidExtension):
+		WriteError(w, http.StatusBadRequest, "invalid_extension", err.Error())
 	default:
 		g.log.Error().Err(err).Str("run_id", t.runID).Msg("resolve gate")
 		WriteError(w, http.StatusServiceUnavailable, "unavailable", "the decision could not be recorded")
@@ -402,7 +412,8 @@ func (g *Ingress) cancelGate(ctx context.Context, t runTarget) {
 // Its id derives from the gate, so a retry stores it once.
 func (g *Ingress) sendDecision(ctx context.Context, t runTarget, rec runctl.GateRecord) error {
 	a := orch.ApprovalDecided{RunID: t.runID, TenantID: t.tenant, SessionID: t.plan.SessionID, Gate: rec.Gate.ID,
-		Decision: rec.Status, By: rec.By, Comment: rec.Comment, At: rec.DecidedAt, Answers: rec.Answers, EndSession: rec.EndSession}
+		Decision: rec.Status, By: rec.By, Comment: rec.Comment, At: rec.DecidedAt, Answers: rec.Answers, EndSession: rec.EndSession,
+		Answer: rec.Answer, AnswerRun: rec.AnswerRun, Extension: rec.Extension}
 	ev, err := events.New(events.DeriveID(rec.Gate.ID, "decided/"+rec.Status), events.TypeApprovalDecided,
 		events.Meta{Tenant: t.tenant, Session: t.plan.SessionID, Run: t.runID, SourceProcess: "ingress"}, a)
 	if err != nil {

@@ -152,3 +152,83 @@ func TestIngressAnswersAnElicitationGate(t *testing.T) {
 	}
 	handlerstest.AssertJSON(t, sent.Answers[2], string(rec.Answers[2]))
 }
+
+// TestIngressAnswersAClarifyGateAndExtendsABudgetGate: approving a
+// clarify gate with content answers the run's question (a JSON string is
+// its text); approving a budget gate with extend adds to the run's
+// limits, within the tenant's caps. An approval without them, or an
+// extension the caps leave nothing of, is refused with a stable code and
+// the gate stays open; what is accepted is recorded and sent to the run.
+func TestIngressAnswersAClarifyGateAndExtendsABudgetGate(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{Cancels: runctl.NewCancels(env.Cancels), Gates: env.Gates})
+	ctx := handlerstest.Ctx(t)
+	asUser := map[string]string{"X-Tenant-Id": handlerstest.Tenant, "X-User-Id": "lead"}
+	open := func(runID string, gate orch.Gate, budget orch.Budget) string {
+		t.Helper()
+		state := orch.State{Request: orch.RunRequest{RunID: runID, TenantID: handlerstest.Tenant, SessionID: handlerstest.Session,
+			UserID: handlerstest.User}, Plan: orch.Plan{PlanID: orch.PlanID(runID), Status: orch.PlanAwaitingGate}, Budget: budget}
+		if err := env.Gates.Open(ctx, state, gate); err != nil {
+			t.Fatal(err)
+		}
+		return "/agent/runs/" + runID + "/approvals/" + gate.ID
+	}
+	sent := func() orch.ApprovalDecided {
+		t.Helper()
+		stream, err := env.JS.Stream(ctx, events.StreamAgent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := stream.GetLastMsgForSubject(ctx, "agent.approval.decided."+handlerstest.Tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a orch.ApprovalDecided
+		if err := json.Unmarshal(m.Data, &a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+
+	ask := open("run-asks", orch.Gate{ID: "gate-c1", Kind: orch.GateClarify,
+		Question: &orch.Question{Text: "Which period?", Code: orch.CodeMissingInfo}}, orch.Budget{})
+	for _, tc := range []handlerstest.HTTPCase{
+		{Name: "no answer", Method: "POST", Path: ask, Body: `{"decision":"approve"}`, Headers: asUser, WantStatus: 400, WantCode: "invalid_answer"},
+		{Name: "a blank answer", Method: "POST", Path: ask, Body: `{"decision":"approve","content":"  "}`, Headers: asUser, WantStatus: 400, WantCode: "invalid_answer"},
+		{Name: "with a denial", Method: "POST", Path: ask, Body: `{"decision":"deny","content":"May"}`, Headers: asUser, WantStatus: 400, WantCode: "invalid_request"},
+	} {
+		t.Run(tc.Name, func(t *testing.T) { handlerstest.CheckHTTP(t, srv, tc) })
+	}
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: ask, Body: `{"decision":"approve","content":"the last 30 days"}`,
+		Headers: asUser, WantStatus: 202})
+	if rec, _, err := env.Gates.Get(ctx, handlerstest.Tenant, "run-asks", "gate-c1"); err != nil || rec.Answer != "the last 30 days" || rec.By != "lead" {
+		t.Fatalf("clarify record %+v (%v)", rec, err)
+	}
+	if a := sent(); a.Answer != "the last 30 days" || a.Gate != "gate-c1" {
+		t.Fatalf("approval.decided %+v", a)
+	}
+
+	budget := orch.Budget{Limits: orch.Vector{orch.DimToolCalls: 1, orch.DimCostUSD: 1}, Caps: orch.Vector{orch.DimToolCalls: 3}}
+	ext := open("run-broke", orch.Gate{ID: "gate-b1", Kind: orch.GateBudget, Budget: &orch.BudgetStop{Reason: "tool_calls", Resume: orch.ResumeSteps}}, budget)
+	for _, tc := range []handlerstest.HTTPCase{
+		{Name: "no extension", Method: "POST", Path: ext, Body: `{"decision":"approve"}`, Headers: asUser, WantStatus: 400, WantCode: "invalid_extension"},
+		{Name: "the wall clock", Method: "POST", Path: ext, Body: `{"decision":"approve","extend":{"wall_clock_s":60}}`, Headers: asUser, WantStatus: 400, WantCode: "invalid_extension"},
+		{Name: "an unknown dimension", Method: "POST", Path: ext, Body: `{"decision":"approve","extend":{"tokens":60}}`, Headers: asUser, WantStatus: 400, WantCode: "invalid_extension"},
+		{Name: "with a denial", Method: "POST", Path: ext, Body: `{"decision":"deny","extend":{"tool_calls":1}}`, Headers: asUser, WantStatus: 400, WantCode: "invalid_request"},
+	} {
+		t.Run(tc.Name, func(t *testing.T) { handlerstest.CheckHTTP(t, srv, tc) })
+	}
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "POST", Path: ext, Body: `{"decision":"approve","extend":{"tool_calls":5}}`,
+		Headers: asUser, WantStatus: 202})
+	if rec, _, err := env.Gates.Get(ctx, handlerstest.Tenant, "run-broke", "gate-b1"); err != nil || rec.Extension[orch.DimToolCalls] != 5 {
+		t.Fatalf("budget record %+v (%v)", rec, err)
+	}
+	if a := sent(); a.Extension[orch.DimToolCalls] != 5 || a.Gate != "gate-b1" {
+		t.Fatalf("approval.decided %+v", a)
+	}
+	body := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/runs/run-broke/approvals", Headers: asUser, WantStatus: 200})
+	gates, _ := body["gates"].([]any)
+	if len(gates) != 1 || gates[0].(map[string]any)["budget"] == nil || gates[0].(map[string]any)["extension"] == nil {
+		t.Fatalf("approvals %v", body)
+	}
+}

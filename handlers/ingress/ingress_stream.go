@@ -145,14 +145,15 @@ func (g *Ingress) follow(ctx context.Context, s ChunkSink, tenant, session, runI
 // streamRun serves a streamed run: chunks from the REPLY stream after
 // tail until its result chunk. If the run ends without one (a run ended
 // for a dead-lettered message carries no stream flag), the result from
-// run.finished ends the stream instead.
+// run.finished ends the stream instead, as it does for a request whose
+// message answered another run's question (that run's result).
 func (g *Ingress) streamRun(ctx context.Context, s ChunkSink, req orch.RunRequest, tail uint64, wait func(context.Context) (orch.RunResult, error)) {
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	followed := make(chan error, 1)
 	go func() { followed <- g.follow(fctx, s, req.TenantID, req.SessionID, req.RunID, tail, nil) }()
 	res, err := wait(ctx)
-	if err == nil && !runclient.Parked(res) {
+	if err == nil && !runclient.Parked(res) && res.RunID == req.RunID {
 		// The result chunk is published with run.finished: give the
 		// stream a moment to deliver it before answering from the result.
 		select {

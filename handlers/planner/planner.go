@@ -109,7 +109,7 @@ func (p *Planner) plan(ctx context.Context, model llm.Model, run orch.RunState, 
 	case orch.PatternSupervisor:
 		return p.supervise(ctx, model, run, infos)
 	}
-	in := llm.PlanInput{Task: run.Request.Message, Framing: run.Framing, Persona: run.Context.Persona, History: run.Context.History,
+	in := llm.PlanInput{Task: run.Task(), Framing: run.Framing, Persona: run.Context.Persona, History: run.Context.History,
 		Memories: run.Context.Memories, Skills: infos, MaxSteps: orch.MaxPlanSteps, FirstStep: 1}
 	if failure != nil {
 		addReplanContext(&in, run.Plan, *failure)
@@ -175,7 +175,7 @@ func countComplete(p orch.Plan) int {
 // MaxLoads of their manifests, most relevant first.
 func (p *Planner) discover(ctx context.Context, run orch.RunState) (map[string]skills.Manifest, []llm.SkillInfo, error) {
 	tenant := run.Request.TenantID
-	cands, err := p.Skills.Find(ctx, tenant, run.Request.Message, p.Candidates)
+	cands, err := p.Skills.Find(ctx, tenant, run.Task(), p.Candidates)
 	if err != nil {
 		return nil, nil, fmt.Errorf("handlers: find_relevant_skills: %w", err)
 	}
@@ -223,7 +223,7 @@ func reactLoop(run orch.RunState, infos []llm.SkillInfo) ([]orch.Step, string) {
 	for i, s := range infos {
 		names[i] = s.Name
 	}
-	return []orch.Step{{Index: nextIndex(run.Plan), Task: run.Request.Message, Skills: names,
+	return []orch.Step{{Index: nextIndex(run.Plan), Task: run.Task(), Skills: names,
 		ReturnSpec: orch.ReturnSpec{Shape: llm.LoopAnswerShape, Reason: "the loop's answer to the task"},
 		Loop:       &orch.Loop{MaxTurns: run.PatternDef.MaxIterations}}}, ""
 }

@@ -24,7 +24,7 @@ func (p *Planner) supervise(ctx context.Context, model llm.Model, run orch.RunSt
 	if maxLanes <= 0 || maxLanes > defaultMaxLanes {
 		maxLanes = defaultMaxLanes
 	}
-	in := llm.SuperviseInput{Task: run.Request.Message, Framing: run.Framing, Persona: run.Context.Persona,
+	in := llm.SuperviseInput{Task: run.Task(), Framing: run.Framing, Persona: run.Context.Persona,
 		History: run.Context.History, Memories: run.Context.Memories, Skills: infos, MaxLanes: maxLanes}
 	for _, s := range run.Plan.Steps {
 		switch s.Status {

@@ -370,8 +370,8 @@ func (p *Projector) session(ctx context.Context, ev event.Event) error {
 	if err := p.putSession(ctx, key, up.Revision, sess); err != nil {
 		return err
 	}
-	if up.HandedOff || up.Operator != "" {
-		return nil // no exchange yet (the reply ends the run), or an operator's change
+	if up.HandedOff || up.Asking || up.Operator != "" {
+		return nil // no exchange yet (the reply, or the answer, ends the run), or an operator's change
 	}
 	if up.Code != orch.CodeSuccess {
 		return nil // an answer the run did not verify is not remembered

@@ -80,7 +80,7 @@ func NewRouter(model llm.Model, st RouterStore, config jetstream.KeyValue, log z
 func (r *Router) Routes() []events.Route {
 	return []events.Route{
 		events.On(events.TypeRunRequested, func(ctx context.Context, ev event.Event, req orch.RunRequest) ([]event.Event, error) {
-			if out, queued, err := r.queue(ctx, ev, req); queued || err != nil {
+			if out, held, err := r.admitted(ctx, ev, req); held || err != nil {
 				return out, err
 			}
 			in := r.unlessCancelled(req, orch.Requested{Request: req, At: r.at(ev)}, r.at(ev))
@@ -228,9 +228,13 @@ func (r *Router) approvalDecided(ctx context.Context, ev event.Event, a orch.App
 	}
 	r.Log.Info().Str("run_id", a.RunID).Str("gate_id", a.Gate).Str("decision", rec.Status).Str("by", rec.By).Msg("gate resolved")
 	metrics.GateWait(rec.Gate.Kind, rec.Status, rec.DecidedAt.Sub(rec.Gate.OpenedAt))
+	resolved, err := r.clarified(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
 	// The decision's time is the resolution's (a scheduled expiry carries
 	// its gate's expiry), as the record keeps it.
-	return r.decide(ctx, ev, rec.State, r.unlessCancelled(rec.State.Request, rec.Resolved(), rec.DecidedAt))
+	return r.decide(ctx, ev, rec.State, r.unlessCancelled(rec.State.Request, resolved, rec.DecidedAt))
 }
 
 // decide runs the decider on one input, answers its synthesis request and
@@ -254,6 +258,9 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 			return nil, err
 		}
 		if err := r.handOff(ctx, &d); err != nil {
+			return nil, err
+		}
+		if err := r.asking(ctx, &d); err != nil {
 			return nil, err
 		}
 	}
@@ -304,6 +311,14 @@ func (r *Router) queue(ctx context.Context, ev event.Event, req orch.RunRequest)
 	}
 	if err != nil || q == nil {
 		return nil, false, err
+	}
+	// The run in flight may be waiting for an answer: this message is
+	// it, and starts no run of its own.
+	if out, answered, err := r.answer(ctx, ev, req); answered || err != nil {
+		if err == nil {
+			err = r.SessionRuns.Withdraw(ctx, req)
+		}
+		return out, true, err
 	}
 	out := handlers.Outbox{In: ev}
 	out.Audit(handlers.AuditRunQueued, events.Audit{PlanID: orch.PlanID(req.RunID), UserID: req.UserID}, q)

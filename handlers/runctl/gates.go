@@ -41,6 +41,12 @@ type GateRecord struct {
 	// EndSession: the human who replied to a human gate ended the
 	// session.
 	EndSession bool `json:"end_session,omitempty"`
+	// Answer is an approved clarify gate's answer, AnswerRun the run
+	// request whose message it was (the session's next message);
+	// Extension what an approved budget gate adds to the run's limits.
+	Answer    string      `json:"answer,omitempty"`
+	AnswerRun string      `json:"answer_run_id,omitempty"`
+	Extension orch.Vector `json:"extension,omitempty"`
 	// Applied is the id of the input whose router hop took the
 	// resolution to the run: no other input applies it again.
 	Applied string `json:"applied,omitempty"`
@@ -50,13 +56,14 @@ type GateRecord struct {
 // without the run's state.
 func (r GateRecord) View() GateView {
 	return GateView{RunID: r.State.Request.RunID, GatePacket: r.Gate.Packet(), Status: r.Status, By: r.By,
-		Comment: r.Comment, DecidedAt: r.DecidedAt, Answers: r.Answers}
+		Comment: r.Comment, DecidedAt: r.DecidedAt, Answers: r.Answers, Answer: r.Answer, AnswerRun: r.AnswerRun,
+		Extension: r.Extension}
 }
 
 // Resolved is the decider's input of the record's resolution.
 func (r GateRecord) Resolved() orch.GateResolved {
 	return orch.GateResolved{Gate: r.Gate.ID, Decision: r.Status, By: r.By, Comment: r.Comment, At: r.DecidedAt,
-		Answers: r.Answers, EndSession: r.EndSession}
+		Answers: r.Answers, EndSession: r.EndSession, Answer: r.Answer, AnswerRun: r.AnswerRun, Extension: r.Extension}
 }
 
 // GateView is a gate as GET /agent/runs/{run_id}/approvals lists it.
@@ -68,6 +75,9 @@ type GateView struct {
 	Comment   string                  `json:"comment,omitempty"`
 	DecidedAt time.Time               `json:"decided_at,omitzero"`
 	Answers   map[int]json.RawMessage `json:"answers,omitempty"`
+	Answer    string                  `json:"answer,omitempty"`
+	AnswerRun string                  `json:"answer_run_id,omitempty"`
+	Extension orch.Vector             `json:"extension,omitempty"`
 }
 
 // Gate errors.
@@ -79,9 +89,16 @@ var (
 	// ErrNotApproved: a held call's gate record does not approve it.
 	ErrNotApproved = errors.New("handlers: the call has no approval record")
 	// ErrInvalidAnswer: an elicitation gate's approval lacks an answer,
-	// or one its question's schema rejects.
+	// or one its question's schema rejects; a clarify gate's approval
+	// lacks its answer.
 	ErrInvalidAnswer = errors.New("handlers: invalid answer")
+	// ErrInvalidExtension: a budget gate's approval names no extension
+	// the tenant's caps let through (orch.ValidateExtension).
+	ErrInvalidExtension = errors.New("handlers: invalid extension")
 )
+
+// MaxAnswerBytes bounds a clarify gate's answer: a run request's message may be one.
+const MaxAnswerBytes = 32 << 10
 
 // Gates are the runs parked at gates. The router opens a gate (Open) when
 // the decider parks a run, and applies its resolution (Apply) when the
@@ -172,19 +189,15 @@ func (g *Gates) Resolve(ctx context.Context, tenant string, a orch.ApprovalDecid
 			return false, nil
 		}
 		if a.Decision == orch.GateApproved {
-			answers, err := elicitAnswers(rec.Gate, a.Answers)
-			if err != nil {
+			if err := approvable(rec, &a); err != nil {
 				return false, err
-			}
-			rec.Answers = answers
-			if rec.Gate.Kind == orch.GateHuman && strings.TrimSpace(a.Comment) == "" {
-				// The reply is the run's answer: a human gate is approved
-				// only by one (POST /agent/sessions/{session_id}/reply).
-				return false, fmt.Errorf("%w: a human handoff is answered by a reply message", ErrInvalidAnswer)
 			}
 		}
 		rec.Status, rec.By, rec.Comment, rec.DecidedAt = a.Decision, a.By, a.Comment, a.At.UTC()
 		rec.EndSession = a.EndSession && rec.Gate.Kind == orch.GateHuman
+		if a.Decision == orch.GateApproved {
+			rec.Answer, rec.AnswerRun, rec.Extension = a.Answer, a.AnswerRun, a.Extension
+		}
 		if rec.DecidedAt.IsZero() {
 			rec.DecidedAt = time.Now().UTC()
 		}
@@ -194,6 +207,44 @@ func (g *Gates) Resolve(ctx context.Context, tenant string, a orch.ApprovalDecid
 		err = fmt.Errorf("handlers: gate %s: %w", a.Gate, err)
 	}
 	return e.Value, e.Revision, err
+}
+
+// approvable checks what approving the gate of rec takes: an elicitation
+// gate's answers (filled from their schemas' defaults), a human gate's
+// reply, a clarify gate's answer, a budget gate's extension.
+func approvable(rec *GateRecord, a *orch.ApprovalDecided) error {
+	answers, err := elicitAnswers(rec.Gate, a.Answers)
+	if err != nil {
+		return err
+	}
+	rec.Answers = answers
+	switch rec.Gate.Kind {
+	case orch.GateHuman:
+		if strings.TrimSpace(a.Comment) == "" {
+			// The reply is the run's answer: a human gate is approved
+			// only by one (POST /agent/sessions/{session_id}/reply).
+			return fmt.Errorf("%w: a human handoff is answered by a reply message", ErrInvalidAnswer)
+		}
+	case orch.GateClarify:
+		a.Answer = strings.TrimSpace(a.Answer)
+		switch {
+		case a.Answer == "":
+			return fmt.Errorf("%w: the run asks %q; answer it (content)", ErrInvalidAnswer, rec.Gate.Question.Text)
+		case len(a.Answer) > MaxAnswerBytes:
+			return fmt.Errorf("%w: the answer is longer than %d bytes", ErrInvalidAnswer, MaxAnswerBytes)
+		}
+	case orch.GateBudget:
+		if err := orch.ValidateExtension(rec.State.Budget, a.Extension); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidExtension, err)
+		}
+	}
+	if rec.Gate.Kind != orch.GateClarify {
+		a.Answer, a.AnswerRun = "", ""
+	}
+	if rec.Gate.Kind != orch.GateBudget {
+		a.Extension = nil
+	}
+	return nil
 }
 
 // Apply claims the application of a resolved gate for the input inputID:

@@ -22,7 +22,8 @@ import (
 // terminal code and status). No model and no tool is called: a synthesis
 // is answered with the recorded answer. The routing decision itself is not
 // replayed (the model's choice and the configuration it chose from are
-// recorded in the state the run carries from then on).
+// recorded in the state the run carries from then on), nor is routing
+// again a run whose question of intent was answered.
 
 // ReplayControls are a run's recorded controls, which the router read
 // from its buckets rather than from a message: its cancel, its interrupt
@@ -137,6 +138,9 @@ func replayInput(ev event.Event, c ReplayControls) (orch.State, orch.Input, bool
 		rec, ok := c.Gates[a.Gate]
 		if !ok || rec.Applied != ev.ID() {
 			return orch.State{}, nil, false // not the input that took the resolution to the run
+		}
+		if g := rec.Gate; g.Kind == orch.GateClarify && g.Replan == nil && rec.Status == orch.GateApproved {
+			return orch.State{}, nil, false // an answered question of intent routes the run again: not replayed
 		}
 		return rec.State, rec.Resolved(), true
 	}

@@ -54,6 +54,9 @@ type SessionUpdated struct {
 	// HandedOff says the run was handed to a human: no exchange was
 	// appended (the reply will be).
 	HandedOff bool `json:"handed_off,omitempty"`
+	// Asking says the run asked its user a question (a clarify gate): no
+	// exchange was appended (the run's end will be).
+	Asking bool `json:"asking,omitempty"`
 	// Operator, for a change no run made (an operator's handoff, a
 	// human's reply to it), is who made it and Action its id; no
 	// exchange is written to memory.
@@ -196,6 +199,9 @@ func applyChange(sess *store.Session, c *orch.SessionChange, runID string, at ti
 		sess.TurnCount++
 	}
 	sess.Handoff = nil
+	if q := sess.Clarify; q != nil && q.RunID == runID {
+		sess.Clarify = nil // the run that asked no longer waits
+	}
 	if h := c.Handoff; h != nil && c.Status == orch.SessionHandedOff {
 		sess.Handoff = &store.SessionHandoff{RunID: c.RunID, GateID: c.GateID, Reason: h.Reason, Priority: h.Priority,
 			Summary: h.Summary, Context: h.Context, Agents: h.Agents, Trigger: h.Trigger, At: at}
