@@ -28,7 +28,7 @@ then
 	exit 0
 fi
 
-if ! python3 -m venv --help >/dev/null 2>&1; then
+if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "deploy/pyclients/setup.sh: python3-venv is missing and this is not root; run:" >&2
 		echo "  sudo apt-get update && sudo apt-get install -y python3-venv" >&2
