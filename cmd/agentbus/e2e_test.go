@@ -9,31 +9,29 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/orch"
+	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 )
 
 func startStack(t *testing.T) *app.Stack {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}, Skills: demo.NewService(demo.Config{}).Handler()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s, _ := startStackWith(t, demo.Config{})
 	return s
 }
+
+// networkOutlets makes the demo's outlet_list reach the open world: a
+// network call, which waits at a gate by default.
+var networkOutlets = demo.Config{Hints: map[string]*skills.Annotations{
+	demo.SkillOutletList: {ReadOnlyHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(true)}}}
 
 // TestCoreFlow_ManagerDelegatesAndSynthesisesEndToEnd posts the demo task to the ingress of an
 // in-process agentbus (embedded NATS, every role, the demo Skill Service)

@@ -8,16 +8,11 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/rs/zerolog"
 
-	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/orch"
-	"github.com/agentbus/agentbus/skills"
-	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -84,13 +79,7 @@ func TestOpenAICompatibleChat(t *testing.T) {
 
 	// A stack whose outlet_list reaches the open world: by default its
 	// calls wait at a gate, and the answer says how to decide it.
-	network := &skills.Annotations{ReadOnlyHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(true)}
-	gs, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0", Log: zerolog.Nop(),
-		Skills: demo.NewService(demo.Config{Hints: map[string]*skills.Annotations{demo.SkillOutletList: network}}).Handler()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gs.Close)
+	gs, _ := startStackWith(t, networkOutlets)
 	gatedClient := openai.NewClient(option.WithBaseURL("http://"+gs.IngressAddr+"/v1/"), option.WithAPIKey("unused-in-open-mode"),
 		option.WithHeader("X-Tenant-Id", "demo"), option.WithMaxRetries(0))
 	gated, err := gatedClient.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "agentbus",

@@ -11,12 +11,6 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/rs/zerolog"
-
-	"github.com/agentbus/agentbus/cmd/internal/app"
-	"github.com/agentbus/agentbus/skills"
-	"github.com/agentbus/agentbus/skills/demo"
 )
 
 // pyclients is the venv deploy/pyclients/setup.sh makes (make test runs
@@ -63,13 +57,7 @@ func TestPythonClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	s := startStack(t)
-	network := &skills.Annotations{ReadOnlyHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(true)}
-	gs, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0", Log: zerolog.Nop(),
-		Skills: demo.NewService(demo.Config{Hints: map[string]*skills.Annotations{demo.SkillOutletList: network}}).Handler()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gs.Close)
+	gs, _ := startStackWith(t, networkOutlets)
 	root, err := filepath.Abs(filepath.Join("..", "..", "clients", "python"))
 	if err != nil {
 		t.Fatal(err)
