@@ -93,10 +93,8 @@ func runDemo(args []string) int {
 // names, comma-separated.
 func gatedWithout(allow string) ([]string, error) {
 	gated := slices.Clone(runctl.DefaultGatedModes)
-	for m := range strings.SplitSeq(allow, ",") {
-		m = strings.TrimSpace(m)
+	for _, m := range modeList(allow) {
 		switch {
-		case m == "":
 		case !slices.Contains(runctl.DefaultGatedModes, m):
 			return nil, fmt.Errorf("--allow: %q is not one of %v (a destructive call always waits for an approval)", m, runctl.DefaultGatedModes)
 		default:

@@ -62,12 +62,7 @@ func gatesMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	setting := false
 	fs.Visit(func(f *flag.Flag) { setting = setting || f.Name == "set" })
-	var modes []string
-	for m := range strings.SplitSeq(*set, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			modes = append(modes, m)
-		}
-	}
+	modes := modeList(*set)
 	switch {
 	case (setting || *reset) && *tenant == "":
 		return c.usageError("--set and --reset need --tenant")
@@ -98,6 +93,17 @@ func gatesMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		printGates(c.stdout, policy)
 		return nil
 	})
+}
+
+// modeList is a comma-separated list of approval modes, blanks left out.
+func modeList(s string) []string {
+	var modes []string
+	for m := range strings.SplitSeq(s, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			modes = append(modes, m)
+		}
+	}
+	return modes
 }
 
 // printGates prints the gated modes of each tenant the policy names, then
