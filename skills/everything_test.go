@@ -129,15 +129,18 @@ func startEverythingHTTP(t *testing.T, transport string) string {
 			<-exited
 		})
 
+		// Ready is the server's own "… on port N" line: a successful dial
+		// alone could reach another process that took the port first (this
+		// one then exits with EADDRINUSE).
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		ready := fmt.Sprintf("on port %d", port)
 		deadline := time.Now().Add(15 * time.Second)
 		for time.Now().Before(deadline) {
 			select {
 			case <-exited:
 				lastErr = fmt.Errorf("server-everything %s exited: %s", transport, out.String())
 			default:
-				if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-					_ = c.Close()
+				if strings.Contains(out.String(), ready) {
 					return "http://" + addr
 				}
 				time.Sleep(50 * time.Millisecond)
