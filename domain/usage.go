@@ -28,6 +28,7 @@ const (
 	TaskSynthesize Task = "synthesize"
 	TaskExtract    Task = "extract"
 	TaskSupervise  Task = "supervise"
+	TaskReview     Task = "review"
 )
 
 // Call is the record of one model call: what was asked (task, prompt

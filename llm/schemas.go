@@ -21,6 +21,10 @@ var (
 		"infeasible":{"type":"string"},
 		"lanes":{"type":"array","maxItems":10,"items":{"type":"object","required":["goal","skills"],"properties":{
 			"goal":{"type":"string","minLength":1},"skills":{"type":"array","minItems":1,"items":{"type":"string"}}}}}}}`)
+	// ReviewSchema constrains a supervisor's review of its lanes.
+	ReviewSchema = json.RawMessage(`{"type":"object","required":["sufficient"],"properties":{
+		"sufficient":{"type":"boolean"},"gaps":{"type":"string","maxLength":2000}},
+		"if":{"properties":{"sufficient":{"const":false}}},"then":{"required":["gaps"],"properties":{"gaps":{"minLength":1}}}}`)
 	// LoopAnswerShape is the return_spec of a loop step (the ReACT loop,
 	// a supervisor lane): a free-text answer.
 	LoopAnswerShape = json.RawMessage(`{"type":"object","required":["answer"],"properties":{"answer":{"type":"string"}}}`)

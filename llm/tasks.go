@@ -130,6 +130,9 @@ type SuperviseInput struct {
 	MaxLanes  int              `json:"max_lanes"`
 	Completed []LaneGoal       `json:"completed_lanes,omitempty"`
 	Failed    []FailedLane     `json:"failed_lanes,omitempty"`
+	// Gaps, on a re-iteration the supervisor's review asked for, is what
+	// the completed lanes' findings left unanswered.
+	Gaps string `json:"gaps,omitempty"`
 }
 
 // LaneGoal is one subagent lane: its focused goal and the skills it may
@@ -149,6 +152,24 @@ type FailedLane struct {
 type SuperviseOutput struct {
 	Lanes      []LaneGoal `json:"lanes,omitempty"`
 	Infeasible string     `json:"infeasible,omitempty"`
+}
+
+// ReviewInput asks the supervisor whether its lanes' findings (Outputs)
+// answer Task, before they are synthesised (seed 001's supervisor
+// re-iteration). Iteration counts the fan-outs so far.
+type ReviewInput struct {
+	Task      string       `json:"task"`
+	Framing   string       `json:"framing,omitempty"`
+	Outputs   []StepOutput `json:"outputs"`
+	Iteration int          `json:"iteration"`
+}
+
+// ReviewOutput is the supervisor's review: the findings answer the task
+// (Sufficient), or Gaps says what is incomplete, contradictory or left
+// to investigate, for another fan-out.
+type ReviewOutput struct {
+	Sufficient bool   `json:"sufficient"`
+	Gaps       string `json:"gaps,omitempty"`
 }
 
 // StepOutput is one step's stored output, shown to the synthesiser.

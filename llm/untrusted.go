@@ -75,17 +75,14 @@ func splitUntrusted(in any) (any, []datum) {
 		v.Inputs, v.Memories = nil, nil
 		return v, data
 	case SynthInput:
-		var data []datum
-		outs := make([]StepOutput, len(v.Outputs))
-		for i, o := range v.Outputs {
-			src := fmt.Sprintf("%s%d", SourceStepOutput, o.Step)
-			data = append(data, datum{src, string(o.Value)})
-			o.Value, _ = json.Marshal("in the " + UntrustedTag + " element of source " + src)
-			outs[i] = o
-		}
+		outs, data := outputData(v.Outputs)
 		data = append(data, historyData(v.History)...)
 		data = append(data, memoryData(v.Memories)...)
 		v.Outputs, v.History, v.Memories = outs, nil, nil
+		return v, data
+	case ReviewInput:
+		outs, data := outputData(v.Outputs)
+		v.Outputs = outs
 		return v, data
 	case PlanInput:
 		data := append(historyData(v.History), memoryData(v.Memories)...)
@@ -101,6 +98,20 @@ func splitUntrusted(in any) (any, []datum) {
 		return v, data
 	}
 	return in, nil
+}
+
+// outputData takes the step outputs out of a task input: each becomes
+// untrusted content of its step, and the input says where it is.
+func outputData(in []StepOutput) ([]StepOutput, []datum) {
+	var data []datum
+	outs := make([]StepOutput, len(in))
+	for i, o := range in {
+		src := fmt.Sprintf("%s%d", SourceStepOutput, o.Step)
+		data = append(data, datum{src, string(o.Value)})
+		o.Value, _ = json.Marshal("in the " + UntrustedTag + " element of source " + src)
+		outs[i] = o
+	}
+	return outs, data
 }
 
 // historyData is the session's past conversation as untrusted content.

@@ -185,6 +185,9 @@ type Decision struct {
 	Emits      []Emit
 	Audits     []Audit
 	Synthesise *Synthesise
+	// Review, when set, is a supervisor's review the adapter must answer
+	// with a Reviewed input in the same hop (before any synthesis).
+	Review *Review
 	// Ended is the run's result when this decision ends it.
 	Ended *RunResult
 	// Opened is the gate the run is parked at when this decision parks
@@ -224,6 +227,8 @@ func (d *decision) apply(in Input) {
 		d.joined(in)
 	case Synthesised:
 		d.synthesised(in)
+	case Reviewed:
+		d.reviewed(in)
 	case DeadLettered:
 		d.deadLettered(in)
 	case Cancelled:
@@ -546,7 +551,7 @@ func (d *decision) dispatch() {
 			d.finish(CodeRepeatedFailure, "no step can run: a dependency did not complete", nil)
 			return
 		}
-		d.synthesise()
+		d.conclude()
 		return
 	}
 	if d.earlyStop() {

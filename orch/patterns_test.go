@@ -1,6 +1,7 @@
 package orch
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -61,8 +62,12 @@ func TestDecideRecordsFanOutFanInAndSynthesisProvenance(t *testing.T) {
 	}
 	results := []StepResult{{Step: 1, Outcome: OutcomeComplete, MemoryKey: "k1"}, {Step: 2, Outcome: OutcomeComplete, MemoryKey: "k2"}}
 	j := Decide(d.State, Joined{Group: g, Results: results, At: t0})
-	if names := auditNames(j); !slices.Contains(names, "fanin.joined") || !slices.Contains(names, "synthesis.started") || j.Synthesise == nil {
-		t.Fatalf("join audits %v, synthesise %v", names, j.Synthesise)
+	if names := auditNames(j); !slices.Contains(names, "fanin.joined") || j.Review == nil || len(j.Review.Steps) != 2 || j.Synthesise != nil {
+		t.Fatalf("join audits %v, review %+v, synthesise %v: want the lanes reviewed first", names, j.Review, j.Synthesise)
+	}
+	j = Decide(j.State, Reviewed{Sufficient: true, At: t0})
+	if names := auditNames(j); !slices.Contains(names, "supervisor.reviewed") || !slices.Contains(names, "synthesis.started") || j.Synthesise == nil {
+		t.Fatalf("review audits %v, synthesise %v", names, j.Synthesise)
 	}
 	for _, a := range j.Audits {
 		if a.Name == "synthesis.started" {
@@ -70,6 +75,66 @@ func TestDecideRecordsFanOutFanInAndSynthesisProvenance(t *testing.T) {
 				t.Fatalf("synthesis derives from %v, want both lanes", from)
 			}
 		}
+	}
+}
+
+// A supervisor whose review finds gaps fans out again: a replan whose
+// failure names the gaps, keeping the lanes that answered, until the
+// pattern's replan limit, past which the findings are synthesised as they
+// are. A plan-then-execute run is never reviewed.
+func TestDecideSupervisorReiteratesOnGapsWithinItsReplanLimit(t *testing.T) {
+	s := Decide(State{}, Requested{Request: request("run-r"), Patterns: []domain.Pattern{{Name: PatternSupervisor, MaxReplans: 1}},
+		Route: domain.Route{TaskType: "general", Pattern: PatternSupervisor}, At: t0}).State
+	lane := func(i int, task string) Step {
+		return Step{Index: i, Task: task, Skills: []string{"a"}, ReturnSpec: shape, Loop: &Loop{MaxTurns: 5, SessionID: fmt.Sprintf("s1-lane%d", i)}}
+	}
+	d := Decide(s, Planned{Proposal: PlanProposal{Steps: []Step{lane(1, "financial"), lane(2, "legal")}}, At: t0})
+	g := stepRequests(d)[0].Group
+	j := Decide(d.State, Joined{Group: g, Results: []StepResult{{Step: 1, Outcome: OutcomeComplete, MemoryKey: "k1"},
+		{Step: 2, Outcome: OutcomeComplete, MemoryKey: "k2"}}, At: t0})
+	calls := []domain.Call{{Task: domain.TaskReview, InputTokens: 40, OutputTokens: 9}}
+	r := Decide(j.State, Reviewed{Gaps: "the legal lane found no filings", Calls: calls, At: t0})
+	pr := only[PlanRequest](t, r)
+	if r.Synthesise != nil || pr.Failure == nil || pr.Failure.Outcome != OutcomeInsufficient ||
+		pr.Failure.Reason != ReviewGapsPrefix+"the legal lane found no filings" || pr.Run.Plan.ReplanCount != 1 {
+		t.Fatalf("review with gaps: synthesise %v, plan request %+v", r.Synthesise, pr.Failure)
+	}
+	if r.State.Usage.Calls != j.State.Usage.Calls+1 || !slices.Contains(auditNames(r), "model.called") {
+		t.Fatalf("the review's model call is not counted: %+v", r.State.Usage)
+	}
+	// The second fan-out keeps both lanes and adds one; its review still
+	// finds gaps, but the replan limit is reached: the answer is made.
+	re := Decide(r.State, Planned{Proposal: PlanProposal{Steps: []Step{lane(3, "legal filings")}}, At: t0})
+	if names := auditNames(re); !slices.Contains(names, "supervisor.reiterated") {
+		t.Fatalf("re-iteration audits %v", names)
+	}
+	sr := stepRequests(re)
+	if len(sr) != 1 || sr[0].Step != 3 {
+		t.Fatalf("re-iteration dispatched %+v, want lane 3 only", sr)
+	}
+	j2 := Decide(re.State, Joined{Group: sr[0].Group, Results: []StepResult{{Step: 3, Outcome: OutcomeComplete, MemoryKey: "k3"}}, At: t0})
+	if j2.Review == nil || j2.Review.Iteration != 2 || len(j2.Review.Steps) != 3 {
+		t.Fatalf("second review %+v, want iteration 2 over 3 lanes", j2.Review)
+	}
+	last := Decide(j2.State, Reviewed{Gaps: "still thin", At: t0})
+	if last.Synthesise == nil || len(last.Synthesise.Steps) != 3 || len(last.Emits) != 0 {
+		t.Fatalf("past the limit: synthesise %+v, emits %d", last.Synthesise, len(last.Emits))
+	}
+	for _, a := range last.Audits {
+		if p, ok := a.Payload.(map[string]any); a.Name == "supervisor.reviewed" && (!ok || p["replan_limit_reached"] != true) {
+			t.Fatalf("supervisor.reviewed %v, want the limit recorded", a.Payload)
+		}
+	}
+	// A failed review ends the run with its code.
+	if res := only[RunResult](t, Decide(j.State, Reviewed{Failure: &Failure{Code: CodeUnavailableDep, Reason: "model down"}, At: t0})); res.TerminalCode != CodeUnavailableDep {
+		t.Fatalf("failed review ended %s", res.TerminalCode)
+	}
+	// Plan-then-execute goes straight to synthesis.
+	p := Decide(State{}, Requested{Request: request("run-p"), Route: domain.Route{TaskType: "general", Pattern: PatternPlanThenExecute}, At: t0}).State
+	pd := Decide(p, Planned{Proposal: PlanProposal{Steps: []Step{{Index: 1, Task: "one", ReturnSpec: shape}}}, At: t0})
+	pj := Decide(pd.State, Joined{Group: stepRequests(pd)[0].Group, Results: []StepResult{{Step: 1, Outcome: OutcomeComplete, MemoryKey: "k"}}, At: t0})
+	if pj.Review != nil || pj.Synthesise == nil {
+		t.Fatalf("plan-then-execute: review %+v, synthesise %v", pj.Review, pj.Synthesise)
 	}
 }
 

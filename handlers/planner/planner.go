@@ -107,7 +107,7 @@ func (p *Planner) plan(ctx context.Context, model llm.Model, run orch.RunState, 
 		steps, infeasible := reactLoop(run, infos)
 		return steps, infeasible, nil
 	case orch.PatternSupervisor:
-		return p.supervise(ctx, model, run, infos)
+		return p.supervise(ctx, model, run, infos, failure)
 	}
 	in := llm.PlanInput{Task: run.Task(), Framing: run.Framing, Persona: run.Context.Persona, History: run.Context.History,
 		Memories: run.Context.Memories, Skills: infos, MaxSteps: orch.MaxPlanSteps, FirstStep: 1}

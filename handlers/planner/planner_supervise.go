@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
@@ -17,9 +18,10 @@ const defaultMaxLanes = orch.MaxPlanSteps
 // supervise asks the model to decompose the task into independent
 // subagent goals and makes each a lane: a loop step with its own session
 // id and skill group, none depending on another, so the router fans them
-// out as one group. On a re-iteration (a lane failed) the model sees the
-// lanes that answered and those that failed, and proposes new lanes.
-func (p *Planner) supervise(ctx context.Context, model llm.Model, run orch.RunState, infos []llm.SkillInfo) ([]orch.Step, string, error) {
+// out as one group. On a re-iteration (a lane failed, or the review of
+// the lanes' findings found gaps) the model sees the lanes that answered,
+// those that failed and the gaps, and proposes new lanes.
+func (p *Planner) supervise(ctx context.Context, model llm.Model, run orch.RunState, infos []llm.SkillInfo, failure *orch.StepResult) ([]orch.Step, string, error) {
 	maxLanes := run.PatternDef.MaxLanes
 	if maxLanes <= 0 || maxLanes > defaultMaxLanes {
 		maxLanes = defaultMaxLanes
@@ -32,6 +34,12 @@ func (p *Planner) supervise(ctx context.Context, model llm.Model, run orch.RunSt
 			in.Completed = append(in.Completed, llm.LaneGoal{Goal: s.Task, Skills: s.Skills})
 		case orch.StepFailed:
 			in.Failed = append(in.Failed, llm.FailedLane{Goal: s.Task, Reason: s.FailureReason})
+		}
+	}
+	if failure != nil {
+		// The review's gaps: what the next lanes are to close.
+		if gaps, ok := strings.CutPrefix(failure.Reason, orch.ReviewGapsPrefix); ok {
+			in.Gaps = gaps
 		}
 	}
 	if countComplete(run.Plan)+maxLanes > orch.MaxPlanSteps {

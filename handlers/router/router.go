@@ -242,15 +242,19 @@ func (r *Router) approvalDecided(ctx context.Context, ev event.Event, a orch.App
 // the projector writes the plan projection from the decision's audit trail.
 func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, in orch.Input) ([]event.Event, error) {
 	d := orch.Decide(state, in)
+	if d.Review != nil {
+		rv, err := r.review(ctx, ev, d.State, *d.Review)
+		if err != nil {
+			return nil, err
+		}
+		d = orch.Continue(d, rv)
+	}
 	if d.Synthesise != nil {
 		syn, err := r.synthesise(ctx, ev, d.State, *d.Synthesise)
 		if err != nil {
 			return nil, err
 		}
-		next := orch.Decide(d.State, syn)
-		next.Audits = append(d.Audits, next.Audits...)
-		next.Emits = append(d.Emits, next.Emits...)
-		d = next
+		d = orch.Continue(d, syn)
 	}
 	if d.Opened != nil {
 		// The run waits with its gate: nothing of it is in flight.
@@ -627,23 +631,9 @@ func PersonaOf(s store.Soul) *llm.Persona {
 func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State, syn orch.Synthesise) (orch.Synthesised, error) {
 	in := llm.SynthInput{Task: syn.Task, Persona: run.Context.Persona, History: run.Context.History,
 		Memories: run.Context.Memories}
-	// Small outputs ride in the run state; the others are read.
-	var keys []string
-	for _, s := range syn.Steps {
-		if run.Plan.Carried(s.MemoryKey) == nil {
-			keys = append(keys, s.MemoryKey)
-		}
-	}
-	mems, err := memory.ReadMemories(ctx, r.Store, keys)
-	if err != nil {
+	var err error
+	if in.Outputs, err = r.outputs(ctx, run, syn.Steps); err != nil {
 		return orch.Synthesised{}, err
-	}
-	for _, s := range syn.Steps {
-		v := run.Plan.Carried(s.MemoryKey)
-		if v == nil {
-			v, mems = json.RawMessage(mems[0].Text), mems[1:]
-		}
-		in.Outputs = append(in.Outputs, llm.StepOutput{Step: s.Index, Task: s.Task, Value: v})
 	}
 	synth := r.Synthesiser
 	if synth == nil {
@@ -667,6 +657,52 @@ func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State,
 		}
 	}
 	return out, nil
+}
+
+// outputs are the stored outputs of steps: small ones ride in the run
+// state; the others are read.
+func (r *Router) outputs(ctx context.Context, run orch.State, steps []orch.Step) ([]llm.StepOutput, error) {
+	var keys []string
+	for _, s := range steps {
+		if run.Plan.Carried(s.MemoryKey) == nil {
+			keys = append(keys, s.MemoryKey)
+		}
+	}
+	mems, err := memory.ReadMemories(ctx, r.Store, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]llm.StepOutput, 0, len(steps))
+	for _, s := range steps {
+		v := run.Plan.Carried(s.MemoryKey)
+		if v == nil {
+			v, mems = json.RawMessage(mems[0].Text), mems[1:]
+		}
+		out = append(out, llm.StepOutput{Step: s.Index, Task: s.Task, Value: v})
+	}
+	return out, nil
+}
+
+// review answers a supervisor's Review: one recorded model call judges
+// whether the lanes' findings answer the task (seed 001's re-iteration).
+// A model that fails is the input's failure, as a synthesis's is.
+func (r *Router) review(ctx context.Context, ev event.Event, run orch.State, rv orch.Review) (orch.Reviewed, error) {
+	outs, err := r.outputs(ctx, run, rv.Steps)
+	if err != nil {
+		return orch.Reviewed{}, err
+	}
+	rec := llm.Record(r.Model)
+	req := llm.NewRequest(llm.TaskReview, llm.ReviewInput{Task: rv.Task, Framing: run.Framing, Outputs: outs, Iteration: rv.Iteration})
+	req.Schema = llm.ReviewSchema
+	var out llm.ReviewOutput
+	_, err = llm.StructuredCheck(ctx, handlers.AgentModel(r.Budgets.Model(rec, ledger.BudgetOf(run)), run.Agent), req, &out, nil)
+	res := orch.Reviewed{Sufficient: out.Sufficient, Gaps: out.Gaps, Calls: rec.Calls(), At: r.at(ev)}
+	if err != nil {
+		if res.Failure = handlers.FailureOf(err); res.Failure == nil {
+			return res, fmt.Errorf("handlers: review: %w", err)
+		}
+	}
+	return res, nil
 }
 
 // deadLettered reads a dead letter into the decider's input.

@@ -194,9 +194,32 @@ func controlled(state orch.State, in orch.Input, ev event.Event, c ReplayControl
 // against the record.
 func replayDecision(ev event.Event, state orch.State, in orch.Input, byID map[string]event.Event) ([]string, []Divergence) {
 	d := orch.Decide(state, in)
-	if d.Synthesise != nil {
-		d = replaySynthesis(d, byID)
+	if d.Review == nil {
+		return checkDecision(ev, replaySynthesis(d, byID), byID)
 	}
+	// The review's answer is in the record only through what it led to
+	// (a fan-out again, or the answer): each is tried, the one that
+	// re-derives the record is taken.
+	var verdicts []string
+	var divs []Divergence
+	for i, sufficient := range []bool{true, false} {
+		rv := orch.Reviewed{Sufficient: sufficient, At: ev.Time().UTC()}
+		if !sufficient {
+			rv.Gaps = "as recorded"
+		}
+		v, dv := checkDecision(ev, replaySynthesis(orch.Continue(d, rv), byID), byID)
+		if i == 0 || len(dv) < len(divs) {
+			verdicts, divs = v, dv
+		}
+		if len(dv) == 0 {
+			break
+		}
+	}
+	return verdicts, divs
+}
+
+// checkDecision checks each message d emits against the record.
+func checkDecision(ev event.Event, d orch.Decision, byID map[string]event.Event) ([]string, []Divergence) {
 	var verdicts []string
 	var divs []Divergence
 	for _, e := range d.Emits {
@@ -224,6 +247,9 @@ func replayDecision(ev event.Event, state orch.State, in orch.Input, byID map[st
 // replaySynthesis answers a decision's synthesis from the recorded
 // result: its answer, or the failure it recorded.
 func replaySynthesis(d orch.Decision, byID map[string]event.Event) orch.Decision {
+	if d.Synthesise == nil {
+		return d
+	}
 	syn := orch.Synthesised{At: d.State.Plan.CompletedAt}
 	if fin, ok := byID[events.DeriveID(d.State.Request.RunID, "run.finished")]; ok {
 		var res orch.RunResult
@@ -234,9 +260,7 @@ func replaySynthesis(d orch.Decision, byID map[string]event.Event) orch.Decision
 			}
 		}
 	}
-	next := orch.Decide(d.State, syn)
-	next.Emits = append(d.Emits, next.Emits...)
-	return next
+	return orch.Continue(d, syn)
 }
 
 // recordedVerdict is the verdict a recorded message carries.

@@ -91,6 +91,12 @@ func (b *dagBuilder) event(ev store.Event, p map[string]any) {
 			b.node("group/"+g, "group", map[string]any{"joined": name, "join": p})
 			b.last = "group/" + g
 		}
+	case "supervisor.reviewed":
+		// The review judged the findings so far: what follows (a fan-out
+		// again, or the answer) derives from it.
+		id := "review/" + strconv.Itoa(len(b.dag.Nodes))
+		b.node(id, "review", p, b.last)
+		b.last = id
 	case "synthesis.started":
 		parents := []string{b.last}
 		from, _ := p["derived_from"].([]any)

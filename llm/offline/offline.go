@@ -54,6 +54,8 @@ func (o *Model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 	case llm.SuperviseInput:
 		in.Task, _ = recallTask(in.Task, in.Memories)
 		msg, err = jsonMessage(supervise(in))
+	case llm.ReviewInput:
+		msg, err = jsonMessage(review(in))
 	default:
 		return llm.Response{}, fmt.Errorf("%w: %s with %T", llm.ErrBadInput, req.Task, req.Input)
 	}

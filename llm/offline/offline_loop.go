@@ -209,3 +209,9 @@ func failedGoals(f []llm.FailedLane) string {
 	}
 	return strings.Join(s, "; ")
 }
+
+// review judges the lanes' findings sufficient. The offline supervisor's
+// decomposition is a function of the task and the skills alone, so
+// another fan-out would repeat the lanes it has: it has no way to close
+// a gap, and says so rather than spend the run's budget on a repeat.
+func review(llm.ReviewInput) llm.ReviewOutput { return llm.ReviewOutput{Sufficient: true} }

@@ -12,6 +12,7 @@ import (
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/router"
+	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/handlers/tracedag"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/llmtest"
@@ -212,6 +213,66 @@ func TestPattern_SupervisorFansOutLanesAndJoinsOnce(t *testing.T) {
 	}
 }
 
+// The supervisor reviews its lanes' findings before answering (seed
+// 001's re-iteration): findings with gaps fan out again, with only new
+// lanes (the answered ones are not re-run) and the gaps shown to the
+// decomposition; the next review's "sufficient" gets the answer. The
+// record re-derives the run.
+func TestPattern_SupervisorReiteratesWhenItsReviewFindsGaps(t *testing.T) {
+	wholeRun(t)
+	env := handlerstest.NewEnv(t)
+	model := llmtest.New()
+	model.Default = offline.New()
+	model.On(llm.TaskRoute, routeTo("risk-assessment", router.PatternSupervisor))
+	decompose := func(goals ...string) llmtest.Reply {
+		lanes := make([]llm.LaneGoal, len(goals))
+		for i, g := range goals {
+			lanes[i] = llm.LaneGoal{Goal: g, Skills: []string{demo.SkillOutletList}}
+		}
+		b, _ := json.Marshal(llm.SuperviseOutput{Lanes: lanes})
+		return llmtest.Reply{Response: handlerstest.TextResp(string(b))}
+	}
+	model.On(llm.TaskSupervise, decompose("List the active outlets", "List the inactive outlets"), decompose("List every outlet"))
+	model.On(llm.TaskReview, llmtest.Reply{Response: handlerstest.TextResp(`{"sufficient":false,"gaps":"no overall view of the outlets"}`)},
+		llmtest.Reply{Response: handlerstest.TextResp(`{"sufficient":true}`)})
+	f := patternFlow(t, env, model)
+	res, seen := f.drive(t, handlerstest.NewEvent(t, "run-sup-re", events.TypeRunRequested,
+		handlerstest.RunRequest("run-sup-re", "Assess the outlets' risk across their active, inactive and overall status")))
+	if res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("run ended %s: %s", res.TerminalCode, res.Reason)
+	}
+	reviews := handlerstest.AuditPayloads(t, seen, "supervisor.reviewed")
+	if len(reviews) != 2 || reviews[0]["sufficient"] != false || reviews[0]["gaps"] != "no overall view of the outlets" ||
+		reviews[1]["sufficient"] != true || reviews[1]["iteration"] != 2.0 {
+		t.Fatalf("reviews %v: want gaps, then sufficient at iteration 2", reviews)
+	}
+	if re := handlerstest.AuditPayloads(t, seen, "supervisor.reiterated"); len(re) != 1 {
+		t.Fatalf("%d supervisor.reiterated, want 1", len(re))
+	}
+	sup := model.Requests(llm.TaskSupervise)
+	if len(sup) != 2 {
+		t.Fatalf("%d decompositions, want 2", len(sup))
+	}
+	if in := sup[1].Input.(llm.SuperviseInput); in.Gaps != "no overall view of the outlets" || len(in.Completed) != 2 {
+		t.Fatalf("the second decomposition saw gaps %q and %d completed lanes, want the review's gaps and 2", in.Gaps, len(in.Completed))
+	}
+	// Each lane ran once: the answered lanes were kept, not re-run.
+	if n := len(handlerstest.OfType(seen, events.TypeStepRequested)); n != 3 {
+		t.Fatalf("%d lanes dispatched, want 2 then 1", n)
+	}
+	if rv := model.Requests(llm.TaskReview); len(rv) != 2 || len(rv[1].Input.(llm.ReviewInput).Outputs) != 3 {
+		t.Fatalf("%d reviews; the second must see the 3 lanes' findings", len(rv))
+	}
+	for i, g := range []string{"List the active outlets", "List the inactive outlets", "List every outlet"} {
+		if !strings.Contains(res.Response, fmt.Sprintf("Lane %d — %s", i+1, g)) {
+			t.Errorf("the answer does not report lane %d (%s):\n%s", i+1, g, res.Response)
+		}
+	}
+	if rep := runctl.ReplayRun("run-sup-re", seen, runctl.ReplayControls{}); rep.Decisions == 0 || len(rep.Divergences) != 0 {
+		t.Fatalf("replay: %d decisions, divergences %+v", rep.Decisions, rep.Divergences)
+	}
+}
+
 func TestPattern_SupervisorRejectsLanesOutsideTheDiscoveredSkills(t *testing.T) {
 	wholeRun(t)
 	env := handlerstest.NewEnv(t)
@@ -323,7 +384,7 @@ func TestPattern_SupervisorTraceIsADAG(t *testing.T) {
 		kinds[n.Kind] = append(kinds[n.Kind], n.ID)
 	}
 	if len(kinds["routing"]) != 1 || len(kinds["plan"]) != 1 || len(kinds["group"]) != 1 || len(kinds["step"]) != 3 ||
-		len(kinds["synthesis"]) != 1 || len(kinds["answer"]) != 1 {
+		len(kinds["review"]) != 1 || len(kinds["synthesis"]) != 1 || len(kinds["answer"]) != 1 {
 		t.Fatalf("nodes by kind %v", kinds)
 	}
 	parents := map[string][]string{}
@@ -340,6 +401,9 @@ func TestPattern_SupervisorTraceIsADAG(t *testing.T) {
 		t.Errorf("group from %v, plan from %v", parents[group], parents[kinds["plan"][0]])
 	}
 	syn := parents["synthesis"]
+	if review := kinds["review"][0]; !slices.Contains(syn, review) || !slices.Equal(parents[review], []string{group}) {
+		t.Errorf("the review derives from %v and the synthesis from %v: want group, review, synthesis", parents[review], syn)
+	}
 	for _, s := range kinds["step"] {
 		if !slices.Contains(syn, s) {
 			t.Errorf("the synthesis does not derive from lane %s: %v", s, syn)
