@@ -6,103 +6,52 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/agentbus/agentbus/domain"
 )
 
-// Dim is one dimension of a run's budget vector (seed 003). Each is
-// enforced on its own: none is converted into another.
-type Dim string
+// The budget vector and the token quotas are domain's vocabulary
+// (domain/budget.go); orch names them.
+type (
+	Dim        = domain.Dim
+	Vector     = domain.Vector
+	Quotas     = domain.Quotas
+	TokenQuota = domain.TokenQuota
+	Quota      = domain.Quota
+)
 
-// The budget dimensions.
+// The budget dimensions, quota scopes and periods.
 const (
-	DimInputTokens   Dim = "input_tokens"
-	DimOutputTokens  Dim = "output_tokens"
-	DimCostUSD       Dim = "cost_usd"
-	DimModelCalls    Dim = "model_calls"
-	DimToolCalls     Dim = "tool_calls"
-	DimExternalCalls Dim = "external_calls"
-	// DimWallClockS is the run's wall-clock allowance in seconds: it sets
-	// the run's deadline rather than being drawn.
-	DimWallClockS Dim = "wall_clock_s"
-	// DimRetries counts model calls that repeat a rejected answer (repair
-	// turns and structured-output repairs).
-	DimRetries Dim = "retries"
-	// DimReflectionPasses counts replans: a planner pass that diagnoses a
-	// failed step and revises the plan.
-	DimReflectionPasses Dim = "reflection_passes"
-	DimMemoryWrites     Dim = "memory_writes"
-	// DimSideEffects counts calls of skills that are not read-only.
-	DimSideEffects Dim = "side_effects"
+	DimInputTokens      = domain.DimInputTokens
+	DimOutputTokens     = domain.DimOutputTokens
+	DimCostUSD          = domain.DimCostUSD
+	DimModelCalls       = domain.DimModelCalls
+	DimToolCalls        = domain.DimToolCalls
+	DimExternalCalls    = domain.DimExternalCalls
+	DimWallClockS       = domain.DimWallClockS
+	DimRetries          = domain.DimRetries
+	DimReflectionPasses = domain.DimReflectionPasses
+	DimMemoryWrites     = domain.DimMemoryWrites
+	DimSideEffects      = domain.DimSideEffects
+
+	QuotaTenant  = domain.QuotaTenant
+	QuotaAgent   = domain.QuotaAgent
+	QuotaSession = domain.QuotaSession
+	PeriodDay    = domain.PeriodDay
+	PeriodMonth  = domain.PeriodMonth
+	PeriodTotal  = domain.PeriodTotal
 )
 
-// Dims are every budget dimension, in the order checks report them.
-var Dims = []Dim{DimInputTokens, DimOutputTokens, DimCostUSD, DimModelCalls, DimToolCalls, DimExternalCalls,
-	DimWallClockS, DimRetries, DimReflectionPasses, DimMemoryWrites, DimSideEffects}
-
-// Vector is an amount per dimension: a budget's limits, what a run has
-// drawn, or what one call needs. An absent dimension is zero, or, in a
-// layer of limits, not set by that layer.
-type Vector map[Dim]float64
-
-// DefaultLimits are the limits of a run that no configuration narrows:
-// generous enough for long loops, finite in every dimension.
-var DefaultLimits = Vector{
-	DimInputTokens: 2_000_000, DimOutputTokens: 200_000, DimCostUSD: 10, DimModelCalls: 1500, DimToolCalls: 1500,
-	DimExternalCalls: 500, DimWallClockS: 1800, DimRetries: 50, DimReflectionPasses: 10, DimMemoryWrites: 200,
-	DimSideEffects: 100,
-}
-
-// Add returns v plus w.
-func (v Vector) Add(w Vector) Vector {
-	out := maps.Clone(v)
-	if out == nil {
-		out = Vector{}
-	}
-	for d, x := range w {
-		out[d] += x
-	}
-	return out
-}
-
-// Sub returns v minus w.
-func (v Vector) Sub(w Vector) Vector {
-	neg := Vector{}
-	for d, x := range w {
-		neg[d] = -x
-	}
-	return v.Add(neg)
-}
-
-// Validate reports an unknown dimension or a negative or non-finite amount.
-func (v Vector) Validate() error {
-	for d, x := range v {
-		if !slices.Contains(Dims, d) {
-			return fmt.Errorf("budget dimension %q is not one of %v", d, Dims)
-		}
-		if x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
-			return fmt.Errorf("budget %s must be a finite number of at least 0", d)
-		}
-	}
-	return nil
-}
+var (
+	// Dims are every budget dimension, in the order checks report them.
+	Dims = domain.Dims
+	// DefaultLimits are the limits of a run that no configuration narrows.
+	DefaultLimits = domain.DefaultLimits
+)
 
 // Over returns the first dimension in which drawing want on top of used
-// would pass limits, or "" when everything fits. Only dimensions want
-// draws from count; wall clock is never drawn.
-func Over(limits, used, want Vector) Dim {
-	for _, d := range Dims {
-		if want[d] <= 0 {
-			continue
-		}
-		lim, ok := limits[d]
-		if !ok {
-			continue
-		}
-		if used[d]+want[d] > lim+1e-9 {
-			return d
-		}
-	}
-	return ""
-}
+// would pass limits, or "" (domain.Over).
+func Over(limits, used, want Vector) Dim { return domain.Over(limits, used, want) }
 
 // BudgetPolicy is the budget configuration (the config bucket's
 // "budgets" key): the limits in layers and the escalation policy. A run's
@@ -123,76 +72,6 @@ type BudgetPolicy struct {
 	// operator release more budget to a run that would end
 	// BUDGET_EXHAUSTED: the run parks at a budget gate instead (release.go).
 	Release map[string]BudgetRelease `json:"release,omitempty"`
-}
-
-// Quotas configure the token quotas (input plus output tokens) that every
-// model call of a run draws from besides its own budget. Tenants and
-// Agents are keyed by tenant id and "<tenant>/<agent_id>"; "*" applies to
-// the tenants (agents) not named. An unset amount sets no quota.
-type Quotas struct {
-	Tenants map[string]TokenQuota `json:"tenants,omitempty"`
-	Agents  map[string]TokenQuota `json:"agents,omitempty"`
-	// SessionTokens bounds the tokens of all the runs of one session.
-	SessionTokens float64 `json:"session_tokens,omitempty"`
-}
-
-// TokenQuota is a token allowance per UTC calendar day and month.
-type TokenQuota struct {
-	DailyTokens   float64 `json:"daily_tokens,omitempty"`
-	MonthlyTokens float64 `json:"monthly_tokens,omitempty"`
-}
-
-// Quota scopes and periods.
-const (
-	QuotaTenant  = "tenant"
-	QuotaAgent   = "agent"
-	QuotaSession = "session"
-
-	PeriodDay   = "day"
-	PeriodMonth = "month"
-	PeriodTotal = "total"
-)
-
-// Quota is one token allowance a run draws from: whose (Scope and
-// Subject, within the run's tenant), over which period, and how many
-// tokens it allows.
-type Quota struct {
-	Scope   string  `json:"scope"`
-	Subject string  `json:"subject"`
-	Period  string  `json:"period"`
-	Tokens  float64 `json:"tokens"`
-}
-
-// Validate checks every amount and the agents' keys.
-func (q *Quotas) Validate() error {
-	if q == nil {
-		return nil
-	}
-	amount := func(where string, x float64) error {
-		if x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
-			return fmt.Errorf("budgets quotas.%s must be a finite number of at least 0", where)
-		}
-		return nil
-	}
-	for name, m := range map[string]map[string]TokenQuota{"tenants": q.Tenants, "agents": q.Agents} {
-		for k, tq := range m {
-			if name == "agents" && k != "*" {
-				if t, a, ok := strings.Cut(k, "/"); !ok || !validToken(t) || !validToken(a) {
-					return fmt.Errorf("budgets quotas.agents: key %q is not <tenant>/<agent_id> or *", k)
-				}
-			}
-			if name == "tenants" && k != "*" && !validToken(k) {
-				return fmt.Errorf("budgets quotas.tenants: key %q is not a tenant id or *", k)
-			}
-			if err := amount(name+"."+k+".daily_tokens", tq.DailyTokens); err != nil {
-				return err
-			}
-			if err := amount(name+"."+k+".monthly_tokens", tq.MonthlyTokens); err != nil {
-				return err
-			}
-		}
-	}
-	return amount("session_tokens", q.SessionTokens)
 }
 
 // QuotasFor are the quotas a run of tenant, acting as agent (or "") in
@@ -260,7 +139,7 @@ func (p BudgetPolicy) Validate() error {
 		return err
 	}
 	for k, r := range p.Release {
-		if k != "*" && !validToken(k) {
+		if k != "*" && !domain.ValidToken(k) {
 			return fmt.Errorf("budgets release: key %q is not a tenant id or *", k)
 		}
 		if r.GateTTLS < 0 || r.MaxReleases < 0 {

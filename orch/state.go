@@ -490,7 +490,7 @@ func ValidateRequest(req RunRequest) error {
 		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	switch {
-	case !validToken(req.SessionID):
+	case !domain.ValidToken(req.SessionID):
 		return fmt.Errorf("%w: session_id must match [A-Za-z0-9_-]{1,64}", ErrInvalidRequest)
 	case req.UserID == "" || len(req.UserID) > 128:
 		return fmt.Errorf("%w: user_id is required (at most 128 characters)", ErrInvalidRequest)
@@ -498,7 +498,7 @@ func ValidateRequest(req RunRequest) error {
 		return fmt.Errorf("%w: message is empty", ErrInvalidRequest)
 	case len(req.Message) > 32<<10:
 		return fmt.Errorf("%w: message is longer than 32 KiB", ErrInvalidRequest)
-	case req.AgentID != "" && !validToken(req.AgentID):
+	case req.AgentID != "" && !domain.ValidToken(req.AgentID):
 		return fmt.Errorf("%w: agent_id must match [A-Za-z0-9_-]{1,64}", ErrInvalidRequest)
 	}
 	if err := req.Budget.Validate(); err != nil {
@@ -507,24 +507,10 @@ func ValidateRequest(req RunRequest) error {
 	return nil
 }
 
-// validToken reports whether s can be a tenant or session id, which become
-// subject tokens: 1 to 64 letters, digits, '_' or '-'.
-func validToken(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // ValidateID checks a tenant or session id: it becomes a subject token, so
 // wildcards, dots and separators are refused.
 func ValidateID(field, s string) error {
-	if !validToken(s) {
+	if !domain.ValidToken(s) {
 		return fmt.Errorf("%w: %s must match [A-Za-z0-9_-]{1,64}", ErrInvalidRequest, field)
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/agentbus/agentbus/domain"
 )
 
 // The checks below run on every message before its handler does (the
@@ -42,7 +44,7 @@ func (r RunRequest) Validate() error {
 	switch {
 	case r.RunID == "":
 		return field("run_id", errRequired)
-	case !validToken(r.TenantID):
+	case !domain.ValidToken(r.TenantID):
 		return field("tenant_id", errors.New("must match [A-Za-z0-9_-]{1,64}"))
 	}
 	return nil

@@ -118,7 +118,7 @@ func (s *System) Call(ctx context.Context, tenant, name string, args json.RawMes
 		}
 		msg := OutboundMessage{MessageID: "msg-" + hashID(key), TenantID: tenant, SessionID: info.SessionID, RunID: info.RunID,
 			UserID: info.UserID, Text: in.Text, TS: s.now()}
-		if err := s.publish(ctx, OutboundSubject(tenant), msg.MessageID, msg); err != nil {
+		if err := s.Send(ctx, msg); err != nil {
 			return nil, err
 		}
 		return json.Marshal(map[string]any{"message_id": msg.MessageID, "status": "sent"})
@@ -145,6 +145,16 @@ func (s *System) Call(ctx context.Context, tenant, name string, args json.RawMes
 		return s.context(ctx, tenant, name, info, args)
 	}
 	return nil, fmt.Errorf("%w: %s", skills.ErrSkillNotFound, name)
+}
+
+// Send publishes msg on its tenant's outbound subject, as send_message
+// does: the channel's connector delivers it to the conversation. Its
+// MessageID makes a repeated send a duplicate the stream drops.
+func (s *System) Send(ctx context.Context, msg OutboundMessage) error {
+	if !events.ValidToken(msg.TenantID) {
+		return fmt.Errorf("%w: %q", skills.ErrInvalidTenant, msg.TenantID)
+	}
+	return s.publish(ctx, OutboundSubject(msg.TenantID), msg.MessageID, msg)
 }
 
 func (s *System) publish(ctx context.Context, subject, id string, v any) error {

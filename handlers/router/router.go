@@ -65,6 +65,9 @@ type Router struct {
 	// SessionRuns, when set, runs each session's runs one at a time, in
 	// the order they arrive; nil runs them as they come.
 	SessionRuns *runctl.SessionRuns
+	// Outbound, when set, sends a channel session's answer (and a
+	// clarify gate's question) to its conversation, as send_message does.
+	Outbound Outbound
 	// Recall, when set, gives each run the long-term memories of its
 	// tenant, user and session most similar to its task, recorded in its
 	// state (context.memories) and trace (memory.recalled).
@@ -283,6 +286,9 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 				return nil, err
 			}
 		}
+	}
+	if err := r.deliver(ctx, &d); err != nil {
+		return nil, err
 	}
 	out, err := publish(ev, d, state.Plan.Status)
 	if err != nil || next == nil {

@@ -235,6 +235,7 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 		return nil, err
 	}
 	r.SessionRuns = &runctl.SessionRuns{KV: sessionRuns}
+	r.Outbound = &tools.System{JS: d.JS}
 	if r.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
