@@ -51,6 +51,11 @@ type Call struct {
 	// llm/openai), when the provider reports it.
 	StructuredMode string `json:"structured_mode,omitempty"`
 	Error          string `json:"error,omitempty"`
+	// Request and Response, kept only for a tenant that keeps payload
+	// records, are what the call asked (its typed input and messages) and
+	// what the model answered, redacted and clipped (llm.Recorder).
+	Request  string `json:"request,omitempty"`
+	Response string `json:"response,omitempty"`
 }
 
 // Usage is the call's usage.

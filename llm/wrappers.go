@@ -5,6 +5,10 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
+
+	"github.com/agentbus/agentbus/text"
 )
 
 // Metered wraps a provider: it times every call, counts it and prices its
@@ -113,8 +117,50 @@ func (f Fallback) Complete(ctx context.Context, req Request) (Response, error) {
 // through it, failed ones included.
 type Recorder struct {
 	model Model
-	mu    sync.Mutex
-	calls []Call
+	// payloads keeps each call's request and answer in its record.
+	payloads bool
+	mu       sync.Mutex
+	calls    []Call
+}
+
+// MaxPayloadRecord bounds what a payload record keeps of one request,
+// answer or tool result, in bytes, after redaction.
+const MaxPayloadRecord = 8 << 10
+
+// PayloadRecord is what a payload record keeps of s: personal data and
+// credentials masked, clipped to MaxPayloadRecord bytes.
+func PayloadRecord(s string) string { return text.Redact(s, MaxPayloadRecord) }
+
+// KeepPayloads makes r keep each call's request and answer in its record
+// (Call.Request, Call.Response: PayloadRecord of them), for a tenant that
+// keeps payload records. It returns r.
+func (r *Recorder) KeepPayloads(keep bool) *Recorder {
+	r.payloads = keep
+	return r
+}
+
+// payloads sets c's request and answer from req and resp.
+func payloads(c *Call, req Request, resp Response) {
+	in, _ := json.Marshal(struct {
+		Input    any       `json:"input,omitempty"`
+		Messages []Message `json:"messages,omitempty"`
+		Tools    []string  `json:"tools,omitempty"`
+	}{req.Input, req.Messages, toolNames(req.Tools)})
+	c.Request = PayloadRecord(string(in))
+	out := resp.Message.Content
+	if len(resp.Message.ToolCalls) > 0 {
+		b, _ := json.Marshal(resp.Message.ToolCalls)
+		out += string(b)
+	}
+	c.Response = PayloadRecord(out)
+}
+
+func toolNames(ts []Tool) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names
 }
 
 // Record returns a Recorder around m.
@@ -129,6 +175,9 @@ func (r *Recorder) Complete(ctx context.Context, req Request) (Response, error) 
 		FallbackReason: resp.FallbackReason, StructuredMode: resp.StructuredMode}
 	if err != nil {
 		c.Error = err.Error()
+	}
+	if r.payloads {
+		payloads(&c, req, resp)
 	}
 	r.mu.Lock()
 	r.calls = append(r.calls, c)

@@ -120,6 +120,37 @@ func TestRecorderRecordsEveryCall(t *testing.T) {
 	}
 }
 
+// A recorder that keeps payloads records what each call asked and what
+// the model answered, with personal data and credentials masked and the
+// whole clipped; one that does not keeps neither.
+func TestRecorderKeepsRedactedPayloadsOnlyWhenAsked(t *testing.T) {
+	answer := `{"steps":[],"infeasible":"write to ada@example.com"}`
+	m := llmtest.New()
+	m.Repeat = true
+	m.Then(llmtest.Text(answer))
+	req := llm.NewRequest(llm.TaskPlan, llm.PlanInput{Task: "Plan for ada@example.com with token sk_live_abcdef123456 " +
+		strings.Repeat("and more ", 2000)})
+	kept := llm.Record(m).KeepPayloads(true)
+	if _, err := kept.Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	c := kept.Calls()[0]
+	if !strings.Contains(c.Request, "Plan for [EMAIL] with token [REDACTED]") || strings.Contains(c.Request, "sk_live") ||
+		len(c.Request) > llm.MaxPayloadRecord+len("…") || !strings.HasSuffix(c.Request, "…") {
+		t.Errorf("request record %.200q (%d bytes)", c.Request, len(c.Request))
+	}
+	if c.Response != `{"steps":[],"infeasible":"write to [EMAIL]"}` {
+		t.Errorf("answer record %q", c.Response)
+	}
+	plain := llm.Record(m)
+	if _, err := plain.Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if c := plain.Calls()[0]; c.Request != "" || c.Response != "" {
+		t.Errorf("a recorder not asked to keep payloads kept %q / %q", c.Request, c.Response)
+	}
+}
+
 func TestEveryTaskHasAVersionedPrompt(t *testing.T) {
 	for _, task := range llm.Tasks {
 		p := llm.SystemPrompt(task)

@@ -1,38 +1,12 @@
 package tools
 
-import "regexp"
-
-// redactions are the patterns of personal data and credentials that never
-// reach a log line about a tool call, in the order they are applied.
-var redactions = []struct {
-	re   *regexp.Regexp
-	with string
-}{
-	{regexp.MustCompile(`(?i)\b(bearer|basic|token|apikey|api_key|api-key)(\s*[:=]?\s*)[A-Za-z0-9._~+/=-]{6,}`), "$1$2[REDACTED]"},
-	{regexp.MustCompile(`(?i)"(password|secret|token|api_key|apikey|authorization)"\s*:\s*"[^"]*"`), `"$1":"[REDACTED]"`},
-	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+`), "[JWT]"},
-	{regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`), "[EMAIL]"},
-	{regexp.MustCompile(`\b(?:\d[ -]?){12,18}\d\b`), "[CARD]"},
-	{regexp.MustCompile(`(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\b\d{2,4}(?:[ .-]\d{3,4}){1,2}\b`), "[PHONE]"},
-}
+import "github.com/agentbus/agentbus/text"
 
 // MaxLogExcerpt bounds what a log line carries of a tool's arguments or
 // answer, in bytes.
 const MaxLogExcerpt = 512
 
-// Redact returns s with e-mail addresses, phone numbers, card-like
-// numbers, bearer tokens, JWTs and secret-named JSON fields masked, cut to
-// MaxLogExcerpt bytes: what is logged about a webhook call goes through
-// it.
-func Redact(s string) string {
-	if len(s) > 4*MaxLogExcerpt {
-		s = s[:4*MaxLogExcerpt]
-	}
-	for _, r := range redactions {
-		s = r.re.ReplaceAllString(s, r.with)
-	}
-	if len(s) > MaxLogExcerpt {
-		s = s[:MaxLogExcerpt] + "…"
-	}
-	return s
-}
+// Redact returns s with personal data and credentials masked
+// (text.Redact), cut to MaxLogExcerpt bytes: what is logged about a
+// webhook call goes through it.
+func Redact(s string) string { return text.Redact(s, MaxLogExcerpt) }

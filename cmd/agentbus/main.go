@@ -25,6 +25,7 @@ Usage:
          [--name n1 --cluster HOST:PORT --routes HOST:PORT,...]  ... or as one node of a JetStream cluster
   agentbus tenants create|list|rotate|revoke [--nats URL]  manage tenant API keys (abk_…)
   agentbus gates [--tenant T --set MODES | --reset]        show or change which calls wait at a gate (default: network, delegated)
+  agentbus policy [--tenant T --set NAME=CHOICE | --reset NAME]  show or change taint, injection and payload record choices
   agentbus setup [--nats URL] [--replicas 3]               set the topology up as admin on a server agentbus does not run
   agentbus mcp-conformance-client <server-url>            the client the MCP conformance suite runs (deploy/mcp/conformance)
 
@@ -35,7 +36,7 @@ fault-injection harness are in agentbus-dev (make bench, make chaos).
 func main() {
 	cmds := map[string]func([]string) int{"up": up, "demo": runDemo, "run": run, "cancel": cancelRun,
 		"approve": control("approve"), "interrupt": control("interrupt"), "resume": control("resume"), "steer": control("steer"),
-		"memory": memoryCmd, "replay": replay, "skills": serveSkills, "nats": serveNATS, "tenants": tenants, "gates": gates,
+		"memory": memoryCmd, "replay": replay, "skills": serveSkills, "nats": serveNATS, "tenants": tenants, "gates": gates, "policy": policy,
 		"setup": setup, "mcp-conformance-client": conformanceClient}
 	os.Exit(app.RunCommand("agentbus", usage, os.Args[1:], cmds, os.Stdout, os.Stderr))
 }

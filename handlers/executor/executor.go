@@ -88,6 +88,10 @@ type Executor struct {
 	// Replies streams a skill's progress reports to a run that streams
 	// (tool_progress chunks); nil asks for none.
 	Replies *handlers.Replies
+	// Records are the tenants' payload record choices: a tenant that
+	// keeps them has its model calls' requests and answers and its tool
+	// results traced; nil keeps none.
+	Records *runctl.RecordPolicy
 	// Untrusted are the tenants' taint and injection policies; nil keeps
 	// the defaults (a tainted step's side effects are gated, a suspected
 	// injection is recorded).
@@ -128,7 +132,7 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 	if step == nil {
 		return nil, events.Permanent(fmt.Errorf("handlers: step %d is not in plan %s", req.Step, req.Run.Plan.PlanID))
 	}
-	t := turn{exec: x, in: ev, req: req, step: *step, out: handlers.Outbox{In: ev}, rec: llm.Record(x.Model), budget: ledger.StepBudget(req)}
+	t := turn{exec: x, in: ev, req: req, step: *step, out: handlers.Outbox{In: ev}, rec: llm.Record(x.Model).KeepPayloads(x.Records.Keeps(req.Run.Request.TenantID)), budget: ledger.StepBudget(req)}
 	t.model = handlers.AgentModel(x.Budgets.ReportingModel(t.rec, t.budget, func(d orch.Vector) { t.drawn = t.drawn.Add(d) }), req.Run.Agent)
 	tenant, runID := req.Run.Request.TenantID, req.Run.Request.RunID
 	ctx, release := x.Cancels.Watch(ctx, tenant, runID)
@@ -716,13 +720,19 @@ func (t *turn) callTool(ctx context.Context, n int, c llm.ToolCall) ([]byte, boo
 		}
 		result, isErr = []byte(err.Error()), true
 	}
-	t.out.Audit("skill.called", lin, map[string]any{
+	called := map[string]any{
 		"skill_id": c.Name, "tenant_id": t.req.Run.Request.TenantID, "user_id": t.req.Run.Request.UserID,
 		"session_id": t.req.Run.Request.SessionID, "input_size_bytes": len(c.Arguments), "response_size_bytes": len(result),
 		"args_hash": hash, "tool_registry_version": t.registryVersion(), "approval_mode": mode,
 		"duration_ms": time.Since(start).Milliseconds(), "is_error": isErr,
 		"large_response_triggered": len(result) >= t.exec.LargeResponse, "ts": time.Now().UTC(),
-	})
+	}
+	if t.exec.Records.Keeps(t.req.Run.Request.TenantID) {
+		// The tenant keeps payload records: the arguments and the result,
+		// redacted and clipped.
+		called["arguments"], called["result"] = llm.PayloadRecord(string(c.Arguments)), llm.PayloadRecord(string(result))
+	}
+	t.out.Audit("skill.called", lin, called)
 	if !isErr && len(result) >= t.exec.LargeResponse {
 		if result, isErr, err = t.extractLarge(ctx, c.Name, result); err != nil {
 			return nil, false, err

@@ -32,6 +32,10 @@ type Planner struct {
 	// Credentials forwards the caller's API key to the Skill Service; nil
 	// uses the worker's configured key only.
 	Credentials *runctl.Credentials
+	// Records are the tenants' payload record choices: a tenant that
+	// keeps them has its model calls' requests and answers traced; nil
+	// keeps none.
+	Records *runctl.RecordPolicy
 	// Budgets is the budget ledger the planner's model calls and replans
 	// (reflection passes) draw from; nil draws nothing.
 	Budgets *ledger.Budgets
@@ -59,7 +63,7 @@ func (p *Planner) planRequested(ctx context.Context, ev event.Event, req orch.Pl
 	if err != nil {
 		return nil, err
 	}
-	rec := llm.Record(p.Model)
+	rec := llm.Record(p.Model).KeepPayloads(p.Records.Keeps(run.Request.TenantID))
 	rb := ledger.BudgetOf(run)
 	var steps []orch.Step
 	var infeasible string

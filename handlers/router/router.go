@@ -65,6 +65,10 @@ type Router struct {
 	// SessionRuns, when set, runs each session's runs one at a time, in
 	// the order they arrive; nil runs them as they come.
 	SessionRuns *runctl.SessionRuns
+	// Records are the tenants' payload record choices: a tenant that
+	// keeps them has its model calls' requests and answers traced; nil
+	// keeps none.
+	Records *runctl.RecordPolicy
 	// Outbound, when set, sends a channel session's answer (and a
 	// clarify gate's question) to its conversation, as send_message does.
 	Outbound Outbound
@@ -548,7 +552,7 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 	}
 	rb := ledger.NewRunBudget(req.TenantID, req.RunID, limits, in.At.Add(time.Duration(limits[orch.DimWallClockS]*float64(time.Second))),
 		in.Policy.QuotasFor(req.TenantID, agent, req.SessionID))
-	rec := llm.Record(r.Model)
+	rec := llm.Record(r.Model).KeepPayloads(r.Records.Keeps(req.TenantID))
 	mreq := llm.NewRequest(llm.TaskRoute, llm.RouteInput{Task: req.Message, TaskTypes: tts, Patterns: in.Patterns})
 	mreq.Schema = llm.RouteSchema
 	// A choice outside the configured options is rejected and repaired.
@@ -645,7 +649,7 @@ func (r *Router) synthesise(ctx context.Context, ev event.Event, run orch.State,
 	if synth == nil {
 		synth = r.Model
 	}
-	rec := llm.Record(synth)
+	rec := llm.Record(synth).KeepPayloads(r.Records.Keeps(run.Request.TenantID))
 	req := llm.NewRequest(llm.TaskSynthesize, in)
 	var stream *handlers.ReplyStream
 	if run.Request.Stream {
@@ -697,7 +701,7 @@ func (r *Router) review(ctx context.Context, ev event.Event, run orch.State, rv 
 	if err != nil {
 		return orch.Reviewed{}, err
 	}
-	rec := llm.Record(r.Model)
+	rec := llm.Record(r.Model).KeepPayloads(r.Records.Keeps(run.Request.TenantID))
 	req := llm.NewRequest(llm.TaskReview, llm.ReviewInput{Task: rv.Task, Framing: run.Framing, Outputs: outs, Iteration: rv.Iteration})
 	req.Schema = llm.ReviewSchema
 	var out llm.ReviewOutput

@@ -54,21 +54,41 @@ func NewUntrustedPolicy(kv jetstream.KeyValue) *UntrustedPolicy { return &Untrus
 // invalid edit keeps the policy in force; a deleted key restores the
 // defaults.
 func (p *UntrustedPolicy) Start(ctx context.Context) error {
-	w, err := p.kv.WatchFiltered(ctx, []string{ConfigKeyTaintPolicy, ConfigKeyInjectionPolicy})
+	return followChoices(ctx, p.kv, choiceKey{ConfigKeyTaintPolicy, ParseTaintPolicy, &p.taint},
+		choiceKey{ConfigKeyInjectionPolicy, ParseInjectionPolicy, &p.injection})
+}
+
+// choiceKey is a config key of per-tenant choices a policy follows into
+// cur, each value read by parse.
+type choiceKey struct {
+	key   string
+	parse func([]byte) (map[string]string, error)
+	cur   *atomic.Pointer[map[string]string]
+}
+
+// followChoices loads the keys of kv and follows their changes until ctx
+// ends: an invalid edit keeps the choices in force; a deleted key clears
+// them (the defaults).
+func followChoices(ctx context.Context, kv jetstream.KeyValue, keys ...choiceKey) error {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.key
+	}
+	w, err := kv.WatchFiltered(ctx, slices.Clone(names)) // it rewrites the keys it is given into subjects
 	if err != nil {
-		return fmt.Errorf("handlers: watch %s: %w", ConfigKeyTaintPolicy, err)
+		return fmt.Errorf("handlers: watch %v: %w", names, err)
 	}
 	return kvs.Follow(ctx, w, func(e jetstream.KeyValueEntry) {
-		cur, parse := &p.taint, ParseTaintPolicy
-		if e.Key() == ConfigKeyInjectionPolicy {
-			cur, parse = &p.injection, ParseInjectionPolicy
-		}
-		if e.Operation() != jetstream.KeyValuePut {
-			cur.Store(nil)
+		i := slices.Index(names, e.Key())
+		if i < 0 {
 			return
 		}
-		if m, err := parse(e.Value()); err == nil {
-			cur.Store(&m)
+		if e.Operation() != jetstream.KeyValuePut {
+			keys[i].cur.Store(nil)
+			return
+		}
+		if m, err := keys[i].parse(e.Value()); err == nil {
+			keys[i].cur.Store(&m)
 		}
 	})
 }

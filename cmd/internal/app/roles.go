@@ -236,6 +236,9 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	}
 	r.SessionRuns = &runctl.SessionRuns{KV: sessionRuns}
 	r.Outbound = &tools.System{JS: d.JS}
+	if r.Records, err = d.Records(ctx); err != nil {
+		return nil, err
+	}
 	if r.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
@@ -256,6 +259,9 @@ func buildPlanner(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Ro
 	}
 	p := planner.NewPlanner(d.Models.Planner, layer, log)
 	p.Credentials = creds
+	if p.Records, err = d.Records(ctx); err != nil {
+		return nil, err
+	}
 	if p.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
@@ -309,6 +315,9 @@ func buildExecutor(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.R
 	x.Modes = runctl.NewApprovalModes(cfg)
 	if err := retry(ctx, func() error { return x.Modes.Start(ctx) }); err != nil {
 		return nil, fmt.Errorf("approval modes: %w", err)
+	}
+	if x.Records, err = d.Records(ctx); err != nil {
+		return nil, err
 	}
 	x.Untrusted = runctl.NewUntrustedPolicy(cfg)
 	if err := retry(ctx, func() error { return x.Untrusted.Start(ctx) }); err != nil {

@@ -370,6 +370,20 @@ func (d *Deps) Cancels(ctx context.Context) (*runctl.Cancels, error) {
 	return c, nil
 }
 
+// Records are the tenants' payload record choices, followed from the
+// config bucket.
+func (d *Deps) Records(ctx context.Context) (*runctl.RecordPolicy, error) {
+	kv, err := d.bucket(ctx, handlers.BucketConfig)
+	if err != nil {
+		return nil, fmt.Errorf("config bucket: %w", err)
+	}
+	p := runctl.NewRecordPolicy(kv)
+	if err := retry(ctx, func() error { return p.Start(ctx) }); err != nil {
+		return nil, fmt.Errorf("payload records: %w", err)
+	}
+	return p, nil
+}
+
 // Budgets is the budget ledger on the budgets bucket, with the token
 // quotas' ledgers on the quotas bucket.
 func (d *Deps) Budgets(ctx context.Context) (*ledger.Budgets, error) {
