@@ -135,6 +135,32 @@ type Part struct {
 	Metadata map[string]any  `json:"metadata,omitempty"`
 }
 
+// MarshalJSON writes the fields of the part's kind, each even when empty
+// (a text part's text is required).
+func (p Part) MarshalJSON() ([]byte, error) {
+	type meta = map[string]any
+	switch p.Kind {
+	case "text":
+		return json.Marshal(struct {
+			Kind     string `json:"kind"`
+			Text     string `json:"text"`
+			Metadata meta   `json:"metadata,omitempty"`
+		}{p.Kind, p.Text, p.Metadata})
+	case "data":
+		data := p.Data
+		if len(data) == 0 {
+			data = json.RawMessage("{}")
+		}
+		return json.Marshal(struct {
+			Kind     string          `json:"kind"`
+			Data     json.RawMessage `json:"data"`
+			Metadata meta            `json:"metadata,omitempty"`
+		}{p.Kind, data, p.Metadata})
+	}
+	type plain Part
+	return json.Marshal(plain(p))
+}
+
 // Task is a run as A2A sees it.
 type Task struct {
 	Kind      string         `json:"kind"`
