@@ -160,6 +160,12 @@ func (c *Client) Run(ctx context.Context, req orch.RunRequest) (orch.RunResult, 
 	return p.Wait(ctx)
 }
 
+// Await awaits the next result of a run submitted already (one parked at
+// a gate, whose decision is about to be sent): register it before the
+// decision, so that no result passes unseen. ErrAwaited when the run is
+// awaited already through this client.
+func (c *Client) Await(runID string) (*Pending, error) { return c.await(runID) }
+
 // await registers the waiter of runID.
 func (c *Client) await(runID string) (*Pending, error) {
 	p := &Pending{c: c, id: runID, ch: make(chan orch.RunResult, 1)}

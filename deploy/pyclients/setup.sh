@@ -3,7 +3,9 @@
 # real all-in-one: the official `openai` SDK, unmodified, against
 # /v1/chat/completions (cmd/agentbus/openai_test.go), and httpx, which
 # agentbus's own Python client (clients/python) needs
-# (cmd/agentbus/pyclient_test.go), with setuptools and wheel to build it.
+# (cmd/agentbus/pyclient_test.go), with setuptools and wheel to build it,
+# and the official `a2a-sdk`, unmodified, against the A2A endpoints
+# (cmd/agentbus/a2a_test.go), with its direct requirements pinned.
 #
 #   deploy/pyclients/setup.sh      # prints the venv's python
 #
@@ -14,7 +16,8 @@ set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 venv=.cache/pyclients
-pins=(openai==3.57.0 httpx==0.28.1 setuptools==84.2.1 wheel==0.48.0)
+pins=(openai==3.57.0 httpx==0.28.1 setuptools==84.2.1 wheel==0.48.0
+	a2a-sdk==0.3.26 httpx-sse==0.4.3 pydantic==2.14.4 protobuf==7.36.2 google-api-core==2.44.0)
 
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "${pins[@]}" <<'PY' >/dev/null 2>&1
 import sys

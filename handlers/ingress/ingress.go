@@ -270,7 +270,9 @@ type submitted struct {
 
 func (s submitted) close() {
 	s.pending.Close()
-	s.span.End()
+	if s.span != nil {
+		s.span.End()
+	}
 }
 
 // submit admits req (the tenant's request limits), keeps the caller's

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/a2a"
 	"github.com/agentbus/agentbus/handlers/chat"
 	"github.com/agentbus/agentbus/handlers/ingress"
 	"github.com/agentbus/agentbus/handlers/ledger"
@@ -195,7 +196,7 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	}
 	g := ingress.NewIngress(d.JS, d.Store, d.Log.With().Str("role", "ingress").Logger(),
 		ingress.IngressConfig{RunTimeout: opts.RunTimeout, ServiceToken: opts.Token, Auth: verifier, Credentials: creds,
-			Adapters: []ingress.Adapter{chat.Adapter{}},
+			Adapters: []ingress.Adapter{chat.Adapter{}, a2a.Adapter{}},
 			Sessions: &runctl.Sessions{KV: sessions}, Embedder: d.Embedder, Retention: d.Config.MemoryRetention,
 			Cancels: runctl.NewCancels(cancels),
 			Gates:   &runctl.Gates{KV: gates}, Artifacts: artifacts, ToolSecrets: secrets, Egress: policy,
