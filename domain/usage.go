@@ -28,6 +28,9 @@ const (
 	TaskSynthesize Task = "synthesize"
 	TaskExtract    Task = "extract"
 	TaskSupervise  Task = "supervise"
+	// TaskClassify is a router agent's choice of a sub-agent (seed
+	// 002 Router pattern).
+	TaskClassify Task = "classify"
 )
 
 // Call is the record of one model call: what was asked (task, prompt

@@ -34,4 +34,5 @@ const (
 	TaskSynthesize = domain.TaskSynthesize
 	TaskExtract    = domain.TaskExtract
 	TaskSupervise  = domain.TaskSupervise
+	TaskClassify   = domain.TaskClassify
 )
