@@ -122,3 +122,74 @@ func TestStages_ThreeStagesMoveByTheirTransitionTools(t *testing.T) {
 		t.Fatalf("skill.denied %v: a triage tool in the refund stage must be refused", denied)
 	}
 }
+
+// TestRouterAgent_HandsEachMessageToTheRightSubAgent: a router agent
+// with three sub-agents classifies each of three messages of one session
+// with one model call (the offline model, by their descriptions) and the
+// run goes on as the chosen sub-agent, whose tools it then has; the
+// session stays the router's, so each message is classified again. The
+// trace records agent.routed with the options, and a replay re-derives
+// each run.
+func TestRouterAgent_HandsEachMessageToTheRightSubAgent(t *testing.T) {
+	wholeRun(t)
+	env := handlerstest.NewEnv(t)
+	subs := map[string]string{
+		"agent-billing":  "Billing: invoices, charges, payments and refunds",
+		"agent-outlets":  "Outlets: store locations, opening hours and addresses",
+		"agent-shipping": "Shipping: delivery, parcels, tracking and couriers",
+	}
+	for id, desc := range subs {
+		handlerstest.PutAgent(t, env, id, func(s *agents.AgentSpec) {
+			s.Name, s.Description, s.SystemPrompt, s.MaxTurns = strings.SplitN(desc, ":", 2)[0], desc, "You are "+id+".", 0
+			s.Tools = []string{demo.SkillOutletList}
+		})
+	}
+	handlerstest.PutAgent(t, env, "agent-front", func(s *agents.AgentSpec) {
+		s.Type, s.SubAgents, s.MaxTurns = agents.TypeRouter, []string{"agent-billing", "agent-outlets", "agent-shipping"}, 0
+		s.Tools = nil
+	})
+	model := routedTo("research", router.PatternReact)
+	model.On(llm.TaskRoute, routeTo("research", router.PatternReact), routeTo("research", router.PatternReact))
+	for range 3 {
+		model.On(llm.TaskAct, llmtest.ToolCall("c", demo.SkillOutletList, `{"status":"active"}`), loopAnswer(t, "done"))
+	}
+	f := patternFlow(t, env, model)
+	for i, c := range []struct{ message, want string }{
+		{"I was charged twice on my invoice, refund the payment", "agent-billing"},
+		{"Where is my parcel? The courier tracking shows no delivery", "agent-shipping"},
+		{"What are the opening hours of the store locations near me?", "agent-outlets"},
+	} {
+		runID := "run-front-" + string(rune('1'+i))
+		res, seen := f.drive(t, agentRun(t, runID, "agent-front", handlerstest.Session, c.message))
+		if res.TerminalCode != orch.CodeSuccess {
+			t.Fatalf("%q ended %s: %s (trace %v)", c.message, res.TerminalCode, res.Reason, traceNames(seen))
+		}
+		routed := handlerstest.AuditPayloads(t, seen, "agent.routed")
+		if len(routed) != 1 || routed[0]["agent_id"] != c.want || routed[0]["router_agent_id"] != "agent-front" ||
+			len(routed[0]["options"].([]any)) != 3 {
+			t.Fatalf("%q: agent.routed %v, want %s", c.message, routed, c.want)
+		}
+		classified := 0
+		for _, p := range handlerstest.AuditPayloads(t, seen, "model.called") {
+			if p["task"] == string(llm.TaskClassify) {
+				classified++
+			}
+		}
+		if classified != 1 {
+			t.Fatalf("%q: %d classify calls, want 1", c.message, classified)
+		}
+		acts := model.Requests(llm.TaskAct)
+		if last := acts[len(acts)-1]; !slices.ContainsFunc(last.Messages, func(m llm.Message) bool {
+			return strings.Contains(m.Content, "You are agent "+c.want)
+		}) {
+			t.Errorf("%q: the sub-agent's turn is not told it is %s: %+v", c.message, c.want, last.Messages)
+		}
+		if rep := runctl.ReplayRun(runID, seen, runctl.ReplayControls{}); len(rep.Divergences) != 0 || rep.Code != orch.CodeSuccess {
+			t.Fatalf("replay %+v", rep)
+		}
+	}
+	sess, _, err := (&runctl.Sessions{KV: env.Sessions}).Get(handlerstest.Ctx(t), handlerstest.Tenant, handlerstest.Session)
+	if err != nil || sess.AgentID != "agent-front" || len(sess.HandoffChain) != 0 || sess.TurnCount != 3 {
+		t.Fatalf("session %+v, %v", sess, err)
+	}
+}
