@@ -292,6 +292,9 @@ func (s AgentSpec) validateSteps() *Error {
 		if err := names(CodeInvalidSteps, f+".transition_tools", st.TransitionTools, toolRE); err != nil {
 			return err
 		}
+		if err := s.checkTransitions(f, st); err != nil {
+			return err
+		}
 		if st.IsInitial {
 			initial++
 		}
@@ -304,6 +307,27 @@ func (s AgentSpec) validateSteps() *Error {
 	}
 	if final == 0 {
 		return invalid(CodeInvalidSteps, "steps", "at least one step is final")
+	}
+	return nil
+}
+
+// checkTransitions checks a step's transition tools: each is
+// transition_to_<step_id> naming another step of the agent, or
+// handoff_to_human / escalate_to_human (the session goes to a human).
+func (s AgentSpec) checkTransitions(f string, st Step) *Error {
+	for j, t := range st.TransitionTools {
+		field := fmt.Sprintf("%s.transition_tools[%d]", f, j)
+		if t == orch.ToolHandoffToHuman || t == orch.ToolEscalateToHuman {
+			continue
+		}
+		target := orch.TransitionTarget(t)
+		if target == "" {
+			return invalid(CodeInvalidSteps, field, "a transition tool is %s<step_id>, %s or %s, not %q",
+				orch.TransitionPrefix, orch.ToolHandoffToHuman, orch.ToolEscalateToHuman, t)
+		}
+		if target == st.StepID || !slices.ContainsFunc(s.Steps, func(o Step) bool { return o.StepID == target }) {
+			return invalid(CodeInvalidSteps, field, "%q names no other step of the agent", t)
+		}
 	}
 	return nil
 }
@@ -431,5 +455,16 @@ func (a Agent) RunDef() *orch.AgentDef {
 	return &orch.AgentDef{ID: a.AgentID, Version: a.Version, Name: a.Name, Type: a.Type, Instructions: a.SystemPrompt,
 		Model: a.Model, ModelSettings: mc,
 		Tools: slices.Clone(a.Tools), SubAgents: slices.Clone(a.SubAgents), MaxTurns: a.MaxTurns,
-		HandoffBehavior: a.HandoffBehavior, Limits: a.Limits, AutoApprove: slices.Clone(a.AutoApprove)}
+		HandoffBehavior: a.HandoffBehavior, Limits: a.Limits, AutoApprove: slices.Clone(a.AutoApprove),
+		Description: a.Description, Stages: stagesOf(a.Steps)}
+}
+
+// stagesOf are an agent's steps as a run records them.
+func stagesOf(steps []Step) []orch.AgentStage {
+	var out []orch.AgentStage
+	for _, st := range steps {
+		out = append(out, orch.AgentStage{ID: st.StepID, Name: st.Name, Prompt: st.SystemPrompt,
+			Tools: slices.Clone(st.Tools), Transitions: slices.Clone(st.TransitionTools), Initial: st.IsInitial, Final: st.IsFinal})
+	}
+	return out
 }

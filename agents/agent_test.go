@@ -37,7 +37,7 @@ func TestAgentValidation(t *testing.T) {
 	steps := func() []Step {
 		return []Step{
 			{StepID: "triage", Name: "Triage", SystemPrompt: "Greet.", Tools: []string{"lookup_invoice"}, IsInitial: true},
-			{StepID: "billing", Name: "Billing", SystemPrompt: "Bill.", TransitionTools: []string{"resolve_issue"}, IsFinal: true},
+			{StepID: "billing", Name: "Billing", SystemPrompt: "Bill.", TransitionTools: []string{"transition_to_triage", "escalate_to_human"}, IsFinal: true},
 		}
 	}
 	cases := []struct {
@@ -82,6 +82,14 @@ func TestAgentValidation(t *testing.T) {
 		{"bad transition tool", CodeInvalidSteps, "steps[1].transition_tools[0]", func(s *AgentSpec) {
 			s.Steps = steps()
 			s.Steps[1].TransitionTools = []string{"go to"}
+		}},
+		{"transition to no step", CodeInvalidSteps, "steps[1].transition_tools[0]", func(s *AgentSpec) {
+			s.Steps = steps()
+			s.Steps[1].TransitionTools = []string{"transition_to_refund"}
+		}},
+		{"transition not a stage tool", CodeInvalidSteps, "steps[1].transition_tools[0]", func(s *AgentSpec) {
+			s.Steps = steps()
+			s.Steps[1].TransitionTools = []string{"resolve_issue"}
 		}},
 		{"two initial steps", CodeInvalidSteps, "steps", func(s *AgentSpec) { s.Steps = steps(); s.Steps[1].IsInitial = true }},
 		{"no final step", CodeInvalidSteps, "steps", func(s *AgentSpec) { s.Steps = steps(); s.Steps[1].IsFinal = false }},

@@ -29,6 +29,9 @@ const (
 	TaskExtract    Task = "extract"
 	TaskSupervise  Task = "supervise"
 	TaskReview     Task = "review"
+	// TaskClassify is a router agent's choice of a sub-agent (seed
+	// 002 Router pattern).
+	TaskClassify Task = "classify"
 )
 
 // Call is the record of one model call: what was asked (task, prompt

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -41,4 +42,38 @@ func LoadAgent(ctx context.Context, st DefinitionReader, tenantID, id string) (a
 // definitions.
 type DefinitionReader interface {
 	GetDefinition(ctx context.Context, tenantID, kind, id string) (store.Definition, error)
+}
+
+// RunDef is what a run records of agent a: its definition with the
+// definitions of the skills it may load (the active ones the tenant has),
+// so that loading one later is a decision on recorded data.
+func RunDef(ctx context.Context, st DefinitionReader, a agents.Agent) (*orch.AgentDef, error) {
+	def := a.RunDef()
+	for _, id := range a.Skills {
+		d, err := st.GetDefinition(ctx, a.TenantID, store.KindSkill, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // deleted since: not loadable
+		}
+		if err != nil {
+			return nil, fmt.Errorf("handlers: load skill %q of agent %q: %w", id, a.AgentID, err)
+		}
+		s, err := agents.SkillOf(d)
+		if err != nil {
+			return nil, err
+		}
+		if s.Status == agents.SkillActive {
+			def.Skills = append(def.Skills, s.RunDef())
+		}
+	}
+	return def, nil
+}
+
+// LoadRunDef loads the tenant's agent id as a run records it (LoadAgent,
+// then RunDef).
+func LoadRunDef(ctx context.Context, st DefinitionReader, tenantID, id string) (*orch.AgentDef, error) {
+	a, err := LoadAgent(ctx, st, tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	return RunDef(ctx, st, a)
 }

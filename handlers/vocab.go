@@ -29,7 +29,8 @@ func SessionState(s *store.Session) *orch.SessionState {
 	if s == nil {
 		return nil
 	}
-	return &orch.SessionState{Status: s.State, AgentID: s.AgentID, Chain: s.HandoffChain, Reason: s.HandoffReason}
+	return &orch.SessionState{Status: s.State, AgentID: s.AgentID, Chain: s.HandoffChain, Reason: s.HandoffReason,
+		Stage: s.Stage, Skills: s.LoadedSkills}
 }
 
 // Projection is the agent_plans document of a run's plan.

@@ -35,4 +35,5 @@ const (
 	TaskExtract    = domain.TaskExtract
 	TaskSupervise  = domain.TaskSupervise
 	TaskReview     = domain.TaskReview
+	TaskClassify   = domain.TaskClassify
 )

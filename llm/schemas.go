@@ -4,6 +4,9 @@ import json "github.com/go-json-experiment/json/v1"
 
 // Output schemas of the structured model tasks.
 var (
+	// ClassifySchema constrains a router agent's choice of a sub-agent.
+	ClassifySchema = json.RawMessage(`{"type":"object","required":["agent_id"],"properties":{
+		"agent_id":{"type":"string","minLength":1},"reason":{"type":"string"}}}`)
 	// RouteSchema constrains a routing decision.
 	RouteSchema = json.RawMessage(`{"type":"object","required":["task_type","pattern"],"properties":{
 		"task_type":{"type":"string","minLength":1},"pattern":{"type":"string","minLength":1},"reason":{"type":"string"},

@@ -212,3 +212,24 @@ type ExtractOutput struct {
 	Language string `json:"language"`
 	Script   string `json:"script"`
 }
+
+// ClassifyInput asks a router agent's model which of its sub-agents
+// should answer Message (seed 002 Router pattern).
+type ClassifyInput struct {
+	Message string        `json:"message"`
+	Agents  []AgentOption `json:"agents"`
+}
+
+// AgentOption is one sub-agent a router may choose: its id, name and
+// what it is for.
+type AgentOption struct {
+	ID          string `json:"agent_id"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+// ClassifyOutput is the sub-agent chosen and why.
+type ClassifyOutput struct {
+	AgentID string `json:"agent_id"`
+	Reason  string `json:"reason"`
+}

@@ -43,6 +43,20 @@ type AgentDef struct {
 	// delegated) the run calls without a gate, whatever its tenant's
 	// policy gates.
 	AutoApprove []string `json:"auto_approve,omitempty"`
+	// Description says what the agent is for: a router agent classifies
+	// by its sub-agents' descriptions.
+	Description string `json:"description,omitempty"`
+	// Stages are the agent's Handoffs-pattern stages (seed 002 steps)
+	// and Stage the one the run is in (stages.go).
+	Stages []AgentStage `json:"stages,omitempty"`
+	Stage  string       `json:"stage,omitempty"`
+	// Transitions counts the stage transitions of the run.
+	Transitions int `json:"stage_transitions,omitempty"`
+	// Skills are the skill definitions the agent may load (seed 002
+	// Skills pattern), as the run loaded them, and Loaded the names of
+	// those the run's model loaded (stages.go).
+	Skills []SkillDef `json:"skills,omitempty"`
+	Loaded []string   `json:"loaded_skills,omitempty"`
 }
 
 // ModelSettings are an agent's sampling settings (seed 002 ModelConfig).
@@ -58,9 +72,19 @@ type ModelSettings struct {
 }
 
 // AllowsSkill reports whether a run acting as a may call the skill name:
-// any skill without an agent, only the agent's tools with one.
+// any skill without an agent; with one, its current stage's tools (or,
+// without stages, the agent's tools) and those of the skills it loaded.
 func (a *AgentDef) AllowsSkill(name string) bool {
-	return a == nil || slices.Contains(a.Tools, name)
+	if a == nil {
+		return true
+	}
+	tools := a.Tools
+	if st := a.CurrentStage(); st != nil {
+		tools = st.Tools
+	}
+	return slices.Contains(tools, name) || slices.ContainsFunc(a.LoadedSkills(), func(s SkillDef) bool {
+		return slices.Contains(s.Tools, name)
+	})
 }
 
 // AutoApproves reports whether a run acting as a calls skills in the
@@ -94,6 +118,10 @@ func (d *decision) actAs(a *AgentDef) {
 	def := *a
 	def.Tools = slices.Clone(a.Tools)
 	def.AutoApprove = slices.Clone(a.AutoApprove)
+	def.Loaded = slices.Clone(a.Loaded)
+	if def.Stage == "" || def.stage(def.Stage) == nil {
+		def.Stage = def.initialStage()
+	}
 	d.State.Agent = &def
 	if a.Instructions != "" {
 		var p domain.Persona
@@ -106,6 +134,7 @@ func (d *decision) actAs(a *AgentDef) {
 		}
 		d.State.Context.Persona = &p
 	}
+	d.addPrompts()
 	d.audit("agent.selected", "", map[string]any{"agent_id": a.ID, "version": a.Version, "type": a.Type,
 		"tools": a.Tools, "max_turns": a.MaxTurns, "limits": a.Limits})
 }

@@ -75,6 +75,9 @@ type Requested struct {
 	// run whose agent's max_turns they reach takes its handoff_behavior
 	// instead of a turn.
 	SessionTurns int
+	// AgentRoute is a router agent's classification of the message:
+	// the sub-agent the run goes on as (agent_route.go).
+	AgentRoute *AgentRoute
 	// RecallError says why the router recalled no memory (the store or
 	// the embedder failed): the run goes on without, and the trace says
 	// so. The memories it recalled are in Context.
@@ -295,8 +298,12 @@ func (d *decision) requested(in Requested) {
 	d.recalled(in)
 	d.actAs(in.Agent)
 	d.resumeChain(in)
+	d.resumeStage(in)
 	if TurnLimitReached(in.Agent, in.SessionTurns) {
 		d.turnLimit(in.Agent, in.SessionTurns)
+		return
+	}
+	if !d.agentRouted(in) {
 		return
 	}
 	d.routed(in)

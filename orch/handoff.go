@@ -69,6 +69,12 @@ type Handoff struct {
 	Reason        string          `json:"reason"`
 	Priority      string          `json:"priority,omitempty"`
 	Context       json.RawMessage `json:"context,omitempty"`
+	// Stage, to HandoffToStage, is the stage a transition tool moves
+	// to; Tool is the tool the model called.
+	Stage string `json:"stage,omitempty"`
+	// Skill, to HandoffToSkill, is the skill load_skill loads.
+	Skill string `json:"skill,omitempty"`
+	Tool  string `json:"tool,omitempty"`
 }
 
 // HandoffRecord is one accepted agent handoff of the run's chain.
@@ -79,6 +85,9 @@ type HandoffRecord struct {
 	Depth   int             `json:"depth"`
 	Context json.RawMessage `json:"context,omitempty"`
 	At      time.Time       `json:"at"`
+	// Routed says a router agent handed the run to its sub-agent by
+	// classifying the message (agent_route.go), not a model's handoff.
+	Routed bool `json:"routed,omitempty"`
 }
 
 // HumanHandoff is the packet of a run handed to a human: why, how urgent,
@@ -108,6 +117,13 @@ type SessionChange struct {
 	Handoff       *HumanHandoff `json:"handoff,omitempty"`
 	RunID         string        `json:"run_id,omitempty"`
 	GateID        string        `json:"gate_id,omitempty"`
+	// Stage is the stage the session's agent is in after the run, and
+	// Skills the skills it loaded: the session's next run continues
+	// there (stages.go). RoutedBy is the router agent that handed the run
+	// to AgentID: the session stays the router's.
+	Stage    string   `json:"stage,omitempty"`
+	Skills   []string `json:"loaded_skills,omitempty"`
+	RoutedBy string   `json:"routed_by,omitempty"`
 }
 
 // TurnLimitReached reports whether a session that had turns agent turns
@@ -130,6 +146,14 @@ func handoffOf(results []StepResult) (StepResult, bool) {
 // PERMISSION_DENIED if it does not.
 func (d *decision) handoff(r StepResult, in Joined) {
 	h := *r.Handoff
+	switch h.To {
+	case HandoffToStage:
+		d.transition(r, h)
+		return
+	case HandoffToSkill:
+		d.loadSkill(r, h)
+		return
+	}
 	if h.To == HandoffToHuman {
 		d.toHuman(h.Reason, h.Priority, h.Context, ToolHandoffToHuman)
 		return
@@ -193,6 +217,7 @@ func (d *decision) chain() []string {
 // switchAgent makes the run act as a: its definition in the state, its
 // instructions in place of the previous agent's in the persona.
 func (d *decision) switchAgent(a *AgentDef) {
+	d.dropPrompts()
 	prev := d.State.Agent
 	if p := d.State.Context.Persona; p != nil && prev != nil {
 		q := *p
@@ -270,6 +295,7 @@ func (d *decision) sessionChange() *SessionChange {
 	if n := len(d.State.Handoffs); n > 0 {
 		c.Reason, c.ParentAgentID, c.Chain = d.State.Handoffs[n-1].Reason, d.State.Handoffs[n-1].From, d.chain()
 	}
+	d.stageChange(c)
 	if g := d.Opened; g != nil && g.Kind == GateHuman {
 		c.Handoff, c.RunID, c.GateID, c.Reason = g.Handoff, d.State.Request.RunID, g.ID, g.Handoff.Reason
 	}

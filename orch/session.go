@@ -20,6 +20,10 @@ type SessionState struct {
 	AgentID string   `json:"agent_id,omitempty"`
 	Chain   []string `json:"handoff_chain,omitempty"`
 	Reason  string   `json:"handoff_reason,omitempty"`
+	// Stage and Skills are where the session's agent was left: its
+	// Handoffs-pattern stage and the skills it loaded.
+	Stage  string   `json:"stage,omitempty"`
+	Skills []string `json:"loaded_skills,omitempty"`
 }
 
 // Why a new run cannot go on in its session: the stable codes the

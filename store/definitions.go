@@ -18,6 +18,8 @@ const (
 	KindTrigger = "trigger"
 	// KindTool is a tool definition.
 	KindTool = "tool"
+	// KindSkill is a skill definition (seed 002 Skills pattern).
+	KindSkill = "skill"
 )
 
 // MaxListDefinitions bounds what ListDefinitions returns: the first

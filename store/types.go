@@ -248,6 +248,11 @@ type Session struct {
 	// TurnCount counts the agent turns the session had: the runs an
 	// agent answered.
 	TurnCount int `json:"turn_count,omitempty"`
+	// Stage is the Handoffs-pattern stage the current agent is in and
+	// LoadedSkills the skills it loaded (seed 002): the session's next
+	// run continues there.
+	Stage        string   `json:"stage,omitempty"`
+	LoadedSkills []string `json:"loaded_skills,omitempty"`
 	// Handoff, while State is handed_off, is the packet a human replies
 	// to.
 	Handoff *SessionHandoff `json:"handoff,omitempty"`

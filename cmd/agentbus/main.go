@@ -20,6 +20,8 @@ Usage:
   agentbus steer <run_id> "<message>"                      add a message every later turn of the run sees
   agentbus memory add|query [--user ID] "<text>"          remember a fact later runs recall, or search what they would
   agentbus replay <run_id> | --all [--since 24h]          re-derive recorded runs' decisions (no model, no tool); exit 1 on divergence
+  agentbus agent|skill list|get|create|update|delete [--tenant demo] [id] [JSON | --file F]
+                                                           the tenant's agent and skill definitions (/agent/agents, /agent/skills)
   agentbus skills [--addr 127.0.0.1:7070]                 serve the demo Skill Service alone
   agentbus nats [--port 4222] [--store DIR] [--sync-always]  run nats-server with JetStream alone
          [--name n1 --cluster HOST:PORT --routes HOST:PORT,...]  ... or as one node of a JetStream cluster
@@ -37,6 +39,6 @@ func main() {
 	cmds := map[string]func([]string) int{"up": up, "demo": runDemo, "run": run, "cancel": cancelRun,
 		"approve": control("approve"), "interrupt": control("interrupt"), "resume": control("resume"), "steer": control("steer"),
 		"memory": memoryCmd, "replay": replay, "skills": serveSkills, "nats": serveNATS, "tenants": tenants, "gates": gates, "policy": policy,
-		"setup": setup, "mcp-conformance-client": conformanceClient}
+		"setup": setup, "mcp-conformance-client": conformanceClient, "agent": defsCmd("agent"), "skill": defsCmd("skill")}
 	os.Exit(app.RunCommand("agentbus", usage, os.Args[1:], cmds, os.Stdout, os.Stderr))
 }

@@ -30,13 +30,17 @@ const maxHandoffContext = 4 << 10
 
 // handoffTools are the handoff tools a step of a run acting as an agent
 // offers its model: handoff_to_human always, handoff_to_agent while the
-// agent names sub-agents and the chain has a level left.
+// agent names sub-agents and the chain has a level left, and the stage
+// and skill tools (executor_stage.go); in a stage, only the stage's.
 func (t *turn) handoffTools() []llm.Tool {
 	run := t.req.Run
 	if run.Agent == nil {
 		return nil
 	}
-	var tools []llm.Tool
+	if run.Agent.CurrentStage() != nil {
+		return t.stageTools() // a stage offers only its own tools
+	}
+	tools := t.stageTools()
 	if len(run.Agent.SubAgents) > 0 && len(run.Handoffs) < orch.MaxHandoffDepth {
 		tools = append(tools, llm.Tool{Name: orch.ToolHandoffToAgent, Parameters: handoffToAgentSchema,
 			Description: "Hand the conversation to another agent: one of " + strings.Join(run.Agent.SubAgents, ", ") +
@@ -51,7 +55,7 @@ func (t *turn) handoffTools() []llm.Tool {
 func (t *turn) handoffNote() []llm.Message {
 	hs := t.req.Run.Handoffs
 	if len(hs) == 0 {
-		return nil
+		return t.stageNote()
 	}
 	h := hs[len(hs)-1]
 	note := fmt.Sprintf("You are agent %s. Agent %s handed this conversation to you: %s", h.To, h.From, h.Reason)
@@ -59,7 +63,7 @@ func (t *turn) handoffNote() []llm.Message {
 		// What the other agent passed on may come from what it read: data.
 		note += "\nContext from agent " + h.From + ":\n" + llm.Delimit(llm.SourceHandoff+h.From, string(h.Context))
 	}
-	return []llm.Message{{Role: llm.RoleUser, Content: note}}
+	return append([]llm.Message{{Role: llm.RoleUser, Content: note}}, t.stageNote()...)
 }
 
 // handoffCall intercepts a call of a handoff tool by a run acting as an
@@ -67,7 +71,11 @@ func (t *turn) handoffNote() []llm.Message {
 // decider (which enforces sub_agents, depth and cycles); invalid ones are
 // a repair turn. ok is false for any other tool.
 func (t *turn) handoffCall(c llm.ToolCall) (handled bool, err error) {
-	if t.req.Run.Agent == nil || (c.Name != orch.ToolHandoffToAgent && c.Name != orch.ToolHandoffToHuman) {
+	if handled, err := t.stageCall(c); handled {
+		return true, err
+	}
+	if t.req.Run.Agent == nil || (c.Name != orch.ToolHandoffToAgent && c.Name != orch.ToolHandoffToHuman) ||
+		t.req.Run.Agent.CurrentStage() != nil {
 		return false, nil
 	}
 	lin := t.lineage()

@@ -190,6 +190,7 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("GET /agent/artifacts/{sha256}", g.artifact)
 	g.definitionRoutes(mux)
 	g.toolRoutes(mux)
+	g.skillRoutes(mux)
 	for _, a := range g.cfg.Adapters {
 		a.Mount(mux, Runs{g: g})
 	}

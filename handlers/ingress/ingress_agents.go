@@ -55,7 +55,7 @@ func (g *Ingress) checkAgent(w http.ResponseWriter, r *http.Request, tenant, id 
 		writeInvalid(w, err)
 		return 0, false
 	}
-	return len(all), true
+	return len(all), g.checkAgentSkills(w, r, tenant, spec)
 }
 
 func (g *Ingress) createAgent(w http.ResponseWriter, r *http.Request) {

@@ -143,7 +143,7 @@ func (r *Router) handoffTarget(ctx context.Context, run orch.RunState, j *orch.J
 	if i < 0 {
 		return nil
 	}
-	a, err := handlers.LoadAgent(ctx, r.Store, run.Request.TenantID, j.Results[i].Handoff.TargetAgentID)
+	a, err := handlers.LoadRunDef(ctx, r.Store, run.Request.TenantID, j.Results[i].Handoff.TargetAgentID)
 	var refused *agents.Error
 	switch {
 	case errors.As(err, &refused):
@@ -151,7 +151,7 @@ func (r *Router) handoffTarget(ctx context.Context, run orch.RunState, j *orch.J
 	case err != nil:
 		return err
 	default:
-		j.Target = a.RunDef()
+		j.Target = a
 	}
 	return nil
 }
@@ -515,7 +515,7 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 		// The run acts as its agent (its session's current one) as
 		// defined now: the decider records the definition, so later
 		// edits do not reach a running run.
-		a, err := handlers.LoadAgent(ctx, r.Store, req.TenantID, agentID)
+		a, err := handlers.LoadRunDef(ctx, r.Store, req.TenantID, agentID)
 		var refused *agents.Error
 		switch {
 		case errors.As(err, &refused):
@@ -524,7 +524,7 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 		case err != nil:
 			return nil, err
 		}
-		in.Agent = a.RunDef()
+		in.Agent = a
 		if sess != nil && in.Agent.MaxTurns > 0 {
 			in.SessionTurns = sess.TurnCount
 		}
@@ -552,6 +552,13 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 	}
 	rb := ledger.NewRunBudget(req.TenantID, req.RunID, limits, in.At.Add(time.Duration(limits[orch.DimWallClockS]*float64(time.Second))),
 		in.Policy.QuotasFor(req.TenantID, agent, req.SessionID))
+	if in.Agent != nil && in.Agent.Type == orch.TypeRouterAgent {
+		// A router agent first classifies the message: the run goes on
+		// as the sub-agent it chose (agent_route.go).
+		if in.AgentRoute, err = r.agentRoute(ctx, req, in.Agent, rb); err != nil || in.AgentRoute.SubAgent == nil {
+			return in, err
+		}
+	}
 	rec := llm.Record(r.Model).KeepPayloads(r.Records.Keeps(req.TenantID))
 	mreq := llm.NewRequest(llm.TaskRoute, llm.RouteInput{Task: req.Message, TaskTypes: tts, Patterns: in.Patterns})
 	mreq.Schema = llm.RouteSchema

@@ -191,6 +191,7 @@ func applyChange(sess *store.Session, c *orch.SessionChange, runID string, at ti
 	}
 	if c.AgentID != "" && continuesFrom(sess, c) {
 		sess.AgentID, sess.ParentAgentID, sess.HandoffDepth, sess.HandoffChain = c.AgentID, c.ParentAgentID, c.Depth, c.Chain
+		sess.Stage, sess.LoadedSkills = c.Stage, c.Skills
 	}
 	if c.Reason != "" {
 		sess.HandoffReason = c.Reason

@@ -51,6 +51,8 @@ func (o *Model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 		msg = llm.Message{Role: llm.RoleAssistant, Content: synthesizeRecalling(in)}
 	case llm.ExtractInput:
 		msg, err = o.extract(in)
+	case llm.ClassifyInput:
+		msg, err = jsonMessage(classify(in))
 	case llm.SuperviseInput:
 		in.Task, _ = recallTask(in.Task, in.Memories)
 		msg, err = jsonMessage(supervise(in))
@@ -135,6 +137,28 @@ func route(in llm.RouteInput) llm.RouteOutput {
 	}
 	return llm.RouteOutput{TaskType: tt.Name, Pattern: pattern,
 		Reason: fmt.Sprintf("task type %q matches the task best (relevance %.2f); %q is its first valid pattern", tt.Name, scores[best], pattern)}
+}
+
+// classify picks the sub-agent whose name and description share the
+// most words with the message (the first on a tie or no overlap).
+func classify(in llm.ClassifyInput) llm.ClassifyOutput {
+	if len(in.Agents) == 0 {
+		return llm.ClassifyOutput{Reason: "no sub-agent to choose"}
+	}
+	docs := make([][]text.Field, len(in.Agents))
+	for i, a := range in.Agents {
+		docs[i] = []text.Field{{Text: a.Name, Weight: 2}, {Text: a.Description, Weight: 1}}
+	}
+	scores := text.NewExactCorpus(docs).Scores(strings.Join(words(in.Message), " "))
+	best := 0
+	for i, s := range scores {
+		if s > scores[best] {
+			best = i
+		}
+	}
+	a := in.Agents[best]
+	return llm.ClassifyOutput{AgentID: a.ID,
+		Reason: fmt.Sprintf("agent %q matches the message best (relevance %.2f)", a.Name, scores[best])}
 }
 
 // verbs every task uses say nothing about which skill or task type fits;

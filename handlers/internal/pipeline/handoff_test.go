@@ -33,7 +33,7 @@ func chainAgents(t *testing.T, env *handlerstest.Env, ids ...string) {
 			s.Name, s.SystemPrompt, s.MaxTurns = "Agent "+id, "You are "+id+".", 0
 			s.SubAgents = nil
 			if i+1 < len(ids) {
-				s.Type, s.SubAgents = agents.TypeRouter, []string{ids[i+1]}
+				s.Type, s.SubAgents = agents.TypeSupervisor, []string{ids[i+1]}
 			}
 		})
 	}
@@ -131,7 +131,7 @@ func TestHandoff_ChainOfThreeSucceedsAndAFourthIsRefused(t *testing.T) {
 	t.Run("cycle refused", func(t *testing.T) {
 		env := handlerstest.NewEnv(t)
 		for id, sub := range map[string]string{"agent-a": "agent-b", "agent-b": "agent-a"} {
-			handlerstest.PutAgent(t, env, id, func(s *agents.AgentSpec) { s.Type, s.SubAgents, s.MaxTurns = agents.TypeRouter, []string{sub}, 0 })
+			handlerstest.PutAgent(t, env, id, func(s *agents.AgentSpec) { s.Type, s.SubAgents, s.MaxTurns = agents.TypeSupervisor, []string{sub}, 0 })
 		}
 		f := patternFlow(t, env, handoffModel(t, false, "agent-b", "agent-a"))
 		res, _ := f.drive(t, handlerstest.AgentRunRequested(t, "run-cycle", "agent-a"))
