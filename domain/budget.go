@@ -187,3 +187,262 @@ func ValidToken(s string) bool {
 	}
 	return true
 }
+
+// BudgetPolicy is the budget configuration (the config bucket's
+// "budgets" key): the limits in layers and the escalation policy. A run's
+// limits start from DefaultLimits, then the policy's Defaults, then the
+// run's pattern (its run_timeout_s as wall clock), then its task type's
+// limits, then the request's own; the tenant's caps bound the result.
+type BudgetPolicy struct {
+	Defaults  Vector            `json:"defaults,omitempty"`
+	TaskTypes map[string]Vector `json:"task_types,omitempty"`
+	// Tenants are caps: no layer may raise a limit above its tenant's.
+	Tenants map[string]Vector `json:"tenants,omitempty"`
+	// Escalation routes runs that cannot proceed within policy to review.
+	Escalation *Escalation `json:"escalation,omitempty"`
+	// Quotas are token allowances shared by many runs: per tenant and
+	// agent per calendar day and month (UTC), per session in total.
+	Quotas *Quotas `json:"quotas,omitempty"`
+	// Release, by tenant ("*" for the tenants not named), lets an
+	// operator release more budget to a run that would end
+	// BUDGET_EXHAUSTED: the run parks at a budget gate instead (release.go).
+	Release map[string]BudgetRelease `json:"release,omitempty"`
+}
+
+// QuotasFor are the quotas a run of tenant, acting as agent (or "") in
+// session, draws from, in a fixed order.
+func (p BudgetPolicy) QuotasFor(tenant, agent, session string) []Quota {
+	q := p.Quotas
+	if q == nil {
+		return nil
+	}
+	var out []Quota
+	add := func(scope, subject string, tq TokenQuota) {
+		if tq.DailyTokens > 0 {
+			out = append(out, Quota{Scope: scope, Subject: subject, Period: PeriodDay, Tokens: tq.DailyTokens})
+		}
+		if tq.MonthlyTokens > 0 {
+			out = append(out, Quota{Scope: scope, Subject: subject, Period: PeriodMonth, Tokens: tq.MonthlyTokens})
+		}
+	}
+	pick := func(m map[string]TokenQuota, key string) TokenQuota {
+		if tq, ok := m[key]; ok {
+			return tq
+		}
+		return m["*"]
+	}
+	add(QuotaTenant, tenant, pick(q.Tenants, tenant))
+	if agent != "" {
+		add(QuotaAgent, agent, pick(q.Agents, tenant+"/"+agent))
+	}
+	if session != "" && q.SessionTokens > 0 {
+		out = append(out, Quota{Scope: QuotaSession, Subject: session, Period: PeriodTotal, Tokens: q.SessionTokens})
+	}
+	return out
+}
+
+// Escalation is where a run goes when it cannot proceed within its
+// policy: a run that would end with one of the On codes ends
+// REVIEW_REQUIRED instead, with an escalation packet for Target.
+type Escalation struct {
+	Target string   `json:"target"`
+	On     []string `json:"on"`
+}
+
+// Validate checks every layer and the escalation policy.
+func (p BudgetPolicy) Validate() error {
+	check := func(where string, v Vector) error {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("budgets %s: %w", where, err)
+		}
+		return nil
+	}
+	if err := check("defaults", p.Defaults); err != nil {
+		return err
+	}
+	for name, v := range p.TaskTypes {
+		if err := check("task_types."+name, v); err != nil {
+			return err
+		}
+	}
+	for name, v := range p.Tenants {
+		if err := check("tenants."+name, v); err != nil {
+			return err
+		}
+	}
+	if err := p.Quotas.Validate(); err != nil {
+		return err
+	}
+	for k, r := range p.Release {
+		if k != "*" && !ValidToken(k) {
+			return fmt.Errorf("budgets release: key %q is not a tenant id or *", k)
+		}
+		if r.GateTTLS < 0 || r.MaxReleases < 0 {
+			return fmt.Errorf("budgets release.%s: gate_ttl_s and max_releases must be at least 0", k)
+		}
+	}
+	if e := p.Escalation; e != nil {
+		if strings.TrimSpace(e.Target) == "" {
+			return fmt.Errorf("budgets escalation: target is required")
+		}
+		for _, c := range e.On {
+			if !slices.Contains(TerminalCodes, c) || c == CodeSuccess || c == CodeReviewRequired || c == CodeUserCancel {
+				return fmt.Errorf("budgets escalation: %q cannot be escalated", c)
+			}
+		}
+	}
+	return nil
+}
+
+// Limits resolves a run's limits: DefaultLimits, then the policy's
+// defaults, then the pattern's run timeout, then the task type's limits,
+// then the request's, each layer replacing what it sets; finally the
+// tenant's caps bound every dimension. Clamped names the dimensions a
+// cap lowered below what a layer asked for.
+func (p BudgetPolicy) Limits(tenant, taskType string, runTimeoutS int, request Vector) (limits Vector, clamped []Dim) {
+	limits = maps.Clone(DefaultLimits)
+	maps.Copy(limits, p.Defaults)
+	if runTimeoutS > 0 {
+		limits[DimWallClockS] = float64(runTimeoutS)
+	}
+	maps.Copy(limits, p.TaskTypes[taskType])
+	maps.Copy(limits, request)
+	for _, d := range Dims {
+		if c, ok := p.Tenants[tenant][d]; ok && limits[d] > c {
+			limits[d] = c
+			clamped = append(clamped, d)
+		}
+	}
+	return limits, clamped
+}
+
+// BudgetRelease is a tenant's release setting: how long a budget gate
+// waits (gate_ttl_s; default the pattern's gate TTL) and how many
+// extensions one run may be given (max_releases; default
+// DefaultMaxReleases).
+type BudgetRelease struct {
+	GateTTLS    int `json:"gate_ttl_s,omitempty"`
+	MaxReleases int `json:"max_releases,omitempty"`
+}
+
+// ReleaseFor is tenant's release setting (else the "*" one), nil when it
+// has none: its runs end BUDGET_EXHAUSTED without a gate.
+func (p BudgetPolicy) ReleaseFor(tenant string) *BudgetRelease {
+	r, ok := p.Release[tenant]
+	if !ok {
+		r, ok = p.Release["*"]
+	}
+	if !ok {
+		return nil
+	}
+	return &r
+}
+
+// UsageVector is a model usage as budget dimensions.
+func UsageVector(inTok, outTok, calls int, cost float64) Vector {
+	return Vector{DimInputTokens: float64(inTok), DimOutputTokens: float64(outTok), DimModelCalls: float64(calls), DimCostUSD: cost}
+}
+
+// LaneShare divides what a run has left among the n members of a group
+// dispatched together (seed 003's per-lane budget): each member may draw
+// share without asking anyone, and pool, the rest, is shared by the
+// members through one compare-and-set entry, drawn only by a member that
+// needs more than its share. A share is half of remaining split n ways,
+// in whole units for the counted dimensions, so together the shares and
+// the pool are exactly remaining and no lane is starved while another
+// has left its share unused: the pool alone is at least half of it. A
+// group of one gets everything as its share.
+func LaneShare(remaining Vector, n int) (share, pool Vector) {
+	if n <= 1 {
+		return remaining.Add(nil), Vector{}
+	}
+	share, pool = Vector{}, Vector{}
+	for d, r := range remaining {
+		s := r / float64(2*n)
+		if d != DimCostUSD {
+			s = math.Floor(s)
+		}
+		share[d] = s
+		pool[d] = max(0, r-s*float64(n))
+	}
+	return share, pool
+}
+
+// Terminal codes (seed 003). Every run ends with exactly one.
+const (
+	CodeSuccess          = "SUCCESS"
+	CodePartialSuccess   = "PARTIAL_SUCCESS"
+	CodeImpossible       = "IMPOSSIBLE"
+	CodeMissingInfo      = "MISSING_INFO"
+	CodeAmbiguousIntent  = "AMBIGUOUS_INTENT"
+	CodeConfirmRequired  = "CONFIRM_REQUIRED"
+	CodeReviewRequired   = "REVIEW_REQUIRED"
+	CodeBudgetExhausted  = "BUDGET_EXHAUSTED"
+	CodeTimeout          = "TIMEOUT"
+	CodeValidationFail   = "VALIDATION_FAIL"
+	CodeLowConfidence    = "LOW_CONFIDENCE"
+	CodeSourceConflict   = "SOURCE_CONFLICT"
+	CodeRepeatedFailure  = "REPEATED_FAILURE"
+	CodePermissionDenied = "PERMISSION_DENIED"
+	CodeUnsafeDetection  = "UNSAFE_DETECTION"
+	CodeUnavailableDep   = "UNAVAILABLE_DEP"
+	// CodeUserCancel: a user or operator cancelled the run (POST
+	// /agent/runs/{run_id}/cancel). The run stops before its next hop: a
+	// step in flight is stopped, no further step starts, the trace is kept.
+	CodeUserCancel = "USER_CANCEL"
+)
+
+// TerminalCodes are seed 003's terminal codes.
+var TerminalCodes = []string{CodeSuccess, CodePartialSuccess, CodeImpossible, CodeMissingInfo, CodeAmbiguousIntent,
+	CodeConfirmRequired, CodeReviewRequired, CodeBudgetExhausted, CodeTimeout, CodeValidationFail,
+	CodeLowConfidence, CodeSourceConflict, CodeRepeatedFailure, CodePermissionDenied, CodeUnsafeDetection,
+	CodeUnavailableDep, CodeUserCancel}
+
+// ValidCode reports whether code is a terminal code of seed 003.
+func ValidCode(code string) bool { return slices.Contains(TerminalCodes, code) }
+
+// Budget is what a run's state records of its budget: the resolved
+// limits (every process checks its draws against them), what the run's
+// finished work drew, and the escalation policy it runs under. The state
+// is the run's ledger: a hop draws from the copy its message carries, in
+// memory, and reports what it drew with its result; the router adds it.
+type Budget struct {
+	Limits Vector `json:"limits,omitempty"`
+	// Spent sums what finished work reported besides model usage (tool
+	// calls, memory writes, side effects, retries, reflection passes);
+	// model usage is in RunState.Usage.
+	Spent      Vector      `json:"spent,omitempty"`
+	Escalation *Escalation `json:"escalation,omitempty"`
+	// Quotas are the token quotas the run's model calls draw from
+	// besides its limits (BudgetPolicy.QuotasFor), as resolved when the
+	// run started.
+	Quotas []Quota `json:"quotas,omitempty"`
+	// Caps are the tenant's caps as the run started: no extension raises
+	// a limit above them. Release is the tenant's release setting, if
+	// it has one: the run may then park at a budget gate.
+	Caps    Vector         `json:"caps,omitempty"`
+	Release *BudgetRelease `json:"release,omitempty"`
+}
+
+// Extend is what extension adds to the budget's limits: each amount,
+// bounded by the tenant's cap of its dimension (clamped names the
+// dimensions a cap lowered). The wall clock is not extended: it is the
+// run's deadline, already scheduled.
+func (b Budget) Extend(extension Vector) (granted Vector, clamped []Dim) {
+	granted = Vector{}
+	for _, d := range Dims {
+		x, ok := extension[d]
+		if !ok || x <= 0 || d == DimWallClockS {
+			continue
+		}
+		lim := b.Limits[d]
+		if c, capped := b.Caps[d]; capped && lim+x > c {
+			x = max(0, c-lim)
+			clamped = append(clamped, d)
+		}
+		if x > 0 {
+			granted[d] = x
+		}
+	}
+	return granted, clamped
+}

@@ -36,28 +36,6 @@ const (
 	ResumeSynthesis = "synthesise" // the answer whose model call the budget refused
 )
 
-// BudgetRelease is a tenant's release setting: how long a budget gate
-// waits (gate_ttl_s; default the pattern's gate TTL) and how many
-// extensions one run may be given (max_releases; default
-// DefaultMaxReleases).
-type BudgetRelease struct {
-	GateTTLS    int `json:"gate_ttl_s,omitempty"`
-	MaxReleases int `json:"max_releases,omitempty"`
-}
-
-// ReleaseFor is tenant's release setting (else the "*" one), nil when it
-// has none: its runs end BUDGET_EXHAUSTED without a gate.
-func (p BudgetPolicy) ReleaseFor(tenant string) *BudgetRelease {
-	r, ok := p.Release[tenant]
-	if !ok {
-		r, ok = p.Release["*"]
-	}
-	if !ok {
-		return nil
-	}
-	return &r
-}
-
 // BudgetStop is a budget gate's ledger: why the run stopped (the refused
 // dimension and the evidence), its limits, what it used, the tenant's
 // caps, and what an approved extension resumes.
@@ -69,29 +47,6 @@ type BudgetStop struct {
 	Caps      Vector          `json:"caps,omitempty"`
 	Evidence  json.RawMessage `json:"evidence,omitempty"`
 	Resume    string          `json:"resume"`
-}
-
-// Extend is what extension adds to the budget's limits: each amount,
-// bounded by the tenant's cap of its dimension (clamped names the
-// dimensions a cap lowered). The wall clock is not extended: it is the
-// run's deadline, already scheduled.
-func (b Budget) Extend(extension Vector) (granted Vector, clamped []Dim) {
-	granted = Vector{}
-	for _, d := range Dims {
-		x, ok := extension[d]
-		if !ok || x <= 0 || d == DimWallClockS {
-			continue
-		}
-		lim := b.Limits[d]
-		if c, capped := b.Caps[d]; capped && lim+x > c {
-			x = max(0, c-lim)
-			clamped = append(clamped, d)
-		}
-		if x > 0 {
-			granted[d] = x
-		}
-	}
-	return granted, clamped
 }
 
 // releases counts the extensions the run was given.

@@ -22,131 +22,23 @@ import (
 // continues. Every definition the decisions need was loaded with the
 // agent when the run was requested, so the decisions stay pure.
 
-// AgentStage is one stage of an agent's Handoffs pattern (seed 002
-// AgentStep): its prompt, its tools and the transition tools it offers.
-type AgentStage struct {
-	ID          string   `json:"step_id"`
-	Name        string   `json:"name"`
-	Prompt      string   `json:"system_prompt"`
-	Tools       []string `json:"tools"`
-	Transitions []string `json:"transition_tools,omitempty"`
-	Initial     bool     `json:"is_initial,omitempty"`
-	Final       bool     `json:"is_final,omitempty"`
-}
-
-// SkillDef is a skill an agent may load (seed 002 Skill): a named prompt
-// with the tools it adds.
-type SkillDef struct {
-	ID          string   `json:"skill_id"`
-	Name        string   `json:"name"`
-	Description string   `json:"description,omitempty"`
-	Prompt      string   `json:"prompt"`
-	Tools       []string `json:"tools,omitempty"`
-}
-
-// Stage and skill tools the executor offers a run acting as an agent.
+// Stage and skill tools the executor offers a run acting as an agent
+// (domain).
 const (
-	// TransitionPrefix starts a transition tool's name: the rest is the
-	// stage it moves to.
-	TransitionPrefix = "transition_to_"
-	// ToolEscalateToHuman is a transition tool that hands the session to
-	// a human, as handoff_to_human does.
-	ToolEscalateToHuman = "escalate_to_human"
-	// ToolLoadSkill loads one of the agent's skills by name.
-	ToolLoadSkill = "load_skill"
+	TransitionPrefix    = domain.TransitionPrefix
+	ToolEscalateToHuman = domain.ToolEscalateToHuman
+	ToolLoadSkill       = domain.ToolLoadSkill
+	MaxStageTransitions = domain.MaxStageTransitions
 )
+
+// TransitionTarget is the stage a transition tool moves to (domain).
+var TransitionTarget = domain.TransitionTarget
 
 // Handoff targets of the stage and skill tools.
 const (
 	HandoffToStage = "stage"
 	HandoffToSkill = "skill"
 )
-
-// MaxStageTransitions bounds the stage transitions of one run: a model
-// that keeps moving between stages ends the run REPEATED_FAILURE.
-const MaxStageTransitions = 8
-
-// CurrentStage is the stage the agent is in, nil without stages.
-func (a *AgentDef) CurrentStage() *AgentStage {
-	if a == nil {
-		return nil
-	}
-	return a.stage(a.Stage)
-}
-
-func (a *AgentDef) stage(id string) *AgentStage {
-	for i := range a.Stages {
-		if a.Stages[i].ID == id {
-			return &a.Stages[i]
-		}
-	}
-	return nil
-}
-
-func (a *AgentDef) initialStage() string {
-	for _, s := range a.Stages {
-		if s.Initial {
-			return s.ID
-		}
-	}
-	if len(a.Stages) > 0 {
-		return a.Stages[0].ID
-	}
-	return ""
-}
-
-// LoadedSkills are the definitions of the skills the run loaded.
-func (a *AgentDef) LoadedSkills() []SkillDef {
-	if a == nil {
-		return nil
-	}
-	var out []SkillDef
-	for _, s := range a.Skills {
-		if slices.Contains(a.Loaded, s.Name) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// Skill is the agent's skill named name, nil if it has none.
-func (a *AgentDef) Skill(name string) *SkillDef {
-	if a == nil {
-		return nil
-	}
-	for i := range a.Skills {
-		if a.Skills[i].Name == name {
-			return &a.Skills[i]
-		}
-	}
-	return nil
-}
-
-// TransitionTarget is the stage a transition tool moves to ("" for a
-// tool that names none).
-func TransitionTarget(tool string) string {
-	t, ok := strings.CutPrefix(tool, TransitionPrefix)
-	if !ok {
-		return ""
-	}
-	return t
-}
-
-// Prompts is what the agent's stage and loaded skills add to the
-// persona's instructions (and the executor's turns see).
-func (a *AgentDef) Prompts() string {
-	if a == nil {
-		return ""
-	}
-	var parts []string
-	if st := a.CurrentStage(); st != nil {
-		parts = append(parts, fmt.Sprintf("Current stage: %s (%s).\n%s", st.Name, st.ID, st.Prompt))
-	}
-	for _, s := range a.LoadedSkills() {
-		parts = append(parts, fmt.Sprintf("Skill %s is loaded.\n%s", s.Name, s.Prompt))
-	}
-	return strings.Join(parts, "\n\n")
-}
 
 // addPrompts adds the prompts of the agent's stage and skills to the
 // persona; dropPrompts takes them out again, before they change.
@@ -193,7 +85,7 @@ func (d *decision) resumeStage(in Requested) {
 		return
 	}
 	d.retune(func(a *AgentDef) {
-		if a.stage(s.Stage) != nil {
+		if a.StageNamed(s.Stage) != nil {
 			a.Stage = s.Stage
 		}
 		for _, name := range s.Skills {
@@ -217,7 +109,7 @@ func (d *decision) transition(r StepResult, h Handoff) {
 	switch {
 	case cur == nil || !slices.Contains(cur.Transitions, h.Tool) || TransitionTarget(h.Tool) != h.Stage:
 		refusal = fmt.Sprintf("stage %q does not offer the transition tool %q", a.Stage, h.Tool)
-	case a.stage(h.Stage) == nil:
+	case a.StageNamed(h.Stage) == nil:
 		refusal = fmt.Sprintf("agent %s has no stage %q", a.ID, h.Stage)
 	case a.Transitions >= MaxStageTransitions:
 		d.audit("stage.refused", "", detail)

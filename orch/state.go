@@ -75,30 +75,6 @@ const (
 // it states one, if the run's pattern sets no min_confidence.
 const DefaultMinConfidence = 0.5
 
-// Terminal codes (seed 003). Every run ends with exactly one.
-const (
-	CodeSuccess          = "SUCCESS"
-	CodePartialSuccess   = "PARTIAL_SUCCESS"
-	CodeImpossible       = "IMPOSSIBLE"
-	CodeMissingInfo      = "MISSING_INFO"
-	CodeAmbiguousIntent  = "AMBIGUOUS_INTENT"
-	CodeConfirmRequired  = "CONFIRM_REQUIRED"
-	CodeReviewRequired   = "REVIEW_REQUIRED"
-	CodeBudgetExhausted  = "BUDGET_EXHAUSTED"
-	CodeTimeout          = "TIMEOUT"
-	CodeValidationFail   = "VALIDATION_FAIL"
-	CodeLowConfidence    = "LOW_CONFIDENCE"
-	CodeSourceConflict   = "SOURCE_CONFLICT"
-	CodeRepeatedFailure  = "REPEATED_FAILURE"
-	CodePermissionDenied = "PERMISSION_DENIED"
-	CodeUnsafeDetection  = "UNSAFE_DETECTION"
-	CodeUnavailableDep   = "UNAVAILABLE_DEP"
-	// CodeUserCancel: a user or operator cancelled the run (POST
-	// /agent/runs/{run_id}/cancel). The run stops before its next hop: a
-	// step in flight is stopped, no further step starts, the trace is kept.
-	CodeUserCancel = "USER_CANCEL"
-)
-
 // MaxPlanSteps bounds every plan (seed 000 §2.2).
 const MaxPlanSteps = 10
 

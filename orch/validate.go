@@ -22,15 +22,7 @@ var (
 	stepStates = []string{StepPending, StepRunning, StepComplete, StepFailed, StepRevised, StepAwaitingGate}
 	planStates = []string{PlanPending, PlanPlanning, PlanExecuting, PlanReplanning, PlanComplete, PlanFailed,
 		PlanAwaitingGate, PlanPaused, PlanRejected, PlanExpired}
-	// TerminalCodes are seed 003's terminal codes.
-	TerminalCodes = []string{CodeSuccess, CodePartialSuccess, CodeImpossible, CodeMissingInfo, CodeAmbiguousIntent,
-		CodeConfirmRequired, CodeReviewRequired, CodeBudgetExhausted, CodeTimeout, CodeValidationFail,
-		CodeLowConfidence, CodeSourceConflict, CodeRepeatedFailure, CodePermissionDenied, CodeUnsafeDetection,
-		CodeUnavailableDep, CodeUserCancel}
 )
-
-// ValidCode reports whether code is a terminal code of seed 003.
-func ValidCode(code string) bool { return slices.Contains(TerminalCodes, code) }
 
 func field(name string, err error) error { return fmt.Errorf("%s: %w", name, err) }
 
