@@ -28,6 +28,7 @@ import (
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/skills/demo"
 	"github.com/agentbus/agentbus/store"
+	"github.com/agentbus/agentbus/tools"
 )
 
 // TestPerRolePermissions runs every role process and the ingress on a real
@@ -152,6 +153,16 @@ func TestPerRolePermissions(t *testing.T) {
 		plan, _, err := ingressConn.Store.GetPlan(ctx, "demo", evs[0].PlanID)
 		return err == nil && plan.Status == store.PlanStatusComplete
 	})
+	// The run answered its conversation, on the router's credentials.
+	stream, err := ajs.Stream(ctx, events.StreamAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, err := stream.GetLastMsgForSubject(ctx, tools.OutboundSubject("demo"))
+	var answer tools.OutboundMessage
+	if err != nil || json.Unmarshal(sent.Data, &answer) != nil || answer.RunID != evs[0].RunID || answer.Text == "" {
+		t.Fatalf("the inbound event's answer on %s: %+v, %v", tools.OutboundSubject("demo"), answer, err)
+	}
 	if dl := deadLetters(t, ctx, ajs, 1)[0]; !strings.Contains(dl.Reason, "unknown field") || dl.Deliveries != 1 {
 		t.Fatalf("dead letter %+v", dl)
 	}

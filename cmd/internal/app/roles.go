@@ -62,10 +62,12 @@ var Roles = []Role{
 			events.TypeRunRequested}, // a session's next run, once the one before it ended
 		Buckets: []string{handlers.BucketConfig, handlers.BucketCredentials, handlers.BucketSessions, handlers.BucketCancels,
 			handlers.BucketLocks, ledger.BucketBudgets, ledger.BucketQuotas, runctl.BucketGates, runctl.BucketSessionRuns},
-		Build: buildRouter},
+		Publishes: []string{tools.OutboundSubject("*")}, // a triggered run's answer to its conversation
+		Build:     buildRouter},
 	{Name: handlers.RolePlanner, Routes: (&planner.Planner{}).Routes(), Emits: []string{events.TypePlanProposed},
-		Buckets: []string{handlers.BucketCredentials, ledger.BucketBudgets, ledger.BucketQuotas, handlers.BucketToolSecrets, handlers.BucketSessions},
-		Build:   buildPlanner},
+		Buckets: []string{handlers.BucketCredentials, ledger.BucketBudgets, ledger.BucketQuotas, handlers.BucketToolSecrets, handlers.BucketSessions,
+			handlers.BucketConfig}, // the tenants' payload record choices
+		Build: buildPlanner},
 	{Name: handlers.RoleExecutor, Routes: (&executor.Executor{}).Routes(),
 		Emits: []string{events.TypeStepIterated, events.TypeStepFinished, events.TypeStepJoined, events.TypeReplyChunk},
 		Buckets: []string{handlers.BucketLocks, handlers.BucketToolcalls, handlers.BucketCredentials, handlers.BucketCancels,
