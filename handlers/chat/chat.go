@@ -303,12 +303,12 @@ func openChatStream(w http.ResponseWriter, req orch.RunRequest, id, model string
 
 // ChatChunk is one chat.completion.chunk of a stream.
 type ChatChunk struct {
-	ID      string        `json:"id"`
-	Object  string        `json:"object"`
-	Created int64         `json:"created"`
-	Model   string        `json:"model"`
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
 	Choices []ChatChunkChoice `json:"choices"`
-	Usage   *ChatUsage    `json:"usage,omitempty"`
+	Usage   *ChatUsage        `json:"usage,omitempty"`
 }
 
 // ChatChunkChoice is a chunk's delta of the one answer, and, in the
