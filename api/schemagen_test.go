@@ -178,7 +178,7 @@ func (g *generator) schema(t reflect.Type) (obj, error) {
 	case t == reflect.TypeFor[time.Time]():
 		return obj{{"type", "string"}, {"format", "date-time"}}, nil
 	case isRaw(t):
-		return obj{{"description", "any JSON value"}}, nil
+		return obj{{"description", "any JSON value"}, {"type", anyJSON}}, nil
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
 		return obj{{"type", "string"}, {"contentEncoding", "base64"}}, nil
 	}
@@ -194,7 +194,7 @@ func (g *generator) schema(t reflect.Type) (obj, error) {
 	case reflect.Float32, reflect.Float64:
 		return obj{{"type", "number"}}, nil
 	case reflect.Interface:
-		return obj{}, nil
+		return obj{{"type", anyJSON}}, nil
 	case reflect.Pointer:
 		return g.ref(t.Elem())
 	case reflect.Slice, reflect.Array:
@@ -220,6 +220,10 @@ func (g *generator) schema(t reflect.Type) (obj, error) {
 func isRaw(t reflect.Type) bool {
 	return t == reflect.TypeFor[json.RawMessage]() || t.Name() == "RawMessage"
 }
+
+// anyJSON is the type of any JSON value, spelled out: kin-openapi's
+// validator takes an empty schema ({}) as refusing null.
+var anyJSON = []string{"string", "number", "boolean", "object", "array", "null"}
 
 // field is one JSON member of a struct.
 type field struct {

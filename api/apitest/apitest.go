@@ -128,17 +128,18 @@ func (c *Contract) Handler(h http.Handler, fail func(error)) http.Handler {
 // code one of the operation's x-error-codes (or the document's
 // x-common-error-codes, for an operation that authenticates).
 func (c *Contract) Check(r *http.Request, reqBody []byte, status int, header http.Header, body []byte) error {
-	route, params, err := c.router.FindRoute(r)
+	ctx := context.Background()
+	req := r.Clone(ctx)
+	req.URL.Scheme, req.URL.Host = "", "" // as a server reads it: the document's server is "/"
+	route, params, err := c.router.FindRoute(req)
 	if err != nil {
 		if status >= 400 {
 			return nil // the ingress serves no such route, as the document says
 		}
 		return fmt.Errorf("an undocumented route answered %d", status)
 	}
-	ctx := context.Background()
 	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
 		IncludeResponseStatus: true, MultiError: true}
-	req := r.Clone(ctx)
 	if string(bytes.TrimSpace(reqBody)) == "null" {
 		reqBody = []byte("{}") // the ingress reads a null body as an empty object
 	}
