@@ -1,6 +1,7 @@
 package ingress_test
 
 import (
+	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/api/apitest"
 	"github.com/agentbus/agentbus/handlers/chat"
 	"github.com/agentbus/agentbus/handlers/ingress"
@@ -111,4 +113,31 @@ func TestOpenAPIRoutes(t *testing.T) {
 			t.Errorf("%s is documented but the ingress does not serve it: %d %s", d, resp.StatusCode, body)
 		}
 	}
+}
+
+// TestReferenceIsServedWithoutCredentials: behind the service token, GET
+// /openapi.json answers the embedded document and GET /docs its page,
+// under the dashboard's Content-Security-Policy, without a credential;
+// the API beside them still wants one.
+func TestReferenceIsServedWithoutCredentials(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{ServiceToken: "svc-token"})
+	doc, _ := api.JSON()
+	page, _ := api.Page()
+	for path, want := range map[string][]byte{"/openapi.json": doc, "/docs": page} {
+		resp, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Equal(body, want) {
+			t.Fatalf("GET %s: %d, %d bytes, want the embedded %d", path, resp.StatusCode, len(body), len(want))
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self'") {
+			t.Errorf("GET %s: Content-Security-Policy %q", path, csp)
+		}
+	}
+	handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/runs", Headers: handlerstest.AsTenant("acme"),
+		WantStatus: http.StatusUnauthorized, WantCode: "unauthorized"})
 }
