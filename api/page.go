@@ -198,7 +198,12 @@ func (d document) opView(path, method string, op operation) opView {
 			rv.Content = []contentView{{MediaType: "application/json", Schema: link("Error")}}
 		}
 		if !o.Public {
-			rv.Codes = append(slices.Clone(rv.Codes), d.Common[s]...)
+			rv.Codes = slices.Clone(rv.Codes)
+			for _, c := range d.Common[s] {
+				if !slices.Contains(rv.Codes, c) {
+					rv.Codes = append(rv.Codes, c)
+				}
+			}
 		}
 		o.Responses = append(o.Responses, rv)
 	}
