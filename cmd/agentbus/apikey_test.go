@@ -63,9 +63,9 @@ func TestAPIKeyForwardedToSkillsAndNeverRecorded(t *testing.T) {
 	var logs procs.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+	s, err := app.StartStack(ctx, held(t, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
 		SkillsURL: skillSrv.URL + "/tenants/{tenant}/mcp", Log: zerolog.New(&logs).Level(zerolog.DebugLevel),
-		Process: app.Config{AckWait: 2 * time.Second, LogLevel: "debug", Models: models}})
+		Process: app.Config{AckWait: 2 * time.Second, LogLevel: "debug", Models: models}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,8 +71,8 @@ func TestCancelStopsRunBlockedInSlowSkill(t *testing.T) {
 	var cancelled atomic.Int32
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}, Skills: watchCalls(svc.Handler(), calls, &cancelled)})
+	s, err := app.StartStack(ctx, held(t, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}, Skills: watchCalls(svc.Handler(), calls, &cancelled)}))
 	if err != nil {
 		t.Fatal(err)
 	}

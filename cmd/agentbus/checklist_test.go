@@ -28,8 +28,8 @@ func startStackWith(t *testing.T, demoCfg demo.Config) (*app.Stack, *demo.Servic
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	svc := demo.NewService(demoCfg)
-	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		Log: zerolog.Nop(), Skills: svc.Handler(), Process: app.Config{AckWait: 2 * time.Second}})
+	s, err := app.StartStack(ctx, held(t, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+		Log: zerolog.Nop(), Skills: svc.Handler(), Process: app.Config{AckWait: 2 * time.Second}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +132,8 @@ func TestReplan_SkillTimeoutReplansOnFirstFailure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	svc := demo.NewService(demo.Config{HangFirst: map[string]int{demo.SkillEngagementAnalytics: 1}})
-	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		Log: zerolog.Nop(), Skills: svc.Handler(), Process: app.Config{AckWait: 2 * time.Second, SkillTimeout: 500 * time.Millisecond}})
+	s, err := app.StartStack(ctx, held(t, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+		Log: zerolog.Nop(), Skills: svc.Handler(), Process: app.Config{AckWait: 2 * time.Second, SkillTimeout: 500 * time.Millisecond}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 
+	"github.com/agentbus/agentbus/api/apitest"
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
@@ -123,4 +125,11 @@ func finalPlan(t *testing.T, s *app.Stack, tenantID, planID string) (store.Plan,
 		return err == nil && (p.Status == store.PlanStatusComplete || p.Status == store.PlanStatusFailed)
 	})
 	return p, version
+}
+
+// held is cfg with its ingress's traffic held to api/openapi.yaml: a
+// request or answer that drifts from the document fails t.
+func held(t *testing.T, cfg app.StackConfig) app.StackConfig {
+	cfg.Ingress.Wrap = func(h http.Handler) http.Handler { return apitest.Wrap(t, h) }
+	return cfg
 }

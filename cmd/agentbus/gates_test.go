@@ -177,8 +177,8 @@ func TestInterruptResumeAndSteerOverHTTP(t *testing.T) {
 	calls := make(chan string, 16)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}, Skills: toolCalls(svc.Handler(), calls)})
+	s, err := app.StartStack(ctx, held(t, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}, Skills: toolCalls(svc.Handler(), calls)}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,9 +117,9 @@ func TestOpenSearchOutageLosesNoAuditEvent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	svc := demo.NewService(demo.Config{Latency: 1500 * time.Millisecond})
-	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+	s, err := app.StartStack(ctx, held(t, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
 		Log: zerolog.Nop(), Skills: svc.Handler(),
-		Process: app.Config{Store: "opensearch", StorePrefix: prefix, AckWait: 5 * time.Second}})
+		Process: app.Config{Store: "opensearch", StorePrefix: prefix, AckWait: 5 * time.Second}}))
 	if err != nil {
 		t.Fatal(err)
 	}

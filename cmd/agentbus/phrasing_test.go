@@ -198,7 +198,7 @@ func (e *phrasingEnv) stack(t *testing.T, server string) *app.Stack {
 	defer cancel()
 	if server == "demo" {
 		cfg.Skills = demo.NewService(demo.Config{}).Handler()
-		s, err := app.StartStack(ctx, cfg)
+		s, err := app.StartStack(ctx, held(t, cfg))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +236,7 @@ func (e *phrasingEnv) stack(t *testing.T, server string) *app.Stack {
 	line, _ := json.Marshal(command)
 	cfg.ExternalSkills = true
 	cfg.Process.SkillTransport, cfg.Process.SkillMode, cfg.Process.SkillCommand = skills.TransportStdio, skills.ModePlain, string(line)
-	s, err := app.StartStack(ctx, cfg)
+	s, err := app.StartStack(ctx, held(t, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

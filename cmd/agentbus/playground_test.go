@@ -391,8 +391,8 @@ func TestPlayground_AnswersAnElicitationInHeadlessChromium(t *testing.T) {
 	t.Cleanup(hs.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0", SkillsURL: hs.URL + "/mcp",
-		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second, SkillMode: skills.ModePlain}})
+	s, err := app.StartStack(ctx, held(t, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0", SkillsURL: hs.URL + "/mcp",
+		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second, SkillMode: skills.ModePlain}}))
 	if err != nil {
 		t.Fatal(err)
 	}

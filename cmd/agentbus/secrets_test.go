@@ -42,10 +42,10 @@ func TestTenantCredentialsNeverRecorded(t *testing.T) {
 	var logs procs.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	s, err := app.StartStack(ctx, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+	s, err := app.StartStack(ctx, held(t, app.StackConfig{DataDir: t.TempDir(), NATSPort: -1, HTTPAddr: "127.0.0.1:0",
 		Log: zerolog.New(&logs).Level(zerolog.DebugLevel), Skills: demo.NewService(demo.Config{}).Handler(),
 		Ingress: app.IngressOptions{APIKeys: true, JWT: auth.JWTConfig{HS256Secret: []byte(hsSecret)}},
-		Process: app.Config{AckWait: 2 * time.Second, LogLevel: "debug"}})
+		Process: app.Config{AckWait: 2 * time.Second, LogLevel: "debug"}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,8 @@ func TestToolsInTheAllInOne(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := app.StartStack(ctx, app.StackConfig{DataDir: dir, NATSPort: -1, HTTPAddr: "127.0.0.1:0",
-		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}, Skills: demo.NewService(demo.Config{}).Handler()})
+	s, err := app.StartStack(ctx, held(t, app.StackConfig{DataDir: dir, NATSPort: -1, HTTPAddr: "127.0.0.1:0",
+		Log: zerolog.Nop(), Process: app.Config{AckWait: 2 * time.Second}, Skills: demo.NewService(demo.Config{}).Handler()}))
 	if err != nil {
 		t.Fatal(err)
 	}

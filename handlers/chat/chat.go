@@ -247,19 +247,27 @@ func (h handler) models(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	out := []model{{ID: DefaultChatModel, Object: "model", OwnedBy: "agentbus"}}
+	out := []ChatModel{{ID: DefaultChatModel, Object: "model", OwnedBy: "agentbus"}}
 	for _, a := range list {
 		if a.Status == agents.StatusActive {
-			out = append(out, model{ID: a.AgentID, Object: "model", Created: a.CreatedAt.Unix(), OwnedBy: tenant})
+			out = append(out, ChatModel{ID: a.AgentID, Object: "model", Created: a.CreatedAt.Unix(), OwnedBy: tenant})
 		}
 	}
-	ingress.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	ingress.WriteJSON(w, http.StatusOK, ChatModelList{Object: "list", Data: out})
+}
+
+// ChatModel is one model of GET /v1/models: an agent, or the default.
+type ChatModel struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// ChatModelList answers GET /v1/models.
+type ChatModelList struct {
+	Object string      `json:"object"`
+	Data   []ChatModel `json:"data"`
 }
 
 // chatStream serves a run's chunks as OpenAI's chat.completion.chunk
@@ -293,17 +301,19 @@ func openChatStream(w http.ResponseWriter, req orch.RunRequest, id, model string
 	return &chatStream{w: w, f: f, runID: req.RunID, id: id, model: model, created: created, includeUsage: includeUsage}, nil
 }
 
-// chatChunk is one chat.completion.chunk.
-type chatChunk struct {
-	ID      string        `json:"id"`
-	Object  string        `json:"object"`
-	Created int64         `json:"created"`
-	Model   string        `json:"model"`
-	Choices []chunkChoice `json:"choices"`
-	Usage   *ChatUsage    `json:"usage,omitempty"`
+// ChatChunk is one chat.completion.chunk of a stream.
+type ChatChunk struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []ChatChunkChoice `json:"choices"`
+	Usage   *ChatUsage        `json:"usage,omitempty"`
 }
 
-type chunkChoice struct {
+// ChatChunkChoice is a chunk's delta of the one answer, and, in the
+// last but the usage chunk, its finish reason.
+type ChatChunkChoice struct {
 	Index        int        `json:"index"`
 	Delta        ChatAnswer `json:"delta"`
 	FinishReason *string    `json:"finish_reason"`
@@ -359,28 +369,28 @@ func (s *chatStream) delta(d ChatAnswer) {
 	if !s.roleSent {
 		d.Role, s.roleSent = string(llm.RoleAssistant), true
 	}
-	s.write(chatChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
-		Choices: []chunkChoice{{Delta: d}}})
+	s.write(ChatChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
+		Choices: []ChatChunkChoice{{Delta: d}}})
 }
 
 // finish ends the stream: finish_reason stop, the usage if asked, [DONE].
 func (s *chatStream) finish(u *ChatUsage) {
 	stop := "stop"
-	s.write(chatChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
-		Choices: []chunkChoice{{Delta: ChatAnswer{}, FinishReason: &stop}}})
+	s.write(ChatChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
+		Choices: []ChatChunkChoice{{Delta: ChatAnswer{}, FinishReason: &stop}}})
 	if s.includeUsage {
 		if u == nil {
 			u = &ChatUsage{}
 		}
-		s.write(chatChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
-			Choices: []chunkChoice{}, Usage: u})
+		s.write(ChatChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
+			Choices: []ChatChunkChoice{}, Usage: u})
 	}
 	fmt.Fprint(s.w, "data: [DONE]\n\n")
 	s.f.Flush()
 	s.ended = true
 }
 
-func (s *chatStream) write(c chatChunk) {
+func (s *chatStream) write(c ChatChunk) {
 	b, _ := json.Marshal(c)
 	fmt.Fprintf(s.w, "data: %s\n\n", b)
 	s.f.Flush()

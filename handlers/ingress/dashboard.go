@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/agentbus/agentbus/api"
 )
 
 // The web dashboard: a static page (HTML, CSS and JavaScript embedded in the
@@ -77,6 +79,30 @@ func (g *Ingress) dashboard(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "not_found", "no dashboard asset "+name)
 		return
 	}
+	writeStatic(w, r, ctype, body)
+}
+
+// reference serves the API's contract without authentication, like the
+// dashboard: GET /openapi.json, the OpenAPI document, and GET /docs, the
+// reference page rendered from it (package api).
+func (g *Ingress) reference(w http.ResponseWriter, r *http.Request) {
+	doc, ctype := api.JSON, "application/json"
+	if r.URL.Path == "/docs" {
+		doc, ctype = api.Page, "text/html; charset=utf-8"
+	}
+	body, err := doc()
+	if err != nil {
+		WriteError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	writeStatic(w, r, ctype, body)
+}
+
+// isReferencePath says whether p is one of the reference's paths.
+func isReferencePath(p string) bool { return p == "/openapi.json" || p == "/docs" }
+
+// writeStatic answers a static page or asset under the dashboard's CSP.
+func writeStatic(w http.ResponseWriter, r *http.Request, ctype string, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", ctype)
 	h.Set("Cache-Control", "public, max-age=60")

@@ -197,6 +197,8 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("GET /dashboard", g.dashboard)
 	mux.HandleFunc("GET /dashboard/{$}", g.dashboard)
 	mux.HandleFunc("GET /dashboard/{file}", g.dashboard)
+	mux.HandleFunc("GET /openapi.json", g.reference)
+	mux.HandleFunc("GET /docs", g.reference)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusOK
 		if !g.nc.IsConnected() {

@@ -36,16 +36,18 @@ func callerOf(ctx context.Context) caller {
 	return c
 }
 
-// authenticate establishes the caller of every request but /healthz and
-// the dashboard's static page and assets (GET /dashboard...; the API calls
-// the page makes are authenticated like any other): a
+// authenticate establishes the caller of every request but /healthz, the
+// dashboard's static page and assets (GET /dashboard...; the API calls
+// the page makes are authenticated like any other) and the API's
+// reference (GET /openapi.json, GET /docs): a
 // tenant's credential (API key or JWT) binds the tenant and user; the
 // service token trusts the identity headers; with neither configured the
 // ingress is open. Identity headers that disagree with a tenant's
 // credential are refused with 403 identity_mismatch.
 func (g *Ingress) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || (r.Method == http.MethodGet || r.Method == http.MethodHead) && isDashboardPath(r.URL.Path) {
+		if r.URL.Path == "/healthz" || (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+			(isDashboardPath(r.URL.Path) || isReferencePath(r.URL.Path)) {
 			next.ServeHTTP(w, r)
 			return
 		}

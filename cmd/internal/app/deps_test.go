@@ -23,6 +23,11 @@ var devPackages = []string{"github.com/agentbus/agentbus/cmd/internal/bench", "g
 // peer and the Kubernetes API types of the manifests' tests.
 var devOnlyModules = []string{"github.com/restatedev/", "k8s.io/", "sigs.k8s.io/"}
 
+// testOnlyModules are the import path prefixes of the requirements of
+// go.mod that only tests import: chromedp drives the playground's browser,
+// kin-openapi holds the HTTP tests to api/openapi.yaml (api/apitest).
+var testOnlyModules = []string{"github.com/chromedp/", "github.com/getkin/"}
+
 // allInOne is the binary that serves the demo Skill Service (agentbus up,
 // demo and skills).
 const allInOne = "agentbus"
@@ -37,7 +42,7 @@ const devBinary = "agentbus-dev"
 // which shows the check sees it. No binary a deployment runs (the roles
 // and agentbus) links the benchmark or the chaos harness, or a package of
 // a development-only module; agentbus-dev links both harnesses, which
-// shows that check sees them.
+// shows that check sees them. No binary links a test-only module.
 func TestRoleBinariesDoNotLinkTheDemo(t *testing.T) {
 	cmdDir, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -71,6 +76,13 @@ func TestRoleBinariesDoNotLinkTheDemo(t *testing.T) {
 	for _, line := range lines {
 		fields := strings.Fields(line)
 		bin, deps := filepath.Base(fields[0]), fields[1:]
+		for _, dep := range deps {
+			for _, m := range testOnlyModules {
+				if strings.HasPrefix(dep, m) {
+					t.Errorf("%s links %s, of a module only tests may import", bin, dep)
+				}
+			}
+		}
 		if bin == devBinary {
 			for _, p := range devPackages {
 				if !slices.Contains(deps, p) {

@@ -106,6 +106,9 @@ type IngressOptions struct {
 	// how long a run holds a concurrency slot its ingress never saw end.
 	Limits   ledger.TenantLimits
 	LeaseTTL time.Duration
+	// Wrap, when set, wraps the ingress's handler: tests hold its traffic
+	// to api/openapi.yaml with it (api/apitest.Wrap).
+	Wrap func(http.Handler) http.Handler
 }
 
 // RegisterLimits registers the request-limit flags on fs.
@@ -227,7 +230,11 @@ func ServeIngress(ctx context.Context, d *Deps, opts IngressOptions, ready func(
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
-	mux.Handle("/", g.Handler())
+	h := g.Handler()
+	if opts.Wrap != nil {
+		h = opts.Wrap(h)
+	}
+	mux.Handle("/", h)
 	// No ReadTimeout or WriteTimeout: answers stream for as long as a run
 	// does; the ingress bounds each body's read itself (BodyTimeout).
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}

@@ -9,10 +9,12 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
+	"github.com/agentbus/agentbus/api/apitest"
 	"github.com/agentbus/agentbus/handlers/ingress"
 )
 
-// NewIngressServer serves an ingress on env until the test ends.
+// NewIngressServer serves an ingress on env until the test ends. Every
+// request and answer is held to api/openapi.yaml: one that drifts fails t.
 func NewIngressServer(t testing.TB, env *Env, cfg ingress.IngressConfig) *httptest.Server {
 	t.Helper()
 	g := ingress.NewIngress(env.JS, env.Store, NopLog, cfg)
@@ -20,7 +22,7 @@ func NewIngressServer(t testing.TB, env *Env, cfg ingress.IngressConfig) *httpte
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(g.Stop)
-	srv := httptest.NewServer(g.Handler())
+	srv := httptest.NewServer(apitest.Wrap(t, g.Handler()))
 	t.Cleanup(srv.Close)
 	return srv
 }
