@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/handlers/a2a"
 	"github.com/agentbus/agentbus/handlers/chat"
 	"github.com/agentbus/agentbus/handlers/health"
 	"github.com/agentbus/agentbus/handlers/ingress"
@@ -35,11 +36,14 @@ var wireRoots = []wireRoot{
 	{"AgentBody", reflect.TypeFor[ingress.AgentBody](), strictInput},
 	{"TriggerBody", reflect.TypeFor[ingress.TriggerBody](), strictInput},
 	{"ToolBody", reflect.TypeFor[ingress.ToolBody](), strictInput},
+	{"SkillBody", reflect.TypeFor[ingress.SkillBody](), strictInput},
 	{"InboundEvent", reflect.TypeFor[ingress.InboundEvent](), strictInput},
 	{"SessionHandoffRequest", reflect.TypeFor[ingress.SessionHandoffRequest](), strictInput},
 	{"SessionReply", reflect.TypeFor[ingress.SessionReply](), strictInput},
 	// OpenAI's chat request, decoded leniently: other fields are ignored.
 	{"ChatRequest", reflect.TypeFor[chat.ChatRequest](), input},
+	// A2A's JSON-RPC call, decoded leniently as well.
+	{"A2ARequest", reflect.TypeFor[a2a.Request](), input},
 	// Answers.
 	{"RunResponse", reflect.TypeFor[runclient.Response](), output},
 	{"CancelResponse", reflect.TypeFor[runclient.CancelResponse](), output},
@@ -55,6 +59,7 @@ var wireRoots = []wireRoot{
 	{"Agent", reflect.TypeFor[agents.Agent](), output},
 	{"Trigger", reflect.TypeFor[agents.Trigger](), output},
 	{"Tool", reflect.TypeFor[agents.Tool](), output},
+	{"Skill", reflect.TypeFor[agents.Skill](), output},
 	{"InboundResult", reflect.TypeFor[ingress.InboundResult](), output},
 	{"EventEvaluations", reflect.TypeFor[ingress.EventEvaluations](), output},
 	{"ExecutionList", reflect.TypeFor[ingress.ExecutionList](), output},
@@ -67,6 +72,8 @@ var wireRoots = []wireRoot{
 	{"ChatCompletion", reflect.TypeFor[chat.ChatCompletion](), output},
 	{"ChatChunk", reflect.TypeFor[chat.ChatChunk](), output},
 	{"ChatModelList", reflect.TypeFor[chat.ChatModelList](), output},
+	{"A2AResponse", reflect.TypeFor[a2a.Response](), output},
+	{"A2AAgentCard", reflect.TypeFor[a2a.AgentCard](), output},
 	{"GateView", reflect.TypeFor[runctl.GateView](), output},
 	{"StorePlan", reflect.TypeFor[store.Plan](), output},
 	{"StoreEvent", reflect.TypeFor[store.Event](), output},

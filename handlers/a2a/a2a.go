@@ -29,11 +29,14 @@ type Adapter struct{}
 // Mount adds the A2A routes.
 func (Adapter) Mount(mux *http.ServeMux, runs ingress.Runs) {
 	h := handler{runs: runs}
-	for _, card := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json"} {
-		mux.HandleFunc("GET "+card, h.card)
-		mux.HandleFunc("GET /a2a"+card, h.card)
-		mux.HandleFunc("GET /a2a/agents/{agent_id}"+card, h.card)
-	}
+	// Each card at its current path and the older agent.json, written out
+	// so the contract test (handlers/ingress TestOpenAPIRoutes) reads them.
+	mux.HandleFunc("GET /.well-known/agent-card.json", h.card)
+	mux.HandleFunc("GET /.well-known/agent.json", h.card)
+	mux.HandleFunc("GET /a2a/.well-known/agent-card.json", h.card)
+	mux.HandleFunc("GET /a2a/.well-known/agent.json", h.card)
+	mux.HandleFunc("GET /a2a/agents/{agent_id}/.well-known/agent-card.json", h.card)
+	mux.HandleFunc("GET /a2a/agents/{agent_id}/.well-known/agent.json", h.card)
 	mux.HandleFunc("POST /a2a", h.rpc)
 	mux.HandleFunc("POST /a2a/agents/{agent_id}", h.rpc)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbus/agentbus/api"
 	"github.com/agentbus/agentbus/api/apitest"
+	"github.com/agentbus/agentbus/handlers/a2a"
 	"github.com/agentbus/agentbus/handlers/chat"
 	"github.com/agentbus/agentbus/handlers/ingress"
 	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
@@ -94,7 +95,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 
 	env := handlerstest.NewEnv(t)
-	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{Adapters: []ingress.Adapter{chat.Adapter{}}})
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{Adapters: []ingress.Adapter{chat.Adapter{}, a2a.Adapter{}}})
 	param := regexp.MustCompile(`\{[^}]+\}`)
 	for _, d := range documented {
 		method, path, _ := strings.Cut(d, " ")
