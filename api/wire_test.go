@@ -10,6 +10,7 @@ import (
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/handlers/a2a"
 	"github.com/agentbus/agentbus/handlers/chat"
+	"github.com/agentbus/agentbus/handlers/defs"
 	"github.com/agentbus/agentbus/handlers/health"
 	"github.com/agentbus/agentbus/handlers/ingress"
 	"github.com/agentbus/agentbus/handlers/runctl"
@@ -33,10 +34,10 @@ var wireRoots = []wireRoot{
 	{"MemoryFact", reflect.TypeFor[runclient.MemoryFact](), strictInput},
 	{"MemoryQueryBody", reflect.TypeFor[ingress.MemoryQueryBody](), strictInput},
 	{"SoulBody", reflect.TypeFor[ingress.SoulBody](), strictInput},
-	{"AgentBody", reflect.TypeFor[ingress.AgentBody](), strictInput},
-	{"TriggerBody", reflect.TypeFor[ingress.TriggerBody](), strictInput},
-	{"ToolBody", reflect.TypeFor[ingress.ToolBody](), strictInput},
-	{"SkillBody", reflect.TypeFor[ingress.SkillBody](), strictInput},
+	{"AgentBody", reflect.TypeFor[defs.AgentBody](), strictInput},
+	{"TriggerBody", reflect.TypeFor[defs.TriggerBody](), strictInput},
+	{"ToolBody", reflect.TypeFor[defs.ToolBody](), strictInput},
+	{"SkillBody", reflect.TypeFor[defs.SkillBody](), strictInput},
 	{"InboundEvent", reflect.TypeFor[ingress.InboundEvent](), strictInput},
 	{"SessionHandoffRequest", reflect.TypeFor[ingress.SessionHandoffRequest](), strictInput},
 	{"SessionReply", reflect.TypeFor[ingress.SessionReply](), strictInput},
@@ -53,7 +54,7 @@ var wireRoots = []wireRoot{
 	{"ToolProgress", reflect.TypeFor[runclient.ToolProgress](), output},
 	{"Observation", reflect.TypeFor[runclient.Observation](), output},
 	{"APIError", reflect.TypeFor[runclient.APIError](), output},
-	{"DefinitionError", reflect.TypeFor[ingress.DefinitionError](), output},
+	{"DefinitionError", reflect.TypeFor[defs.DefinitionError](), output},
 	{"Remembered", reflect.TypeFor[runclient.Remembered](), output},
 	{"MemoryHit", reflect.TypeFor[runclient.MemoryHit](), output},
 	{"Agent", reflect.TypeFor[agents.Agent](), output},

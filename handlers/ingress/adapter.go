@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/handlers/defs"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/runclient"
 )
@@ -52,7 +53,7 @@ func (x Runs) Tenant(w http.ResponseWriter, r *http.Request) (string, bool) { re
 
 // Agents are the tenant's agents; false once it answered a store failure.
 func (x Runs) Agents(w http.ResponseWriter, r *http.Request, tenant string) ([]agents.Agent, bool) {
-	list, err := x.g.tenantAgents(r.Context(), tenant)
+	list, err := defs.Agents(r.Context(), x.g.store, tenant)
 	return list, !x.g.storeError(w, err, "agents")
 }
 

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,6 +19,7 @@ import (
 	"github.com/agentbus/agentbus/auth"
 	"github.com/agentbus/agentbus/egress"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/defs"
 	"github.com/agentbus/agentbus/handlers/health"
 	"github.com/agentbus/agentbus/handlers/ledger"
 	"github.com/agentbus/agentbus/handlers/runctl"
@@ -43,7 +43,7 @@ type IngressStore interface {
 	PutMemory(ctx context.Context, m store.Memory) (store.Memory, error)
 	QueryMemory(ctx context.Context, q store.MemoryQuery) ([]store.MemoryHit, error)
 	health.EventQuerier
-	DefinitionStore
+	defs.Store
 }
 
 // IngressConfig configures the HTTP API.
@@ -88,7 +88,7 @@ type IngressConfig struct {
 	Artifacts *handlers.Attachments
 	// ToolSecrets keeps the webhook tools' secrets; nil (or one without
 	// a key) refuses to create webhook tools (503 secrets_unavailable).
-	ToolSecrets ToolSecrets
+	ToolSecrets defs.ToolSecrets
 	// Egress judges a webhook tool's URL when it is written: one whose
 	// host is, or resolves only to, an address the policy refuses is
 	// answered 400 egress_denied (the executor checks every connection
@@ -110,6 +110,7 @@ type Ingress struct {
 	log   zerolog.Logger
 	cfg   IngressConfig
 	runs  *runclient.Client
+	defs  *defs.API
 }
 
 // NewIngress returns the API. Call Start before serving.
@@ -123,7 +124,10 @@ func NewIngress(js jetstream.JetStream, st IngressStore, log zerolog.Logger, cfg
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = 30 * time.Second
 	}
-	return &Ingress{js: js, nc: js.Conn(), store: st, log: log, cfg: cfg}
+	g := &Ingress{js: js, nc: js.Conn(), store: st, log: log, cfg: cfg}
+	g.defs = defs.New(st, log, defs.Config{Tenant: readScope, Decode: g.decodeBody, Now: g.now,
+		ToolSecrets: cfg.ToolSecrets, Egress: cfg.Egress})
+	return g
 }
 
 func (g *Ingress) now() time.Time {
@@ -188,9 +192,9 @@ func (g *Ingress) Handler() http.Handler {
 	mux.HandleFunc("GET /agent/audit/events", g.auditEvents)
 	mux.HandleFunc("GET /agent/runs", g.recentRuns)
 	mux.HandleFunc("GET /agent/artifacts/{sha256}", g.artifact)
-	g.definitionRoutes(mux)
-	g.toolRoutes(mux)
-	g.skillRoutes(mux)
+	mux.HandleFunc("POST /agent/events", g.inboundEvent)
+	mux.HandleFunc("GET /agent/events/{event_id}", g.eventEvaluations)
+	g.defs.Routes(mux)
 	for _, a := range g.cfg.Adapters {
 		a.Mount(mux, Runs{g: g})
 	}
@@ -541,25 +545,11 @@ func (g *Ingress) release(res orch.RunResult) {
 	}
 }
 
-// WriteError answers an error: a runclient.APIError with its stable code.
+// WriteError answers an error: a runclient.APIError with its stable code
+// (handlers.WriteError).
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
-	var e runclient.APIError
-	e.Error.Code, e.Error.Message = code, msg
-	WriteJSON(w, status, e)
+	handlers.WriteError(w, status, code, msg)
 }
 
-// WriteJSON answers v as JSON with status.
-func WriteJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// DefinitionStore keeps the tenants' versioned definitions: a write or a
-// delete names the version it expects (store.ErrConflict otherwise).
-type DefinitionStore interface {
-	handlers.DefinitionReader
-	PutDefinition(ctx context.Context, d store.Definition, expected int64) error
-	ListDefinitions(ctx context.Context, tenantID, kind string) ([]store.Definition, error)
-	DeleteDefinition(ctx context.Context, tenantID, kind, id string, expected int64) error
-}
+// WriteJSON answers v as JSON with status (handlers.WriteJSON).
+func WriteJSON(w http.ResponseWriter, status int, v any) { handlers.WriteJSON(w, status, v) }

@@ -15,6 +15,7 @@ import (
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
+	"github.com/agentbus/agentbus/handlers/defs"
 	"github.com/agentbus/agentbus/metrics"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
@@ -190,7 +191,7 @@ func (g *Ingress) inboundEvent(w http.ResponseWriter, r *http.Request) {
 	in.UserID = user
 	if code, field, msg := validateInbound(&in); code != "" {
 		if field != "" {
-			writeInvalid(w, &agents.Error{Code: code, Field: field, Message: msg})
+			defs.WriteInvalid(w, &agents.Error{Code: code, Field: field, Message: msg})
 		} else {
 			WriteError(w, http.StatusBadRequest, code, msg)
 		}
@@ -231,7 +232,7 @@ func (g *Ingress) startTriggered(ctx context.Context, tenant string, in InboundE
 		t.Status, t.Code, t.Message, t.Err = http.StatusServiceUnavailable, code, err.Error(), err
 		return t
 	}
-	triggers, err := g.tenantTriggers(ctx, tenant)
+	triggers, err := defs.Triggers(ctx, g.store, tenant)
 	if err != nil {
 		g.log.Error().Err(err).Str("tenant_id", tenant).Msg("read triggers")
 		return unavailable("store_unavailable", errors.New("the triggers could not be read"))

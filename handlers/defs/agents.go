@@ -1,4 +1,4 @@
-package ingress
+package defs
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -18,32 +19,20 @@ type AgentBody struct {
 	Version int64 `json:"version,omitempty"`
 }
 
-// tenantAgents loads the tenant's agents.
-func (g *Ingress) tenantAgents(ctx context.Context, tenant string) ([]agents.Agent, error) {
-	defs, err := g.store.ListDefinitions(ctx, tenant, store.KindAgent)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]agents.Agent, 0, len(defs))
-	for _, d := range defs {
-		a, err := agents.AgentOf(d)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
+// Agents loads the tenant's agents.
+func Agents(ctx context.Context, st Lister, tenant string) ([]agents.Agent, error) {
+	return list(ctx, st, tenant, store.KindAgent, agents.AgentOf)
 }
 
 // checkAgent validates a normalized spec of the agent id, its handoff
 // targets included, answering the request itself when it fails. It
 // returns how many agents the tenant has.
-func (g *Ingress) checkAgent(w http.ResponseWriter, r *http.Request, tenant, id string, spec *agents.AgentSpec) (int, bool) {
+func (g *API) checkAgent(w http.ResponseWriter, r *http.Request, tenant, id string, spec *agents.AgentSpec) (int, bool) {
 	if err := spec.Validate(id); err != nil {
-		writeInvalid(w, err)
+		WriteInvalid(w, err)
 		return 0, false
 	}
-	all, err := g.tenantAgents(r.Context(), tenant)
+	all, err := Agents(r.Context(), g.store, tenant)
 	if g.definitionError(w, err, "agent") {
 		return 0, false
 	}
@@ -52,23 +41,23 @@ func (g *Ingress) checkAgent(w http.ResponseWriter, r *http.Request, tenant, id 
 		graph[a.AgentID] = a.SubAgents
 	}
 	if err := agents.CheckSubAgents(id, spec, graph); err != nil {
-		writeInvalid(w, err)
+		WriteInvalid(w, err)
 		return 0, false
 	}
 	return len(all), g.checkAgentSkills(w, r, tenant, spec)
 }
 
-func (g *Ingress) createAgent(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := readScope(w, r)
+func (g *API) createAgent(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := g.cfg.Tenant(w, r)
 	if !ok {
 		return
 	}
 	var body AgentBody
-	if !g.decodeBody(w, r, &body) {
+	if !g.cfg.Decode(w, r, &body) {
 		return
 	}
 	if body.Version != 0 {
-		WriteError(w, http.StatusBadRequest, "invalid_request", "a new agent has no version: it gets version 1")
+		handlers.WriteError(w, http.StatusBadRequest, "invalid_request", "a new agent has no version: it gets version 1")
 		return
 	}
 	body.Normalize()
@@ -77,7 +66,7 @@ func (g *Ingress) createAgent(w http.ResponseWriter, r *http.Request) {
 	if !ok || !underLimit(w, n, "agent") {
 		return
 	}
-	now := g.now()
+	now := g.cfg.Now()
 	a := agents.Agent{AgentID: id, TenantID: tenant, AgentSpec: body.AgentSpec, Version: 1, CreatedAt: now, UpdatedAt: now}
 	if !g.saveAgent(w, r, a, 0) {
 		return
@@ -88,7 +77,7 @@ func (g *Ingress) createAgent(w http.ResponseWriter, r *http.Request) {
 
 // saveAgent writes a over version expected, answering the request itself
 // when it cannot.
-func (g *Ingress) saveAgent(w http.ResponseWriter, r *http.Request, a agents.Agent, expected int64) bool {
+func (g *API) saveAgent(w http.ResponseWriter, r *http.Request, a agents.Agent, expected int64) bool {
 	d, err := a.Definition()
 	if err == nil {
 		err = g.store.PutDefinition(r.Context(), d, expected)
@@ -96,12 +85,12 @@ func (g *Ingress) saveAgent(w http.ResponseWriter, r *http.Request, a agents.Age
 	return !g.definitionError(w, err, "agent")
 }
 
-func (g *Ingress) listAgents(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := readScope(w, r)
+func (g *API) listAgents(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := g.cfg.Tenant(w, r)
 	if !ok {
 		return
 	}
-	all, err := g.tenantAgents(r.Context(), tenant)
+	all, err := Agents(r.Context(), g.store, tenant)
 	if g.definitionError(w, err, "agent") {
 		return
 	}
@@ -111,12 +100,12 @@ func (g *Ingress) listAgents(w http.ResponseWriter, r *http.Request) {
 	if typ := r.URL.Query().Get("type"); typ != "" {
 		all = slices.DeleteFunc(all, func(a agents.Agent) bool { return a.Type != typ })
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"agents": all})
+	handlers.WriteJSON(w, http.StatusOK, map[string]any{"agents": all})
 }
 
 // loadAgent reads the tenant's agent named in the path.
-func (g *Ingress) loadAgent(w http.ResponseWriter, r *http.Request) (agents.Agent, bool) {
-	tenant, ok := readScope(w, r)
+func (g *API) loadAgent(w http.ResponseWriter, r *http.Request) (agents.Agent, bool) {
+	tenant, ok := g.cfg.Tenant(w, r)
 	if !ok {
 		return agents.Agent{}, false
 	}
@@ -135,15 +124,15 @@ func (g *Ingress) loadAgent(w http.ResponseWriter, r *http.Request) (agents.Agen
 	return a, true
 }
 
-func (g *Ingress) getAgent(w http.ResponseWriter, r *http.Request) {
+func (g *API) getAgent(w http.ResponseWriter, r *http.Request) {
 	if a, ok := g.loadAgent(w, r); ok {
 		writeVersioned(w, http.StatusOK, a.Version, a)
 	}
 }
 
-func (g *Ingress) putAgent(w http.ResponseWriter, r *http.Request) {
+func (g *API) putAgent(w http.ResponseWriter, r *http.Request) {
 	var body AgentBody
-	if !g.decodeBody(w, r, &body) {
+	if !g.cfg.Decode(w, r, &body) {
 		return
 	}
 	expected, ok := expectedVersion(w, r, body.Version)
@@ -155,7 +144,7 @@ func (g *Ingress) putAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cur.Version != expected {
-		WriteError(w, http.StatusConflict, "version_conflict", "agent is at another version: read it again and retry with its version")
+		handlers.WriteError(w, http.StatusConflict, "version_conflict", "agent is at another version: read it again and retry with its version")
 		return
 	}
 	body.Normalize()
@@ -163,16 +152,16 @@ func (g *Ingress) putAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := agents.Agent{AgentID: cur.AgentID, TenantID: cur.TenantID, AgentSpec: body.AgentSpec, Version: expected + 1,
-		CreatedAt: cur.CreatedAt, UpdatedAt: g.now()}
+		CreatedAt: cur.CreatedAt, UpdatedAt: g.cfg.Now()}
 	if g.saveAgent(w, r, next, expected) {
 		writeVersioned(w, http.StatusOK, next.Version, next)
 	}
 }
 
-func (g *Ingress) deleteAgent(w http.ResponseWriter, r *http.Request) {
+func (g *API) deleteAgent(w http.ResponseWriter, r *http.Request) {
 	expected, err := ifMatch(r)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		handlers.WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	a, ok := g.loadAgent(w, r)
@@ -180,23 +169,23 @@ func (g *Ingress) deleteAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// An agent a trigger starts or another agent hands off to stays.
-	all, err := g.tenantAgents(r.Context(), a.TenantID)
+	all, err := Agents(r.Context(), g.store, a.TenantID)
 	if g.definitionError(w, err, "agent") {
 		return
 	}
 	for _, other := range all {
 		if slices.Contains(other.SubAgents, a.AgentID) {
-			WriteError(w, http.StatusConflict, "agent_in_use", "agent "+other.AgentID+" hands off to this agent")
+			handlers.WriteError(w, http.StatusConflict, "agent_in_use", "agent "+other.AgentID+" hands off to this agent")
 			return
 		}
 	}
-	triggers, err := g.tenantTriggers(r.Context(), a.TenantID)
+	triggers, err := Triggers(r.Context(), g.store, a.TenantID)
 	if g.definitionError(w, err, "trigger") {
 		return
 	}
 	for _, t := range triggers {
 		if t.AgentID == a.AgentID {
-			WriteError(w, http.StatusConflict, "agent_in_use", "trigger "+t.TriggerID+" starts this agent")
+			handlers.WriteError(w, http.StatusConflict, "agent_in_use", "trigger "+t.TriggerID+" starts this agent")
 			return
 		}
 	}
@@ -204,5 +193,5 @@ func (g *Ingress) deleteAgent(w http.ResponseWriter, r *http.Request) {
 	if g.definitionError(w, err, "agent") {
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"agent_id": a.AgentID, "deleted": true})
+	handlers.WriteJSON(w, http.StatusOK, map[string]any{"agent_id": a.AgentID, "deleted": true})
 }

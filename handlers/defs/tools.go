@@ -1,4 +1,4 @@
-package ingress
+package defs
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbus/agentbus/agents"
 	"github.com/agentbus/agentbus/egress"
+	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -41,7 +42,7 @@ type ToolBody struct {
 }
 
 // toolRoutes registers the tools API on mux.
-func (g *Ingress) toolRoutes(mux *http.ServeMux) {
+func (g *API) toolRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /agent/tools", g.createTool)
 	mux.HandleFunc("GET /agent/tools", g.listTools)
 	mux.HandleFunc("GET /agent/tools/{tool_id}", g.getTool)
@@ -50,46 +51,34 @@ func (g *Ingress) toolRoutes(mux *http.ServeMux) {
 }
 
 // tenantTools loads the tenant's custom tools.
-func (g *Ingress) tenantTools(ctx context.Context, tenant string) ([]agents.Tool, error) {
-	defs, err := g.store.ListDefinitions(ctx, tenant, store.KindTool)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]agents.Tool, 0, len(defs))
-	for _, d := range defs {
-		t, err := agents.ToolOf(d)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, nil
+func tenantTools(ctx context.Context, st Lister, tenant string) ([]agents.Tool, error) {
+	return list(ctx, st, tenant, store.KindTool, agents.ToolOf)
 }
 
 // checkTool validates a normalized spec of tool id (its name unique among
 // the tenant's tools) and its secret, answering the request itself when
 // it fails. It returns how many tools the tenant has.
-func (g *Ingress) checkTool(w http.ResponseWriter, r *http.Request, tenant, id string, body *ToolBody, create bool) (int, bool) {
+func (g *API) checkTool(w http.ResponseWriter, r *http.Request, tenant, id string, body *ToolBody, create bool) (int, bool) {
 	if err := body.Validate(); err != nil {
-		writeInvalid(w, err)
+		WriteInvalid(w, err)
 		return 0, false
 	}
 	if err := g.cfg.Egress.CheckURL(r.Context(), body.Handler.URL); errors.Is(err, egress.ErrDenied) {
-		WriteError(w, http.StatusBadRequest, egress.Code, "handler.url: "+err.Error())
+		handlers.WriteError(w, http.StatusBadRequest, egress.Code, "handler.url: "+err.Error())
 		return 0, false
 	}
 	if create || body.Secret != nil {
 		if err := agents.ValidateSecret(deref(body.Secret), body.Secret != nil); err != nil {
-			writeInvalid(w, err)
+			WriteInvalid(w, err)
 			return 0, false
 		}
 		if g.cfg.ToolSecrets == nil || !g.cfg.ToolSecrets.Ready() {
-			WriteError(w, http.StatusServiceUnavailable, "secrets_unavailable",
+			handlers.WriteError(w, http.StatusServiceUnavailable, "secrets_unavailable",
 				"webhook secrets cannot be stored: the service has no secrets key (SECRETS_KEY)")
 			return 0, false
 		}
 	}
-	all, err := g.tenantTools(r.Context(), tenant)
+	all, err := tenantTools(r.Context(), g.store, tenant)
 	if g.definitionError(w, err, "tool") {
 		return 0, false
 	}
@@ -98,7 +87,7 @@ func (g *Ingress) checkTool(w http.ResponseWriter, r *http.Request, tenant, id s
 		names[t.ToolID] = t.Name
 	}
 	if err := agents.CheckToolName(id, body.Name, names); err != nil {
-		WriteJSON(w, http.StatusConflict, DefinitionError{Error: *err})
+		handlers.WriteJSON(w, http.StatusConflict, DefinitionError{Error: *err})
 		return 0, false
 	}
 	return len(all), true
@@ -111,17 +100,17 @@ func deref(s *string) string {
 	return *s
 }
 
-func (g *Ingress) createTool(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := readScope(w, r)
+func (g *API) createTool(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := g.cfg.Tenant(w, r)
 	if !ok {
 		return
 	}
 	var body ToolBody
-	if !g.decodeBody(w, r, &body) {
+	if !g.cfg.Decode(w, r, &body) {
 		return
 	}
 	if body.Version != 0 {
-		WriteError(w, http.StatusBadRequest, "invalid_request", "a new tool has no version: it gets version 1")
+		handlers.WriteError(w, http.StatusBadRequest, "invalid_request", "a new tool has no version: it gets version 1")
 		return
 	}
 	body.Normalize()
@@ -133,10 +122,10 @@ func (g *Ingress) createTool(w http.ResponseWriter, r *http.Request) {
 	// The secret first: a stored tool always has one.
 	if err := g.cfg.ToolSecrets.Put(r.Context(), tenant, id, *body.Secret); err != nil {
 		g.log.Error().Err(err).Str("tool_id", id).Msg("store tool secret")
-		WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "the tool's secret could not be stored")
+		handlers.WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "the tool's secret could not be stored")
 		return
 	}
-	now := g.now()
+	now := g.cfg.Now()
 	t := agents.Tool{ToolID: id, TenantID: tenant, Type: agents.ToolTypeCustom, ToolSpec: body.ToolSpec, Version: 1,
 		CreatedAt: now, UpdatedAt: now}
 	if !g.saveTool(w, r, t, 0) {
@@ -147,7 +136,7 @@ func (g *Ingress) createTool(w http.ResponseWriter, r *http.Request) {
 	writeVersioned(w, http.StatusCreated, t.Version, t)
 }
 
-func (g *Ingress) saveTool(w http.ResponseWriter, r *http.Request, t agents.Tool, expected int64) bool {
+func (g *API) saveTool(w http.ResponseWriter, r *http.Request, t agents.Tool, expected int64) bool {
 	d, err := t.Definition()
 	if err == nil {
 		err = g.store.PutDefinition(r.Context(), d, expected)
@@ -155,12 +144,12 @@ func (g *Ingress) saveTool(w http.ResponseWriter, r *http.Request, t agents.Tool
 	return !g.definitionError(w, err, "tool")
 }
 
-func (g *Ingress) listTools(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := readScope(w, r)
+func (g *API) listTools(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := g.cfg.Tenant(w, r)
 	if !ok {
 		return
 	}
-	custom, err := g.tenantTools(r.Context(), tenant)
+	custom, err := tenantTools(r.Context(), g.store, tenant)
 	if g.definitionError(w, err, "tool") {
 		return
 	}
@@ -171,7 +160,7 @@ func (g *Ingress) listTools(w http.ResponseWriter, r *http.Request) {
 	if status := r.URL.Query().Get("status"); status != "" {
 		all = slices.DeleteFunc(all, func(t agents.Tool) bool { return t.Status != status })
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"tools": all})
+	handlers.WriteJSON(w, http.StatusOK, map[string]any{"tools": all})
 }
 
 // systemToolID reports whether the path names a system tool, answering
@@ -184,18 +173,18 @@ func systemToolID(w http.ResponseWriter, r *http.Request) bool {
 	t, found := agents.SystemTool(name)
 	switch {
 	case !found:
-		WriteError(w, http.StatusNotFound, "not_found", "tool not found")
+		handlers.WriteError(w, http.StatusNotFound, "not_found", "tool not found")
 	case r.Method == http.MethodGet:
-		WriteJSON(w, http.StatusOK, t)
+		handlers.WriteJSON(w, http.StatusOK, t)
 	default:
-		WriteError(w, http.StatusForbidden, "system_tool_read_only", "system tools cannot be changed or deleted")
+		handlers.WriteError(w, http.StatusForbidden, "system_tool_read_only", "system tools cannot be changed or deleted")
 	}
 	return true
 }
 
 // loadTool reads the tenant's custom tool named in the path.
-func (g *Ingress) loadTool(w http.ResponseWriter, r *http.Request) (agents.Tool, bool) {
-	tenant, ok := readScope(w, r)
+func (g *API) loadTool(w http.ResponseWriter, r *http.Request) (agents.Tool, bool) {
+	tenant, ok := g.cfg.Tenant(w, r)
 	if !ok {
 		return agents.Tool{}, false
 	}
@@ -214,7 +203,7 @@ func (g *Ingress) loadTool(w http.ResponseWriter, r *http.Request) (agents.Tool,
 	return t, true
 }
 
-func (g *Ingress) getTool(w http.ResponseWriter, r *http.Request) {
+func (g *API) getTool(w http.ResponseWriter, r *http.Request) {
 	if systemToolID(w, r) {
 		return
 	}
@@ -223,12 +212,12 @@ func (g *Ingress) getTool(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (g *Ingress) putTool(w http.ResponseWriter, r *http.Request) {
-	if _, ok := readScope(w, r); !ok || systemToolID(w, r) {
+func (g *API) putTool(w http.ResponseWriter, r *http.Request) {
+	if _, ok := g.cfg.Tenant(w, r); !ok || systemToolID(w, r) {
 		return
 	}
 	var body ToolBody
-	if !g.decodeBody(w, r, &body) {
+	if !g.cfg.Decode(w, r, &body) {
 		return
 	}
 	expected, ok := expectedVersion(w, r, body.Version)
@@ -240,7 +229,7 @@ func (g *Ingress) putTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cur.Version != expected {
-		WriteError(w, http.StatusConflict, "version_conflict", "tool is at another version: read it again and retry with its version")
+		handlers.WriteError(w, http.StatusConflict, "version_conflict", "tool is at another version: read it again and retry with its version")
 		return
 	}
 	body.Normalize()
@@ -248,14 +237,14 @@ func (g *Ingress) putTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := agents.Tool{ToolID: cur.ToolID, TenantID: cur.TenantID, Type: agents.ToolTypeCustom, ToolSpec: body.ToolSpec,
-		Version: expected + 1, CreatedAt: cur.CreatedAt, UpdatedAt: g.now()}
+		Version: expected + 1, CreatedAt: cur.CreatedAt, UpdatedAt: g.cfg.Now()}
 	if !g.saveTool(w, r, next, expected) {
 		return
 	}
 	if body.Secret != nil {
 		if err := g.cfg.ToolSecrets.Put(r.Context(), cur.TenantID, cur.ToolID, *body.Secret); err != nil {
 			g.log.Error().Err(err).Str("tool_id", cur.ToolID).Msg("store tool secret")
-			WriteError(w, http.StatusServiceUnavailable, "store_unavailable",
+			handlers.WriteError(w, http.StatusServiceUnavailable, "store_unavailable",
 				"the tool was updated but its new secret could not be stored: send the secret again")
 			return
 		}
@@ -263,26 +252,26 @@ func (g *Ingress) putTool(w http.ResponseWriter, r *http.Request) {
 	writeVersioned(w, http.StatusOK, next.Version, next)
 }
 
-func (g *Ingress) deleteTool(w http.ResponseWriter, r *http.Request) {
-	if _, ok := readScope(w, r); !ok || systemToolID(w, r) {
+func (g *API) deleteTool(w http.ResponseWriter, r *http.Request) {
+	if _, ok := g.cfg.Tenant(w, r); !ok || systemToolID(w, r) {
 		return
 	}
 	expected, err := ifMatch(r)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		handlers.WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	t, ok := g.loadTool(w, r)
 	if !ok {
 		return
 	}
-	all, err := g.tenantAgents(r.Context(), t.TenantID)
+	all, err := Agents(r.Context(), g.store, t.TenantID)
 	if g.definitionError(w, err, "agent") {
 		return
 	}
 	for _, a := range all {
 		if slices.Contains(a.Tools, t.Name) {
-			WriteError(w, http.StatusConflict, "tool_in_use", "agent "+a.AgentID+" lists this tool")
+			handlers.WriteError(w, http.StatusConflict, "tool_in_use", "agent "+a.AgentID+" lists this tool")
 			return
 		}
 	}
@@ -295,5 +284,5 @@ func (g *Ingress) deleteTool(w http.ResponseWriter, r *http.Request) {
 			g.log.Warn().Err(err).Str("tool_id", t.ToolID).Msg("delete tool secret")
 		}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"tool_id": t.ToolID, "deleted": true})
+	handlers.WriteJSON(w, http.StatusOK, map[string]any{"tool_id": t.ToolID, "deleted": true})
 }

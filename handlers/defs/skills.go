@@ -1,4 +1,4 @@
-package ingress
+package defs
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -25,7 +26,7 @@ type SkillBody struct {
 }
 
 // skillRoutes registers the skills API on mux.
-func (g *Ingress) skillRoutes(mux *http.ServeMux) {
+func (g *API) skillRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /agent/skills", g.createSkill)
 	mux.HandleFunc("GET /agent/skills", g.listSkills)
 	mux.HandleFunc("GET /agent/skills/{skill_id}", g.getSkill)
@@ -34,29 +35,17 @@ func (g *Ingress) skillRoutes(mux *http.ServeMux) {
 }
 
 // tenantSkills loads the tenant's skills.
-func (g *Ingress) tenantSkills(ctx context.Context, tenant string) ([]agents.Skill, error) {
-	defs, err := g.store.ListDefinitions(ctx, tenant, store.KindSkill)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]agents.Skill, 0, len(defs))
-	for _, d := range defs {
-		s, err := agents.SkillOf(d)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
+func tenantSkills(ctx context.Context, st Lister, tenant string) ([]agents.Skill, error) {
+	return list(ctx, st, tenant, store.KindSkill, agents.SkillOf)
 }
 
 // checkAgentSkills answers 400 unknown_skill when an agent lists a skill
 // the tenant does not have.
-func (g *Ingress) checkAgentSkills(w http.ResponseWriter, r *http.Request, tenant string, spec *agents.AgentSpec) bool {
+func (g *API) checkAgentSkills(w http.ResponseWriter, r *http.Request, tenant string, spec *agents.AgentSpec) bool {
 	if len(spec.Skills) == 0 {
 		return true
 	}
-	all, err := g.tenantSkills(r.Context(), tenant)
+	all, err := tenantSkills(r.Context(), g.store, tenant)
 	if g.definitionError(w, err, "skill") {
 		return false
 	}
@@ -65,7 +54,7 @@ func (g *Ingress) checkAgentSkills(w http.ResponseWriter, r *http.Request, tenan
 		have[s.SkillID] = true
 	}
 	if err := agents.CheckSkills(spec, have); err != nil {
-		writeInvalid(w, err)
+		WriteInvalid(w, err)
 		return false
 	}
 	return true
@@ -74,34 +63,34 @@ func (g *Ingress) checkAgentSkills(w http.ResponseWriter, r *http.Request, tenan
 // checkSkill validates a normalized spec of skill id, its name unique
 // among the tenant's skills, answering the request itself when it
 // fails. It returns how many skills the tenant has.
-func (g *Ingress) checkSkill(w http.ResponseWriter, r *http.Request, tenant, id string, spec *agents.SkillSpec) (int, bool) {
+func (g *API) checkSkill(w http.ResponseWriter, r *http.Request, tenant, id string, spec *agents.SkillSpec) (int, bool) {
 	if err := spec.Validate(id); err != nil {
-		writeInvalid(w, err)
+		WriteInvalid(w, err)
 		return 0, false
 	}
-	all, err := g.tenantSkills(r.Context(), tenant)
+	all, err := tenantSkills(r.Context(), g.store, tenant)
 	if g.definitionError(w, err, "skill") {
 		return 0, false
 	}
 	if slices.ContainsFunc(all, func(s agents.Skill) bool { return s.Name == spec.Name && s.SkillID != id }) {
-		WriteJSON(w, http.StatusConflict, DefinitionError{Error: agents.Error{Code: agents.CodeSkillNameTaken, Field: "name",
+		handlers.WriteJSON(w, http.StatusConflict, DefinitionError{Error: agents.Error{Code: agents.CodeSkillNameTaken, Field: "name",
 			Message: "another skill of the tenant is named " + spec.Name}})
 		return 0, false
 	}
 	return len(all), true
 }
 
-func (g *Ingress) createSkill(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := readScope(w, r)
+func (g *API) createSkill(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := g.cfg.Tenant(w, r)
 	if !ok {
 		return
 	}
 	var body SkillBody
-	if !g.decodeBody(w, r, &body) {
+	if !g.cfg.Decode(w, r, &body) {
 		return
 	}
 	if body.Version != 0 {
-		WriteError(w, http.StatusBadRequest, "invalid_request", "a new skill has no version: it gets version 1")
+		handlers.WriteError(w, http.StatusBadRequest, "invalid_request", "a new skill has no version: it gets version 1")
 		return
 	}
 	body.Normalize()
@@ -110,7 +99,7 @@ func (g *Ingress) createSkill(w http.ResponseWriter, r *http.Request) {
 	if !ok || !underLimit(w, n, "skill") {
 		return
 	}
-	now := g.now()
+	now := g.cfg.Now()
 	s := agents.Skill{SkillID: id, TenantID: tenant, SkillSpec: body.SkillSpec, Version: 1, CreatedAt: now, UpdatedAt: now}
 	if g.saveSkill(w, r, s, 0) {
 		w.Header().Set("Location", "/agent/skills/"+id)
@@ -118,7 +107,7 @@ func (g *Ingress) createSkill(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (g *Ingress) saveSkill(w http.ResponseWriter, r *http.Request, s agents.Skill, expected int64) bool {
+func (g *API) saveSkill(w http.ResponseWriter, r *http.Request, s agents.Skill, expected int64) bool {
 	d, err := s.Definition()
 	if err == nil {
 		err = g.store.PutDefinition(r.Context(), d, expected)
@@ -126,24 +115,24 @@ func (g *Ingress) saveSkill(w http.ResponseWriter, r *http.Request, s agents.Ski
 	return !g.definitionError(w, err, "skill")
 }
 
-func (g *Ingress) listSkills(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := readScope(w, r)
+func (g *API) listSkills(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := g.cfg.Tenant(w, r)
 	if !ok {
 		return
 	}
-	all, err := g.tenantSkills(r.Context(), tenant)
+	all, err := tenantSkills(r.Context(), g.store, tenant)
 	if g.definitionError(w, err, "skill") {
 		return
 	}
 	if status := r.URL.Query().Get("status"); status != "" {
 		all = slices.DeleteFunc(all, func(s agents.Skill) bool { return s.Status != status })
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"skills": all})
+	handlers.WriteJSON(w, http.StatusOK, map[string]any{"skills": all})
 }
 
 // loadSkill reads the tenant's skill named in the path.
-func (g *Ingress) loadSkill(w http.ResponseWriter, r *http.Request) (agents.Skill, bool) {
-	tenant, ok := readScope(w, r)
+func (g *API) loadSkill(w http.ResponseWriter, r *http.Request) (agents.Skill, bool) {
+	tenant, ok := g.cfg.Tenant(w, r)
 	if !ok {
 		return agents.Skill{}, false
 	}
@@ -159,15 +148,15 @@ func (g *Ingress) loadSkill(w http.ResponseWriter, r *http.Request) (agents.Skil
 	return s, !g.definitionError(w, err, "skill")
 }
 
-func (g *Ingress) getSkill(w http.ResponseWriter, r *http.Request) {
+func (g *API) getSkill(w http.ResponseWriter, r *http.Request) {
 	if s, ok := g.loadSkill(w, r); ok {
 		writeVersioned(w, http.StatusOK, s.Version, s)
 	}
 }
 
-func (g *Ingress) putSkill(w http.ResponseWriter, r *http.Request) {
+func (g *API) putSkill(w http.ResponseWriter, r *http.Request) {
 	var body SkillBody
-	if !g.decodeBody(w, r, &body) {
+	if !g.cfg.Decode(w, r, &body) {
 		return
 	}
 	expected, ok := expectedVersion(w, r, body.Version)
@@ -179,7 +168,7 @@ func (g *Ingress) putSkill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cur.Version != expected {
-		WriteError(w, http.StatusConflict, "version_conflict", "skill is at another version: read it again and retry with its version")
+		handlers.WriteError(w, http.StatusConflict, "version_conflict", "skill is at another version: read it again and retry with its version")
 		return
 	}
 	body.Normalize()
@@ -187,29 +176,29 @@ func (g *Ingress) putSkill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := agents.Skill{SkillID: cur.SkillID, TenantID: cur.TenantID, SkillSpec: body.SkillSpec, Version: expected + 1,
-		CreatedAt: cur.CreatedAt, UpdatedAt: g.now()}
+		CreatedAt: cur.CreatedAt, UpdatedAt: g.cfg.Now()}
 	if g.saveSkill(w, r, next, expected) {
 		writeVersioned(w, http.StatusOK, next.Version, next)
 	}
 }
 
-func (g *Ingress) deleteSkill(w http.ResponseWriter, r *http.Request) {
+func (g *API) deleteSkill(w http.ResponseWriter, r *http.Request) {
 	expected, err := ifMatch(r)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		handlers.WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	s, ok := g.loadSkill(w, r)
 	if !ok {
 		return
 	}
-	all, err := g.tenantAgents(r.Context(), s.TenantID)
+	all, err := Agents(r.Context(), g.store, s.TenantID)
 	if g.definitionError(w, err, "agent") {
 		return
 	}
 	for _, a := range all {
 		if slices.Contains(a.Skills, s.SkillID) {
-			WriteError(w, http.StatusConflict, "skill_in_use", "agent "+a.AgentID+" lists this skill")
+			handlers.WriteError(w, http.StatusConflict, "skill_in_use", "agent "+a.AgentID+" lists this skill")
 			return
 		}
 	}
@@ -217,5 +206,5 @@ func (g *Ingress) deleteSkill(w http.ResponseWriter, r *http.Request) {
 	if g.definitionError(w, err, "skill") {
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"skill_id": s.SkillID, "deleted": true})
+	handlers.WriteJSON(w, http.StatusOK, map[string]any{"skill_id": s.SkillID, "deleted": true})
 }

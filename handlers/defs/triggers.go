@@ -1,4 +1,4 @@
-package ingress
+package defs
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/agentbus/agentbus/agents"
+	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/store"
 )
 
@@ -18,50 +19,38 @@ type TriggerBody struct {
 	Version int64 `json:"version,omitempty"`
 }
 
-// tenantTriggers loads the tenant's triggers.
-func (g *Ingress) tenantTriggers(ctx context.Context, tenant string) ([]agents.Trigger, error) {
-	defs, err := g.store.ListDefinitions(ctx, tenant, store.KindTrigger)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]agents.Trigger, 0, len(defs))
-	for _, d := range defs {
-		t, err := agents.TriggerOf(d)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, nil
+// Triggers loads the tenant's triggers.
+func Triggers(ctx context.Context, st Lister, tenant string) ([]agents.Trigger, error) {
+	return list(ctx, st, tenant, store.KindTrigger, agents.TriggerOf)
 }
 
 // checkTrigger validates a normalized spec and that its agent is the
 // tenant's, answering the request itself when it fails.
-func (g *Ingress) checkTrigger(w http.ResponseWriter, r *http.Request, tenant string, spec *agents.TriggerSpec) bool {
+func (g *API) checkTrigger(w http.ResponseWriter, r *http.Request, tenant string, spec *agents.TriggerSpec) bool {
 	if err := spec.Validate(); err != nil {
-		writeInvalid(w, err)
+		WriteInvalid(w, err)
 		return false
 	}
 	_, err := g.store.GetDefinition(r.Context(), tenant, store.KindAgent, spec.AgentID)
 	if errors.Is(err, store.ErrNotFound) {
-		writeInvalid(w, &agents.Error{Code: agents.CodeUnknownAgent, Field: "agent_id",
+		WriteInvalid(w, &agents.Error{Code: agents.CodeUnknownAgent, Field: "agent_id",
 			Message: "agent " + spec.AgentID + " is not defined for this tenant"})
 		return false
 	}
 	return !g.definitionError(w, err, "agent")
 }
 
-func (g *Ingress) createTrigger(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := readScope(w, r)
+func (g *API) createTrigger(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := g.cfg.Tenant(w, r)
 	if !ok {
 		return
 	}
 	var body TriggerBody
-	if !g.decodeBody(w, r, &body) {
+	if !g.cfg.Decode(w, r, &body) {
 		return
 	}
 	if body.Version != 0 {
-		WriteError(w, http.StatusBadRequest, "invalid_request", "a new trigger has no version: it gets version 1")
+		handlers.WriteError(w, http.StatusBadRequest, "invalid_request", "a new trigger has no version: it gets version 1")
 		return
 	}
 	body.Normalize()
@@ -72,7 +61,7 @@ func (g *Ingress) createTrigger(w http.ResponseWriter, r *http.Request) {
 	if g.definitionError(w, err, "trigger") || !underLimit(w, len(all), "trigger") {
 		return
 	}
-	now := g.now()
+	now := g.cfg.Now()
 	t := agents.Trigger{TriggerID: newDefinitionID("trigger"), TenantID: tenant, TriggerSpec: body.TriggerSpec, Version: 1,
 		CreatedAt: now, UpdatedAt: now}
 	if !g.saveTrigger(w, r, t, 0) {
@@ -84,7 +73,7 @@ func (g *Ingress) createTrigger(w http.ResponseWriter, r *http.Request) {
 
 // saveTrigger writes t over version expected, answering the request
 // itself when it cannot.
-func (g *Ingress) saveTrigger(w http.ResponseWriter, r *http.Request, t agents.Trigger, expected int64) bool {
+func (g *API) saveTrigger(w http.ResponseWriter, r *http.Request, t agents.Trigger, expected int64) bool {
 	d, err := t.Definition()
 	if err == nil {
 		err = g.store.PutDefinition(r.Context(), d, expected)
@@ -95,12 +84,12 @@ func (g *Ingress) saveTrigger(w http.ResponseWriter, r *http.Request, t agents.T
 // listTriggers answers the tenant's triggers in evaluation order
 // (priority, then id), optionally only those of one agent, event type or
 // status.
-func (g *Ingress) listTriggers(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := readScope(w, r)
+func (g *API) listTriggers(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := g.cfg.Tenant(w, r)
 	if !ok {
 		return
 	}
-	all, err := g.tenantTriggers(r.Context(), tenant)
+	all, err := Triggers(r.Context(), g.store, tenant)
 	if g.definitionError(w, err, "trigger") {
 		return
 	}
@@ -115,12 +104,12 @@ func (g *Ingress) listTriggers(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	slices.SortStableFunc(all, func(a, b agents.Trigger) int { return a.PriorityValue() - b.PriorityValue() })
-	WriteJSON(w, http.StatusOK, map[string]any{"triggers": all})
+	handlers.WriteJSON(w, http.StatusOK, map[string]any{"triggers": all})
 }
 
 // loadTrigger reads the tenant's trigger named in the path.
-func (g *Ingress) loadTrigger(w http.ResponseWriter, r *http.Request) (agents.Trigger, bool) {
-	tenant, ok := readScope(w, r)
+func (g *API) loadTrigger(w http.ResponseWriter, r *http.Request) (agents.Trigger, bool) {
+	tenant, ok := g.cfg.Tenant(w, r)
 	if !ok {
 		return agents.Trigger{}, false
 	}
@@ -139,15 +128,15 @@ func (g *Ingress) loadTrigger(w http.ResponseWriter, r *http.Request) (agents.Tr
 	return t, true
 }
 
-func (g *Ingress) getTrigger(w http.ResponseWriter, r *http.Request) {
+func (g *API) getTrigger(w http.ResponseWriter, r *http.Request) {
 	if t, ok := g.loadTrigger(w, r); ok {
 		writeVersioned(w, http.StatusOK, t.Version, t)
 	}
 }
 
-func (g *Ingress) putTrigger(w http.ResponseWriter, r *http.Request) {
+func (g *API) putTrigger(w http.ResponseWriter, r *http.Request) {
 	var body TriggerBody
-	if !g.decodeBody(w, r, &body) {
+	if !g.cfg.Decode(w, r, &body) {
 		return
 	}
 	expected, ok := expectedVersion(w, r, body.Version)
@@ -159,7 +148,7 @@ func (g *Ingress) putTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cur.Version != expected {
-		WriteError(w, http.StatusConflict, "version_conflict", "trigger is at another version: read it again and retry with its version")
+		handlers.WriteError(w, http.StatusConflict, "version_conflict", "trigger is at another version: read it again and retry with its version")
 		return
 	}
 	body.Normalize()
@@ -170,29 +159,29 @@ func (g *Ingress) putTrigger(w http.ResponseWriter, r *http.Request) {
 }
 
 // replaceTrigger writes spec as the next version of cur.
-func (g *Ingress) replaceTrigger(w http.ResponseWriter, r *http.Request, cur agents.Trigger, spec agents.TriggerSpec) {
+func (g *API) replaceTrigger(w http.ResponseWriter, r *http.Request, cur agents.Trigger, spec agents.TriggerSpec) {
 	next := agents.Trigger{TriggerID: cur.TriggerID, TenantID: cur.TenantID, TriggerSpec: spec, Version: cur.Version + 1,
-		CreatedAt: cur.CreatedAt, UpdatedAt: g.now()}
+		CreatedAt: cur.CreatedAt, UpdatedAt: g.cfg.Now()}
 	if g.saveTrigger(w, r, next, cur.Version) {
 		writeVersioned(w, http.StatusOK, next.Version, next)
 	}
 }
 
-func (g *Ingress) enableTrigger(w http.ResponseWriter, r *http.Request) {
+func (g *API) enableTrigger(w http.ResponseWriter, r *http.Request) {
 	g.setTriggerStatus(w, r, agents.StatusActive)
 }
 
-func (g *Ingress) disableTrigger(w http.ResponseWriter, r *http.Request) {
+func (g *API) disableTrigger(w http.ResponseWriter, r *http.Request) {
 	g.setTriggerStatus(w, r, agents.StatusInactive)
 }
 
 // setTriggerStatus enables or disables a trigger: a new version unless it
 // is already so (then the current one answers). If-Match, when sent, must
 // name the current version.
-func (g *Ingress) setTriggerStatus(w http.ResponseWriter, r *http.Request, status string) {
+func (g *API) setTriggerStatus(w http.ResponseWriter, r *http.Request, status string) {
 	expected, err := ifMatch(r)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		handlers.WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	cur, ok := g.loadTrigger(w, r)
@@ -201,7 +190,7 @@ func (g *Ingress) setTriggerStatus(w http.ResponseWriter, r *http.Request, statu
 	}
 	switch {
 	case expected != 0 && expected != cur.Version:
-		WriteError(w, http.StatusConflict, "version_conflict", "trigger is at another version: read it again and retry with its version")
+		handlers.WriteError(w, http.StatusConflict, "version_conflict", "trigger is at another version: read it again and retry with its version")
 	case cur.Status == status:
 		writeVersioned(w, http.StatusOK, cur.Version, cur)
 	default:
@@ -211,10 +200,10 @@ func (g *Ingress) setTriggerStatus(w http.ResponseWriter, r *http.Request, statu
 	}
 }
 
-func (g *Ingress) deleteTrigger(w http.ResponseWriter, r *http.Request) {
+func (g *API) deleteTrigger(w http.ResponseWriter, r *http.Request) {
 	expected, err := ifMatch(r)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		handlers.WriteError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
 	t, ok := g.loadTrigger(w, r)
@@ -225,5 +214,5 @@ func (g *Ingress) deleteTrigger(w http.ResponseWriter, r *http.Request) {
 	if g.definitionError(w, err, "trigger") {
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"trigger_id": t.TriggerID, "deleted": true})
+	handlers.WriteJSON(w, http.StatusOK, map[string]any{"trigger_id": t.TriggerID, "deleted": true})
 }
