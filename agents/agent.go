@@ -109,7 +109,11 @@ type AgentSpec struct {
 	// gate, whatever the tenant's approval_gates say: some of
 	// AutoApproveModes. A destructive call is always gated.
 	AutoApprove []string `json:"auto_approve,omitempty"`
-	Status      string   `json:"status"`
+	// HistoryWindow is how much of its session's conversation the
+	// agent's runs see (seed 002; orch.HistoryWindow): unset settings
+	// are 20 messages, 4,000 tokens, summarised after 10 turns.
+	HistoryWindow *orch.HistoryWindow `json:"history_window,omitempty"`
+	Status        string              `json:"status"`
 }
 
 // AutoApproveModes are the approval modes an agent may take out of its
@@ -210,6 +214,7 @@ func (s AgentSpec) Validate(self string) *Error {
 			}
 			return nil
 		},
+		func() *Error { return validateWindow(s.HistoryWindow) },
 		func() *Error {
 			return oneOf(CodeInvalidStatus, "status", s.Status, StatusActive, StatusInactive, StatusDraft)
 		},
@@ -218,6 +223,23 @@ func (s AgentSpec) Validate(self string) *Error {
 		if err := check(); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// validateWindow checks a history window's settings: each unset (0) or
+// within its bounds.
+func validateWindow(w *orch.HistoryWindow) *Error {
+	const f = "history_window."
+	switch {
+	case w == nil:
+		return nil
+	case w.MaxMessages != 0 && (w.MaxMessages < 2 || w.MaxMessages > 200):
+		return invalid(CodeInvalidHistoryWindow, f+"max_messages", "max_messages must be from 2 to 200")
+	case w.MaxTokens != 0 && (w.MaxTokens < 100 || w.MaxTokens > 100_000):
+		return invalid(CodeInvalidHistoryWindow, f+"max_tokens", "max_tokens must be from 100 to 100000")
+	case w.SummarizeAfter != 0 && (w.SummarizeAfter < 1 || w.SummarizeAfter > 100):
+		return invalid(CodeInvalidHistoryWindow, f+"summarize_after", "summarize_after must be from 1 to 100 turns")
 	}
 	return nil
 }
@@ -456,7 +478,17 @@ func (a Agent) RunDef() *orch.AgentDef {
 		Model: a.Model, ModelSettings: mc,
 		Tools: slices.Clone(a.Tools), SubAgents: slices.Clone(a.SubAgents), MaxTurns: a.MaxTurns,
 		HandoffBehavior: a.HandoffBehavior, Limits: a.Limits, AutoApprove: slices.Clone(a.AutoApprove),
-		Description: a.Description, Stages: stagesOf(a.Steps)}
+		Description: a.Description, Stages: stagesOf(a.Steps), History: cloneWindow(a.HistoryWindow)}
+}
+
+// cloneWindow is a copy of w: the run's record shares nothing with the
+// definition.
+func cloneWindow(w *orch.HistoryWindow) *orch.HistoryWindow {
+	if w == nil {
+		return nil
+	}
+	c := *w
+	return &c
 }
 
 // stagesOf are an agent's steps as a run records them.

@@ -100,6 +100,15 @@ func TestAgentValidation(t *testing.T) {
 		{"negative limit", CodeInvalidLimits, "limits", func(s *AgentSpec) { s.Limits = orch.Vector{orch.DimInputTokens: -1} }},
 		{"destructive auto-approved", CodeInvalidAutoApprove, "auto_approve", func(s *AgentSpec) { s.AutoApprove = []string{"network", "destructive"} }},
 		{"unknown auto-approved mode", CodeInvalidAutoApprove, "auto_approve", func(s *AgentSpec) { s.AutoApprove = []string{"everything"} }},
+		{"one-message window", CodeInvalidHistoryWindow, "history_window.max_messages", func(s *AgentSpec) {
+			s.HistoryWindow = &orch.HistoryWindow{MaxMessages: 1}
+		}},
+		{"tiny token window", CodeInvalidHistoryWindow, "history_window.max_tokens", func(s *AgentSpec) {
+			s.HistoryWindow = &orch.HistoryWindow{MaxTokens: 50}
+		}},
+		{"negative summarize_after", CodeInvalidHistoryWindow, "history_window.summarize_after", func(s *AgentSpec) {
+			s.HistoryWindow = &orch.HistoryWindow{SummarizeAfter: -1}
+		}},
 		{"bad status", CodeInvalidStatus, "status", func(s *AgentSpec) { s.Status = "archived" }},
 	}
 	for _, c := range cases {

@@ -44,6 +44,9 @@ const (
 	// CodeInvalidAutoApprove: auto_approve names a mode an agent cannot
 	// take out of its gates.
 	CodeInvalidAutoApprove = "invalid_auto_approve"
+	// CodeInvalidHistoryWindow: a history_window setting is out of its
+	// bounds.
+	CodeInvalidHistoryWindow = "invalid_history_window"
 	// CodeFieldTooLong: a text field is longer than its limit.
 	CodeFieldTooLong = "field_too_long"
 	// CodeAgentRequired: a trigger without an agent.

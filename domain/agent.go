@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -55,6 +56,37 @@ type AgentDef struct {
 	// those the run's model loaded (stages.go).
 	Skills []SkillDef `json:"skills,omitempty"`
 	Loaded []string   `json:"loaded_skills,omitempty"`
+	// History is how much of its session's conversation the agent's runs
+	// see; nil is DefaultHistoryWindow.
+	History *HistoryWindow `json:"history_window,omitempty"`
+}
+
+// HistoryWindow is how much of its session's conversation a run of an
+// agent sees (seed 002's history window): at most MaxMessages messages,
+// the session's first always among them; once the session has had more
+// than SummarizeAfter turns the older messages are folded into one
+// summary; and all of it within MaxTokens (four bytes a token). An unset
+// setting is DefaultHistoryWindow's.
+type HistoryWindow struct {
+	MaxMessages    int `json:"max_messages,omitempty"`
+	MaxTokens      int `json:"max_tokens,omitempty"`
+	SummarizeAfter int `json:"summarize_after,omitempty"`
+}
+
+// DefaultHistoryWindow is seed 002's window: 20 messages, 4,000 tokens,
+// summarised after 10 turns.
+var DefaultHistoryWindow = HistoryWindow{MaxMessages: 20, MaxTokens: 4000, SummarizeAfter: 10}
+
+// Resolved is w with every unset setting DefaultHistoryWindow's (all of
+// them for a nil w).
+func (w *HistoryWindow) Resolved() HistoryWindow {
+	r := DefaultHistoryWindow
+	if w != nil {
+		r.MaxMessages = cmp.Or(w.MaxMessages, r.MaxMessages)
+		r.MaxTokens = cmp.Or(w.MaxTokens, r.MaxTokens)
+		r.SummarizeAfter = cmp.Or(w.SummarizeAfter, r.SummarizeAfter)
+	}
+	return r
 }
 
 // ModelSettings are an agent's sampling settings (seed 002 ModelConfig).

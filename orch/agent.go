@@ -15,6 +15,7 @@ type (
 	ModelSettings = domain.ModelSettings
 	AgentStage    = domain.AgentStage
 	SkillDef      = domain.SkillDef
+	HistoryWindow = domain.HistoryWindow
 )
 
 // agentMismatch reports a requested agent the router did not load: the

@@ -124,6 +124,9 @@ type SessionChange struct {
 	Stage    string   `json:"stage,omitempty"`
 	Skills   []string `json:"loaded_skills,omitempty"`
 	RoutedBy string   `json:"routed_by,omitempty"`
+	// Window, for a run of an agent, is the agent's history window the
+	// session is condensed to with the run's exchange.
+	Window *HistoryWindow `json:"history_window,omitempty"`
 }
 
 // TurnLimitReached reports whether a session that had turns agent turns
@@ -296,6 +299,10 @@ func (d *decision) sessionChange() *SessionChange {
 		c.Reason, c.ParentAgentID, c.Chain = d.State.Handoffs[n-1].Reason, d.State.Handoffs[n-1].From, d.chain()
 	}
 	d.stageChange(c)
+	if a := d.State.Agent; a != nil {
+		w := a.History.Resolved()
+		c.Window = &w
+	}
 	if g := d.Opened; g != nil && g.Kind == GateHuman {
 		c.Handoff, c.RunID, c.GateID, c.Reason = g.Handoff, d.State.Request.RunID, g.ID, g.Handoff.Reason
 	}

@@ -136,7 +136,11 @@ func (s *Sessions) AppendChange(ctx context.Context, req orch.RunRequest, answer
 			*sess = store.Session{SessionID: req.SessionID, TenantID: req.TenantID, UserID: req.UserID,
 				State: "active", StartedAt: at}
 		}
-		if !appendExchange(sess, req, answer, at) {
+		var window *orch.HistoryWindow
+		if change != nil {
+			window = change.Window
+		}
+		if !appendExchange(sess, req, answer, at, window) {
 			return false, nil // a redelivered end: the exchange is in
 		}
 		applyChange(sess, change, req.RunID, at)
@@ -225,9 +229,9 @@ func continuesFrom(sess *store.Session, c *orch.SessionChange) bool {
 }
 
 // appendExchange appends the exchange of req to sess and condenses what
-// falls out of the window. It reports false when the exchange is already
-// there.
-func appendExchange(sess *store.Session, req orch.RunRequest, answer string, at time.Time) bool {
+// falls out of the window (the agent's, else the default bounds). It
+// reports false when the exchange is already there.
+func appendExchange(sess *store.Session, req orch.RunRequest, answer string, at time.Time, window *orch.HistoryWindow) bool {
 	userID := req.RunID + ".user"
 	for _, m := range sess.Messages {
 		if m.MsgID == userID {
@@ -238,7 +242,11 @@ func appendExchange(sess *store.Session, req orch.RunRequest, answer string, at 
 	sess.Messages = append(sess.Messages,
 		store.SessionMessage{MsgID: userID, Role: RoleUser, Content: Clip(req.Message, HistoryMessageBytes), TS: at},
 		store.SessionMessage{MsgID: req.RunID + ".assistant", Role: RoleAssistant, Content: Clip(answer, HistoryMessageBytes), TS: at})
-	Condense(sess)
+	if window != nil {
+		CondenseWindow(sess, window.Resolved())
+	} else {
+		Condense(sess)
+	}
 	return true
 }
 
@@ -299,28 +307,72 @@ func (s *Sessions) Update(ctx context.Context, tenantID, sessionID string, chang
 // Condense keeps the session's last HistoryKeep messages and folds the
 // older ones into its summary message.
 func Condense(sess *store.Session) {
-	var summary *store.SessionMessage
-	kept := sess.Messages[:0:0]
-	for _, m := range sess.Messages {
+	summary, kept := splitSummary(sess.Messages)
+	if len(kept) <= HistoryKeep {
+		return
+	}
+	fold(&summary, kept[:len(kept)-HistoryKeep], HistorySummaryBytes)
+	sess.Messages = append([]store.SessionMessage{summary}, kept[len(kept)-HistoryKeep:]...)
+}
+
+// CondenseWindow condenses the session to an agent's history window w
+// (resolved): the session's first message stays verbatim; once the
+// session has had more than w.SummarizeAfter turns, the messages before
+// the last 2×SummarizeAfter (at most MaxMessages in all) are folded into
+// the summary; and older ones are folded until everything fits in
+// w.MaxTokens (four bytes a token), keeping at least the last exchange.
+// The condensed session reads first, summary, then the recent messages.
+func CondenseWindow(sess *store.Session, w orch.HistoryWindow) {
+	summary, msgs := splitSummary(sess.Messages)
+	if len(msgs) < 2 {
+		return
+	}
+	first, rest := msgs[0], msgs[1:]
+	keep := max(min(w.MaxMessages-2, 2*w.SummarizeAfter), 2) // the first and the summary count too
+	budget := w.MaxTokens * 4
+	summaryCap := min(HistorySummaryBytes, budget/4)
+	cut := max(0, len(rest)-keep)
+	for cut < len(rest)-2 && len(first.Content)+len(summary.Content)+size(rest[cut:]) > budget {
+		cut++
+	}
+	if cut == 0 {
+		return
+	}
+	fold(&summary, rest[:cut], summaryCap)
+	sess.Messages = append([]store.SessionMessage{first, summary}, rest[cut:]...)
+}
+
+// splitSummary returns the summary message of msgs (a new, empty one if
+// there is none) and the others, in order.
+func splitSummary(msgs []store.SessionMessage) (store.SessionMessage, []store.SessionMessage) {
+	summary := store.SessionMessage{MsgID: "summary", Role: RoleSummary}
+	kept := msgs[:0:0]
+	for _, m := range msgs {
 		if m.Role == RoleSummary {
-			s := m
-			summary = &s
+			summary = m
 			continue
 		}
 		kept = append(kept, m)
 	}
-	if len(kept) <= HistoryKeep {
-		return
-	}
-	old := kept[:len(kept)-HistoryKeep]
-	if summary == nil {
-		summary = &store.SessionMessage{MsgID: "summary", Role: RoleSummary}
-	}
+	return summary, kept
+}
+
+// fold adds a line per message of old to the summary, keeping its last
+// lines within limit bytes.
+func fold(summary *store.SessionMessage, old []store.SessionMessage, limit int) {
 	lines := summary.Content
 	for _, m := range old {
 		lines += "\n" + m.Role + ": " + firstLine(m.Content, 160)
 		summary.TS = m.TS
 	}
-	summary.Content = keepTail(strings.TrimPrefix(lines, "\n"), HistorySummaryBytes)
-	sess.Messages = append([]store.SessionMessage{*summary}, kept[len(kept)-HistoryKeep:]...)
+	summary.Content = keepTail(strings.TrimPrefix(lines, "\n"), limit)
+}
+
+// size is the bytes of the messages' contents.
+func size(msgs []store.SessionMessage) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Content)
+	}
+	return n
 }
