@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"slices"
 
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/orch"
@@ -45,13 +44,7 @@ func (r *Router) deliver(ctx context.Context, d *orch.Decision) error {
 	if err := r.Outbound.Send(ctx, msg); err != nil {
 		return err
 	}
-	a := orch.Audit{Name: AuditAnswerSent, Payload: map[string]any{"message_id": msg.MessageID, "tool": "send_message",
-		"auto": true, "kind": kind, "text_bytes": len(text)}}
-	// The trace still ends with run.finished.
-	i := slices.IndexFunc(d.Audits, func(a orch.Audit) bool { return a.Name == "run.finished" })
-	if i < 0 {
-		i = len(d.Audits)
-	}
-	d.Audits = slices.Insert(d.Audits, i, a)
+	beforeEnd(d, orch.Audit{Name: AuditAnswerSent, Payload: map[string]any{"message_id": msg.MessageID, "tool": "send_message",
+		"auto": true, "kind": kind, "text_bytes": len(text)}})
 	return nil
 }

@@ -357,13 +357,18 @@ func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
 		return err
 	}
 	up.Code = d.Ended.TerminalCode
-	// The trace still ends with run.finished.
-	at := len(d.Audits)
-	if i := slices.IndexFunc(d.Audits, func(a orch.Audit) bool { return a.Name == "run.finished" }); i >= 0 {
-		at = i
-	}
-	d.Audits = slices.Insert(d.Audits, at, orch.Audit{Name: runctl.AuditSessionUpdated, Payload: up})
+	beforeEnd(d, orch.Audit{Name: runctl.AuditSessionUpdated, Payload: up})
 	return nil
+}
+
+// beforeEnd adds a to the decision's trace before its run.finished, if it
+// has one: the trace still ends with it.
+func beforeEnd(d *orch.Decision, a orch.Audit) {
+	i := slices.IndexFunc(d.Audits, func(a orch.Audit) bool { return a.Name == "run.finished" })
+	if i < 0 {
+		i = len(d.Audits)
+	}
+	d.Audits = slices.Insert(d.Audits, i, a)
 }
 
 // handOff marks the session of a run the decision handed to a human

@@ -46,7 +46,7 @@ func (p *RecordPolicy) Start(ctx context.Context) error {
 
 // ParsePayloadRecords reads and checks a payload_records value.
 func ParsePayloadRecords(b []byte) (map[string]string, error) {
-	return parseTenantChoices(ConfigKeyPayloadRecords, b, RecordsKeep, RecordsOff)
+	return parseTenantChoices(ConfigKeyPayloadRecords, b)
 }
 
 // Keeps reports whether tenant's runs keep payload records.

@@ -95,17 +95,18 @@ func followChoices(ctx context.Context, kv jetstream.KeyValue, keys ...choiceKey
 
 // ParseTaintPolicy reads and checks a taint_policy value.
 func ParseTaintPolicy(b []byte) (map[string]string, error) {
-	return parseTenantChoices(ConfigKeyTaintPolicy, b, TaintGate, TaintRelaxed)
+	return parseTenantChoices(ConfigKeyTaintPolicy, b)
 }
 
 // ParseInjectionPolicy reads and checks an injection_policy value.
 func ParseInjectionPolicy(b []byte) (map[string]string, error) {
-	return parseTenantChoices(ConfigKeyInjectionPolicy, b, InjectionRecord, InjectionStop)
+	return parseTenantChoices(ConfigKeyInjectionPolicy, b)
 }
 
 // parseTenantChoices reads {"<tenant>": "<choice>"} and checks every
-// choice is one of choices.
-func parseTenantChoices(key string, b []byte, choices ...string) (map[string]string, error) {
+// choice is one of the key's (TenantChoiceKeys).
+func parseTenantChoices(key string, b []byte) (map[string]string, error) {
+	choices := TenantChoiceKeys[key]
 	var m map[string]string
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
