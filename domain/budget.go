@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Dim is one dimension of a run's budget vector (seed 003). Each is
@@ -209,6 +210,30 @@ type BudgetPolicy struct {
 	Release map[string]BudgetRelease `json:"release,omitempty"`
 }
 
+// WithDefaultDailyTokens is p giving a daily quota of tokens to every
+// tenant it gives no quota of its own ("*" when it names none); 0 or less
+// changes nothing. An operator's "*" entry, even an empty one (no quota),
+// is kept.
+func (p BudgetPolicy) WithDefaultDailyTokens(tokens float64) BudgetPolicy {
+	if tokens <= 0 {
+		return p
+	}
+	q := Quotas{}
+	if p.Quotas != nil {
+		q = *p.Quotas
+	}
+	if _, ok := q.Tenants["*"]; ok {
+		return p
+	}
+	q.Tenants = maps.Clone(q.Tenants)
+	if q.Tenants == nil {
+		q.Tenants = map[string]TokenQuota{}
+	}
+	q.Tenants["*"] = TokenQuota{DailyTokens: tokens}
+	p.Quotas = &q
+	return p
+}
+
 // QuotasFor are the quotas a run of tenant, acting as agent (or "") in
 // session, draws from, in a fixed order.
 func (p BudgetPolicy) QuotasFor(tenant, agent, session string) []Quota {
@@ -239,6 +264,17 @@ func (p BudgetPolicy) QuotasFor(tenant, agent, session string) []Quota {
 		out = append(out, Quota{Scope: QuotaSession, Subject: session, Period: PeriodTotal, Tokens: q.SessionTokens})
 	}
 	return out
+}
+
+// QuotaLease is what a run holds of its token quotas: the tokens it may
+// use before it asks them for more, taken at At (the run is charged to the
+// periods it started in) from the ledger entries Keys, one per quota. A
+// run takes a lease when it starts and settles it, with what it used,
+// when it ends; in between its model calls draw from the lease in memory.
+type QuotaLease struct {
+	Tokens float64   `json:"tokens"`
+	At     time.Time `json:"at"`
+	Keys   []string  `json:"keys,omitempty"`
 }
 
 // Escalation is where a run goes when it cannot proceed within its
@@ -417,6 +453,9 @@ type Budget struct {
 	// besides its limits (BudgetPolicy.QuotasFor), as resolved when the
 	// run started.
 	Quotas []Quota `json:"quotas,omitempty"`
+	// Lease is what the run holds of its quotas (QuotaLease): taken when
+	// it started, settled when it ends.
+	Lease *QuotaLease `json:"quota_lease,omitempty"`
 	// Caps are the tenant's caps as the run started: no extension raises
 	// a limit above them. Release is the tenant's release setting, if
 	// it has one: the run may then park at a budget gate.

@@ -10,6 +10,7 @@ type (
 	Quotas     = domain.Quotas
 	TokenQuota = domain.TokenQuota
 	Quota      = domain.Quota
+	QuotaLease = domain.QuotaLease
 )
 
 // The budget dimensions, quota scopes and periods.

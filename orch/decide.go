@@ -82,9 +82,12 @@ type Requested struct {
 	// the embedder failed): the run goes on without, and the trace says
 	// so. The memories it recalled are in Context.
 	RecallError string
-	Calls       []domain.Call
-	Failure     *Failure
-	At          time.Time
+	// QuotaLease is what the router took of the run's token quotas
+	// before its first model call (nil: no quota applies).
+	QuotaLease *QuotaLease
+	Calls      []domain.Call
+	Failure    *Failure
+	At         time.Time
 }
 
 // Planned: the planner proposed steps, a revision or an infeasibility.
@@ -282,6 +285,8 @@ func (d *decision) requested(in Requested) {
 		d.finish(CodeValidationFail, err.Error(), nil)
 		return
 	}
+	// Recorded first, so whatever ends the run settles its lease.
+	d.State.Budget.Lease = in.QuotaLease
 	if !d.continueSession(in) {
 		return
 	}
@@ -342,7 +347,7 @@ func (d *decision) routed(in Requested) {
 	if i := slices.IndexFunc(in.Patterns, func(p domain.Pattern) bool { return p.Name == route.Pattern }); i >= 0 {
 		d.State.PatternDef = in.Patterns[i]
 	}
-	d.budget(in.Policy)
+	d.budget(in.Policy, in.QuotaLease)
 	if d.State.Deadline.IsZero() {
 		d.deadline()
 	}

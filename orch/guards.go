@@ -14,7 +14,7 @@ import (
 
 // budget resolves the run's limits from the policy (recorded in the state
 // and in budget.resolved, so a replay applies the limits the run had).
-func (d *decision) budget(p BudgetPolicy) {
+func (d *decision) budget(p BudgetPolicy, lease *QuotaLease) {
 	req := d.State.Request
 	limits, clamped := p.Limits(req.TenantID, d.State.TaskType, d.State.PatternDef.RunTimeoutS, req.Budget)
 	d.State.Budget.Limits, d.State.Budget.Escalation = limits, p.Escalation
@@ -31,6 +31,9 @@ func (d *decision) budget(p BudgetPolicy) {
 	}
 	if len(d.State.Budget.Quotas) > 0 {
 		payload["quotas"] = d.State.Budget.Quotas
+	}
+	if lease != nil {
+		payload["quota_lease"] = lease
 	}
 	if d.State.Agent != nil {
 		payload["clamped_by_agent"] = d.agentLimits()

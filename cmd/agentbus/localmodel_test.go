@@ -78,7 +78,8 @@ func TestLocalModel_DemoTasksEndWithinBudget(t *testing.T) {
 	for _, setup := range localSetups {
 		t.Run(setup.name, func(t *testing.T) {
 			url, _ := startUp(t, append([]string{"MODEL=openai:smollm2", "MODEL_BASE_URL=" + base, "MODEL_API_KEY=local",
-				"MODEL_MAX_TOKENS=384", "MODEL_TEMPERATURE=0", "MODEL_TIMEOUT=90s", "MODEL_MAX_RETRIES=1", "ACK_WAIT=60s"}, setup.env...)...)
+				"MODEL_MAX_TOKENS=384", "MODEL_TEMPERATURE=0", "MODEL_TIMEOUT=90s", "MODEL_MAX_RETRIES=1", "ACK_WAIT=60s",
+				"DEFAULT_DAILY_TOKENS=0"}, setup.env...)...)
 			codes, modes := map[string]int{}, map[string]int{}
 			for i := range setup.runs {
 				checkLocalRun(t, url, i, localTasks[i%len(localTasks)], codes, modes)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"sync"
 	"time"
@@ -34,8 +35,8 @@ type Budgets struct {
 	// KV is the budgets bucket (the groups' pools); nil leaves each
 	// member of a group its share alone.
 	KV jetstream.KeyValue
-	// Quotas is the quotas bucket: the token quotas' ledgers (see
-	// DrawQuotas); nil enforces no quota.
+	// Quotas is the quotas bucket: the token quotas' ledgers and the
+	// runs' leases of them (quota.go); nil enforces no quota.
 	Quotas jetstream.KeyValue
 	Now    func() time.Time
 }
@@ -48,8 +49,10 @@ type RunBudget struct {
 	Tenant, RunID string
 	Limits        orch.Vector
 	Deadline      time.Time
-	// Quotas are the token quotas the run's model calls draw from too.
+	// Quotas are the token quotas the run's model calls draw from too,
+	// through the run's Lease of them (quota.go).
 	Quotas []orch.Quota
+	Lease  *orch.QuotaLease
 
 	l *ledger
 }
@@ -59,6 +62,10 @@ type ledger struct {
 	mu   sync.Mutex
 	used orch.Vector // what the run has drawn, as far as this hop knows
 	lane *lane       // set for a member of a group of several
+	// quotaCap is what the hop may reach of the run's input plus output
+	// tokens before it raises the run's lease of its quotas (a member of
+	// a group: of its own tokens since dispatch).
+	quotaCap float64
 }
 
 // lane is a group member's share of its run's budget.
@@ -81,6 +88,15 @@ func NewRunBudget(tenant, runID string, limits orch.Vector, deadline time.Time, 
 func BudgetOf(s orch.RunState) RunBudget {
 	rb := NewRunBudget(s.Request.TenantID, s.Request.RunID, s.Budget.Limits, s.Deadline, s.Budget.Quotas)
 	rb.l.used = s.Known()
+	return rb.WithLease(s.Budget.Lease)
+}
+
+// WithLease is rb drawing from lease, the run's lease of its quotas.
+func (rb RunBudget) WithLease(lease *orch.QuotaLease) RunBudget {
+	rb.Lease = lease
+	if rb.l != nil && lease != nil {
+		rb.l.quotaCap = lease.Tokens
+	}
 	return rb
 }
 
@@ -94,6 +110,9 @@ func StepBudget(req orch.StepRequest) RunBudget {
 		share, pool := orch.LaneShare(req.Run.Remaining(), req.Group.Expected)
 		rb.l.lane = &lane{key: poolKey(rb.Tenant, rb.RunID, req.Group.ID), base: req.Run.Known(),
 			share: share, pool: pool, pooled: req.Pooled.Add(nil)}
+		// Its share of the run's lease: the part of it left at dispatch
+		// that is its own.
+		rb.l.quotaCap = math.Floor(max(0, rb.l.quotaCap-quotaTokens(rb.l.lane.base)) / float64(req.Group.Expected))
 	}
 	return rb
 }
@@ -155,6 +174,8 @@ type Exhausted struct {
 	// Group says the draw was a group member's: Limit is what its share
 	// and its group's pool let it reach, not the run's limit.
 	Group bool `json:"group,omitempty"`
+	// leased is what the run's lease held in the quota that refused.
+	leased float64
 }
 
 // QuotaHit names a spent quota: which one, its ledger key and period.
@@ -216,18 +237,19 @@ func (b *Budgets) Draw(ctx context.Context, rb RunBudget, want orch.Vector) (orc
 			return orch.Vector{}, err
 		}
 	}
-	l.used = l.used.Add(want)
-	if err := b.DrawQuotas(ctx, rb, quotaTokens(want), true); err != nil {
-		// The run's draw is taken back: nothing is drawn on a refusal
-		// (what a lane took from its pool stays taken: the pool then
-		// understates what is left, never overstates it).
-		l.used = l.used.Sub(want)
-		var ex *Exhausted
-		if errors.As(err, &ex) {
-			ex.Limits, ex.Spent = rb.Limits, l.used.Add(nil)
+	if b.quotas(rb) {
+		if err := b.drawLease(ctx, rb, quotaTokens(want)); err != nil {
+			// Nothing is drawn on a refusal (what a lane took from its
+			// pool stays taken: the pool then understates what is left,
+			// never overstates it).
+			var ex *Exhausted
+			if errors.As(err, &ex) {
+				ex.Limits, ex.Spent = rb.Limits, l.used.Add(nil)
+			}
+			return orch.Vector{}, err
 		}
-		return orch.Vector{}, err
 	}
+	l.used = l.used.Add(want)
 	return l.used.Add(nil), nil
 }
 
@@ -280,7 +302,8 @@ type poolEntry struct {
 }
 
 // Settle replaces a reservation by what the call actually used: the
-// counters move by actual minus reserved in each dimension.
+// counters move by actual minus reserved in each dimension (in memory: the
+// run's lease of its quotas is settled when the run ends).
 func (b *Budgets) Settle(ctx context.Context, rb RunBudget, reserved, actual orch.Vector) error {
 	if b == nil || rb.l == nil || len(rb.Limits) == 0 {
 		return nil
@@ -301,7 +324,7 @@ func (b *Budgets) Settle(ctx context.Context, rb RunBudget, reserved, actual orc
 		}
 	}
 	rb.l.mu.Unlock()
-	return b.DrawQuotas(ctx, rb, quotaTokens(delta), false)
+	return nil
 }
 
 func (b *Budgets) now() time.Time {

@@ -3,14 +3,40 @@ package ledger
 import (
 	"context"
 	"errors"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/agentbus/agentbus/kvcas"
 	"github.com/agentbus/agentbus/orch"
 )
 
-// BucketQuotas holds the token quotas' ledgers: the tokens drawn from
-// each quota in its current period, keyed
+// Token quotas are shared by every run of a tenant (of an agent, of a
+// session), so they live in a bucket, not in a run's state. A run does not
+// go to the bucket for each model call: it leases tokens.
+//
+//   - When a run starts, the router takes a lease (OpenLease): a chunk of
+//     each quota (QuotaChunk, at most what the quota has left), recorded in
+//     the quota's ledger entry under the run's id and in the run's state.
+//   - The run's model calls draw from the lease in memory. One that would
+//     pass it raises the lease by compare-and-set (at least a chunk more);
+//     a group member raises its own share. A raise the quota cannot give
+//     is refused like any budget draw (*Exhausted, dimension
+//     quota_tokens): the run ends BUDGET_EXHAUSTED.
+//   - When the run ends, the router settles its lease (SettleLease): the
+//     entry's used count takes what the run used, and the lease goes.
+//
+// A quota is spent when what ended runs used plus what running runs hold
+// reaches its allowance; nothing is drawn past it, so a quota is never
+// overdrawn, and tokens a lease held but the run did not use return to it
+// when the run ends. A run that never settles (its state lost with a
+// dead-lettered message) is charged its whole lease once its deadline is
+// an hour past (leaseGrace). Work that goes on after its run ended (a
+// cancelled run's lane still in its model call) is not charged: its lease
+// bounds it.
+
+// BucketQuotas holds the token quotas' ledgers: for each quota in its
+// current period, what ended runs used and what running runs hold, keyed
 // <tenant>.tenant.<tenant>.day.<YYYYMMDD> (…month.<YYYYMM>),
 // <tenant>.agent.<agent>.day.<YYYYMMDD>, <tenant>.session.<session>.total.
 const BucketQuotas = "quotas"
@@ -24,8 +50,42 @@ const QuotaEntryTTL = 32 * 24 * time.Hour
 // plus output tokens.
 const DimQuotaTokens orch.Dim = "quota_tokens"
 
+// leaseGrace is how long after its run's deadline a lease that was never
+// settled is charged whole.
+const leaseGrace = time.Hour
+
+// quotaEntry is a quota's ledger in one period: the tokens ended runs
+// used, and the leases of running runs by run id.
 type quotaEntry struct {
-	Used float64 `json:"used"`
+	Used   float64               `json:"used"`
+	Leases map[string]quotaLease `json:"leases,omitempty"`
+}
+
+type quotaLease struct {
+	Tokens float64   `json:"tokens"`
+	Until  time.Time `json:"until"`
+}
+
+// held is what the entry's leases hold, after charging the ones whose
+// runs were given up on (at now).
+func (e *quotaEntry) held(now time.Time) float64 {
+	var h float64
+	for id, l := range e.Leases {
+		if now.After(l.Until) {
+			e.Used += l.Tokens
+			delete(e.Leases, id)
+			continue
+		}
+		h += l.Tokens
+	}
+	return h
+}
+
+// QuotaChunk is what a lease takes of quota q at a time: a thirty-second
+// of its allowance, at least 2,048 tokens (or the whole allowance when it
+// is smaller).
+func QuotaChunk(q orch.Quota) float64 {
+	return math.Ceil(max(q.Tokens/32, min(q.Tokens, 2048)))
 }
 
 // quotaTokens is what a draw takes from the token quotas.
@@ -57,58 +117,238 @@ func periodName(p string) string {
 	return "total"
 }
 
-// DrawQuotas moves the run's quota ledgers of the current periods by
-// tokens. A positive draw with refuse set is refused (*Exhausted with its
-// Quota, nothing drawn) when it would take any quota past its allowance;
-// settlements (refuse unset, or tokens ≤ 0) are written whatever the
-// counters say, never below zero. Each entry moves by compare-and-swap, so
-// runs on any process draw from one count.
-func (b *Budgets) DrawQuotas(ctx context.Context, rb RunBudget, tokens float64, refuse bool) error {
-	if b == nil || b.Quotas == nil || len(rb.Quotas) == 0 || tokens == 0 {
-		return nil
+// quotas reports whether rb's draws go through its quotas.
+func (b *Budgets) quotas(rb RunBudget) bool {
+	return b != nil && b.Quotas != nil && len(rb.Quotas) > 0
+}
+
+// leaseAt is when the run's lease was taken, which names the periods its
+// draws are charged to; a run with no lease yet takes it now.
+func (b *Budgets) leaseAt(rb RunBudget) time.Time {
+	if rb.Lease != nil && !rb.Lease.At.IsZero() {
+		return rb.Lease.At
 	}
-	now := b.now()
-	refuse = refuse && tokens > 0
-	var done []string
+	return b.now()
+}
+
+// OpenLease takes the run's lease of its quotas before its first model
+// call: a chunk of each (no more than the run's own token limits, no more
+// than a quota has left). A quota with nothing left refuses the run
+// (*Exhausted). Taken again for the same run (a redelivered hop), it
+// returns the lease the run holds. Nil when no quota applies.
+func (b *Budgets) OpenLease(ctx context.Context, rb RunBudget) (*orch.QuotaLease, error) {
+	if !b.quotas(rb) {
+		return nil, nil
+	}
+	at := b.leaseAt(rb)
+	want := math.Inf(1)
 	for _, q := range rb.Quotas {
-		key := QuotaKey(rb.Tenant, q, now)
+		want = min(want, QuotaChunk(q))
+	}
+	if lim, ok := tokenLimit(rb.Limits); ok {
+		want = max(1, min(want, lim))
+	}
+	got, _, err := b.raise(ctx, rb, at, func(cur float64) (float64, float64) {
+		if cur > 0 {
+			return 0, 0 // taken already
+		}
+		return 1, want
+	})
+	if err != nil {
+		return nil, err
+	}
+	lease := &orch.QuotaLease{Tokens: got, At: at}
+	for _, q := range rb.Quotas {
+		lease.Keys = append(lease.Keys, QuotaKey(rb.Tenant, q, at))
+	}
+	return lease, nil
+}
+
+// tokenLimit is the most tokens the run's own limits let it use.
+func tokenLimit(limits orch.Vector) (float64, bool) {
+	in, okIn := limits[orch.DimInputTokens]
+	out, okOut := limits[orch.DimOutputTokens]
+	return in + out, okIn && okOut
+}
+
+// raise moves the run's lease in the entry of each of its quotas: target
+// says, from the lease cur an entry holds for the run, the least lease the
+// run needs and the lease it wants. An entry that holds the least already
+// is left as it is; otherwise it gives what it has up to want, and one that
+// cannot give the least refuses (*Exhausted; what earlier entries gave is
+// taken back). It returns the smallest lease the entries now hold for the
+// run and the smallest amount one of them added.
+func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, target func(cur float64) (least, want float64)) (lease, added float64, err error) {
+	now := b.now()
+	until := rb.Deadline
+	if until.IsZero() {
+		until = now.Add(orch.DefaultRunTimeout)
+	}
+	until = until.Add(leaseGrace)
+	type undo struct {
+		key    string
+		tokens float64
+	}
+	var done []undo
+	lease, added = math.Inf(1), math.Inf(1)
+	for _, q := range rb.Quotas {
+		key := QuotaKey(rb.Tenant, q, at)
 		var hit *Exhausted
-		_, err := kvcas.Update(ctx, b.Quotas, key, func(e *quotaEntry, _ uint64) (bool, error) {
+		var cur, after float64
+		_, err = kvcas.Update(ctx, b.Quotas, key, func(e *quotaEntry, _ uint64) (bool, error) {
 			hit = nil
-			if refuse && e.Used+tokens > q.Tokens+1e-9 {
-				hit = &Exhausted{Dim: DimQuotaTokens, Limit: q.Tokens, Used: e.Used, Want: tokens,
-					Quota: &QuotaHit{Quota: q, Key: key}}
+			n := len(e.Leases)
+			held := e.held(now)
+			cur = e.Leases[rb.RunID].Tokens
+			after = cur
+			least, want := target(cur)
+			if cur >= least {
+				return len(e.Leases) != n, nil // charging given-up leases is written
+			}
+			left := q.Tokens - e.Used - held // what nobody holds
+			if left < least-cur {
+				hit = &Exhausted{Dim: DimQuotaTokens, Limit: q.Tokens, Used: q.Tokens - max(0, left), Want: least - cur,
+					Quota: &QuotaHit{Quota: q, Key: key}, leased: cur}
 				return false, nil
 			}
-			e.Used = max(0, e.Used+tokens)
+			after = cur + min(max(want, least)-cur, left)
+			if e.Leases == nil {
+				e.Leases = map[string]quotaLease{}
+			}
+			e.Leases[rb.RunID] = quotaLease{Tokens: after, Until: until}
 			return true, nil
 		})
 		if err == nil && hit != nil {
 			err = hit
 		}
 		if err != nil {
-			// Take back what this draw took from the quotas before.
-			for _, k := range done {
-				_, back := kvcas.Update(context.WithoutCancel(ctx), b.Quotas, k, func(e *quotaEntry, _ uint64) (bool, error) {
-					e.Used = max(0, e.Used-tokens)
-					return true, nil
-				})
-				err = errors.Join(err, back)
-			}
-			return err
+			break
 		}
-		done = append(done, key)
+		if after > cur {
+			done = append(done, undo{key, after - cur})
+		}
+		lease, added = min(lease, after), min(added, after-cur)
 	}
-	return nil
+	if err != nil {
+		// Take back what this raise took from the quotas before.
+		for _, u := range done {
+			_, back := kvcas.Update(context.WithoutCancel(ctx), b.Quotas, u.key, func(e *quotaEntry, _ uint64) (bool, error) {
+				l, ok := e.Leases[rb.RunID]
+				if !ok {
+					return false, nil
+				}
+				if l.Tokens -= u.tokens; l.Tokens <= 0 {
+					delete(e.Leases, rb.RunID)
+				} else {
+					e.Leases[rb.RunID] = l
+				}
+				return true, nil
+			})
+			err = errors.Join(err, back)
+		}
+		return 0, 0, err
+	}
+	return lease, added, nil
 }
 
-// QuotaUsed reads the tokens drawn from quota q of tenant in the period
-// of t.
-func (b *Budgets) QuotaUsed(ctx context.Context, tenant string, q orch.Quota, t time.Time) (float64, error) {
-	var used float64
-	_, err := kvcas.Update(ctx, b.Quotas, QuotaKey(tenant, q, t), func(e *quotaEntry, _ uint64) (bool, error) {
-		used = e.Used
+// drawLease checks a draw of tokens against what the hop may use of the
+// run's lease, raising the lease when it would pass it; with l.mu held and
+// l.used not yet moved by the draw.
+func (b *Budgets) drawLease(ctx context.Context, rb RunBudget, tokens float64) error {
+	l := rb.l
+	if tokens <= 0 {
+		return nil
+	}
+	used := quotaTokens(l.used)
+	if ln := l.lane; ln != nil {
+		used -= quotaTokens(ln.base) // a member counts its own draws against its share
+	}
+	need := used + tokens - l.quotaCap
+	if need <= 1e-9 {
+		return nil
+	}
+	at := b.leaseAt(rb)
+	chunk := math.Inf(1)
+	for _, q := range rb.Quotas {
+		chunk = min(chunk, QuotaChunk(q))
+	}
+	var err error
+	if l.lane != nil {
+		// A member adds to the run's lease what it needs past its share:
+		// its siblings' draws are not in its view.
+		var added float64
+		_, added, err = b.raise(ctx, rb, at, func(cur float64) (float64, float64) { return cur + need, cur + max(need, chunk) })
+		if err == nil {
+			l.quotaCap += added
+		}
+	} else {
+		// A sequential hop knows what the run used: the run's lease must
+		// hold that and this draw. An earlier hop may have raised it.
+		total := used + tokens
+		var lease float64
+		if lease, _, err = b.raise(ctx, rb, at, func(float64) (float64, float64) { return total, total + chunk }); err == nil {
+			l.quotaCap = lease
+		}
+	}
+	var ex *Exhausted
+	if errors.As(err, &ex) {
+		// What this call may still take: what the hop holds and what the
+		// quota has left.
+		held := l.quotaCap
+		if l.lane == nil {
+			held = max(held, ex.leased) // the run's lease, which later hops may have raised
+		}
+		forCall := max(0, held-used) + ex.Limit - ex.Used
+		ex.Used = ex.Limit - forCall
+	}
+	return err
+}
+
+// SettleLease ends the run's lease: each quota it was taken from (its
+// keys, and the entries of the run's quotas in the lease's periods) is
+// charged what the run used and no longer holds the lease. Settling a
+// lease again (a redelivered hop) changes nothing. It reports whether a
+// lease was settled.
+func (b *Budgets) SettleLease(ctx context.Context, s orch.RunState) (bool, error) {
+	lease := s.Budget.Lease
+	if b == nil || b.Quotas == nil || lease == nil {
 		return false, nil
-	})
-	return used, err
+	}
+	keys := slices.Clone(lease.Keys)
+	for _, q := range s.Budget.Quotas {
+		if k := QuotaKey(s.Request.TenantID, q, lease.At); !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	used := quotaTokens(s.Known())
+	now := b.now()
+	settled := false
+	var errs []error
+	for _, key := range keys {
+		_, err := kvcas.Update(ctx, b.Quotas, key, func(e *quotaEntry, _ uint64) (bool, error) {
+			e.held(now)
+			if _, ok := e.Leases[s.Request.RunID]; !ok {
+				return false, nil
+			}
+			delete(e.Leases, s.Request.RunID)
+			e.Used += used
+			settled = true
+			return true, nil
+		})
+		errs = append(errs, err)
+	}
+	return settled, errors.Join(errs...)
+}
+
+// QuotaUsed reads quota q of tenant in the period of t: the tokens ended
+// runs used, and what running runs hold.
+func (b *Budgets) QuotaUsed(ctx context.Context, tenant string, q orch.Quota, t time.Time) (used, held float64, err error) {
+	e, err := kvcas.Get[quotaEntry](ctx, b.Quotas, QuotaKey(tenant, q, t))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range e.Value.Leases {
+		held += l.Tokens
+	}
+	return e.Value.Used, held, nil
 }

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/internal/kvs"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
 )
@@ -80,6 +82,55 @@ type runConfig struct {
 	taskTypes []llm.TaskType
 	patterns  []llm.Pattern
 	policy    orch.BudgetPolicy
+}
+
+// ConfigFollower holds the task types, patterns and budget policy as the
+// config bucket has them, followed by a watch: a run's first hop reads
+// them from memory, with no request. An edit applies to the runs that
+// start after the watch delivers it (milliseconds); an invalid budget
+// policy makes runs wait, as a read of it would, until it is fixed.
+type ConfigFollower struct {
+	cur  atomic.Pointer[followed]
+	vals map[string][]byte // the watch's goroutine only
+}
+
+type followed struct {
+	rc  runConfig
+	err error
+}
+
+// FollowConfig loads the run configuration of kv and follows its changes
+// until ctx ends.
+func FollowConfig(ctx context.Context, kv jetstream.KeyValue) (*ConfigFollower, error) {
+	f := &ConfigFollower{vals: map[string][]byte{}}
+	f.apply()
+	w, err := kv.WatchFiltered(ctx, []string{ConfigKeyTaskTypes, ConfigKeyPatterns, ConfigKeyBudgets})
+	if err != nil {
+		return nil, fmt.Errorf("handlers: watch the run configuration: %w", err)
+	}
+	err = kvs.Follow(ctx, w, func(e jetstream.KeyValueEntry) {
+		if e.Operation() == jetstream.KeyValuePut {
+			f.vals[e.Key()] = e.Value()
+		} else {
+			delete(f.vals, e.Key())
+		}
+		f.apply()
+	})
+	return f, err
+}
+
+func (f *ConfigFollower) apply() {
+	var fl followed
+	fl.rc.taskTypes = parseConfig(f.vals[ConfigKeyTaskTypes], DefaultTaskTypes)
+	fl.rc.patterns = parseConfig(f.vals[ConfigKeyPatterns], DefaultPatterns)
+	fl.rc.policy, fl.err = parsePolicy(f.vals[ConfigKeyBudgets])
+	f.cur.Store(&fl)
+}
+
+// current is the configuration as the watch last delivered it.
+func (f *ConfigFollower) current() (runConfig, error) {
+	fl := f.cur.Load()
+	return fl.rc, fl.err
 }
 
 // loadRunConfig reads the task types, the patterns and the budget policy

@@ -39,9 +39,12 @@ type Router struct {
 	Config      jetstream.KeyValue // task types; nil uses the defaults
 	// JS, when set, reads the config bucket's values for a run in one
 	// request.
-	JS  jetstream.JetStream
-	Log zerolog.Logger
-	Now func() time.Time
+	JS jetstream.JetStream
+	// Following, when set, holds the config bucket's run configuration as
+	// a watch follows it: a run's first hop reads none.
+	Following *ConfigFollower
+	Log       zerolog.Logger
+	Now       func() time.Time
 	// Credentials, when set, forgets a run's forwarded API key once the
 	// run has ended.
 	Credentials *runctl.Credentials
@@ -56,6 +59,10 @@ type Router struct {
 	// Cancels are the cancelled runs: an input of one ends it USER_CANCEL
 	// instead of taking its next hop. Nil cancels none.
 	Cancels *runctl.Cancels
+	// DailyTokens is the daily token quota of the tenants the budget
+	// policy gives none (orch.BudgetPolicy.WithDefaultDailyTokens); 0:
+	// none.
+	DailyTokens float64
 	// Budgets is the budget ledger the router's model calls (routing,
 	// synthesis) draw from; nil draws nothing.
 	Budgets *ledger.Budgets
@@ -278,6 +285,9 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 	var next *orch.RunRequest
 	if d.Ended != nil {
 		r.Credentials.Forget(ctx, d.Ended.RunID, d.State.Request)
+		if err := r.settleLease(ctx, &d); err != nil {
+			return nil, err
+		}
 		if err := r.keepExchange(ctx, &d); err != nil {
 			return nil, err
 		}
@@ -358,6 +368,27 @@ func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
 	}
 	up.Code = d.Ended.TerminalCode
 	beforeEnd(d, orch.Audit{Name: runctl.AuditSessionUpdated, Payload: up})
+	return nil
+}
+
+// AuditQuotaSettled records that an ended run's lease of its token quotas
+// was settled: what it held and what it used.
+const AuditQuotaSettled = "quota.settled"
+
+// settleLease charges an ended run's quotas what it used and frees the
+// rest of its lease (ledger.SettleLease), before the caller gets the
+// answer, and records it in the trace.
+func (r *Router) settleLease(ctx context.Context, d *orch.Decision) error {
+	lease := d.State.Budget.Lease
+	if lease == nil {
+		return nil
+	}
+	if _, err := r.Budgets.SettleLease(ctx, d.State); err != nil {
+		return err
+	}
+	known := d.State.Known()
+	beforeEnd(d, orch.Audit{Name: AuditQuotaSettled, Payload: map[string]any{"leased": lease.Tokens, "keys": lease.Keys,
+		"used": known[orch.DimInputTokens] + known[orch.DimOutputTokens]}})
 	return nil
 }
 
@@ -544,7 +575,7 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 		return nil, l.configErr
 	}
 	tts := l.taskTypes
-	in.TaskTypes, in.Patterns, in.Policy = tts, l.patterns, l.policy
+	in.TaskTypes, in.Patterns, in.Policy = tts, l.patterns, l.policy.WithDefaultDailyTokens(r.DailyTokens)
 	if in.Context, err = l.runContext(sess); err != nil {
 		return nil, err
 	}
@@ -557,6 +588,18 @@ func (r *Router) route(ctx context.Context, req orch.RunRequest, at time.Time) (
 	}
 	rb := ledger.NewRunBudget(req.TenantID, req.RunID, limits, in.At.Add(time.Duration(limits[orch.DimWallClockS]*float64(time.Second))),
 		in.Policy.QuotasFor(req.TenantID, agent, req.SessionID))
+	// The run's lease of its token quotas, before its first model call: a
+	// quota with nothing left refuses the run here.
+	if in.QuotaLease, err = r.Budgets.OpenLease(ctx, rb); err != nil {
+		if in.Failure = handlers.FailureOf(err); in.Failure == nil {
+			return nil, fmt.Errorf("handlers: lease the run's quotas: %w", err)
+		}
+		if in.Agent != nil && in.Agent.Type == orch.TypeRouterAgent {
+			in.AgentRoute = &orch.AgentRoute{Failure: in.Failure}
+		}
+		return in, nil
+	}
+	rb = rb.WithLease(in.QuotaLease)
 	if in.Agent != nil && in.Agent.Type == orch.TypeRouterAgent {
 		// A router agent first classifies the message: the run goes on
 		// as the sub-agent it chose (agent_route.go).
@@ -617,7 +660,11 @@ func (r *Router) loadStart(ctx context.Context, req orch.RunRequest, at time.Tim
 	wg.Go(func() { l.sess, l.sessErr = r.session(ctx, req) })
 	wg.Go(func() {
 		var rc runConfig
-		rc, l.configErr = loadRunConfig(ctx, r.JS, r.Config)
+		if r.Following != nil {
+			rc, l.configErr = r.Following.current()
+		} else {
+			rc, l.configErr = loadRunConfig(ctx, r.JS, r.Config)
+		}
 		l.taskTypes, l.patterns, l.policy = rc.taskTypes, rc.patterns, rc.policy
 	})
 	wg.Go(func() { l.soul, l.soulErr = r.Store.SoulFor(ctx, req.TenantID, req.UserID) })

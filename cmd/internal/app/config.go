@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentbus/agentbus/egress"
+	"github.com/agentbus/agentbus/llm/provider"
 	"github.com/agentbus/agentbus/skills"
 	"github.com/agentbus/agentbus/store"
 	"github.com/agentbus/agentbus/tools"
@@ -37,14 +38,18 @@ type Config struct {
 	MemoryRetention store.MemoryRetention
 	// RecallTopK and RecallTokens bound the memories a run recalls when
 	// it starts (0 top k: none).
-	RecallTopK      int
-	RecallTokens    int
-	Models          ModelConfig
-	SkillServiceURL string
-	SkillAPIKey     string
-	SkillTransport  string // streamable-http (default), sse or stdio
-	SkillMode       string // auto (default), skill-service or plain
-	SkillCommand    string // stdio server command line: words split on spaces, or a JSON array
+	RecallTopK   int
+	RecallTokens int
+	// DefaultDailyTokens is the daily token quota of the tenants the
+	// budget policy gives none; -1 picks it from the models
+	// (DailyTokens).
+	DefaultDailyTokens int
+	Models             ModelConfig
+	SkillServiceURL    string
+	SkillAPIKey        string
+	SkillTransport     string // streamable-http (default), sse or stdio
+	SkillMode          string // auto (default), skill-service or plain
+	SkillCommand       string // stdio server command line: words split on spaces, or a JSON array
 	// SkillOAuthClientID, with the secret (environment only) or a private
 	// key file, authenticates to a Skill Service that requires OAuth
 	// client credentials.
@@ -118,6 +123,7 @@ func (c *Config) RegisterStack(fs *flag.FlagSet) {
 	envMemoryTTLTenant.Bind(fs, &c.MemoryRetention.Tenant)
 	envRecallTopK.Bind(fs, &c.RecallTopK)
 	envRecallTokens.Bind(fs, &c.RecallTokens)
+	envDefaultDailyTokens.Bind(fs, &c.DefaultDailyTokens)
 	envStorePrefix.Bind(fs, &c.StorePrefix)
 	c.Models.Register(fs)
 	EnvSkillServiceURL.Bind(fs, &c.SkillServiceURL)
@@ -181,6 +187,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RecallTopK < 0 || c.RecallTopK > 100 || c.RecallTokens < 1 {
 		return fmt.Errorf("recall-top-k must be from 0 to 100, recall-tokens at least 1")
+	}
+	if c.DefaultDailyTokens < -1 {
+		return fmt.Errorf("default-daily-tokens must be -1 (by model), 0 (none) or a number of tokens")
 	}
 	if c.BreakerFailures < 1 || c.BreakerCooldown <= 0 || c.RepeatCallLimit < 1 || c.ContextTokens < 1000 {
 		return fmt.Errorf("breaker-failures and repeat-call-limit must be at least 1, breaker-cooldown positive, context-tokens at least 1000")
@@ -381,4 +390,23 @@ func (c *Config) SecretsKey() ([]byte, error) {
 		return tools.ParseKey(string(b))
 	}
 	return nil, nil
+}
+
+// SeedDailyTokens is seed 002's default daily token quota of a tenant.
+const SeedDailyTokens = 100_000
+
+// DailyTokens is the daily token quota of the tenants the budget policy
+// gives none: DefaultDailyTokens, or with -1 the seed's 100,000 when a
+// role's model is a real one and none with only the offline model, which
+// costs nothing.
+func (c Config) DailyTokens() int {
+	if c.DefaultDailyTokens >= 0 {
+		return c.DefaultDailyTokens
+	}
+	for _, r := range c.Models.roles()[1:] {
+		if r.spec != provider.Offline {
+			return SeedDailyTokens
+		}
+	}
+	return 0
 }

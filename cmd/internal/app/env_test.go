@@ -190,3 +190,25 @@ func TestDurationDefaultsAreShort(t *testing.T) {
 		}
 	}
 }
+
+// TestDailyTokensByModel: DEFAULT_DAILY_TOKENS of -1 gives seed 002's
+// 100,000 tokens a day when any role's model is a real one, none with the
+// offline model only; a set value is taken as it is.
+func TestDailyTokensByModel(t *testing.T) {
+	c := Config{DefaultDailyTokens: -1, Models: ModelConfig{Default: "offline"}}
+	if n := c.DailyTokens(); n != 0 {
+		t.Fatalf("offline models: %d, want none", n)
+	}
+	c.Models.Planner = "openai:gpt-4.1-mini"
+	if n := c.DailyTokens(); n != SeedDailyTokens {
+		t.Fatalf("a real planner model: %d, want %d", n, SeedDailyTokens)
+	}
+	c.DefaultDailyTokens = 0
+	if n := c.DailyTokens(); n != 0 {
+		t.Fatalf("0 set: %d", n)
+	}
+	c.DefaultDailyTokens = 5000
+	if n := c.DailyTokens(); n != 5000 {
+		t.Fatalf("5000 set: %d", n)
+	}
+}

@@ -223,7 +223,10 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 		return nil, err
 	}
 	r := router.NewRouter(d.Models.Router, d.Store, cfg, log)
-	r.JS = d.JS // the config bucket's values for a run in one request
+	r.JS = d.JS
+	if err := retry(ctx, func() (err error) { r.Following, err = router.FollowConfig(ctx, cfg); return err }); err != nil {
+		return nil, err
+	}
 	r.Synthesiser, r.Replies, r.Credentials = d.Models.Synthesiser, &handlers.Replies{JS: d.JS}, creds
 	r.Sessions, r.Locks = &runctl.Sessions{KV: sessions}, locks
 	r.Cancels = cancels
@@ -244,6 +247,7 @@ func buildRouter(ctx context.Context, d *Deps, log zerolog.Logger) ([]events.Rou
 	if r.Budgets, err = d.Budgets(ctx); err != nil {
 		return nil, err
 	}
+	r.DailyTokens = float64(d.Config.DailyTokens())
 	if d.Config.RecallTopK > 0 {
 		r.Recall = &memory.Recall{Store: d.Store, Embedder: d.Embedder, TopK: d.Config.RecallTopK, Tokens: d.Config.RecallTokens}
 	}

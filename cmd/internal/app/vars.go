@@ -59,6 +59,8 @@ var (
 		"context budget of a step's turns in tokens; past 80 % older turns are compressed")
 	envRecallTopK = Int(secProcess, "RECALL_TOP_K", "recall-top-k", memory.DefaultRecallTopK,
 		"memories of its tenant, user and session a run recalls at most when it starts (most similar to its task); 0 recalls none")
+	envDefaultDailyTokens = Int(secProcess, "DEFAULT_DAILY_TOKENS", "default-daily-tokens", -1,
+		"daily token quota of every tenant the budget policy gives none (quotas.tenants); -1: 100000 when a role's model is not the offline one, none with the offline model (it costs nothing); 0: none")
 	envRecallTokens = Int(secProcess, "RECALL_TOKENS", "recall-tokens", memory.DefaultRecallTokens,
 		"token budget of the memories a run recalls (four bytes a token)")
 	envRepeatCallLimit = Int(secProcess, "REPEAT_CALL_LIMIT", "repeat-call-limit", executor.DefaultRepeatCallLimit,

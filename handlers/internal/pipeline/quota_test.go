@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
+
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/ledger"
@@ -16,10 +18,11 @@ import (
 	"github.com/agentbus/agentbus/orch"
 )
 
-// Token quotas (issue 18): every model call of a run draws its tokens
-// from the quotas of its tenant (per UTC day and month), its agent (per
-// day) and its session (in total) besides its own budget, in the quotas
-// bucket, so a tenant's quota holds across its runs and sessions.
+// Token quotas: a run leases tokens from the quotas of its tenant (per UTC
+// day and month), its agent (per day) and its session (in total) when it
+// starts, draws its model calls from the lease in memory, raises the lease
+// when it needs more, and settles it when it ends, so a tenant's quota
+// holds across its runs and sessions (handlers/ledger/quota.go).
 
 // quotaEnv is newEnv whose ledger enforces quotas on a clock the test
 // moves: today's noon (UTC) plus days.
@@ -42,7 +45,7 @@ func quotaEnv(t *testing.T) (*handlerstest.Env, *time.Duration) {
 	return env, offset
 }
 
-func quotaRun(t *testing.T, env *handlerstest.Env, runID, tenant, session string) (orch.RunResult, []string) {
+func quotaRun(t *testing.T, env *handlerstest.Env, runID, tenant, session string) (orch.RunResult, []event.Event) {
 	t.Helper()
 	f := patternFlow(t, env, offline.New())
 	req := handlerstest.RunRequest(runID, handlerstest.RankTask)
@@ -51,8 +54,7 @@ func quotaRun(t *testing.T, env *handlerstest.Env, runID, tenant, session string
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, seen := f.drive(t, ev)
-	return res, []string{handlerstest.ExhaustedDim(t, seen)}
+	return f.drive(t, ev)
 }
 
 // TestQuota_TenantDailyBudgetStopsRunsAcrossSessions: a tenant's daily
@@ -76,30 +78,39 @@ func TestQuota_TenantDailyBudgetStopsRunsAcrossSessions(t *testing.T) {
 	setPolicy(t, env, fmt.Sprintf(`{"defaults":{"wall_clock_s":200000},"quotas":{"tenants":{"*":{"daily_tokens":%g}}}}`, daily))
 	dayQuota := orch.Quota{Scope: orch.QuotaTenant, Subject: handlerstest.Tenant, Period: orch.PeriodDay, Tokens: daily}
 
-	first, _ := quotaRun(t, env, "run-quota-a", handlerstest.Tenant, "session-a")
+	first, seenA := quotaRun(t, env, "run-quota-a", handlerstest.Tenant, "session-a")
 	if first.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("the first run ended %s (%s) within its quota", first.TerminalCode, first.Reason)
 	}
-	usedA, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, dayQuota, env.Budgets.Now())
-	if err != nil || usedA < spent*0.8 || usedA > daily {
-		t.Fatalf("the tenant's daily ledger holds %g (%v) after a run of about %g tokens, quota %g", usedA, err, spent, daily)
+	usedA, heldA, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, dayQuota, env.Budgets.Now())
+	if err != nil || usedA < spent*0.8 || usedA > daily || heldA != 0 {
+		t.Fatalf("the tenant's daily ledger holds %g used, %g leased (%v) after a run of about %g tokens, quota %g", usedA, heldA, err, spent, daily)
+	}
+	// Its lease was taken when it started and settled when it ended.
+	resolved := handlerstest.AuditPayloads(t, seenA, "budget.resolved")
+	if len(resolved) != 1 || resolved[0]["quota_lease"] == nil {
+		t.Fatalf("budget.resolved %v has no quota_lease", resolved)
+	}
+	settled := handlerstest.AuditPayloads(t, seenA, "quota.settled")
+	if len(settled) != 1 || settled[0]["used"] != float64(first.Usage.InputTokens+first.Usage.OutputTokens) {
+		t.Fatalf("quota.settled %v, want one with the run's %d tokens", settled, first.Usage.InputTokens+first.Usage.OutputTokens)
 	}
 
-	second, dims := quotaRun(t, env, "run-quota-b", handlerstest.Tenant, "session-b")
+	second, seenB := quotaRun(t, env, "run-quota-b", handlerstest.Tenant, "session-b")
 	if second.TerminalCode != orch.CodeBudgetExhausted {
 		t.Fatalf("the second run ended %s (%s), want BUDGET_EXHAUSTED: the day's quota is spent", second.TerminalCode, second.Reason)
 	}
-	if dims[0] != string(ledger.DimQuotaTokens) {
-		t.Errorf("the trace's budget stop names %q, want %s", dims[0], ledger.DimQuotaTokens)
+	if dim := handlerstest.ExhaustedDim(t, seenB); dim != string(ledger.DimQuotaTokens) {
+		t.Errorf("the trace's budget stop names %q, want %s", dim, ledger.DimQuotaTokens)
 	}
 	for _, want := range []string{`"scope":"tenant"`, `"period":"day"`, `"subject":"` + handlerstest.Tenant + `"`} {
 		if !strings.Contains(string(second.Detail), want) {
 			t.Errorf("the result's detail %s does not name %s", second.Detail, want)
 		}
 	}
-	usedB, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, dayQuota, env.Budgets.Now())
-	if err != nil || usedB < usedA || usedB > daily+spent*0.5 {
-		t.Fatalf("the daily ledger holds %g (%v) after the stopped run (%g before, quota %g)", usedB, err, usedA, daily)
+	usedB, heldB, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, dayQuota, env.Budgets.Now())
+	if err != nil || usedB < usedA || usedB > daily || heldB != 0 {
+		t.Fatalf("the daily ledger holds %g used, %g leased (%v) after the stopped run (%g before, quota %g): never past it", usedB, heldB, err, usedA, daily)
 	}
 
 	other, _ := quotaRun(t, env, "run-quota-other", "gamma", "session-b")
@@ -114,18 +125,20 @@ func TestQuota_TenantDailyBudgetStopsRunsAcrossSessions(t *testing.T) {
 	}
 }
 
-// TestQuota_AgentSessionAndMonthlyQuotas drives the ledger directly: an
-// agent's daily quota, a session's total and the tenant's monthly quota
-// each refuse the draw that would pass them, naming themselves, and a
-// refused draw takes nothing from any quota or from the run's budget.
-func TestQuota_AgentSessionAndMonthlyQuotas(t *testing.T) {
+// TestQuota_LeasesOfAgentSessionAndMonthlyQuotas drives the ledger
+// directly: a run's lease is taken once and drawn in memory, raised when
+// the run needs more (no further than a quota has left), refused by the
+// quota that has nothing left (naming it), settled once with what the run
+// used; a lease never settled is charged whole after its deadline; the
+// next day's quota is fresh and the month's is not.
+func TestQuota_LeasesOfAgentSessionAndMonthlyQuotas(t *testing.T) {
 	wholeRun(t)
 	env, offset := quotaEnv(t)
 	ctx := handlerstest.Ctx(t)
 	policy := orch.BudgetPolicy{Quotas: &orch.Quotas{
-		Tenants:       map[string]orch.TokenQuota{handlerstest.Tenant: {DailyTokens: 1000, MonthlyTokens: 1500}},
-		Agents:        map[string]orch.TokenQuota{handlerstest.Tenant + "/agent-1": {DailyTokens: 300}, "*": {DailyTokens: 1000}},
-		SessionTokens: 500}}
+		Tenants:       map[string]orch.TokenQuota{handlerstest.Tenant: {DailyTokens: 64_000, MonthlyTokens: 60_000}},
+		Agents:        map[string]orch.TokenQuota{handlerstest.Tenant + "/agent-1": {DailyTokens: 3_000}, "*": {DailyTokens: 100_000}},
+		SessionTokens: 100_000}}
 	if err := policy.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -133,13 +146,18 @@ func TestQuota_AgentSessionAndMonthlyQuotas(t *testing.T) {
 	run := func(id, agent, session string) ledger.RunBudget {
 		return ledger.NewRunBudget(handlerstest.Tenant, id, orch.DefaultLimits, env.Budgets.Now().Add(time.Hour), policy.QuotasFor(handlerstest.Tenant, agent, session))
 	}
+	open := func(rb ledger.RunBudget) (ledger.RunBudget, *orch.QuotaLease, error) {
+		lease, err := env.Budgets.OpenLease(ctx, rb)
+		return rb.WithLease(lease), lease, err
+	}
 	tokens := func(n float64) orch.Vector { return orch.Vector{orch.DimInputTokens: n, orch.DimModelCalls: 1} }
-	used := func(q orch.Quota) float64 {
-		u, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, q, env.Budgets.Now())
+	ledgerOf := func(q orch.Quota) (used, held float64) {
+		t.Helper()
+		used, held, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, q, env.Budgets.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return u
+		return used, held
 	}
 	refusedBy := func(err error, scope, period string) {
 		t.Helper()
@@ -148,49 +166,118 @@ func TestQuota_AgentSessionAndMonthlyQuotas(t *testing.T) {
 			t.Fatalf("draw = %v, want refused by the %s %s quota", err, scope, period)
 		}
 	}
+	settle := func(rb ledger.RunBudget, lease *orch.QuotaLease, quotas []orch.Quota) bool {
+		t.Helper()
+		s := orch.RunState{Request: orch.RunRequest{TenantID: handlerstest.Tenant, RunID: rb.RunID}}
+		s.Budget.Lease, s.Budget.Quotas = lease, quotas
+		u := rb.Used()
+		s.Usage.InputTokens, s.Usage.OutputTokens = int(u[orch.DimInputTokens]), int(u[orch.DimOutputTokens])
+		ok, err := env.Budgets.SettleLease(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
 	tenantDay := orch.Quota{Scope: orch.QuotaTenant, Subject: handlerstest.Tenant, Period: orch.PeriodDay}
+	agentDay := orch.Quota{Scope: orch.QuotaAgent, Subject: "agent-1", Period: orch.PeriodDay}
+	month := orch.Quota{Scope: orch.QuotaTenant, Subject: handlerstest.Tenant, Period: orch.PeriodMonth}
 
-	r1 := run("run-q1", "agent-1", "s1")
-	if err := env.Budgets.Reserve(ctx, r1, tokens(250)); err != nil {
+	// The lease: a chunk (2,048 tokens here), the same from every quota;
+	// taken again for the same run, the same lease.
+	r1, lease1, err := open(run("run-q1", "agent-1", "s1"))
+	if err != nil || lease1 == nil || lease1.Tokens != 2048 || len(lease1.Keys) != 4 {
+		t.Fatalf("lease %+v (%v), want 2048 tokens from 4 quotas", lease1, err)
+	}
+	if again, err := env.Budgets.OpenLease(ctx, run("run-q1", "agent-1", "s1")); err != nil || again.Tokens != lease1.Tokens {
+		t.Fatalf("the lease taken again: %+v (%v), want the same", again, err)
+	}
+	// Draws within it touch no quota.
+	if err := env.Budgets.Reserve(ctx, r1, tokens(1000)); err != nil {
 		t.Fatal(err)
 	}
-	refusedBy(env.Budgets.Reserve(ctx, r1, tokens(100)), orch.QuotaAgent, orch.PeriodDay)
-	if u := used(tenantDay); u != 250 {
-		t.Fatalf("tenant's day ledger %g after a refused draw, want 250", u)
+	if used, held := ledgerOf(agentDay); used != 0 || held != 2048 {
+		t.Fatalf("agent's day %g used %g held after a draw within the lease, want 0 and 2048", used, held)
 	}
-	if e := r1.Used(); e[orch.DimInputTokens] != 250 || e[orch.DimModelCalls] != 1 {
-		t.Fatalf("run ledger %+v after a refused draw, want the first draw only", e)
-	}
-	// Another agent in the same session: the session's total binds.
-	r2 := run("run-q2", "agent-2", "s1")
-	if err := env.Budgets.Reserve(ctx, r2, tokens(200)); err != nil {
+	// Past it, the lease is raised: to what the run needs and a chunk
+	// more, no further than the agent's 3,000 a day.
+	if err := env.Budgets.Reserve(ctx, r1, tokens(1500)); err != nil {
 		t.Fatal(err)
 	}
-	refusedBy(env.Budgets.Reserve(ctx, r2, tokens(100)), orch.QuotaSession, orch.PeriodTotal)
-	// A settlement below the reservation gives tokens back.
-	if err := env.Budgets.Settle(ctx, r2, tokens(200), tokens(120)); err != nil {
-		t.Fatal(err)
+	if _, held := ledgerOf(agentDay); held != 3000 {
+		t.Fatalf("agent's day holds %g after the raise, want all its 3000", held)
 	}
-	if u := used(orch.Quota{Scope: orch.QuotaSession, Subject: "s1", Period: orch.PeriodTotal}); u != 370 {
-		t.Fatalf("session ledger %g after settling 200 as 120, want 370", u)
+	if _, held := ledgerOf(tenantDay); held != 2500+2048 {
+		t.Fatalf("tenant's day holds %g after the raise, want 4548", held)
+	}
+	// The agent's quota has nothing left for another run of the agent:
+	// it is refused at its start, and a raise past the quota too.
+	if _, _, err := open(run("run-q2", "agent-1", "s2")); err == nil {
+		t.Fatal("a run of an agent whose day is leased whole got a lease")
+	} else {
+		refusedBy(err, orch.QuotaAgent, orch.PeriodDay)
+	}
+	refusedBy(env.Budgets.Reserve(ctx, r1, tokens(600)), orch.QuotaAgent, orch.PeriodDay)
+	if e := r1.Used(); e[orch.DimInputTokens] != 2500 {
+		t.Fatalf("run ledger %+v after a refused draw, want the first two draws only", e)
+	}
+	// Settled: charged what it used, once; the rest is free again.
+	if !settle(r1, lease1, r1.Quotas) || settle(r1, lease1, r1.Quotas) {
+		t.Fatal("the lease settled, then settled again: want true, then false")
+	}
+	if used, held := ledgerOf(agentDay); used != 2500 || held != 0 {
+		t.Fatalf("agent's day %g used %g held after the settlement, want 2500 and 0", used, held)
+	}
+	r2, lease2, err := open(run("run-q2", "agent-1", "s2"))
+	if err != nil || lease2.Tokens != 500 {
+		t.Fatalf("lease %+v (%v) of the agent's last 500", lease2, err)
+	}
+	if !settle(r2, lease2, r2.Quotas) {
+		t.Fatal("an unused lease did not settle")
 	}
 
-	// Next day: the day is fresh, the month is not.
-	*offset += 24 * time.Hour
-	r3 := run("run-q3", "agent-3", "s2")
-	if err := env.Budgets.Reserve(ctx, r3, tokens(450)); err != nil {
+	// A lease its run never settles is charged whole an hour after the
+	// run's deadline, when the next draw finds it.
+	lost := run("run-q-lost", "agent-2", "s3")
+	lost.Deadline = env.Budgets.Now().Add(-2 * time.Hour)
+	if _, err := env.Budgets.OpenLease(ctx, lost); err != nil {
 		t.Fatal(err)
 	}
+	r3, lease3, err := open(run("run-q3", "agent-2", "s4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := ledgerOf(tenantDay); used != 2500+2048 {
+		t.Fatalf("tenant's day used %g after a lost lease expired, want 4548", used)
+	}
+
+	settle(r3, lease3, r3.Quotas)
+
+	// Next day: the day is fresh, the month is not (60,000 a month, 4,548
+	// charged).
 	*offset += 24 * time.Hour
-	r4 := run("run-q4", "agent-3", "s3")
-	refusedBy(env.Budgets.Reserve(ctx, r4, tokens(700)), orch.QuotaTenant, orch.PeriodMonth) // 370+450+700 > 1500
-	if err := env.Budgets.Reserve(ctx, r4, tokens(400)); err != nil {
-		t.Fatalf("a draw within the month's remainder: %v", err)
+	big := func(id string) ledger.RunBudget { return run(id, "agent-3", id) }
+	r4, _, err := open(big("run-q4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Budgets.Reserve(ctx, r4, tokens(9_000)); err != nil { // 9,000 + a chunk
+		t.Fatal(err)
+	}
+	if used, held := ledgerOf(month); used != 4548 || held != 11_048 {
+		t.Fatalf("the month %g used %g held, want 4548 and 11048", used, held)
+	}
+	// 59,000 fit the day's 64,000, not what the month has left.
+	refusedBy(env.Budgets.Reserve(ctx, r4, tokens(50_000)), orch.QuotaTenant, orch.PeriodMonth)
+	if _, held := ledgerOf(tenantDay); held != 11_048 {
+		t.Fatalf("the day holds %g after the month refused the raise, want 11048: the day's raise taken back", held)
 	}
 	// The first of the next month starts a new monthly count.
 	*offset = time.Until(time.Date(2026, 4, 1, 0, 0, 1, 0, time.UTC))
-	r5 := run("run-q5", "agent-3", "s4")
-	if err := env.Budgets.Reserve(ctx, r5, tokens(450)); err != nil {
+	r5, _, err := open(big("run-q5"))
+	if err == nil {
+		err = env.Budgets.Reserve(ctx, r5, tokens(50_000))
+	}
+	if err != nil {
 		t.Fatalf("a new month's draw: %v", err)
 	}
 }
@@ -208,7 +295,7 @@ func (m maxed) Complete(_ context.Context, req llm.Request) (llm.Response, error
 }
 
 // TestQuota_ModelCallCappedAtWhatTheQuotaLeaves: the model wrapper
-// reserves a call's input and maximum output from the quotas; when the
+// reserves a call's input and maximum output from the run's lease; when the
 // quota leaves less output than the maximum the call is made with
 // max_tokens capped at what is left, and when it leaves not even the
 // input the call is not made.
@@ -241,8 +328,48 @@ func TestQuota_ModelCallCappedAtWhatTheQuotaLeaves(t *testing.T) {
 	if len(maxTokens) != 2 || maxTokens[0] < 1000 || maxTokens[1] != 500 {
 		t.Fatalf("max_tokens of the calls made %v, want the maximum, then 500", maxTokens)
 	}
-	used, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, rb.Quotas[0], env.Budgets.Now())
-	if err != nil || used != float64(2*(in+200)) {
-		t.Fatalf("quota ledger %g (%v), want the two calls' %d tokens", used, err, 2*(in+200))
+	// The run's lease holds the whole quota: nothing is charged until it
+	// ends.
+	used, held, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, rb.Quotas[0], env.Budgets.Now())
+	if err != nil || used != 0 || held != daily || rb.Used()[orch.DimInputTokens]+rb.Used()[orch.DimOutputTokens] != float64(2*(in+200)) {
+		t.Fatalf("quota ledger %g used %g held (%v), run %v: want the lease of all %g and the two calls' %d tokens", used, held, err, rb.Used(), daily, 2*(in+200))
+	}
+}
+
+// TestQuota_DefaultDailyQuota: a router with a default daily quota
+// (DEFAULT_DAILY_TOKENS) gives it to every tenant the budget policy gives
+// none: a run records it and is stopped by it; the policy's own "*"
+// entry, even an empty one, replaces it.
+func TestQuota_DefaultDailyQuota(t *testing.T) {
+	wholeRun(t)
+	env, _ := quotaEnv(t)
+	setPolicy(t, env, `{"defaults":{"wall_clock_s":200000}}`)
+	drive := func(runID string) (orch.RunResult, []event.Event) {
+		f := patternFlow(t, env, offline.New())
+		f.router.DailyTokens = 1000 // less than one run uses
+		req := handlerstest.RunRequest(runID, handlerstest.RankTask)
+		ev, err := events.New(runID, events.TypeRunRequested, events.Meta{Tenant: req.TenantID, Session: req.SessionID, Run: runID}, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.drive(t, ev)
+	}
+	res, seen := drive("run-default-quota")
+	if res.TerminalCode != orch.CodeBudgetExhausted || !strings.Contains(string(res.Detail), `"period":"day"`) ||
+		!strings.Contains(string(res.Detail), `"tokens":1000`) {
+		t.Fatalf("a run past the default daily quota ended %s (%s) %s, want BUDGET_EXHAUSTED by a day's 1000 tokens", res.TerminalCode, res.Reason, res.Detail)
+	}
+	resolved := handlerstest.AuditPayloads(t, seen, "budget.resolved")
+	if len(resolved) == 1 && resolved[0]["quotas"] == nil {
+		t.Fatalf("budget.resolved %v does not record the default quota", resolved)
+	}
+	dayQuota := orch.Quota{Scope: orch.QuotaTenant, Subject: handlerstest.Tenant, Period: orch.PeriodDay, Tokens: 1000}
+	if used, held, err := env.Budgets.QuotaUsed(handlerstest.Ctx(t), handlerstest.Tenant, dayQuota, env.Budgets.Now()); err != nil || used > 1000 || held != 0 {
+		t.Fatalf("the default quota's ledger: %g used, %g held (%v)", used, held, err)
+	}
+
+	setPolicy(t, env, `{"defaults":{"wall_clock_s":200000},"quotas":{"tenants":{"*":{}}}}`)
+	if res, _ := drive("run-no-quota"); res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("a tenant whose policy says no quota ended %s (%s)", res.TerminalCode, res.Reason)
 	}
 }
