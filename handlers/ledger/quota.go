@@ -16,8 +16,9 @@ import (
 // go to the bucket for each model call: it leases tokens.
 //
 //   - When a run starts, the router takes a lease (OpenLease): a chunk of
-//     each quota (QuotaChunk, at most what the quota has left), recorded in
-//     the quota's ledger entry under the run's id and in the run's state.
+//     each quota (QuotaChunk, at most a quarter of what the quota has
+//     left), recorded in the quota's ledger entry under the run's id and in
+//     the run's state.
 //   - The run's model calls draw from the lease in memory. One that would
 //     pass it raises the lease by compare-and-set (at least a chunk more);
 //     a group member raises its own share. A raise the quota cannot give
@@ -174,8 +175,9 @@ func tokenLimit(limits orch.Vector) (float64, bool) {
 // raise moves the run's lease in the entry of each of its quotas: target
 // says, from the lease cur an entry holds for the run, the least lease the
 // run needs and the lease it wants. An entry that holds the least already
-// is left as it is; otherwise it gives what it has up to want, and one that
-// cannot give the least refuses (*Exhausted; what earlier entries gave is
+// is left as it is; otherwise it gives the least and, of what is wanted
+// beyond, no more than a quarter of what it has left; one that cannot give
+// the least refuses (*Exhausted; what earlier entries gave is
 // taken back). It returns the smallest lease the entries now hold for the
 // run and the smallest amount one of them added.
 func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, target func(cur float64) (least, want float64)) (lease, added float64, err error) {
@@ -211,7 +213,10 @@ func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, target 
 					Quota: &QuotaHit{Quota: q, Key: key}, leased: cur}
 				return false, nil
 			}
-			after = cur + min(max(want, least)-cur, left)
+			// The least, and of what it wants beyond, no more than a
+			// quarter of what is left: leases shrink as a quota fills,
+			// so what running runs hold but have not used blocks little.
+			after = least + min(max(0, want-least), math.Floor((left-(least-cur))/4))
 			if e.Leases == nil {
 				e.Leases = map[string]quotaLease{}
 			}

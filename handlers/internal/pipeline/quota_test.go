@@ -182,45 +182,57 @@ func TestQuota_LeasesOfAgentSessionAndMonthlyQuotas(t *testing.T) {
 	agentDay := orch.Quota{Scope: orch.QuotaAgent, Subject: "agent-1", Period: orch.PeriodDay}
 	month := orch.Quota{Scope: orch.QuotaTenant, Subject: handlerstest.Tenant, Period: orch.PeriodMonth}
 
-	// The lease: a chunk (2,048 tokens here), the same from every quota;
+	// The lease: a chunk (2,048 tokens here) of each quota, but no more
+	// than a quarter of what one has left (the agent's 3,000: 1 + 749);
 	// taken again for the same run, the same lease.
 	r1, lease1, err := open(run("run-q1", "agent-1", "s1"))
-	if err != nil || lease1 == nil || lease1.Tokens != 2048 || len(lease1.Keys) != 4 {
-		t.Fatalf("lease %+v (%v), want 2048 tokens from 4 quotas", lease1, err)
+	if err != nil || lease1 == nil || lease1.Tokens != 750 || len(lease1.Keys) != 4 {
+		t.Fatalf("lease %+v (%v), want 750 tokens from 4 quotas", lease1, err)
 	}
 	if again, err := env.Budgets.OpenLease(ctx, run("run-q1", "agent-1", "s1")); err != nil || again.Tokens != lease1.Tokens {
 		t.Fatalf("the lease taken again: %+v (%v), want the same", again, err)
 	}
+	if _, held := ledgerOf(tenantDay); held != 2048 {
+		t.Fatalf("tenant's day holds %g, want a chunk, 2048", held)
+	}
 	// Draws within it touch no quota.
-	if err := env.Budgets.Reserve(ctx, r1, tokens(1000)); err != nil {
+	if err := env.Budgets.Reserve(ctx, r1, tokens(500)); err != nil {
 		t.Fatal(err)
 	}
-	if used, held := ledgerOf(agentDay); used != 0 || held != 2048 {
-		t.Fatalf("agent's day %g used %g held after a draw within the lease, want 0 and 2048", used, held)
+	if used, held := ledgerOf(agentDay); used != 0 || held != 750 {
+		t.Fatalf("agent's day %g used %g held after a draw within the lease, want 0 and 750", used, held)
 	}
-	// Past it, the lease is raised: to what the run needs and a chunk
-	// more, no further than the agent's 3,000 a day.
+	// Past it, the lease is raised where it is short: to what the run
+	// needs (2,000) and a quarter of what is left beyond (250); the
+	// tenant's day holds enough and is left as it is.
 	if err := env.Budgets.Reserve(ctx, r1, tokens(1500)); err != nil {
 		t.Fatal(err)
 	}
-	if _, held := ledgerOf(agentDay); held != 3000 {
-		t.Fatalf("agent's day holds %g after the raise, want all its 3000", held)
+	if _, held := ledgerOf(agentDay); held != 2250 {
+		t.Fatalf("agent's day holds %g after the raise, want 2250", held)
 	}
-	if _, held := ledgerOf(tenantDay); held != 2500+2048 {
-		t.Fatalf("tenant's day holds %g after the raise, want 4548", held)
+	if _, held := ledgerOf(tenantDay); held != 2048 {
+		t.Fatalf("tenant's day holds %g after the raise, want its 2048 still", held)
 	}
-	// The agent's quota has nothing left for another run of the agent:
-	// it is refused at its start, and a raise past the quota too.
+	// To all of the agent's 3,000 a day: nothing is left for another run
+	// of the agent, refused at its start, nor for a raise past it.
+	if err := env.Budgets.Reserve(ctx, r1, tokens(1000)); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := open(run("run-q2", "agent-1", "s2")); err == nil {
 		t.Fatal("a run of an agent whose day is leased whole got a lease")
 	} else {
 		refusedBy(err, orch.QuotaAgent, orch.PeriodDay)
 	}
 	refusedBy(env.Budgets.Reserve(ctx, r1, tokens(600)), orch.QuotaAgent, orch.PeriodDay)
-	if e := r1.Used(); e[orch.DimInputTokens] != 2500 {
-		t.Fatalf("run ledger %+v after a refused draw, want the first two draws only", e)
+	if e := r1.Used(); e[orch.DimInputTokens] != 3000 {
+		t.Fatalf("run ledger %+v after a refused draw, want the three draws only", e)
 	}
-	// Settled: charged what it used, once; the rest is free again.
+	// The last draw used 500 of its 1,000; settled, the run is charged
+	// what it used, once, and the rest is free again.
+	if err := env.Budgets.Settle(ctx, r1, tokens(1000), tokens(500)); err != nil {
+		t.Fatal(err)
+	}
 	if !settle(r1, lease1, r1.Quotas) || settle(r1, lease1, r1.Quotas) {
 		t.Fatal("the lease settled, then settled again: want true, then false")
 	}
@@ -228,7 +240,7 @@ func TestQuota_LeasesOfAgentSessionAndMonthlyQuotas(t *testing.T) {
 		t.Fatalf("agent's day %g used %g held after the settlement, want 2500 and 0", used, held)
 	}
 	r2, lease2, err := open(run("run-q2", "agent-1", "s2"))
-	if err != nil || lease2.Tokens != 500 {
+	if err != nil || lease2.Tokens != 125 { // 1 + a quarter of the 499 beyond it
 		t.Fatalf("lease %+v (%v) of the agent's last 500", lease2, err)
 	}
 	if !settle(r2, lease2, r2.Quotas) {
