@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -383,5 +385,64 @@ func TestQuota_DefaultDailyQuota(t *testing.T) {
 	setPolicy(t, env, `{"defaults":{"wall_clock_s":200000},"quotas":{"tenants":{"*":{}}}}`)
 	if res, _ := drive("run-no-quota"); res.TerminalCode != orch.CodeSuccess {
 		t.Fatalf("a tenant whose policy says no quota ended %s (%s)", res.TerminalCode, res.Reason)
+	}
+}
+
+// TestQuota_ConcurrentRunsNeverPassTheQuota: sixteen runs lease, draw and
+// settle one tenant's daily quota at once, each drawing until it is
+// refused: together they use all of it but never more.
+func TestQuota_ConcurrentRunsNeverPassTheQuota(t *testing.T) {
+	wholeRun(t)
+	env, _ := quotaEnv(t)
+	ctx := handlerstest.Ctx(t)
+	const daily = 20_000
+	policy := orch.BudgetPolicy{Quotas: &orch.Quotas{Tenants: map[string]orch.TokenQuota{"*": {DailyTokens: daily}}}}
+	quotas := policy.QuotasFor(handlerstest.Tenant, "", "")
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	var used atomic.Int64
+	for i := range 16 {
+		wg.Go(func() {
+			rb := ledger.NewRunBudget(handlerstest.Tenant, fmt.Sprintf("run-c%d", i), orch.DefaultLimits, env.Budgets.Now().Add(time.Hour), quotas)
+			lease, err := env.Budgets.OpenLease(ctx, rb)
+			var ex *ledger.Exhausted
+			if errors.As(err, &ex) {
+				return // nothing left when it started
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+			rb = rb.WithLease(lease)
+			for {
+				err := env.Budgets.Reserve(ctx, rb, orch.Vector{orch.DimInputTokens: 97})
+				if errors.As(err, &ex) {
+					break
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			s := orch.RunState{Request: orch.RunRequest{TenantID: handlerstest.Tenant, RunID: rb.RunID}}
+			s.Budget.Lease, s.Budget.Quotas = lease, quotas
+			s.Usage.InputTokens = int(rb.Used()[orch.DimInputTokens])
+			used.Add(int64(s.Usage.InputTokens))
+			if _, err := env.Budgets.SettleLease(ctx, s); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	charged, held, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, quotas[0], env.Budgets.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if charged != float64(used.Load()) || held != 0 || charged > daily || charged < daily-16*97 {
+		t.Fatalf("the quota charged %g and holds %g after runs that used %d: want all they used, at most %d and within a draw a run of it", charged, held, used.Load(), daily)
 	}
 }
