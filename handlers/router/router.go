@@ -281,6 +281,7 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 		if err := r.keepExchange(ctx, &d); err != nil {
 			return nil, err
 		}
+		r.markPayloadRecords(&d)
 		// Whatever ended it (a dead-lettered request carries only its
 		// ids), the run frees its session for the next.
 		if q := d.State.Request; orch.ValidateID("tenant_id", q.TenantID) == nil && orch.ValidateID("session_id", q.SessionID) == nil &&

@@ -75,9 +75,30 @@ func endCalls(d *orch.Decision, calls []llm.Call) {
 			d.Emits[i].Data = res
 		}
 	}
+	if fin := finishedPayload(d); fin != nil {
+		fin["usage"] = d.State.Usage
+	}
+}
+
+// finishedPayload is the payload of the decision's run.finished audit
+// event, nil if it has none.
+func finishedPayload(d *orch.Decision) map[string]any {
 	for _, a := range d.Audits {
 		if fin, ok := a.Payload.(map[string]any); ok && a.Name == "run.finished" {
-			fin["usage"] = d.State.Usage
+			return fin
 		}
+	}
+	return nil
+}
+
+// markPayloadRecords says, in the run.finished payload of a run whose
+// tenant keeps payload records (payload_records), that its execution
+// record keeps them: the projector takes them from the run's trace.
+func (r *Router) markPayloadRecords(d *orch.Decision) {
+	if d.Ended == nil || !r.Records.Keeps(d.State.Request.TenantID) {
+		return
+	}
+	if fin := finishedPayload(d); fin != nil {
+		fin["payload_records"] = true
 	}
 }
