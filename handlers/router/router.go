@@ -32,7 +32,7 @@ import (
 // needs (routing, synthesis), and publishes what the decider decided. It
 // never calls a skill.
 type Router struct {
-	Model llm.Model // routing
+	Model llm.Model // routing, reviews, classification and session summaries
 	// Synthesiser writes the final answer; nil uses Model.
 	Synthesiser llm.Model
 	Store       RouterStore
