@@ -32,6 +32,9 @@ const (
 	// TaskClassify is a router agent's choice of a sub-agent (seed
 	// 002 Router pattern).
 	TaskClassify Task = "classify"
+	// TaskSummarize condenses the turns that leave an agent's history
+	// window into the session's summary (seed 002).
+	TaskSummarize Task = "summarize"
 )
 
 // Call is the record of one model call: what was asked (task, prompt

@@ -36,4 +36,5 @@ const (
 	TaskSupervise  = domain.TaskSupervise
 	TaskReview     = domain.TaskReview
 	TaskClassify   = domain.TaskClassify
+	TaskSummarize  = domain.TaskSummarize
 )

@@ -48,7 +48,7 @@ type Tool struct {
 }
 
 // Tasks are every model task; each has a system prompt.
-var Tasks = []Task{TaskRoute, TaskPlan, TaskAct, TaskSynthesize, TaskExtract, TaskSupervise, TaskReview, TaskClassify}
+var Tasks = []Task{TaskRoute, TaskPlan, TaskAct, TaskSynthesize, TaskExtract, TaskSupervise, TaskReview, TaskClassify, TaskSummarize}
 
 // Request is one chat completion request.
 type Request struct {

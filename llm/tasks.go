@@ -1,6 +1,12 @@
 package llm
 
-import json "github.com/go-json-experiment/json/v1"
+import (
+	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
+
+	"github.com/agentbus/agentbus/text"
+)
 
 // RouteInput asks the model to pick a task type and one of its patterns.
 type RouteInput struct {
@@ -233,3 +239,44 @@ type ClassifyOutput struct {
 	AgentID string `json:"agent_id"`
 	Reason  string `json:"reason"`
 }
+
+// SummarizeInput asks for the summary of a session's conversation that
+// an agent's history window keeps in place of its older turns (seed
+// 002): History is the summary so far (a message of role "summary"),
+// then the turns leaving the window, oldest first. The answer is plain
+// text of at most MaxBytes bytes.
+type SummarizeInput struct {
+	History  []HistoryMessage `json:"history"`
+	MaxBytes int              `json:"max_bytes"`
+}
+
+// ExtractiveSummary is the summary that keeps a line per message of
+// in.History (its role and its first line, at most 160 bytes) after the
+// summary so far, the newest lines that fit in in.MaxBytes: what a
+// session keeps of its older turns when no model writes it (and the
+// offline model's answer).
+func ExtractiveSummary(in SummarizeInput) string {
+	s := ""
+	for _, m := range in.History {
+		if m.Role == roleSummary {
+			if m.Content != "" {
+				s += "\n" + m.Content
+			}
+			continue
+		}
+		line, _, _ := strings.Cut(strings.TrimSpace(m.Content), "\n")
+		s += "\n" + m.Role + ": " + text.Clip(line, 160)
+	}
+	s = strings.TrimPrefix(s, "\n")
+	for len(s) > in.MaxBytes {
+		_, rest, ok := strings.Cut(s, "\n")
+		if !ok {
+			return text.Clip(s, in.MaxBytes)
+		}
+		s = rest // the oldest turns are forgotten first
+	}
+	return s
+}
+
+// roleSummary is the role of a session's summary message.
+const roleSummary = "summary"

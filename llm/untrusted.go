@@ -92,6 +92,10 @@ func splitUntrusted(in any) (any, []datum) {
 		data := append(historyData(v.History), memoryData(v.Memories)...)
 		v.History, v.Memories = nil, nil
 		return v, data
+	case SummarizeInput:
+		data := historyData(v.History)
+		v.History = nil
+		return v, data
 	case ExtractInput:
 		data := []datum{{SourceDocument + v.Skill.Name, strings.Join(v.Sample, "\n")}}
 		v.Sample = nil

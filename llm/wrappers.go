@@ -203,3 +203,23 @@ func (r *Recorder) Total() Usage {
 	}
 	return u
 }
+
+// IsOffline reports whether m answers with the offline model (through
+// the wrappers of this package; a fallback by its primary): its answers
+// are functions of its requests, so what a real model would write (a
+// session's summary) is derived without it.
+func IsOffline(m Model) bool {
+	switch v := m.(type) {
+	case interface{ Offline() bool }:
+		return v.Offline()
+	case Metered:
+		return IsOffline(v.Model)
+	case Fallback:
+		return IsOffline(v.Primary)
+	case *Recorder:
+		return IsOffline(v.model)
+	case Limited:
+		return IsOffline(v.Model)
+	}
+	return false
+}

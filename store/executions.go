@@ -72,6 +72,59 @@ type Execution struct {
 	ErrorReason  string    `json:"error_reason,omitempty"`
 	HandoffChain []string  `json:"handoff_chain,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
+	// ModelCalls and ToolResults are kept only for a tenant that keeps
+	// payload records (seed 002's modelRequest, modelResponse and tool
+	// results): each model call's request and answer and each tool call's
+	// arguments and result, in the order the run made them, as its trace
+	// keeps them (masked and clipped, llm.PayloadRecord), at most
+	// MaxExecutionPayloadBytes in all; PayloadsClipped says some were
+	// left out. They share the record's retention. A record without them
+	// has counts only.
+	ModelCalls      []ModelCallRecord  `json:"model_calls,omitempty"`
+	ToolResults     []ToolResultRecord `json:"tool_results,omitempty"`
+	PayloadsClipped bool               `json:"payloads_clipped,omitempty"`
+}
+
+// ModelCallRecord is one model call of a run, as a payload record keeps
+// it: the task and prompt version, the model that answered, what it was
+// asked and what it answered (or the error).
+type ModelCallRecord struct {
+	Task          string    `json:"task"`
+	PromptVersion string    `json:"prompt_version,omitempty"`
+	Model         string    `json:"model,omitempty"`
+	TaskID        string    `json:"task_id,omitempty"`
+	Request       string    `json:"request,omitempty"`
+	Response      string    `json:"response,omitempty"`
+	Error         string    `json:"error,omitempty"`
+	TS            time.Time `json:"ts,omitzero"`
+}
+
+// ToolResultRecord is one tool call of a run, as a payload record keeps
+// it: the tool, the step's task, its arguments and its result.
+type ToolResultRecord struct {
+	Name      string    `json:"name"`
+	TaskID    string    `json:"task_id,omitempty"`
+	Arguments string    `json:"arguments,omitempty"`
+	Result    string    `json:"result,omitempty"`
+	IsError   bool      `json:"is_error,omitempty"`
+	TS        time.Time `json:"ts,omitzero"`
+}
+
+// MaxExecutionPayloadBytes bounds the payload records one execution
+// record keeps (requests, answers, arguments and results together).
+const MaxExecutionPayloadBytes = 128 << 10
+
+// Size is the bytes of the payloads r keeps.
+func (r ModelCallRecord) Size() int { return len(r.Request) + len(r.Response) + len(r.Error) }
+
+// Size is the bytes of the payloads r keeps.
+func (r ToolResultRecord) Size() int { return len(r.Arguments) + len(r.Result) }
+
+// WithoutPayloads is e without its payload records (a listing leaves
+// them out).
+func (e Execution) WithoutPayloads() Execution {
+	e.ModelCalls, e.ToolResults = nil, nil
+	return e
 }
 
 // ToolCallCount is how often a run called one tool, and how many of

@@ -18,7 +18,9 @@ type ExecutionList struct {
 // records, newest first, filtered by agent_id, session_id, status
 // (success, failed, timeout) and since (RFC 3339), at most limit. A
 // user-bound credential sees only its own runs' records, as with GET
-// /agent/sessions.
+// /agent/sessions. The list leaves out the records' payload records (a
+// record may hold store.MaxExecutionPayloadBytes of them): GET one record
+// for them.
 func (g *Ingress) listExecutions(w http.ResponseWriter, r *http.Request) {
 	tenant, ok := readScope(w, r)
 	if !ok {
@@ -60,6 +62,9 @@ func (g *Ingress) listExecutions(w http.ResponseWriter, r *http.Request) {
 	}
 	if list == nil {
 		list = []store.Execution{}
+	}
+	for i := range list {
+		list[i] = list[i].WithoutPayloads() // GET one record for them
 	}
 	WriteJSON(w, http.StatusOK, ExecutionList{Executions: list})
 }

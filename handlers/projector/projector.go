@@ -133,17 +133,36 @@ func (p *Projector) index(ctx context.Context, ev event.Event) ([]event.Event, e
 		}
 		it.doc = &doc
 	}
+	// The run's execution record, written before the event is
+	// acknowledged: a failed write redelivers it, and the record is the
+	// same.
+	var (
+		rec              store.Execution
+		payloads, record bool
+		recErr           error
+	)
+	if name == "run.finished" {
+		rec, payloads, record, recErr = executionRecord(ev)
+	}
 	lead := p.enqueue(it)
-	wait := func(ctx context.Context) error { return p.await(ctx, it, lead) }
+	wait := func(ctx context.Context) error {
+		if err := p.await(ctx, it, lead); err != nil || !payloads {
+			return err
+		}
+		// A record with payload records reads them from the run's trace:
+		// once the events of the batch, this one's included, are written.
+		return p.execution(ctx, rec, true)
+	}
 	if !events.Defer(ctx, wait) { // in a batch, the hop's events are written together
 		if err := wait(ctx); err != nil {
 			return nil, err
 		}
 	}
-	if name == "run.finished" {
-		// The run's execution record, before the event is acknowledged:
-		// a failed write redelivers it, and the record is the same.
-		if err := p.execution(ctx, ev); err != nil {
+	if recErr != nil {
+		return nil, recErr
+	}
+	if record && !payloads {
+		if err := p.execution(ctx, rec, false); err != nil {
 			return nil, err
 		}
 	}

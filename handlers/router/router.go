@@ -32,7 +32,7 @@ import (
 // needs (routing, synthesis), and publishes what the decider decided. It
 // never calls a skill.
 type Router struct {
-	Model llm.Model // routing
+	Model llm.Model // routing, reviews, classification and session summaries
 	// Synthesiser writes the final answer; nil uses Model.
 	Synthesiser llm.Model
 	Store       RouterStore
@@ -291,6 +291,7 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 		if err := r.keepExchange(ctx, &d); err != nil {
 			return nil, err
 		}
+		r.markPayloadRecords(&d)
 		// Whatever ended it (a dead-lettered request carries only its
 		// ids), the run frees its session for the next.
 		if q := d.State.Request; orch.ValidateID("tenant_id", q.TenantID) == nil && orch.ValidateID("session_id", q.SessionID) == nil &&
@@ -357,12 +358,19 @@ func (r *Router) queue(ctx context.Context, ev event.Event, req orch.RunRequest)
 
 // keepExchange appends a finished run's message and answer to its session
 // before the caller gets the answer, and records the session in the trace.
+// A run of an agent whose end folds turns out of its history window has
+// their summary written by the model first (summarise).
 func (r *Router) keepExchange(ctx context.Context, d *orch.Decision) error {
 	req := d.State.Request
 	if r.Sessions == nil || d.Session == nil || orch.ValidateRequest(req) != nil {
 		return nil // no session, or a run its session refused
 	}
-	up, err := r.Sessions.AppendChange(ctx, req, d.Ended.Response, r.Now().UTC(), len(d.State.Context.History) == 0, d.Session)
+	fresh := len(d.State.Context.History) == 0
+	written, err := r.summarise(ctx, d, fresh)
+	if err != nil {
+		return err
+	}
+	up, err := r.Sessions.AppendSummarised(ctx, req, d.Ended.Response, r.Now().UTC(), fresh, d.Session, written)
 	if err != nil {
 		return err
 	}

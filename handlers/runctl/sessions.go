@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,6 +14,7 @@ import (
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
 	"github.com/agentbus/agentbus/store"
+	"github.com/agentbus/agentbus/text"
 )
 
 // History bounds: a session keeps its last HistoryKeep messages verbatim
@@ -127,6 +126,16 @@ func (s *Sessions) Append(ctx context.Context, req orch.RunRequest, answer strin
 // more agent turn), once with the exchange.
 func (s *Sessions) AppendChange(ctx context.Context, req orch.RunRequest, answer string, at time.Time, fresh bool,
 	change *orch.SessionChange) (SessionUpdated, error) {
+	return s.AppendSummarised(ctx, req, answer, at, fresh, change, nil)
+}
+
+// AppendSummarised is AppendChange with the summary a model wrote of the
+// turns the exchange folds out of the agent's history window (Folding):
+// it replaces the extractive one when the session, as the write finds
+// it, folds exactly the turns it covers. A nil written folds
+// extractively.
+func (s *Sessions) AppendSummarised(ctx context.Context, req orch.RunRequest, answer string, at time.Time, fresh bool,
+	change *orch.SessionChange, written *Summary) (SessionUpdated, error) {
 	var known *kvcas.Entry[store.Session]
 	if fresh {
 		known = &kvcas.Entry[store.Session]{}
@@ -140,7 +149,7 @@ func (s *Sessions) AppendChange(ctx context.Context, req orch.RunRequest, answer
 		if change != nil {
 			window = change.Window
 		}
-		if !appendExchange(sess, req, answer, at, window) {
+		if !appendSummarised(sess, req, answer, at, window, written) {
 			return false, nil // a redelivered end: the exchange is in
 		}
 		applyChange(sess, change, req.RunID, at)
@@ -232,6 +241,27 @@ func continuesFrom(sess *store.Session, c *orch.SessionChange) bool {
 // falls out of the window (the agent's, else the default bounds). It
 // reports false when the exchange is already there.
 func appendExchange(sess *store.Session, req orch.RunRequest, answer string, at time.Time, window *orch.HistoryWindow) bool {
+	return appendSummarised(sess, req, answer, at, window, nil)
+}
+
+// appendSummarised is appendExchange with a model's summary of the turns
+// an agent's window folds (condenseWindow).
+func appendSummarised(sess *store.Session, req orch.RunRequest, answer string, at time.Time, window *orch.HistoryWindow,
+	written *Summary) bool {
+	if !addExchange(sess, req, answer, at) {
+		return false
+	}
+	if window != nil {
+		condenseWindow(sess, window.Resolved(), written)
+	} else {
+		Condense(sess)
+	}
+	return true
+}
+
+// addExchange appends the messages of req's exchange to sess; it reports
+// false when they are already there.
+func addExchange(sess *store.Session, req orch.RunRequest, answer string, at time.Time) bool {
 	userID := req.RunID + ".user"
 	for _, m := range sess.Messages {
 		if m.MsgID == userID {
@@ -242,44 +272,11 @@ func appendExchange(sess *store.Session, req orch.RunRequest, answer string, at 
 	sess.Messages = append(sess.Messages,
 		store.SessionMessage{MsgID: userID, Role: RoleUser, Content: Clip(req.Message, HistoryMessageBytes), TS: at},
 		store.SessionMessage{MsgID: req.RunID + ".assistant", Role: RoleAssistant, Content: Clip(answer, HistoryMessageBytes), TS: at})
-	if window != nil {
-		CondenseWindow(sess, window.Resolved())
-	} else {
-		Condense(sess)
-	}
 	return true
 }
 
 // Clip cuts s to at most n bytes on a rune boundary, marking the cut.
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-// firstLine is the first line of s, clipped to n bytes.
-func firstLine(s string, n int) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return Clip(line, n)
-}
-
-// keepTail keeps the last whole lines of s that fit in n bytes: the
-// summary forgets its oldest turns first.
-func keepTail(s string, n int) string {
-	for len(s) > n {
-		_, rest, ok := strings.Cut(s, "\n")
-		if !ok {
-			return Clip(s, n)
-		}
-		s = rest
-	}
-	return s
-}
+func Clip(s string, n int) string { return text.Clip(s, n) }
 
 // Update applies an operator's change to a session of tenantID
 // (compare-and-swap, so it never overwrites a run's write): change checks
@@ -322,24 +319,22 @@ func Condense(sess *store.Session) {
 // the summary; and older ones are folded until everything fits in
 // w.MaxTokens (four bytes a token), keeping at least the last exchange.
 // The condensed session reads first, summary, then the recent messages.
-func CondenseWindow(sess *store.Session, w orch.HistoryWindow) {
-	summary, msgs := splitSummary(sess.Messages)
-	if len(msgs) < 2 {
+func CondenseWindow(sess *store.Session, w orch.HistoryWindow) { condenseWindow(sess, w, nil) }
+
+// condenseWindow is CondenseWindow whose summary is written, when it
+// covers exactly the messages folded, else extractive.
+func condenseWindow(sess *store.Session, w orch.HistoryWindow, written *Summary) {
+	c, ok := windowCut(sess.Messages, w)
+	if !ok {
 		return
 	}
-	first, rest := msgs[0], msgs[1:]
-	keep := max(min(w.MaxMessages-2, 2*w.SummarizeAfter), 2) // the first and the summary count too
-	budget := w.MaxTokens * 4
-	summaryCap := min(HistorySummaryBytes, budget/4)
-	cut := max(0, len(rest)-keep)
-	for cut < len(rest)-2 && len(first.Content)+len(summary.Content)+size(rest[cut:]) > budget {
-		cut++
+	folded := c.rest[:c.cut]
+	if written.covers(folded) {
+		c.summary.Content, c.summary.TS = Clip(written.Text, c.summaryCap), folded[len(folded)-1].TS
+	} else {
+		fold(&c.summary, folded, c.summaryCap)
 	}
-	if cut == 0 {
-		return
-	}
-	fold(&summary, rest[:cut], summaryCap)
-	sess.Messages = append([]store.SessionMessage{first, summary}, rest[cut:]...)
+	sess.Messages = append([]store.SessionMessage{c.first, c.summary}, c.rest[c.cut:]...)
 }
 
 // splitSummary returns the summary message of msgs (a new, empty one if
@@ -360,12 +355,10 @@ func splitSummary(msgs []store.SessionMessage) (store.SessionMessage, []store.Se
 // fold adds a line per message of old to the summary, keeping its last
 // lines within limit bytes.
 func fold(summary *store.SessionMessage, old []store.SessionMessage, limit int) {
-	lines := summary.Content
-	for _, m := range old {
-		lines += "\n" + m.Role + ": " + firstLine(m.Content, 160)
-		summary.TS = m.TS
+	summary.Content = llm.ExtractiveSummary(summaryInput(*summary, old, limit))
+	if len(old) > 0 {
+		summary.TS = old[len(old)-1].TS
 	}
-	summary.Content = keepTail(strings.TrimPrefix(lines, "\n"), limit)
 }
 
 // size is the bytes of the messages' contents.

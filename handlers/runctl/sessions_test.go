@@ -2,6 +2,7 @@ package runctl
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +77,41 @@ func TestCondenseWindowKeepsTheFirstMessageTheRecentTurnsAndTheBudget(t *testing
 	}
 	if n := len(long.Messages); n != 4 || long.Messages[0].Content != "q1" || long.Messages[2].Content != "q4" || size(long.Messages) > 400+HistorySummaryBytes {
 		t.Fatalf("within 100 tokens: %d messages %+v", n, long.Messages)
+	}
+}
+
+// Folding names the turns a run's end would fold out of an agent's
+// window; a summary written for exactly those turns replaces the
+// extractive one, and one written for other turns (the session changed
+// meanwhile) is passed over. A redelivered end folds nothing.
+func TestFoldingAndAWrittenSummary(t *testing.T) {
+	at := time.Unix(0, 0).UTC()
+	w := orch.HistoryWindow{MaxMessages: 6, SummarizeAfter: 2}
+	sess := store.Session{}
+	for i := 1; i <= 2; i++ {
+		appendExchange(&sess, orch.RunRequest{RunID: fmt.Sprintf("r%d", i), Message: fmt.Sprintf("q%d", i)}, fmt.Sprintf("a%d", i), at, &w)
+	}
+	third := orch.RunRequest{RunID: "r3", Message: "q3"}
+	in, covers := Folding(sess, third, "a3", w)
+	if len(covers) != 1 || covers[0] != "r1.assistant" || len(in.History) != 1 || in.History[0].Content != "a1" || in.MaxBytes != HistorySummaryBytes {
+		t.Fatalf("folding %+v covers %v", in, covers)
+	}
+	if len(sess.Messages) != 4 {
+		t.Fatalf("Folding changed the session: %+v", sess.Messages)
+	}
+	written := sess
+	written.Messages = slices.Clone(sess.Messages)
+	appendSummarised(&written, third, "a3", at, &w, &Summary{Text: "the user asked twice", Covers: covers})
+	if m := written.Messages; len(m) != 6 || m[0].Content != "q1" || m[1].Role != RoleSummary || m[1].Content != "the user asked twice" {
+		t.Fatalf("with the written summary: %+v", m)
+	}
+	other := sess
+	other.Messages = slices.Clone(sess.Messages)
+	appendSummarised(&other, third, "a3", at, &w, &Summary{Text: "stale", Covers: []string{"r0.assistant"}})
+	if m := other.Messages; m[1].Content != "assistant: a1" {
+		t.Fatalf("a summary of other turns was kept: %+v", m)
+	}
+	if _, covers := Folding(written, third, "a3", w); covers != nil {
+		t.Fatalf("a redelivered end folds %v", covers)
 	}
 }

@@ -27,6 +27,9 @@ type Model struct {
 // New returns the offline model.
 func New() *Model { return &Model{} }
 
+// Offline reports that this is the offline model (llm.IsOffline).
+func (o *Model) Offline() bool { return true }
+
 // Complete answers req according to req.Task. An error it returns, but
 // for its context's, is permanent (fault.Permanent): the model has no
 // state a retry could change.
@@ -58,6 +61,8 @@ func (o *Model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 		msg, err = jsonMessage(supervise(in))
 	case llm.ReviewInput:
 		msg, err = jsonMessage(review(in))
+	case llm.SummarizeInput:
+		msg = llm.Message{Role: llm.RoleAssistant, Content: llm.ExtractiveSummary(in)}
 	default:
 		return llm.Response{}, fmt.Errorf("%w: %s with %T", llm.ErrBadInput, req.Task, req.Input)
 	}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func testExecutionsListed(t *testing.T, b Backend) {
 	// past, and the store hides what is older than its TTL.
 	base := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Millisecond)
 	at := func(sec int) time.Time { return base.Add(time.Duration(sec) * time.Second) }
-	rec := func(tenant, id, agent, session, code string, sec int) store.Execution {
+	rec := func(tenant, id, agent, session, code string, sec int, edits ...func(*store.Execution)) store.Execution {
 		e := store.Execution{ExecutionID: id, TenantID: tenant, SessionID: session, AgentID: agent, UserID: "user-1",
 			Input: "what is the weather in " + id, Output: "sunny", LatencyMS: int64(100 * sec), TokensIn: 10 + sec, TokensOut: 5,
 			ToolCalls: []store.ToolCallCount{{Name: "weather", Calls: 2, Errors: 1}}, Status: store.ExecutionStatus(code),
@@ -28,11 +29,24 @@ func testExecutionsListed(t *testing.T, b Backend) {
 		if code != "SUCCESS" {
 			e.ErrorCode, e.ErrorReason = code, "it went wrong"
 		}
+		for _, edit := range edits {
+			edit(&e)
+		}
 		must(t, "PutExecution", b.PutExecution(ctx, e))
 		return e
 	}
 	rec(f.tenant, "run-1", "agent-a", "s-1", "SUCCESS", 1)
-	e2 := rec(f.tenant, "run-2", "agent-b", "s-1", "REPEATED_FAILURE", 2)
+	// A tenant that keeps payload records: the record holds the model
+	// calls' requests and answers and the tool results, read back whole.
+	e2 := rec(f.tenant, "run-2", "agent-b", "s-1", "REPEATED_FAILURE", 2, func(e *store.Execution) {
+		e.ModelCalls = []store.ModelCallRecord{
+			{Task: "route", PromptVersion: "route@v4", Model: "gpt-test", Request: `{"input":{"task":"weather in [EMAIL]'s city"}}`,
+				Response: `{"task_type":"general"}`, TS: at(2)},
+			{Task: "act", TaskID: "t-1", Request: strings.Repeat("é", 4000), Error: "model unavailable", TS: at(2)}}
+		e.ToolResults = []store.ToolResultRecord{{Name: "weather", TaskID: "t-1", Arguments: `{"city":"Paris"}`,
+			Result: `{"forecast":"sunny"}`, TS: at(2)}, {Name: "weather", Result: "timeout", IsError: true}}
+		e.PayloadsClipped = true
+	})
 	e3 := rec(f.tenant, "run-3", "agent-a", "s-2", "TIMEOUT", 3)
 	e0 := rec(f.tenant, "run-0", "agent-a", "s-2", "SUCCESS", 3) // same time as e3: the id breaks the tie
 	// A redelivered run.finished writes the same record again: still one.
@@ -96,4 +110,8 @@ func testExecutionsListed(t *testing.T, b Backend) {
 	bad := e1
 	bad.Status = "done"
 	wantSchemaError(t, "PutExecution with an unknown status", b.PutExecution(ctx, bad), store.IndexExecutions, "/status")
+	bad = e1
+	bad.ToolResults = []store.ToolResultRecord{{Name: "weather", Result: strings.Repeat("x", 9000)}}
+	wantSchemaError(t, "PutExecution with an unclipped tool result", b.PutExecution(ctx, bad), store.IndexExecutions,
+		"/tool_results/0/result")
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentbus/agentbus/events"
+	"github.com/agentbus/agentbus/handlers/ingress"
 	"github.com/agentbus/agentbus/handlers/internal/handlerstest"
 	"github.com/agentbus/agentbus/handlers/runctl"
 	"github.com/agentbus/agentbus/orch"
@@ -61,5 +62,52 @@ func TestRecords_ATenantThatKeepsPayloadsHasThemInItsTrace(t *testing.T) {
 		if n := len(handlerstest.OfType(seen, events.TypeRunFinished)); n != 1 {
 			t.Fatalf("%d run.finished", n)
 		}
+		checkPayloadRecord(t, env, keep, calls, tools)
+	}
+}
+
+// checkPayloadRecord checks the execution record of run-rec: for a tenant
+// that keeps payload records, every traced model call's request and
+// answer and every tool result, in the trace's order, as the trace keeps
+// them, which GET /agent/executions/{id} returns and the list leaves
+// out; for one that does not, none.
+func checkPayloadRecord(t *testing.T, env *handlerstest.Env, keep bool, calls, tools []map[string]any) {
+	t.Helper()
+	rec, err := env.Store.GetExecution(handlerstest.Ctx(t), handlerstest.Tenant, "run-rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !keep {
+		if len(rec.ModelCalls) != 0 || len(rec.ToolResults) != 0 || rec.PayloadsClipped {
+			t.Fatalf("not kept: the record has %d model calls, %d tool results", len(rec.ModelCalls), len(rec.ToolResults))
+		}
+		return
+	}
+	if len(rec.ModelCalls) != len(calls) || len(rec.ToolResults) != len(tools) || rec.PayloadsClipped {
+		t.Fatalf("kept: the record has %d model calls, %d tool results (clipped %v); the trace %d and %d",
+			len(rec.ModelCalls), len(rec.ToolResults), rec.PayloadsClipped, len(calls), len(tools))
+	}
+	for i, c := range rec.ModelCalls {
+		if c.Task != calls[i]["task"] || c.Request != calls[i]["request"] || c.Response != calls[i]["response"] {
+			t.Errorf("record model call %d %+v; traced %v", i, c, calls[i])
+		}
+	}
+	if rec.ModelCalls[0].Task != "route" || !strings.Contains(rec.ModelCalls[0].Request, "List the active outlets") {
+		t.Errorf("the record's first model call %+v", rec.ModelCalls[0])
+	}
+	for i, r := range rec.ToolResults {
+		if r.Name != tools[i]["skill_id"] || r.Result != tools[i]["result"] || r.Arguments != tools[i]["arguments"] {
+			t.Errorf("record tool result %d %+v; traced %v", i, r, tools[i])
+		}
+	}
+	srv := handlerstest.NewIngressServer(t, env, ingress.IngressConfig{})
+	hdr := map[string]string{"X-Tenant-Id": handlerstest.Tenant}
+	one := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/executions/run-rec", Headers: hdr, WantStatus: 200})
+	if mc, _ := one["model_calls"].([]any); len(mc) != len(calls) {
+		t.Errorf("GET /agent/executions/run-rec has %d model calls", len(mc))
+	}
+	list := handlerstest.CheckHTTP(t, srv, handlerstest.HTTPCase{Method: "GET", Path: "/agent/executions", Headers: hdr, WantStatus: 200})
+	if l, _ := list["executions"].([]any); len(l) != 1 || l[0].(map[string]any)["model_calls"] != nil || l[0].(map[string]any)["tool_results"] != nil {
+		t.Errorf("the list %v", list)
 	}
 }
