@@ -285,10 +285,11 @@ func (r *Router) decide(ctx context.Context, ev event.Event, state orch.State, i
 	var next *orch.RunRequest
 	if d.Ended != nil {
 		r.Credentials.Forget(ctx, d.Ended.RunID, d.State.Request)
-		if err := r.settleLease(ctx, &d); err != nil {
+		if err := r.keepExchange(ctx, &d); err != nil {
 			return nil, err
 		}
-		if err := r.keepExchange(ctx, &d); err != nil {
+		// After the exchange: its summary's model call is the run's last.
+		if err := r.settleLease(ctx, &d); err != nil {
 			return nil, err
 		}
 		r.markPayloadRecords(&d)
