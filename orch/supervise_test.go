@@ -135,3 +135,18 @@ func TestDecideHandoffToASupervisorAgentSupervises(t *testing.T) {
 		t.Fatalf("lane dispatched as %q", sr.Run.Plan.Live(sr.Step).LaneAgent())
 	}
 }
+
+// A router agent that hands its message to a supervisor agent runs the
+// supervisor pattern as that supervisor.
+func TestDecideRouterAgentToASupervisorSupervises(t *testing.T) {
+	front := &AgentDef{ID: "agent-front", Type: TypeRouterAgent, SubAgents: []string{"agent-lead"}}
+	req := request("run-front-lead")
+	req.AgentID = front.ID
+	d := Decide(State{}, Requested{Request: req, Agent: front, TaskTypes: taskTypes,
+		AgentRoute: &AgentRoute{SubAgent: leadAgent(), Reason: "a review", Options: []string{"agent-lead"}},
+		Route:      domain.Route{TaskType: "general", Pattern: PatternReact}, At: t0})
+	run := only[PlanRequest](t, d).Run
+	if run.Agent == nil || run.Agent.ID != "agent-lead" || run.Pattern != PatternSupervisor || len(run.Agent.Members) != 2 {
+		t.Fatalf("agent %+v, pattern %q: want the supervisor, with its members, supervising", run.Agent, run.Pattern)
+	}
+}

@@ -184,7 +184,9 @@ func supervise(in llm.SuperviseInput) llm.SuperviseOutput {
 		lanes = append(lanes, llm.LaneGoal{Goal: goal, Skills: orderBy(names, in.Skills)})
 	}
 	if len(in.Agents) > 0 {
-		lanes = assign(lanes, in.Agents)
+		if lanes = assign(lanes, in.Agents); len(lanes) == 0 {
+			return llm.SuperviseOutput{Infeasible: "no sub-agent has a tool for the task's goals"}
+		}
 	}
 	if max := in.MaxLanes; max > 0 && len(lanes) > max {
 		lanes = lanes[:max]

@@ -2,6 +2,7 @@ package offline_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -124,5 +125,12 @@ func TestOfflineSuperviseAssignsEachLaneToTheSubAgentWithItsTools(t *testing.T) 
 	_ = json.Unmarshal([]byte(complete(t, llm.TaskSupervise, in, nil).Content), &out)
 	if len(out.Lanes) != 1 || out.Lanes[0].AgentID != "agent-b" || !slices.Equal(out.Lanes[0].Skills, []string{demo.SkillEngagementAnalytics}) {
 		t.Fatalf("lanes %+v: want the chain to agent-b, whose description fits, with its tool only", out.Lanes)
+	}
+	// No sub-agent with a tool of any lane: nothing to fan out.
+	in.Agents = []llm.AgentOption{{ID: "agent-menu", Name: "Menu", Tools: []string{demo.SkillMenuCatalog}}}
+	out = llm.SuperviseOutput{}
+	_ = json.Unmarshal([]byte(complete(t, llm.TaskSupervise, in, nil).Content), &out)
+	if len(out.Lanes) != 0 || !strings.Contains(out.Infeasible, "no sub-agent") {
+		t.Fatalf("decomposition %+v, want infeasible", out)
 	}
 }
