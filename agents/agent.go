@@ -19,10 +19,11 @@ import (
 // Agent types (seed 002): the pattern the agent runs.
 const (
 	// TypeStandard is a single agent with tools, optionally with skills
-	// or handoff steps.
+	// or handoff steps, or with sub-agents it may hand off to.
 	TypeStandard = "standard"
-	// TypeSupervisor coordinates its sub-agents as tools.
-	TypeSupervisor = "supervisor"
+	// TypeSupervisor runs the supervisor pattern: each lane it fans out
+	// runs as one of its sub-agents (orch.AgentSupervisor).
+	TypeSupervisor = orch.AgentSupervisor
 	// TypeRouter classifies the input and routes it to a sub-agent.
 	TypeRouter = "router"
 )
@@ -95,7 +96,9 @@ type AgentSpec struct {
 	// Tools is the allow-list of the skills (MCP tools) the agent's runs
 	// may call; empty allows none.
 	Tools []string `json:"tools"`
-	// SubAgents are the agents it hands off to or supervises.
+	// SubAgents are, for a standard agent, the agents it may hand off to
+	// (handoff_to_agent); for a supervisor, the agents its lanes run as;
+	// for a router, the agents it classifies among.
 	SubAgents []string `json:"sub_agents"`
 	// Skills are the skill prompts it may load (seed 002 Skill).
 	Skills          []string `json:"skills"`
@@ -273,8 +276,9 @@ func (s AgentSpec) validateSubAgents(self string) *Error {
 		return invalid(CodeInvalidSubAgent, "sub_agents", "an agent cannot be its own sub-agent")
 	}
 	switch {
-	case s.Type == TypeStandard && len(s.SubAgents) > 0:
-		return invalid(CodeSubAgentsNotAllowed, "sub_agents", "a standard agent has no sub-agents; make it a supervisor or a router")
+	case s.Type == TypeStandard && len(s.SubAgents) > 0 && len(s.Steps) > 0:
+		return invalid(CodeSubAgentsNotAllowed, "sub_agents",
+			"a standard agent with steps hands off by its stages' transition tools, not to sub-agents")
 	case s.Type != TypeStandard && len(s.SubAgents) == 0:
 		return invalid(CodeSubAgentsRequired, "sub_agents", "a %s agent needs at least one sub-agent", s.Type)
 	}

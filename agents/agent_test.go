@@ -67,7 +67,9 @@ func TestAgentValidation(t *testing.T) {
 		{"own sub-agent", CodeInvalidSubAgent, "sub_agents", func(s *AgentSpec) { s.Type, s.SubAgents = TypeRouter, []string{"self"} }},
 		{"supervisor without sub-agents", CodeSubAgentsRequired, "sub_agents", func(s *AgentSpec) { s.Type = TypeSupervisor }},
 		{"router without sub-agents", CodeSubAgentsRequired, "sub_agents", func(s *AgentSpec) { s.Type = TypeRouter }},
-		{"standard with sub-agents", CodeSubAgentsNotAllowed, "sub_agents", func(s *AgentSpec) { s.SubAgents = []string{"other"} }},
+		{"standard with steps and sub-agents", CodeSubAgentsNotAllowed, "sub_agents", func(s *AgentSpec) {
+			s.SubAgents, s.Steps = []string{"other"}, steps()
+		}},
 		{"bad skill", CodeInvalidSkill, "skills[0]", func(s *AgentSpec) { s.Skills = []string{"sql expert"} }},
 		{"steps on a router", CodeInvalidSteps, "steps", func(s *AgentSpec) {
 			s.Type, s.SubAgents, s.Steps = TypeRouter, []string{"other"}, steps()
@@ -127,6 +129,12 @@ func TestAgentValidation(t *testing.T) {
 	ok.Limits = orch.Vector{orch.DimInputTokens: 8000, orch.DimOutputTokens: 2000}
 	if err := ok.Validate("self"); err != nil {
 		t.Fatalf("agent with steps, settings and limits: %v", err)
+	}
+	// A standard agent without steps may name the agents it hands off to.
+	handsOff := validAgent()
+	handsOff.SubAgents = []string{"agent-billing"}
+	if err := handsOff.Validate("self"); err != nil {
+		t.Fatalf("standard agent with handoff targets: %v", err)
 	}
 }
 

@@ -24,7 +24,8 @@ const (
 	CodeInvalidSubAgent = "invalid_sub_agent"
 	// CodeSubAgentsRequired: a supervisor or router without sub-agents.
 	CodeSubAgentsRequired = "sub_agents_required"
-	// CodeSubAgentsNotAllowed: a standard agent with sub-agents.
+	// CodeSubAgentsNotAllowed: a standard agent with both steps and
+	// sub-agents.
 	CodeSubAgentsNotAllowed = "sub_agents_not_allowed"
 	// CodeUnknownAgent: a referenced agent is not defined for the tenant.
 	CodeUnknownAgent = "unknown_agent"

@@ -59,6 +59,10 @@ type AgentDef struct {
 	// History is how much of its session's conversation the agent's runs
 	// see; nil is DefaultHistoryWindow.
 	History *HistoryWindow `json:"history_window,omitempty"`
+	// Members are the sub-agents a supervisor agent's lanes run as: the
+	// active ones of its SubAgents when the run started, as AsMember
+	// records them (supervise.go).
+	Members []AgentDef `json:"members,omitempty"`
 }
 
 // HistoryWindow is how much of its session's conversation a run of an

@@ -45,8 +45,9 @@ type DefinitionReader interface {
 }
 
 // RunDef is what a run records of agent a: its definition with the
-// definitions of the skills it may load (the active ones the tenant has),
-// so that loading one later is a decision on recorded data.
+// definitions of the skills it may load (the active ones the tenant has)
+// and, for a supervisor, of the sub-agents its lanes may run as, so that
+// loading one later, or assigning a lane, is a decision on recorded data.
 func RunDef(ctx context.Context, st DefinitionReader, a agents.Agent) (*orch.AgentDef, error) {
 	def := a.RunDef()
 	for _, id := range a.Skills {
@@ -63,6 +64,21 @@ func RunDef(ctx context.Context, st DefinitionReader, a agents.Agent) (*orch.Age
 		}
 		if s.Status == agents.SkillActive {
 			def.Skills = append(def.Skills, s.RunDef())
+		}
+	}
+	if def.Supervises() {
+		// Its lanes run as its sub-agents: those the tenant has active
+		// now, recorded with the run (domain.AgentDef.AsMember).
+		for _, id := range a.SubAgents {
+			m, err := LoadAgent(ctx, st, a.TenantID, id)
+			var refused *agents.Error
+			switch {
+			case errors.As(err, &refused):
+				continue // deleted or inactive since: no lane runs as it
+			case err != nil:
+				return nil, err
+			}
+			def.Members = append(def.Members, m.RunDef().AsMember())
 		}
 	}
 	return def, nil

@@ -23,7 +23,8 @@ var (
 	SuperviseSchema = json.RawMessage(`{"type":"object","properties":{
 		"infeasible":{"type":"string"},
 		"lanes":{"type":"array","maxItems":10,"items":{"type":"object","required":["goal","skills"],"properties":{
-			"goal":{"type":"string","minLength":1},"skills":{"type":"array","minItems":1,"items":{"type":"string"}}}}}}}`)
+			"goal":{"type":"string","minLength":1},"skills":{"type":"array","minItems":1,"items":{"type":"string"}},
+			"agent_id":{"type":"string"}}}}}}`)
 	// ReviewSchema constrains a supervisor's review of its lanes.
 	ReviewSchema = json.RawMessage(`{"type":"object","required":["sufficient"],"properties":{
 		"sufficient":{"type":"boolean"},"gaps":{"type":"string","maxLength":2000}},

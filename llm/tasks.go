@@ -139,13 +139,19 @@ type SuperviseInput struct {
 	// Gaps, on a re-iteration the supervisor's review asked for, is what
 	// the completed lanes' findings left unanswered.
 	Gaps string `json:"gaps,omitempty"`
+	// Agents, for a supervisor agent, are its sub-agents: each lane is
+	// assigned to one of them (LaneGoal.AgentID) and its skills are among
+	// that agent's Tools.
+	Agents []AgentOption `json:"agents,omitempty"`
 }
 
 // LaneGoal is one subagent lane: its focused goal and the skills it may
-// call (its skill group).
+// call (its skill group), and for a supervisor agent the sub-agent it
+// runs as.
 type LaneGoal struct {
-	Goal   string   `json:"goal"`
-	Skills []string `json:"skills"`
+	Goal    string   `json:"goal"`
+	Skills  []string `json:"skills"`
+	AgentID string   `json:"agent_id,omitempty"`
 }
 
 // FailedLane is a lane that failed, and why.
@@ -226,12 +232,14 @@ type ClassifyInput struct {
 	Agents  []AgentOption `json:"agents"`
 }
 
-// AgentOption is one sub-agent a router may choose: its id, name and
-// what it is for.
+// AgentOption is one sub-agent a router may choose, or a supervisor
+// assign a lane to: its id, name and what it is for, and (a
+// supervisor's) the skills it may call.
 type AgentOption struct {
-	ID          string `json:"agent_id"`
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
+	ID          string   `json:"agent_id"`
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Tools       []string `json:"tools,omitempty"`
 }
 
 // ClassifyOutput is the sub-agent chosen and why.

@@ -1,6 +1,7 @@
 package orch
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,6 +18,10 @@ type (
 	SkillDef      = domain.SkillDef
 	HistoryWindow = domain.HistoryWindow
 )
+
+// AgentSupervisor is the agent type whose lanes run as its sub-agents
+// (domain/supervise.go).
+const AgentSupervisor = domain.AgentSupervisor
 
 // agentMismatch reports a requested agent the router did not load: the
 // run cannot act as an agent it does not have.
@@ -59,8 +64,12 @@ func (d *decision) actAs(a *AgentDef) {
 		d.State.Context.Persona = &p
 	}
 	d.addPrompts()
-	d.audit("agent.selected", "", map[string]any{"agent_id": a.ID, "version": a.Version, "type": a.Type,
-		"tools": a.Tools, "max_turns": a.MaxTurns, "limits": a.Limits})
+	sel := map[string]any{"agent_id": a.ID, "version": a.Version, "type": a.Type, "tools": a.Tools, "max_turns": a.MaxTurns,
+		"limits": a.Limits}
+	if a.Supervises() {
+		sel["members"] = a.MemberIDs() // the sub-agents its lanes may run as
+	}
+	d.audit("agent.selected", "", sel)
 }
 
 // agentLimits caps the resolved limits with the agent's, returning the
@@ -83,15 +92,16 @@ func (d *decision) agentLimits() []Dim {
 }
 
 // restrictTools removes from each proposed step the skills the run's
-// agent does not allow, tracing what it removed. It is the allow-list's
+// agent does not allow (a supervisor's lane: the skills its sub-agent
+// does not), tracing what it removed. It is the allow-list's
 // enforcement: the executor then calls only the step's skills.
 func (d *decision) restrictTools(steps []Step) []Step {
-	a := d.State.Agent
-	if a == nil {
+	if d.State.Agent == nil {
 		return steps
 	}
 	out := make([]Step, len(steps))
 	for i, s := range steps {
+		a := cmp.Or(d.State.Agent.Member(s.LaneAgent()), d.State.Agent)
 		var kept, removed []string
 		for _, name := range s.Skills {
 			if a.AllowsSkill(name) {

@@ -49,10 +49,11 @@ var guardOutcomes = []string{OutcomeUnsafe, OutcomePermissionDenied, OutcomeRepe
 
 // verifyPlan checks a proposed plan before it runs: every dependency
 // names an earlier step of the plan (or a completed one), no step index
-// repeats. A plan that fails is not executed: the run replans with the
-// critic's reason.
-func verifyPlan(existing, proposed []Step) error {
-	known := map[int]bool{}
+// repeats, and a supervisor agent's lanes each run as one of its
+// sub-agents (domain.AgentDef.LaneAgent). A plan that fails is not
+// executed: the run replans with the critic's reason.
+func (d *decision) verifyPlan(proposed []Step) error {
+	existing, known := d.State.Plan.Steps, map[int]bool{}
 	for _, s := range existing {
 		if s.Status == StepComplete {
 			known[s.Index] = true
@@ -66,6 +67,9 @@ func verifyPlan(existing, proposed []Step) error {
 			if !known[dep] {
 				return fmt.Errorf("step %d depends on step %d, which is neither completed nor planned before it", s.Index, dep)
 			}
+		}
+		if _, err := d.State.Agent.LaneAgent(s.LaneAgent()); err != nil {
+			return fmt.Errorf("step %d: %w", s.Index, err)
 		}
 		known[s.Index] = true
 	}

@@ -335,6 +335,9 @@ func (d *decision) routed(in Requested) {
 	if route.Pattern == "" {
 		route.Pattern = PatternReact // seed 001: no pattern configured falls back to ReACT
 	}
+	if a := d.State.Agent; a.Supervises() {
+		route.Pattern, route.Reason = PatternSupervisor, fmt.Sprintf("agent %s supervises its sub-agents (routing: %s)", a.ID, route.Reason)
+	}
 	d.State.TaskType, d.State.Pattern, d.State.Routing = route.TaskType, route.Pattern, route.Reason
 	names := make([]string, len(in.TaskTypes))
 	var candidates []string
@@ -493,7 +496,7 @@ func (d *decision) planned(p PlanProposal) {
 		return
 	}
 	replan := d.State.Plan.Status == PlanReplanning
-	if err := verifyPlan(d.State.Plan.Steps, p.Steps); err != nil {
+	if err := d.verifyPlan(p.Steps); err != nil {
 		// The critic rejects the plan before any of it runs.
 		d.audit("critic.plan_rejected", "", map[string]any{"reason": err.Error(), "steps": len(p.Steps)})
 		d.State.Seq++
@@ -630,6 +633,9 @@ func (d *decision) fanOut(group Group, members []int) {
 		}
 		lanes = append(lanes, map[string]any{"step": s.Index, "task_id": s.TaskID, "goal": s.Task,
 			"session_id": s.Loop.SessionID, "skills": s.Skills})
+		if s.Loop.AgentID != "" {
+			lanes[len(lanes)-1]["agent_id"] = s.Loop.AgentID // the sub-agent it runs as
+		}
 	}
 	d.audit("fanout.started", "", map[string]any{"correlation_id": group.ID, "expected_siblings": group.Expected,
 		"parent_session_id": d.State.Request.SessionID, "lanes": lanes})

@@ -233,6 +233,9 @@ func (d *decision) switchAgent(a *AgentDef) {
 			d.State.Context.Persona = nil
 		}
 	}
+	if a.Supervises() {
+		d.State.Pattern = PatternSupervisor // a supervisor's work is its sub-agents' lanes
+	}
 	d.actAs(a)
 }
 

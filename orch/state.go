@@ -235,6 +235,17 @@ type Step struct {
 type Loop struct {
 	MaxTurns  int    `json:"max_turns,omitempty"`
 	SessionID string `json:"session_id,omitempty"`
+	// AgentID is the sub-agent a supervisor agent's lane runs as
+	// (domain.AgentDef.LaneAgent).
+	AgentID string `json:"agent_id,omitempty"`
+}
+
+// LaneAgent is the sub-agent the step runs as, "" for none.
+func (s Step) LaneAgent() string {
+	if s.Loop == nil {
+		return ""
+	}
+	return s.Loop.AgentID
 }
 
 // ReturnSpec is a step's output contract: Shape is a JSON Schema.

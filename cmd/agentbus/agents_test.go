@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,4 +121,68 @@ func TestTriggeredRunEndToEnd(t *testing.T) {
 		}
 		return agentSelected
 	})
+}
+
+// TestSupervisorAgentEndToEnd: through the whole stack with the offline
+// model, a supervisor agent created with the API over a researcher
+// (outlet_list) and a writer (menu_catalog) fans its task out as two
+// lanes, each assigned to the sub-agent whose tool it needs and calling
+// only that tool; the trace records the assignment.
+func TestSupervisorAgentEndToEnd(t *testing.T) {
+	s := startStack(t)
+	base := "http://" + s.IngressAddr
+	researcher := createAgent(t, base, "demo", `{"name":"Researcher","description":"Researches the brand's outlets",`+
+		`"system_prompt":"List outlets with their ids.","tools":["outlet_list"]}`)
+	writer := createAgent(t, base, "demo", `{"name":"Writer","description":"Writes up the menu",`+
+		`"system_prompt":"Describe the menu.","tools":["menu_catalog"]}`)
+	lead := createAgent(t, base, "demo", `{"name":"Lead","type":"supervisor","system_prompt":"Lead the review.",`+
+		`"sub_agents":["`+researcher+`","`+writer+`"]}`)
+	res := postRun(t, base, orch.RunRequest{TenantID: "demo", UserID: "u1", SessionID: "sess-lead",
+		Message: "List the active outlets and show the menu catalog", AgentID: lead})
+	if res.TerminalCode != orch.CodeSuccess {
+		t.Fatalf("run as %s ended %s/%s: %s", lead, res.Status, res.TerminalCode, res.Response)
+	}
+	var lanes []map[string]any
+	calls := map[string][]string{} // skills called, by task id
+	eventually(t, 10*time.Second, "the run's trace", func() bool {
+		evs, err := s.Deps.Store.Trace(context.Background(), store.TraceQuery{TenantID: "demo", PlanID: res.PlanID})
+		if err != nil {
+			return false
+		}
+		lanes, calls = nil, map[string][]string{}
+		finished := false
+		for _, e := range evs {
+			switch e.EventType {
+			case "fanout.started":
+				var p struct {
+					Lanes []map[string]any `json:"lanes"`
+				}
+				if json.Unmarshal(e.Payload, &p) == nil {
+					lanes = p.Lanes
+				}
+			case "skill.called":
+				calls[e.TaskID] = append(calls[e.TaskID], e.SkillID)
+			}
+			finished = finished || e.EventType == "run.finished"
+		}
+		return finished && len(lanes) > 0
+	})
+	want := map[string]string{researcher: "outlet_list", writer: "menu_catalog"}
+	if len(lanes) != 2 {
+		t.Fatalf("fan-out lanes %v, want 2", lanes)
+	}
+	for _, l := range lanes {
+		agent, _ := l["agent_id"].(string)
+		task, _ := l["task_id"].(string)
+		tool, ok := want[agent]
+		if !ok || len(calls[task]) == 0 || slices.ContainsFunc(calls[task], func(s string) bool { return s != tool }) {
+			t.Fatalf("lane %v ran as %q and called %v, want only %s", l, agent, calls[task], tool)
+		}
+		delete(want, agent)
+	}
+	// The supervisor synthesises both lanes' findings, in its own name.
+	if !strings.HasPrefix(res.Response, "Lead — ") || !strings.Contains(res.Response, "Harbour Front (out-001)") ||
+		!strings.Contains(res.Response, "Lane 2 — ") {
+		t.Fatalf("answer %q", res.Response)
+	}
 }

@@ -133,7 +133,10 @@ func (x *Executor) stepTurn(ctx context.Context, ev event.Event, req orch.StepRe
 		return nil, events.Permanent(fmt.Errorf("handlers: step %d is not in plan %s", req.Step, req.Run.Plan.PlanID))
 	}
 	t := turn{exec: x, in: ev, req: req, step: *step, out: handlers.Outbox{In: ev}, rec: llm.Record(x.Model).KeepPayloads(x.Records.Keeps(req.Run.Request.TenantID)), budget: ledger.StepBudget(req)}
-	t.model = handlers.AgentModel(x.Budgets.ReportingModel(t.rec, t.budget, func(d orch.Vector) { t.drawn = t.drawn.Add(d) }), req.Run.Agent)
+	if err := t.asLane(); err != nil {
+		return nil, err
+	}
+	t.model = handlers.AgentModel(x.Budgets.ReportingModel(t.rec, t.budget, func(d orch.Vector) { t.drawn = t.drawn.Add(d) }), cmp.Or(t.lane, req.Run.Agent))
 	tenant, runID := req.Run.Request.TenantID, req.Run.Request.RunID
 	ctx, release := x.Cancels.Watch(ctx, tenant, runID)
 	defer release()
@@ -198,6 +201,7 @@ type turn struct {
 	steered   int                        // the run's steering messages the step has seen, with this hop's
 	tools     orch.ToolUses              // this hop's tool calls by tool name
 	tainted   string                     // the open-world skill whose output tainted the step in this hop
+	lane      *orch.AgentDef             // the sub-agent a supervisor agent's lane runs as (executor_lane.go)
 
 	// inputs awaits the reads of the outputs of the steps this one
 	// depends on (readInputs).

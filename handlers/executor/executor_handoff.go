@@ -34,8 +34,8 @@ const maxHandoffContext = 4 << 10
 // and skill tools (executor_stage.go); in a stage, only the stage's.
 func (t *turn) handoffTools() []llm.Tool {
 	run := t.req.Run
-	if run.Agent == nil {
-		return nil
+	if run.Agent == nil || t.lane != nil {
+		return nil // a lane works its goal for its supervisor: it hands nothing off
 	}
 	if run.Agent.CurrentStage() != nil {
 		return t.stageTools() // a stage offers only its own tools
@@ -53,6 +53,9 @@ func (t *turn) handoffTools() []llm.Tool {
 // handoffNote tells the model of a run handed to its agent who handed it
 // over, why, and with what context.
 func (t *turn) handoffNote() []llm.Message {
+	if t.lane != nil {
+		return t.laneNote()
+	}
 	hs := t.req.Run.Handoffs
 	if len(hs) == 0 {
 		return t.stageNote()
@@ -71,6 +74,9 @@ func (t *turn) handoffNote() []llm.Message {
 // decider (which enforces sub_agents, depth and cycles); invalid ones are
 // a repair turn. ok is false for any other tool.
 func (t *turn) handoffCall(c llm.ToolCall) (handled bool, err error) {
+	if t.lane != nil {
+		return false, nil // offered none: a call is a skill outside the lane's
+	}
 	if handled, err := t.stageCall(c); handled {
 		return true, err
 	}

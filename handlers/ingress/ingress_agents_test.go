@@ -44,7 +44,8 @@ func TestIngressAgentsCRUD(t *testing.T) {
 		{"bad temperature", `{"name":"x","system_prompt":"x","model_config":{"temperature":2}}`, agents.CodeInvalidModelConfig, "model_config.temperature"},
 		{"bad tool", `{"name":"x","system_prompt":"x","tools":["a b"]}`, agents.CodeInvalidTool, "tools[0]"},
 		{"supervisor alone", `{"name":"x","system_prompt":"x","type":"supervisor"}`, agents.CodeSubAgentsRequired, "sub_agents"},
-		{"standard with sub-agents", `{"name":"x","system_prompt":"x","sub_agents":["` + id + `"]}`, agents.CodeSubAgentsNotAllowed, "sub_agents"},
+		{"standard with steps and sub-agents", `{"name":"x","system_prompt":"x","tools":["t"],"sub_agents":["` + id + `"],"steps":[` +
+			`{"step_id":"a","name":"A","system_prompt":"x","tools":["t"],"is_initial":true,"is_final":true}]}`, agents.CodeSubAgentsNotAllowed, "sub_agents"},
 		{"unknown sub-agent", `{"name":"x","system_prompt":"x","type":"router","sub_agents":["agent-ghost"]}`, agents.CodeUnknownAgent, "sub_agents[0]"},
 		{"bad max turns", `{"name":"x","system_prompt":"x","max_turns":-3}`, agents.CodeInvalidMaxTurns, "max_turns"},
 		{"bad handoff", `{"name":"x","system_prompt":"x","handoff_behavior":"transfer"}`, agents.CodeInvalidHandoffBehavior, "handoff_behavior"},

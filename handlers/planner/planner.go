@@ -189,8 +189,8 @@ func (p *Planner) discover(ctx context.Context, run orch.RunState) (map[string]s
 		if len(infos) == p.MaxLoads {
 			break
 		}
-		if !run.Agent.AllowsSkill(c.Name) {
-			continue // the run's agent does not allow it (the decider enforces it too)
+		if !run.Agent.Discovers(c.Name) {
+			continue // the run's agent (a supervisor's: its sub-agents) does not allow it; the decider enforces it too
 		}
 		m, err := p.Skills.Load(ctx, tenant, c.Name)
 		if errors.Is(err, skills.ErrSkillNotFound) {

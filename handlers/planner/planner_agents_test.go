@@ -48,3 +48,51 @@ func TestPlannerDiscoversOnlyTheAgentsTools(t *testing.T) {
 		}
 	}
 }
+
+// TestPlannerAssignsASupervisorAgentsLanesToItsSubAgents: a supervisor
+// agent's planner discovers its sub-agents' tools (not its own) and
+// assigns each lane to the sub-agent whose tools it uses; a supervisor
+// none of whose sub-agents is active has no lane to fan out.
+func TestPlannerAssignsASupervisorAgentsLanesToItsSubAgents(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	lead := func(members ...orch.AgentDef) *orch.AgentDef {
+		return &orch.AgentDef{ID: "agent-lead", Type: orch.AgentSupervisor, Tools: []string{demo.SkillMenuCatalog},
+			SubAgents: []string{"agent-researcher", "agent-analyst"}, Members: members}
+	}
+	researcher := orch.AgentDef{ID: "agent-researcher", Name: "Researcher", Tools: []string{demo.SkillOutletList}}
+	analyst := orch.AgentDef{ID: "agent-analyst", Name: "Analyst", Tools: []string{demo.SkillOutletList, demo.SkillEngagementAnalytics}}
+	for _, tc := range []struct {
+		name  string
+		agent *orch.AgentDef
+		want  string // the sub-agent of the one lane, "" for infeasible
+	}{
+		{"analyst covers the chain", lead(researcher, analyst), "agent-analyst"},
+		{"researcher only", lead(researcher), "agent-researcher"},
+		{"none active", lead(), ""},
+	} {
+		run := handlerstest.PlanRun("run-lead-"+strings.ReplaceAll(tc.name, " ", "-"), handlerstest.RankTask)
+		run.Pattern, run.Agent = orch.PatternSupervisor, tc.agent
+		p := planner.NewPlanner(handlerstest.Recording(), env.Skills, handlerstest.NopLog)
+		ev := handlerstest.NewEvent(t, "plan-req-"+run.Request.RunID, events.TypePlanRequested, orch.PlanRequest{Run: run})
+		outs, err := p.Handle(handlerstest.Ctx(t), ev)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		prop := handlerstest.Decode[orch.PlanProposal](t, handlerstest.Only(t, outs, events.TypePlanProposed))
+		if tc.want == "" {
+			if len(prop.Steps) != 0 || !strings.Contains(prop.Infeasible, "no active sub-agent") {
+				t.Fatalf("%s: proposal %+v, want infeasible", tc.name, prop)
+			}
+			continue
+		}
+		if len(prop.Steps) != 1 || prop.Steps[0].LaneAgent() != tc.want {
+			t.Fatalf("%s: lanes %+v, want one run as %s", tc.name, prop.Steps, tc.want)
+		}
+		member := tc.agent.Member(tc.want)
+		for _, sk := range prop.Steps[0].Skills {
+			if !slices.Contains(member.Tools, sk) {
+				t.Fatalf("%s: the lane has %s, outside %s's tools", tc.name, sk, tc.want)
+			}
+		}
+	}
+}

@@ -288,7 +288,7 @@ func decodedVerdict[T any](ev event.Event) string {
 }
 
 // verdictOf is what a decision decided in one message: what it runs or
-// how it ends, and every step's status.
+// how it ends, and every step's status (and a lane's sub-agent).
 func verdictOf(data any) string {
 	switch v := data.(type) {
 	case orch.StepRequest:
@@ -324,7 +324,11 @@ func verdictOf(data any) string {
 func planVerdict(s orch.State) string {
 	var st []string
 	for _, step := range s.Plan.Steps {
-		st = append(st, fmt.Sprintf("%d:%s", step.Index, step.Status))
+		v := fmt.Sprintf("%d:%s", step.Index, step.Status)
+		if a := step.LaneAgent(); a != "" {
+			v += "@" + a // the sub-agent a supervisor agent's lane runs as
+		}
+		st = append(st, v)
 	}
 	return s.Plan.Status + " " + strings.Join(st, " ")
 }

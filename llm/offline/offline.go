@@ -150,11 +150,7 @@ func classify(in llm.ClassifyInput) llm.ClassifyOutput {
 	if len(in.Agents) == 0 {
 		return llm.ClassifyOutput{Reason: "no sub-agent to choose"}
 	}
-	docs := make([][]text.Field, len(in.Agents))
-	for i, a := range in.Agents {
-		docs[i] = []text.Field{{Text: a.Name, Weight: 2}, {Text: a.Description, Weight: 1}}
-	}
-	scores := text.NewExactCorpus(docs).Scores(strings.Join(words(in.Message), " "))
+	scores := agentScores(in.Agents, in.Message)
 	best := 0
 	for i, s := range scores {
 		if s > scores[best] {
@@ -164,6 +160,15 @@ func classify(in llm.ClassifyInput) llm.ClassifyOutput {
 	a := in.Agents[best]
 	return llm.ClassifyOutput{AgentID: a.ID,
 		Reason: fmt.Sprintf("agent %q matches the message best (relevance %.2f)", a.Name, scores[best])}
+}
+
+// agentScores are how well each agent's name and description fit s.
+func agentScores(agents []llm.AgentOption, s string) []float64 {
+	docs := make([][]text.Field, len(agents))
+	for i, a := range agents {
+		docs[i] = []text.Field{{Text: a.Name, Weight: 2}, {Text: a.Description, Weight: 1}}
+	}
+	return text.NewExactCorpus(docs).Scores(strings.Join(words(s), " "))
 }
 
 // verbs every task uses say nothing about which skill or task type fits;

@@ -2,6 +2,7 @@ package offline
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -182,6 +183,11 @@ func supervise(in llm.SuperviseInput) llm.SuperviseOutput {
 		sort.Strings(names)
 		lanes = append(lanes, llm.LaneGoal{Goal: goal, Skills: orderBy(names, in.Skills)})
 	}
+	if len(in.Agents) > 0 {
+		if lanes = assign(lanes, in.Agents); len(lanes) == 0 {
+			return llm.SuperviseOutput{Infeasible: "no sub-agent has a tool for the task's goals"}
+		}
+	}
 	if max := in.MaxLanes; max > 0 && len(lanes) > max {
 		lanes = lanes[:max]
 	}
@@ -189,6 +195,41 @@ func supervise(in llm.SuperviseInput) llm.SuperviseOutput {
 		return llm.SuperviseOutput{Infeasible: "every goal of the task is answered or failed: " + failedGoals(in.Failed)}
 	}
 	return llm.SuperviseOutput{Lanes: lanes}
+}
+
+// assign gives each lane to the sub-agent (of a supervisor agent) whose
+// tools cover most of its skills; among equals, the one whose name and
+// description fit its goal best, then the first listed. The lane keeps
+// only that agent's skills; a lane no agent has a skill of is dropped.
+func assign(lanes []llm.LaneGoal, agents []llm.AgentOption) []llm.LaneGoal {
+	var out []llm.LaneGoal
+	for _, l := range lanes {
+		fit := agentScores(agents, l.Goal)
+		best, covers := -1, 0
+		for i, a := range agents {
+			n := len(covered(l.Skills, a.Tools))
+			if n > covers || n == covers && n > 0 && fit[i] > fit[best] {
+				best, covers = i, n
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		l.AgentID, l.Skills = agents[best].ID, covered(l.Skills, agents[best].Tools)
+		out = append(out, l)
+	}
+	return out
+}
+
+// covered are the skills among tools, in the order of skills.
+func covered(skills, tools []string) []string {
+	var out []string
+	for _, s := range skills {
+		if slices.Contains(tools, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // orderBy keeps the skills in the order the input listed them (by

@@ -2,6 +2,7 @@ package offline_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -75,5 +76,61 @@ func TestOfflineSuperviseMakesOneLanePerIndependentChain(t *testing.T) {
 	none := superviseOut(llm.SuperviseInput{Task: "write a poem about the sea", Skills: allDemo(t), MaxLanes: 4})
 	if none.Infeasible == "" {
 		t.Fatalf("a task no skill fits got lanes %+v", none.Lanes)
+	}
+}
+
+// For a supervisor agent the offline supervisor assigns each lane to the
+// sub-agent whose tools cover its skills (by name and description among
+// equals), and a lane keeps only its agent's skills; the assignment is
+// the same every time.
+func TestOfflineSuperviseAssignsEachLaneToTheSubAgentWithItsTools(t *testing.T) {
+	agents := []llm.AgentOption{
+		{ID: "agent-writer", Name: "Writer", Description: "Writes up the menu", Tools: []string{demo.SkillMenuCatalog}},
+		{ID: "agent-researcher", Name: "Researcher", Description: "Researches the outlets", Tools: []string{demo.SkillOutletList}},
+	}
+	in := llm.SuperviseInput{Task: "List the active outlets and show the menu catalog", Skills: allDemo(t), MaxLanes: 4, Agents: agents}
+	var first string
+	for range 3 {
+		msg := complete(t, llm.TaskSupervise, in, nil)
+		if err := schema.Validate(llm.SuperviseSchema, []byte(msg.Content)); err != nil {
+			t.Fatalf("off SuperviseSchema: %v\n%s", err, msg.Content)
+		}
+		if first == "" {
+			first = msg.Content
+		} else if msg.Content != first {
+			t.Fatalf("decomposition changed: %s, then %s", first, msg.Content)
+		}
+	}
+	var out llm.SuperviseOutput
+	_ = json.Unmarshal([]byte(first), &out)
+	got := map[string][]string{}
+	for _, l := range out.Lanes {
+		got[l.AgentID] = l.Skills
+	}
+	if len(out.Lanes) != 2 || !slices.Equal(got["agent-writer"], []string{demo.SkillMenuCatalog}) ||
+		!slices.Equal(got["agent-researcher"], []string{demo.SkillOutletList}) {
+		t.Fatalf("lanes %+v: want the menu lane to the writer and the outlets lane to the researcher", out.Lanes)
+	}
+	// A chain across two agents goes to the one with most of its skills,
+	// cut to its tools; tools equal, to the one whose description fits.
+	in = llm.SuperviseInput{Task: rankTask, Skills: allDemo(t), MaxLanes: 4, Agents: []llm.AgentOption{
+		{ID: "agent-a", Name: "Lister", Tools: []string{demo.SkillOutletList}},
+		{ID: "agent-b", Name: "Analyst", Description: "ranks outlets by engagement", Tools: []string{demo.SkillEngagementAnalytics}},
+		{ID: "agent-c", Name: "Both", Tools: []string{demo.SkillOutletList, demo.SkillEngagementAnalytics}}}}
+	_ = json.Unmarshal([]byte(complete(t, llm.TaskSupervise, in, nil).Content), &out)
+	if len(out.Lanes) != 1 || out.Lanes[0].AgentID != "agent-c" || len(out.Lanes[0].Skills) != 2 {
+		t.Fatalf("lanes %+v: want the chain to agent-c", out.Lanes)
+	}
+	in.Agents = in.Agents[:2]
+	_ = json.Unmarshal([]byte(complete(t, llm.TaskSupervise, in, nil).Content), &out)
+	if len(out.Lanes) != 1 || out.Lanes[0].AgentID != "agent-b" || !slices.Equal(out.Lanes[0].Skills, []string{demo.SkillEngagementAnalytics}) {
+		t.Fatalf("lanes %+v: want the chain to agent-b, whose description fits, with its tool only", out.Lanes)
+	}
+	// No sub-agent with a tool of any lane: nothing to fan out.
+	in.Agents = []llm.AgentOption{{ID: "agent-menu", Name: "Menu", Tools: []string{demo.SkillMenuCatalog}}}
+	out = llm.SuperviseOutput{}
+	_ = json.Unmarshal([]byte(complete(t, llm.TaskSupervise, in, nil).Content), &out)
+	if len(out.Lanes) != 0 || !strings.Contains(out.Infeasible, "no sub-agent") {
+		t.Fatalf("decomposition %+v, want infeasible", out)
 	}
 }

@@ -23,9 +23,9 @@ func handoffArgs(target string) string {
 	return fmt.Sprintf(`{"target_agent_id":%q,"reason":"needs %s","context":{"order":"ORD-12345"}}`, target, target)
 }
 
-// chainAgents stores agents named by ids, each handing off to the next
-// (the last to none): definitions written straight to the store, as an
-// edit after validation may leave them.
+// chainAgents stores standard agents named by ids, each handing off to
+// the next (the last to none): definitions written straight to the
+// store, as an edit after validation may leave them.
 func chainAgents(t *testing.T, env *handlerstest.Env, ids ...string) {
 	t.Helper()
 	for i, id := range ids {
@@ -33,7 +33,7 @@ func chainAgents(t *testing.T, env *handlerstest.Env, ids ...string) {
 			s.Name, s.SystemPrompt, s.MaxTurns = "Agent "+id, "You are "+id+".", 0
 			s.SubAgents = nil
 			if i+1 < len(ids) {
-				s.Type, s.SubAgents = agents.TypeSupervisor, []string{ids[i+1]}
+				s.SubAgents = []string{ids[i+1]}
 			}
 		})
 	}
@@ -131,7 +131,7 @@ func TestHandoff_ChainOfThreeSucceedsAndAFourthIsRefused(t *testing.T) {
 	t.Run("cycle refused", func(t *testing.T) {
 		env := handlerstest.NewEnv(t)
 		for id, sub := range map[string]string{"agent-a": "agent-b", "agent-b": "agent-a"} {
-			handlerstest.PutAgent(t, env, id, func(s *agents.AgentSpec) { s.Type, s.SubAgents, s.MaxTurns = agents.TypeSupervisor, []string{sub}, 0 })
+			handlerstest.PutAgent(t, env, id, func(s *agents.AgentSpec) { s.SubAgents, s.MaxTurns = []string{sub}, 0 })
 		}
 		f := patternFlow(t, env, handoffModel(t, false, "agent-b", "agent-a"))
 		res, _ := f.drive(t, handlerstest.AgentRunRequested(t, "run-cycle", "agent-a"))
