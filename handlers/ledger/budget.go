@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"sync"
 	"time"
 
@@ -66,6 +67,9 @@ type ledger struct {
 	// tokens before it raises the run's lease of its quotas (a member of
 	// a group: of its own tokens since dispatch).
 	quotaCap float64
+	// quotaShare is a group member's share of the run's lease; what it
+	// draws past it comes from a lease of its own (quota.go).
+	quotaShare float64
 }
 
 // lane is a group member's share of its run's budget.
@@ -75,6 +79,7 @@ type lane struct {
 	share  orch.Vector // what the member may draw without asking
 	pool   orch.Vector // the group's pool, what no share holds
 	pooled orch.Vector // what the member has drawn from the pool so far
+	id     string      // its lease of the run's quotas, past its share
 }
 
 // NewRunBudget is the ledger of a run that has drawn nothing yet.
@@ -113,6 +118,7 @@ func StepBudget(req orch.StepRequest) RunBudget {
 		// Its share of the run's lease: the part of it left at dispatch
 		// that is its own.
 		rb.l.quotaCap = math.Floor(max(0, rb.l.quotaCap-quotaTokens(rb.l.lane.base)) / float64(req.Group.Expected))
+		rb.l.quotaShare, rb.l.lane.id = rb.l.quotaCap, rb.RunID+"/"+strconv.Itoa(req.Step)
 	}
 	return rb
 }

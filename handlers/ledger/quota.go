@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentbus/agentbus/kvcas"
@@ -21,7 +22,9 @@ import (
 //     the run's state.
 //   - The run's model calls draw from the lease in memory. One that would
 //     pass it raises the lease by compare-and-set (at least a chunk more);
-//     a group member raises its own share. A raise the quota cannot give
+//     a group member draws from its share of what the lease had left at
+//     fan-out and, past it, from a lease of its own (<run>/<step>). A raise
+//     the quota cannot give
 //     is refused like any budget draw (*Exhausted, dimension
 //     quota_tokens): the run ends BUDGET_EXHAUSTED.
 //   - When the run ends, the router settles its lease (SettleLease): the
@@ -78,6 +81,22 @@ func (e *quotaEntry) held(now time.Time) float64 {
 			continue
 		}
 		h += l.Tokens
+	}
+	return h
+}
+
+// lease is what the entry holds for id: a group member's own lease, or,
+// for a run, its lease and its members' together (what the run's draws,
+// which count its members', are held by).
+func (e *quotaEntry) lease(id string) float64 {
+	if strings.Contains(id, "/") {
+		return e.Leases[id].Tokens
+	}
+	var h float64
+	for k, l := range e.Leases {
+		if k == id || strings.HasPrefix(k, id+"/") {
+			h += l.Tokens
+		}
 	}
 	return h
 }
@@ -149,7 +168,7 @@ func (b *Budgets) OpenLease(ctx context.Context, rb RunBudget) (*orch.QuotaLease
 	if lim, ok := tokenLimit(rb.Limits); ok {
 		want = max(1, min(want, lim))
 	}
-	got, _, err := b.raise(ctx, rb, at, func(cur float64) (float64, float64) {
+	got, err := b.raise(ctx, rb, at, rb.RunID, func(cur float64) (float64, float64) {
 		if cur > 0 {
 			return 0, 0 // taken already
 		}
@@ -178,9 +197,9 @@ func tokenLimit(limits orch.Vector) (float64, bool) {
 // is left as it is; otherwise it gives the least and, of what is wanted
 // beyond, no more than a quarter of what it has left; one that cannot give
 // the least refuses (*Exhausted; what earlier entries gave is
-// taken back). It returns the smallest lease the entries now hold for the
-// run and the smallest amount one of them added.
-func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, target func(cur float64) (least, want float64)) (lease, added float64, err error) {
+// taken back). The lease is the run's (id its run id) or a group member's
+// (<run id>/<step>). It returns the smallest lease the entries now hold.
+func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, id string, target func(cur float64) (least, want float64)) (float64, error) {
 	now := b.now()
 	until := rb.Deadline
 	if until.IsZero() {
@@ -192,7 +211,8 @@ func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, target 
 		tokens float64
 	}
 	var done []undo
-	lease, added = math.Inf(1), math.Inf(1)
+	lease := math.Inf(1)
+	var err error
 	for _, q := range rb.Quotas {
 		key := QuotaKey(rb.Tenant, q, at)
 		var hit *Exhausted
@@ -201,7 +221,7 @@ func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, target 
 			hit = nil
 			n := len(e.Leases)
 			held := e.held(now)
-			cur = e.Leases[rb.RunID].Tokens
+			cur = e.lease(id)
 			after = cur
 			least, want := target(cur)
 			if cur >= least {
@@ -220,7 +240,7 @@ func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, target 
 			if e.Leases == nil {
 				e.Leases = map[string]quotaLease{}
 			}
-			e.Leases[rb.RunID] = quotaLease{Tokens: after, Until: until}
+			e.Leases[id] = quotaLease{Tokens: e.Leases[id].Tokens + after - cur, Until: until}
 			return true, nil
 		})
 		if err == nil && hit != nil {
@@ -232,28 +252,28 @@ func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, target 
 		if after > cur {
 			done = append(done, undo{key, after - cur})
 		}
-		lease, added = min(lease, after), min(added, after-cur)
+		lease = min(lease, after)
 	}
 	if err != nil {
 		// Take back what this raise took from the quotas before.
 		for _, u := range done {
 			_, back := kvcas.Update(context.WithoutCancel(ctx), b.Quotas, u.key, func(e *quotaEntry, _ uint64) (bool, error) {
-				l, ok := e.Leases[rb.RunID]
+				l, ok := e.Leases[id]
 				if !ok {
 					return false, nil
 				}
 				if l.Tokens -= u.tokens; l.Tokens <= 0 {
-					delete(e.Leases, rb.RunID)
+					delete(e.Leases, id)
 				} else {
-					e.Leases[rb.RunID] = l
+					e.Leases[id] = l
 				}
 				return true, nil
 			})
 			err = errors.Join(err, back)
 		}
-		return 0, 0, err
+		return 0, err
 	}
-	return lease, added, nil
+	return lease, nil
 }
 
 // drawLease checks a draw of tokens against what the hop may use of the
@@ -278,30 +298,30 @@ func (b *Budgets) drawLease(ctx context.Context, rb RunBudget, tokens float64) e
 		chunk = min(chunk, QuotaChunk(q))
 	}
 	var err error
-	if l.lane != nil {
-		// A member adds to the run's lease what it needs past its share:
-		// its siblings' draws are not in its view.
-		var added float64
-		_, added, err = b.raise(ctx, rb, at, func(cur float64) (float64, float64) { return cur + need, cur + max(need, chunk) })
-		if err == nil {
-			l.quotaCap += added
+	var lease float64
+	if ln := l.lane; ln != nil {
+		// A member's share of the run's lease was set at fan-out; past it
+		// it holds a lease of its own (its siblings' draws are not in its
+		// view), raised like the run's and settled with it.
+		least := used + tokens - l.quotaShare
+		if lease, err = b.raise(ctx, rb, at, ln.id, func(float64) (float64, float64) { return least, least + chunk }); err == nil {
+			l.quotaCap = l.quotaShare + lease
 		}
 	} else {
 		// A sequential hop knows what the run used: the run's lease must
 		// hold that and this draw. An earlier hop may have raised it.
 		total := used + tokens
-		var lease float64
-		if lease, _, err = b.raise(ctx, rb, at, func(float64) (float64, float64) { return total, total + chunk }); err == nil {
+		if lease, err = b.raise(ctx, rb, at, rb.RunID, func(float64) (float64, float64) { return total, total + chunk }); err == nil {
 			l.quotaCap = lease
 		}
 	}
 	var ex *Exhausted
 	if errors.As(err, &ex) {
-		// What this call may still take: what the hop holds and what the
-		// quota has left.
-		held := l.quotaCap
-		if l.lane == nil {
-			held = max(held, ex.leased) // the run's lease, which later hops may have raised
+		// What this call may still take: what the hop holds (its lease,
+		// which another hop may have raised) and what the quota has left.
+		held := max(l.quotaCap, ex.leased)
+		if l.lane != nil {
+			held = max(l.quotaCap, l.quotaShare+ex.leased)
 		}
 		forCall := max(0, held-used) + ex.Limit - ex.Used
 		ex.Used = ex.Limit - forCall
@@ -335,7 +355,11 @@ func (b *Budgets) SettleLease(ctx context.Context, s orch.RunState) (bool, error
 			if _, ok := e.Leases[s.Request.RunID]; !ok {
 				return false, nil
 			}
-			delete(e.Leases, s.Request.RunID)
+			for id := range e.Leases {
+				if id == s.Request.RunID || strings.HasPrefix(id, s.Request.RunID+"/") {
+					delete(e.Leases, id) // the run's, and its group members'
+				}
+			}
 			e.Used += used
 			settled = true
 			return true, nil

@@ -446,3 +446,69 @@ func TestQuota_ConcurrentRunsNeverPassTheQuota(t *testing.T) {
 		t.Fatalf("the quota charged %g and holds %g after runs that used %d: want all they used, at most %d and within a draw a run of it", charged, held, used.Load(), daily)
 	}
 }
+
+// TestQuota_GroupMembersHoldLeasesOfTheirOwn: four members of a parallel
+// group, over three turns each, draw past their shares of the run's lease
+// from leases of their own, raised like the run's: a member's later turns
+// adopt its lease instead of adding to it, so what the quota holds stays
+// what the members need plus a chunk each; settling the run frees them
+// all and charges what the run used.
+func TestQuota_GroupMembersHoldLeasesOfTheirOwn(t *testing.T) {
+	wholeRun(t)
+	env, _ := quotaEnv(t)
+	ctx := handlerstest.Ctx(t)
+	policy := orch.BudgetPolicy{Quotas: &orch.Quotas{Tenants: map[string]orch.TokenQuota{"*": {DailyTokens: 1_000_000}}}}
+	quotas := policy.QuotasFor(handlerstest.Tenant, "", "")
+	chunk := ledger.QuotaChunk(quotas[0]) // 31,250
+	var run orch.RunState
+	run.Request = orch.RunRequest{TenantID: handlerstest.Tenant, RunID: "run-group"}
+	run.Budget.Limits, run.Budget.Quotas, run.Deadline = orch.DefaultLimits, quotas, env.Budgets.Now().Add(time.Hour)
+	lease, err := env.Budgets.OpenLease(ctx, ledger.BudgetOf(run))
+	if err != nil || lease.Tokens != chunk {
+		t.Fatalf("run lease %+v (%v), want a chunk", lease, err)
+	}
+	run.Budget.Lease = lease
+	share := float64(int(chunk) / 4)
+	const perTurn = 20_000
+	for turn := range 3 {
+		for member := range 4 {
+			req := orch.StepRequest{Run: run, Step: member + 1, Group: orch.Group{ID: "g1", Expected: 4}}
+			req.Usage.InputTokens = turn * perTurn // the member's earlier turns
+			if err := env.Budgets.Reserve(ctx, ledger.StepBudget(req), orch.Vector{orch.DimInputTokens: perTurn}); err != nil {
+				t.Fatalf("turn %d of member %d: %v", turn+1, member+1, err)
+			}
+		}
+		_, held, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, quotas[0], env.Budgets.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each member needs what it drew past its share, and holds at most a
+		// chunk more.
+		need := 4 * (float64((turn+1)*perTurn) - share)
+		if held < chunk+need || held > chunk+need+4*chunk {
+			t.Fatalf("after turn %d the quota holds %g, want between %g and %g", turn+1, held, chunk+need, chunk+need+4*chunk)
+		}
+	}
+	// After the join the run's hops count its members' draws, and the
+	// members' leases with its own: a draw raises the run's lease by what
+	// it needs beyond them, not by everything the members drew.
+	run.Usage.InputTokens = 4 * 3 * perTurn
+	_, before, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, quotas[0], env.Budgets.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Budgets.Reserve(ctx, ledger.BudgetOf(run), orch.Vector{orch.DimInputTokens: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, after, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, quotas[0], env.Budgets.Now()); err != nil || after > before+1000+chunk {
+		t.Fatalf("a draw of 1000 after the join took the quota's holding from %g to %g (%v): at most the draw and a chunk more", before, after, err)
+	}
+	run.Usage.InputTokens += 1000
+	if ok, err := env.Budgets.SettleLease(ctx, run); !ok || err != nil {
+		t.Fatalf("settled %v (%v)", ok, err)
+	}
+	used, held, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, quotas[0], env.Budgets.Now())
+	if err != nil || used != 4*3*perTurn+1000 || held != 0 {
+		t.Fatalf("after the settlement %g used, %g held (%v), want %d and 0", used, held, err, 4*3*perTurn+1000)
+	}
+}
