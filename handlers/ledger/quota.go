@@ -94,11 +94,25 @@ func (e *quotaEntry) lease(id string) float64 {
 	}
 	var h float64
 	for k, l := range e.Leases {
-		if k == id || strings.HasPrefix(k, id+"/") {
+		if ofRun(k, id) {
 			h += l.Tokens
 		}
 	}
 	return h
+}
+
+// ofRun reports whether the lease named k is run's or one of its group
+// members' (<run>/<step>).
+func ofRun(k, run string) bool { return k == run || strings.HasPrefix(k, run+"/") }
+
+// chunkOf is what a lease of quotas takes at a time: the least chunk of
+// any of them.
+func chunkOf(quotas []orch.Quota) float64 {
+	chunk := math.Inf(1)
+	for _, q := range quotas {
+		chunk = min(chunk, QuotaChunk(q))
+	}
+	return chunk
 }
 
 // QuotaChunk is what a lease takes of quota q at a time: a thirty-second
@@ -161,10 +175,7 @@ func (b *Budgets) OpenLease(ctx context.Context, rb RunBudget) (*orch.QuotaLease
 		return nil, nil
 	}
 	at := b.leaseAt(rb)
-	want := math.Inf(1)
-	for _, q := range rb.Quotas {
-		want = min(want, QuotaChunk(q))
-	}
+	want := chunkOf(rb.Quotas)
 	if lim, ok := tokenLimit(rb.Limits); ok {
 		want = max(1, min(want, lim))
 	}
@@ -292,11 +303,7 @@ func (b *Budgets) drawLease(ctx context.Context, rb RunBudget, tokens float64) e
 	if need <= 1e-9 {
 		return nil
 	}
-	at := b.leaseAt(rb)
-	chunk := math.Inf(1)
-	for _, q := range rb.Quotas {
-		chunk = min(chunk, QuotaChunk(q))
-	}
+	at, chunk := b.leaseAt(rb), chunkOf(rb.Quotas)
 	var err error
 	var lease float64
 	if ln := l.lane; ln != nil {
@@ -318,11 +325,9 @@ func (b *Budgets) drawLease(ctx context.Context, rb RunBudget, tokens float64) e
 	var ex *Exhausted
 	if errors.As(err, &ex) {
 		// What this call may still take: what the hop holds (its lease,
-		// which another hop may have raised) and what the quota has left.
-		held := max(l.quotaCap, ex.leased)
-		if l.lane != nil {
-			held = max(l.quotaCap, l.quotaShare+ex.leased)
-		}
+		// which another hop may have raised, past a member's share) and
+		// what the quota has left.
+		held := max(l.quotaCap, l.quotaShare+ex.leased)
 		forCall := max(0, held-used) + ex.Limit - ex.Used
 		ex.Used = ex.Limit - forCall
 	}
@@ -356,7 +361,7 @@ func (b *Budgets) SettleLease(ctx context.Context, s orch.RunState) (bool, error
 				return false, nil
 			}
 			for id := range e.Leases {
-				if id == s.Request.RunID || strings.HasPrefix(id, s.Request.RunID+"/") {
+				if ofRun(id, s.Request.RunID) {
 					delete(e.Leases, id) // the run's, and its group members'
 				}
 			}
