@@ -24,6 +24,7 @@ import (
 type served struct {
 	mu       sync.Mutex
 	calls    map[string]int    // event id → deliveries that reached its handler
+	ends     map[string]int    // event id → deliveries that ended (OnDone)
 	types    map[string]string // event id → its type
 	outcomes map[string]int    // "<type> <outcome>" → deliveries
 	stored   []event.Event     // the outputs of acked deliveries
@@ -37,7 +38,7 @@ const servedBackoff = 50 * time.Millisecond
 // serve starts f's roles as workers on env's JetStream until the test ends.
 func serve(t *testing.T, env *handlerstest.Env, f *flow) *served {
 	t.Helper()
-	s := &served{calls: map[string]int{}, types: map[string]string{}, outcomes: map[string]int{}, finished: make(chan orch.RunResult, 4)}
+	s := &served{calls: map[string]int{}, ends: map[string]int{}, types: map[string]string{}, outcomes: map[string]int{}, finished: make(chan orch.RunResult, 4)}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -92,6 +93,9 @@ func (s *served) done(ev *event.Event, outs []event.Event, outcome string, _ tim
 		typ = ev.Type()
 	}
 	s.mu.Lock()
+	if ev != nil {
+		s.ends[ev.ID()]++
+	}
 	s.outcomes[typ+" "+outcome]++
 	s.stored = append(s.stored, outs...)
 	s.mu.Unlock()
@@ -157,6 +161,7 @@ func (s *served) ended(typ, outcome string) int {
 // dead-lettered.
 func (s *served) assertEachDeliveredOnce(t *testing.T) {
 	t.Helper()
+	s.settle(t)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, n := range s.calls {
@@ -174,8 +179,32 @@ func (s *served) assertEachDeliveredOnce(t *testing.T) {
 // audits are the payloads of the stored audit events named name.
 func (s *served) audits(t *testing.T, name string) []map[string]any {
 	t.Helper()
+	s.settle(t)
 	s.mu.Lock()
 	stored := slices.Clone(s.stored)
 	s.mu.Unlock()
 	return handlerstest.AuditPayloads(t, stored, name)
+}
+
+// settle waits until every delivery that reached a handler has ended:
+// a run's result can reach the test before the worker of an earlier hop
+// (whose outputs led to it) has reported its own end, and its outputs.
+func (s *served) settle(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		open := 0
+		for id, n := range s.calls {
+			if s.ends[id] < n {
+				open++
+			}
+		}
+		s.mu.Unlock()
+		if open == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries still open after 5 s", open)
+		}
+	}
 }
