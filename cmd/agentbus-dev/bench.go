@@ -28,6 +28,7 @@ func runBench(args []string) int {
 	modes := fs.String("modes", "", "durability modes to measure, comma-separated: default, sync_always (default both)")
 	conc := fs.String("concurrency", "", "concurrency points of the throughput runs, comma-separated (default 1,8,64; quick 1,8)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write the allocations of the whole run to this file at its end (go tool pprof -sample_index=alloc_space)")
 	app.ParseFlags(fs, args)
 	if *modes != "" {
 		cfg.ModesToRun = strings.Split(*modes, ",")
@@ -59,6 +60,25 @@ func runBench(args []string) int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
+	if *memProfile != "" {
+		if err := writeAllocs(*memProfile); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+	}
 	r.Print(os.Stdout)
 	return 0
+}
+
+// writeAllocs writes the process's allocation profile to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
