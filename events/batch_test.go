@@ -231,3 +231,45 @@ func TestTrailReaderFlushesWhatCallersWaitFor(t *testing.T) {
 		return len(got) == 3 && settled(t, js, roleProjector)
 	})
 }
+
+// TestTrailReaderTakesItsBacklogPastAFlush: a flush ends a batch's
+// linger, not the batch: a reader that finds trails waiting takes them
+// together, though every one of them would flush, so a reader that falls
+// behind catches up in a few batches instead of one per flush.
+func TestTrailReaderTakesItsBacklogPastAFlush(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t, testTopology())
+	const hops = 20
+	for i := range hops {
+		if err := events.NewPublisher(js).PublishAll(testCtx(t), hopOutputs(t, stepRequest(t, "acme", fmt.Sprintf("run-%d", i), 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	handled := 0
+	batches := map[int]bool{} // the events handled when a batch's waits ran
+	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		mu.Lock()
+		handled++
+		mu.Unlock()
+		events.Defer(ctx, func(context.Context) error {
+			mu.Lock()
+			batches[handled] = true
+			mu.Unlock()
+			return nil
+		})
+		return nil, nil
+	}
+	startWorker(t, js, roleProjector, h, events.WorkerConfig{Trails: true, Linger: time.Minute,
+		FlushOn: func(event.Event) bool { return true }})
+	eventually(t, waitLong, "every trail handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled == hops*3 && settled(t, js, roleProjector)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(batches) > hops/4 {
+		t.Errorf("%d waiting trails, each flushing, handled in %d batches: want them taken together", hops, len(batches))
+	}
+}

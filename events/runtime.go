@@ -74,9 +74,9 @@ type WorkerConfig struct {
 	// Linger is how long a trail reader gathers a batch after its first
 	// message; default TrailLinger.
 	Linger time.Duration
-	// FlushOn, when set, ends a trail reader's gathering at once when a
-	// trail holds an event it reports: what callers wait for is written
-	// without the linger.
+	// FlushOn, when set, ends a trail reader's gathering when a trail
+	// holds an event it reports, with the messages that have already
+	// arrived: what callers wait for is written without the linger.
 	FlushOn func(event.Event) bool
 }
 

@@ -24,10 +24,16 @@ const TrailLinger = 50 * time.Millisecond
 // maxTrailBatch bounds the messages of one batch.
 const maxTrailBatch = 256
 
+// trailPoll is how long a batch whose gathering a flush ended still takes
+// the messages that arrive: about what the reader has already been
+// delivered, not a linger.
+const trailPoll = 200 * time.Microsecond
+
 // runTrails is Run for a worker that reads trails (WorkerConfig.Trails)
 // on a Consumer.Single: one process at a time reads the consumer, in
 // batches (the first message, then whatever else arrives within
-// TrailLinger), and acknowledges cumulatively (AckAll) up to the last
+// TrailLinger, or until a message FlushOn names and whatever had arrived
+// with it), and acknowledges cumulatively (AckAll) up to the last
 // message before which it has handled every message of the stream
 // (ackFloor). A batch costs one pull at most, one group write of the
 // handlers' deferred waits and one acknowledgement, however many hops'
@@ -65,8 +71,15 @@ func (w *Worker) runTrails(ctx context.Context) error {
 				break // read anew
 			}
 			batch := []*trailMsg{w.decodeTrail(first)}
-			for end := time.Now().Add(w.cfg.Linger); len(batch) < maxTrailBatch && !w.flushes(batch[len(batch)-1]); {
+			flushed := false
+			for end := time.Now().Add(w.cfg.Linger); len(batch) < maxTrailBatch; {
 				wait := time.Until(end)
+				if flushed = flushed || w.flushes(batch[len(batch)-1]); flushed {
+					// A flush cuts the linger short, not the batch: what
+					// has already arrived goes with it. A reader that
+					// falls behind so takes its whole backlog at once.
+					wait = min(wait, trailPoll)
+				}
 				if wait <= 0 {
 					break
 				}
