@@ -88,7 +88,9 @@ func lastMsgs(ctx context.Context, js jetstream.JetStream, stream string, subjec
 	}
 	nc := js.Conn()
 	replies := make(chan *nats.Msg, size+2) // and the end of the batch, or a status
-	inbox := nc.NewRespInbox()
+	// An inbox of its own: one under the connection's request mux
+	// (NewRespInbox) would have every reply delivered to the mux too.
+	inbox := nc.NewInbox()
 	sub, err := nc.ChanSubscribe(inbox, replies)
 	if err != nil {
 		return nil, fmt.Errorf("events: batched read of %s: %w", stream, err)
