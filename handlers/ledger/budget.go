@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"strconv"
 	"sync"
 	"time"
 
@@ -79,7 +78,7 @@ type lane struct {
 	share  orch.Vector // what the member may draw without asking
 	pool   orch.Vector // the group's pool, what no share holds
 	pooled orch.Vector // what the member has drawn from the pool so far
-	id     string      // its lease of the run's quotas, past its share
+	step   int         // its step: names its lease of the run's quotas, past its share
 }
 
 // NewRunBudget is the ledger of a run that has drawn nothing yet.
@@ -118,7 +117,7 @@ func StepBudget(req orch.StepRequest) RunBudget {
 		// Its share of the run's lease: the part of it left at dispatch
 		// that is its own.
 		rb.l.quotaCap = math.Floor(max(0, rb.l.quotaCap-quotaTokens(rb.l.lane.base)) / float64(req.Group.Expected))
-		rb.l.quotaShare, rb.l.lane.id = rb.l.quotaCap, rb.RunID+"/"+strconv.Itoa(req.Step)
+		rb.l.quotaShare, rb.l.lane.step = rb.l.quotaCap, req.Step
 	}
 	return rb
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/agentbus/agentbus/kvcas"
@@ -23,7 +22,7 @@ import (
 //   - The run's model calls draw from the lease in memory. One that would
 //     pass it raises the lease by compare-and-set (at least a chunk more);
 //     a group member draws from its share of what the lease had left at
-//     fan-out and, past it, from a lease of its own (<run>/<step>). A raise
+//     fan-out and, past it, from a lease of its own (kept in the run's, by step). A raise
 //     the quota cannot give
 //     is refused like any budget draw (*Exhausted, dimension
 //     quota_tokens): the run ends BUDGET_EXHAUSTED.
@@ -68,6 +67,19 @@ type quotaEntry struct {
 type quotaLease struct {
 	Tokens float64   `json:"tokens"`
 	Until  time.Time `json:"until"`
+	// Members are the leases the run's parallel group members hold past
+	// their shares of Tokens, by step; settled, and charged when given
+	// up on, with the run's.
+	Members map[int]float64 `json:"members,omitempty"`
+}
+
+// total is what the lease holds, its members' with the run's.
+func (l quotaLease) total() float64 {
+	t := l.Tokens
+	for _, m := range l.Members {
+		t += m
+	}
+	return t
 }
 
 // held is what the entry's leases hold, after charging the ones whose
@@ -76,34 +88,50 @@ func (e *quotaEntry) held(now time.Time) float64 {
 	var h float64
 	for id, l := range e.Leases {
 		if now.After(l.Until) {
-			e.Used += l.Tokens
+			e.Used += l.total()
 			delete(e.Leases, id)
 			continue
 		}
-		h += l.Tokens
+		h += l.total()
 	}
 	return h
 }
 
-// lease is what the entry holds for id: a group member's own lease, or,
-// for a run, its lease and its members' together (what the run's draws,
-// which count its members', are held by).
-func (e *quotaEntry) lease(id string) float64 {
-	if strings.Contains(id, "/") {
-		return e.Leases[id].Tokens
+// lease is what the entry holds for run: for step 0 the run's lease and
+// its members' together (what the run's draws, which count its members',
+// are held by); otherwise the lease of its group member step.
+func (e *quotaEntry) lease(run string, step int) float64 {
+	l := e.Leases[run]
+	if step != 0 {
+		return l.Members[step]
 	}
-	var h float64
-	for k, l := range e.Leases {
-		if ofRun(k, id) {
-			h += l.Tokens
+	return l.total()
+}
+
+// add adds tokens to run's lease (step 0) or to its group member step's,
+// held until until; a lease left with nothing is dropped.
+func (e *quotaEntry) add(run string, step int, tokens float64, until time.Time) {
+	if e.Leases == nil {
+		e.Leases = map[string]quotaLease{}
+	}
+	l := e.Leases[run]
+	l.Until = until
+	if step == 0 {
+		l.Tokens += tokens
+	} else {
+		if l.Members == nil {
+			l.Members = map[int]float64{}
+		}
+		if l.Members[step] += tokens; l.Members[step] <= 0 {
+			delete(l.Members, step)
 		}
 	}
-	return h
+	if l.total() <= 0 {
+		delete(e.Leases, run)
+		return
+	}
+	e.Leases[run] = l
 }
-
-// ofRun reports whether the lease named k is run's or one of its group
-// members' (<run>/<step>).
-func ofRun(k, run string) bool { return k == run || strings.HasPrefix(k, run+"/") }
 
 // chunkOf is what a lease of quotas takes at a time: the least chunk of
 // any of them.
@@ -179,7 +207,7 @@ func (b *Budgets) OpenLease(ctx context.Context, rb RunBudget) (*orch.QuotaLease
 	if lim, ok := tokenLimit(rb.Limits); ok {
 		want = max(1, min(want, lim))
 	}
-	got, err := b.raise(ctx, rb, at, rb.RunID, func(cur float64) (float64, float64) {
+	got, err := b.raise(ctx, rb, at, 0, func(cur float64) (float64, float64) {
 		if cur > 0 {
 			return 0, 0 // taken already
 		}
@@ -208,9 +236,9 @@ func tokenLimit(limits orch.Vector) (float64, bool) {
 // is left as it is; otherwise it gives the least and, of what is wanted
 // beyond, no more than a quarter of what it has left; one that cannot give
 // the least refuses (*Exhausted; what earlier entries gave is
-// taken back). The lease is the run's (id its run id) or a group member's
-// (<run id>/<step>). It returns the smallest lease the entries now hold.
-func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, id string, target func(cur float64) (least, want float64)) (float64, error) {
+// taken back). The lease is the run's (step 0) or its group member
+// step's. It returns the smallest lease the entries now hold.
+func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, step int, target func(cur float64) (least, want float64)) (float64, error) {
 	now := b.now()
 	until := rb.Deadline
 	if until.IsZero() {
@@ -232,7 +260,7 @@ func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, id stri
 			hit = nil
 			n := len(e.Leases)
 			held := e.held(now)
-			cur = e.lease(id)
+			cur = e.lease(rb.RunID, step)
 			after = cur
 			least, want := target(cur)
 			if cur >= least {
@@ -248,10 +276,7 @@ func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, id stri
 			// quarter of what is left: leases shrink as a quota fills,
 			// so what running runs hold but have not used blocks little.
 			after = least + min(max(0, want-least), math.Floor((left-(least-cur))/4))
-			if e.Leases == nil {
-				e.Leases = map[string]quotaLease{}
-			}
-			e.Leases[id] = quotaLease{Tokens: e.Leases[id].Tokens + after - cur, Until: until}
+			e.add(rb.RunID, step, after-cur, until)
 			return true, nil
 		})
 		if err == nil && hit != nil {
@@ -269,15 +294,11 @@ func (b *Budgets) raise(ctx context.Context, rb RunBudget, at time.Time, id stri
 		// Take back what this raise took from the quotas before.
 		for _, u := range done {
 			_, back := kvcas.Update(context.WithoutCancel(ctx), b.Quotas, u.key, func(e *quotaEntry, _ uint64) (bool, error) {
-				l, ok := e.Leases[id]
+				l, ok := e.Leases[rb.RunID]
 				if !ok {
 					return false, nil
 				}
-				if l.Tokens -= u.tokens; l.Tokens <= 0 {
-					delete(e.Leases, id)
-				} else {
-					e.Leases[id] = l
-				}
+				e.add(rb.RunID, step, -u.tokens, l.Until)
 				return true, nil
 			})
 			err = errors.Join(err, back)
@@ -311,14 +332,14 @@ func (b *Budgets) drawLease(ctx context.Context, rb RunBudget, tokens float64) e
 		// it holds a lease of its own (its siblings' draws are not in its
 		// view), raised like the run's and settled with it.
 		least := used + tokens - l.quotaShare
-		if lease, err = b.raise(ctx, rb, at, ln.id, func(float64) (float64, float64) { return least, least + chunk }); err == nil {
+		if lease, err = b.raise(ctx, rb, at, ln.step, func(float64) (float64, float64) { return least, least + chunk }); err == nil {
 			l.quotaCap = l.quotaShare + lease
 		}
 	} else {
 		// A sequential hop knows what the run used: the run's lease must
 		// hold that and this draw. An earlier hop may have raised it.
 		total := used + tokens
-		if lease, err = b.raise(ctx, rb, at, rb.RunID, func(float64) (float64, float64) { return total, total + chunk }); err == nil {
+		if lease, err = b.raise(ctx, rb, at, 0, func(float64) (float64, float64) { return total, total + chunk }); err == nil {
 			l.quotaCap = lease
 		}
 	}
@@ -360,11 +381,8 @@ func (b *Budgets) SettleLease(ctx context.Context, s orch.RunState) (bool, error
 			if _, ok := e.Leases[s.Request.RunID]; !ok {
 				return false, nil
 			}
-			for id := range e.Leases {
-				if ofRun(id, s.Request.RunID) {
-					delete(e.Leases, id) // the run's, and its group members'
-				}
-			}
+			delete(e.Leases, s.Request.RunID) // the run's, with its group members'
+
 			e.Used += used
 			settled = true
 			return true, nil
@@ -382,7 +400,7 @@ func (b *Budgets) QuotaUsed(ctx context.Context, tenant string, q orch.Quota, t 
 		return 0, 0, err
 	}
 	for _, l := range e.Value.Leases {
-		held += l.Tokens
+		held += l.total()
 	}
 	return e.Value.Used, held, nil
 }

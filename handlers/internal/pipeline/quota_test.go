@@ -512,3 +512,62 @@ func TestQuota_GroupMembersHoldLeasesOfTheirOwn(t *testing.T) {
 		t.Fatalf("after the settlement %g used, %g held (%v), want %d and 0", used, held, err, 4*3*perTurn+1000)
 	}
 }
+
+// TestQuota_RunIDsNeverNameAnotherRunsLease: run ids are the caller's and
+// may hold any character; a run whose id looks like a member's lease of
+// another run ("run-a/1") keeps a lease of its own, and settling either
+// run leaves the other's alone and charges each what it used.
+func TestQuota_RunIDsNeverNameAnotherRunsLease(t *testing.T) {
+	wholeRun(t)
+	env, _ := quotaEnv(t)
+	ctx := handlerstest.Ctx(t)
+	policy := orch.BudgetPolicy{Quotas: &orch.Quotas{Tenants: map[string]orch.TokenQuota{"*": {DailyTokens: 1_000_000}}}}
+	quotas := policy.QuotasFor(handlerstest.Tenant, "", "")
+	chunk := ledger.QuotaChunk(quotas[0])
+	open := func(id string) orch.RunState {
+		t.Helper()
+		var run orch.RunState
+		run.Request = orch.RunRequest{TenantID: handlerstest.Tenant, RunID: id}
+		run.Budget.Limits, run.Budget.Quotas, run.Deadline = orch.DefaultLimits, quotas, env.Budgets.Now().Add(time.Hour)
+		lease, err := env.Budgets.OpenLease(ctx, ledger.BudgetOf(run))
+		if err != nil || lease == nil {
+			t.Fatalf("lease of %s: %+v (%v)", id, lease, err)
+		}
+		run.Budget.Lease = lease
+		return run
+	}
+	held := func() float64 {
+		t.Helper()
+		_, h, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, quotas[0], env.Budgets.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	a := open("run-a")
+	// Member 1 of run-a's group draws past its share: a lease of its own.
+	req := orch.StepRequest{Run: a, Step: 1, Group: orch.Group{ID: "g1", Expected: 2}}
+	if err := env.Budgets.Reserve(ctx, ledger.StepBudget(req), orch.Vector{orch.DimInputTokens: chunk}); err != nil {
+		t.Fatal(err)
+	}
+	withA := held()
+	b := open("run-a/1")
+	if got := held(); got != withA+chunk {
+		t.Fatalf("opening run-a/1 took the quota's holding from %g to %g, want a chunk (%g) more: a lease of its own", withA, got, chunk)
+	}
+	a.Usage.InputTokens = int(chunk)
+	if ok, err := env.Budgets.SettleLease(ctx, a); !ok || err != nil {
+		t.Fatalf("settling run-a: %v (%v)", ok, err)
+	}
+	if got := held(); got != chunk {
+		t.Fatalf("after run-a settled the quota holds %g, want run-a/1's chunk %g", got, chunk)
+	}
+	b.Usage.InputTokens = 100
+	if ok, err := env.Budgets.SettleLease(ctx, b); !ok || err != nil {
+		t.Fatalf("settling run-a/1: %v (%v)", ok, err)
+	}
+	used, h, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, quotas[0], env.Budgets.Now())
+	if err != nil || used != chunk+100 || h != 0 {
+		t.Fatalf("after both settled: %g used, %g held (%v), want %g and 0", used, h, err, chunk+100)
+	}
+}
