@@ -103,10 +103,16 @@ func afterColon(s string) string {
 
 // pipelineModel pins the benchmark's run to five sequential steps: a
 // first plan chains the five stages, each step returning the ids the next
-// one takes. Everything else (the route, each step's turns, a replan, the
-// synthesis) is the inner model's. The offline planner picks the skills a
-// task's words call for, and how it ranks them changes with it; the run
-// the figures measure must not.
+// one takes. The offline planner picks the skills a task's words call
+// for, and how it ranks them changes with it; the run the figures measure
+// must not. A stage's two turns are scripted too, as the peers' fake
+// models script "decide" and "step_output": the call of the stage's skill
+// with the ids the step before returned, then the step's output from the
+// call's result. The offline model would reach the same answers by
+// parsing and matching the skills' schemas on every turn, work a real
+// model does on its own machine and the peers' fakes do not do at all.
+// Everything else (the route, a replan, a failed call, the synthesis) is
+// the inner model's.
 type pipelineModel struct {
 	inner llm.Model
 }
@@ -116,6 +122,13 @@ func newPipelineModel() *pipelineModel { return &pipelineModel{inner: offline.Ne
 // Complete answers a first plan with the chain, and any other request
 // like the inner model.
 func (m *pipelineModel) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if act, ok := req.Input.(llm.ActInput); ok {
+		if msg, ok := stageTurn(act, req.Messages); ok {
+			return llm.Response{Message: msg, Usage: llm.Usage{InputTokens: llm.EstimateInputTokens(req), OutputTokens: (len(msg.Content)+len(msg.ToolCalls))/4 + 1},
+				Model: "bench"}, nil
+		}
+		return m.inner.Complete(ctx, req)
+	}
 	in, ok := req.Input.(llm.PlanInput)
 	if !ok || in.Failed != nil || len(in.Completed) > 0 {
 		return m.inner.Complete(ctx, req)
@@ -152,4 +165,69 @@ func pipelinePlan(first int) []llm.PlannedStep {
 		steps[k-1] = s
 	}
 	return steps
+}
+
+// stageTurn is a pipeline stage's turn: with no call made yet, a call of
+// the stage's skill with the ids of the stage before (none for the
+// first); after the call's result, the step's output: the result's ids
+// (s<k>_ids), or, for the last stage, its results as they are. ok is
+// false for any other turn, which the inner model answers.
+func stageTurn(in llm.ActInput, history []llm.Message) (msg llm.Message, ok bool) {
+	k := 0
+	if len(in.Skills) != 1 || len(history) > 2 {
+		return msg, false
+	}
+	if _, err := fmt.Sscanf(in.Skills[0].Name, "stage%d", &k); err != nil || k < 1 || k > stages {
+		return msg, false
+	}
+	name := in.Skills[0].Name
+	if len(history) == 0 {
+		args := []byte(`{}`)
+		if k > 1 {
+			field := fmt.Sprintf("s%d_ids", k-1)
+			var ids []string
+			for _, raw := range in.Inputs {
+				var out map[string][]string
+				if json.Unmarshal(raw, &out) == nil && out[field] != nil {
+					ids = out[field]
+				}
+			}
+			if ids == nil {
+				return msg, false
+			}
+			var err error
+			if args, err = json.Marshal(map[string][]string{field: ids}); err != nil {
+				return msg, false
+			}
+		}
+		return llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "call-1", Name: name, Arguments: args}}}, true
+	}
+	res := history[len(history)-1]
+	if res.Role != llm.RoleTool || res.IsError {
+		return msg, false
+	}
+	out := llm.ActOutput{Status: "complete", Label: "results", Data: json.RawMessage(res.Content)}
+	if k < stages {
+		var items map[string][]map[string]any
+		if json.Unmarshal([]byte(res.Content), &items) != nil {
+			return msg, false
+		}
+		var ids []string
+		for _, it := range items[fmt.Sprintf("s%d_items", k)] {
+			if id, ok := it[fmt.Sprintf("s%d_id", k)].(string); ok {
+				ids = append(ids, id)
+			}
+		}
+		field := fmt.Sprintf("s%d_ids", k)
+		data, err := json.Marshal(map[string][]string{field: ids})
+		if err != nil {
+			return msg, false
+		}
+		out.Label, out.Data = field, data
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return msg, false
+	}
+	return llm.Message{Role: llm.RoleAssistant, Content: string(b)}, true
 }

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	json "github.com/go-json-experiment/json/v1"
+
+	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
 )
 
@@ -43,5 +46,51 @@ func TestPipelineRunIsFiveSteps(t *testing.T) {
 	// Stage 4 fed stage 5 its ids, so the answer carries stage 5's items.
 	if !strings.Contains(res.Response, "s5-1") {
 		t.Errorf("the answer does not carry stage 5's results: %q", res.Response)
+	}
+}
+
+// TestStageTurn: a stage's first turn calls its skill with the ids of
+// the stage before, its second answers with the ids of the call's result
+// (the last stage with its results as they are), and any other turn is
+// left to the inner model.
+func TestStageTurn(t *testing.T) {
+	skill := func(k int) []llm.SkillInfo { return []llm.SkillInfo{{Name: fmt.Sprintf("stage%d", k)}} }
+	in := llm.ActInput{Skills: skill(2), Inputs: map[string]json.RawMessage{"s1_ids": json.RawMessage(`{"s1_ids":["a","b"]}`)}}
+	msg, ok := stageTurn(in, nil)
+	if !ok || len(msg.ToolCalls) != 1 || msg.ToolCalls[0].Name != "stage2" || string(msg.ToolCalls[0].Arguments) != `{"s1_ids":["a","b"]}` {
+		t.Fatalf("first turn: %v %+v", ok, msg)
+	}
+	p := newPipelineSkills(0)
+	result, err := p.Call(context.Background(), "bench", "stage2", msg.ToolCalls[0].Arguments, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := []llm.Message{msg, {Role: llm.RoleTool, Content: string(result), ToolCallID: "call-1"}}
+	msg, ok = stageTurn(in, history)
+	var out llm.ActOutput
+	if !ok || json.Unmarshal([]byte(msg.Content), &out) != nil {
+		t.Fatalf("second turn: %v %+v", ok, msg)
+	}
+	if out.Status != "complete" || out.Label != "s2_ids" || !strings.HasPrefix(string(out.Data), `{"s2_ids":["s2-1","s2-2",`) {
+		t.Errorf("second turn answered %+v (%s)", out, out.Data)
+	}
+	last := llm.ActInput{Skills: skill(5)}
+	lastResult := `{"results":[{"item_id":"s5-1"}]}`
+	msg, ok = stageTurn(last, []llm.Message{{Role: llm.RoleAssistant}, {Role: llm.RoleTool, Content: lastResult}})
+	if !ok || json.Unmarshal([]byte(msg.Content), &out) != nil || out.Label != "results" || string(out.Data) != lastResult {
+		t.Errorf("the last stage answered %v %+v", ok, msg)
+	}
+	for name, c := range map[string]struct {
+		in      llm.ActInput
+		history []llm.Message
+	}{
+		"not a stage":          {llm.ActInput{Skills: []llm.SkillInfo{{Name: "search"}}}, nil},
+		"no ids from before":   {llm.ActInput{Skills: skill(3)}, nil},
+		"a failed call":        {in, []llm.Message{{Role: llm.RoleAssistant}, {Role: llm.RoleTool, Content: "boom", IsError: true}}},
+		"a turn after the two": {in, append(history, llm.Message{Role: llm.RoleUser}, llm.Message{Role: llm.RoleTool})},
+	} {
+		if _, ok := stageTurn(c.in, c.history); ok {
+			t.Errorf("%s: scripted, want the inner model's answer", name)
+		}
 	}
 }
