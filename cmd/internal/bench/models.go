@@ -124,8 +124,7 @@ func newPipelineModel() *pipelineModel { return &pipelineModel{inner: offline.Ne
 func (m *pipelineModel) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
 	if act, ok := req.Input.(llm.ActInput); ok {
 		if msg, ok := stageTurn(act, req.Messages); ok {
-			return llm.Response{Message: msg, Usage: llm.Usage{InputTokens: llm.EstimateInputTokens(req), OutputTokens: (len(msg.Content)+len(msg.ToolCalls))/4 + 1},
-				Model: "bench"}, nil
+			return llm.Response{Message: msg, Usage: stageUsage(act, req.Messages, msg), Model: "bench"}, nil
 		}
 		return m.inner.Complete(ctx, req)
 	}
@@ -230,4 +229,28 @@ func stageTurn(in llm.ActInput, history []llm.Message) (msg llm.Message, ok bool
 		return msg, false
 	}
 	return llm.Message{Role: llm.RoleAssistant, Content: string(b)}, true
+}
+
+// stageUsage is what a stage's turn reports using, as a real model's
+// answer reports it: about four characters a token of the step's task,
+// its inputs, the turns so far and the answer. (The offline model counts
+// the whole request, encoded, which is its own work, not the run's.)
+func stageUsage(in llm.ActInput, history []llm.Message, answer llm.Message) llm.Usage {
+	n := len(in.Task)
+	for _, raw := range in.Inputs {
+		n += len(raw)
+	}
+	for _, m := range history {
+		n += messageSize(m)
+	}
+	return llm.Usage{InputTokens: n/4 + 1, OutputTokens: messageSize(answer)/4 + 1}
+}
+
+// messageSize is the characters of m's content and tool calls.
+func messageSize(m llm.Message) int {
+	n := len(m.Content)
+	for _, c := range m.ToolCalls {
+		n += len(c.Name) + len(c.Arguments)
+	}
+	return n
 }
