@@ -83,7 +83,7 @@ func compile(doc []byte, o options) (*Validator, error) {
 // Validate checks the JSON instance data. An instance that is not JSON
 // wraps ErrNotJSON; one that violates the schema is a *ValidationError.
 func (v *Validator) Validate(data []byte) error {
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	inst, err := instance(data)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotJSON, err)
 	}
