@@ -82,3 +82,29 @@ func writeAllocs(path string) error {
 	}
 	return f.Close()
 }
+
+// runSyncProbe measures synced publishes over 1 and more streams.
+func runSyncProbe(args []string) int {
+	fs := flag.NewFlagSet("agentbus-dev syncprobe", flag.ExitOnError)
+	cfg := bench.SyncProbeConfig{}
+	streams := fs.String("streams", "1,2,4,8,16", "stream counts to measure, comma-separated")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 64, "publishers publishing at once, spread evenly over the streams")
+	fs.IntVar(&cfg.Size, "size", 3725, "bytes per message (the default is about an AGENT message of the benchmark's run)")
+	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "how long each repetition of a point publishes")
+	fs.IntVar(&cfg.Reps, "reps", 3, "repetitions of every point, interleaved")
+	app.ParseFlags(fs, args)
+	for _, s := range strings.Split(*streams, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n > 0 {
+			cfg.Streams = append(cfg.Streams, n)
+		}
+	}
+	ctx, stop := app.SignalContext()
+	defer stop()
+	pts, err := bench.SyncProbe(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "syncprobe:", err)
+		return 1
+	}
+	bench.PrintSyncProbe(os.Stdout, cfg, pts)
+	return 0
+}
