@@ -132,17 +132,18 @@ func (m *pipelineModel) Complete(ctx context.Context, req llm.Request) (llm.Resp
 	if !ok || in.Failed != nil || len(in.Completed) > 0 {
 		return m.inner.Complete(ctx, req)
 	}
-	b, err := json.Marshal(llm.PlanOutput{Steps: pipelinePlan(max(in.FirstStep, 1))})
+	b, err := json.Marshal(llm.PlanOutput{Steps: pipelinePlan(max(in.FirstStep, 1), in.Task)})
 	if err != nil {
 		return llm.Response{}, err
 	}
 	return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: string(b)}, Model: "bench"}, nil
 }
 
-// pipelinePlan is the chain of the five stages, numbered from first:
-// stage k depends on stage k-1 and returns the s<k>_ids stage k+1 needs;
-// the last returns its ranked results.
-func pipelinePlan(first int) []llm.PlannedStep {
+// pipelinePlan is the chain of the five stages of task, numbered from
+// first: stage k depends on stage k-1 and returns the s<k>_ids stage k+1
+// needs; the last returns its ranked results. Each stage's task names the
+// run's (so the model time of a tagged run is found in its stages' calls).
+func pipelinePlan(first int, task string) []llm.PlannedStep {
 	steps := make([]llm.PlannedStep, stages)
 	for k := 1; k <= stages; k++ {
 		s := llm.PlannedStep{Step: first + k - 1, Skills: []string{fmt.Sprintf("stage%d", k)}}
@@ -151,12 +152,12 @@ func pipelinePlan(first int) []llm.PlannedStep {
 		}
 		if k < stages {
 			field := fmt.Sprintf("s%d_ids", k)
-			s.Task = fmt.Sprintf("Bench pipeline stage %d of five, returning only %s (for: %s)", k, field, PipelineTask)
+			s.Task = fmt.Sprintf("Bench pipeline stage %d of five, returning only %s (for: %s)", k, field, task)
 			s.ReturnSpec = llm.ReturnSpec{
 				Shape:  json.RawMessage(fmt.Sprintf(`{"type":"object","required":[%q],"properties":{%q:{"type":"array","items":{"type":"string"}}}}`, field, field)),
 				Reason: fmt.Sprintf("stage%d needs %s", k+1, field)}
 		} else {
-			s.Task = fmt.Sprintf("Bench pipeline stage %d of five (for: %s)", k, PipelineTask)
+			s.Task = fmt.Sprintf("Bench pipeline stage %d of five (for: %s)", k, task)
 			s.ReturnSpec = llm.ReturnSpec{
 				Shape:  json.RawMessage(`{"type":"object","required":["results"],"properties":{"results":{"type":"array","items":{"type":"object","properties":{"item_id":{"type":"string"},"name":{"type":"string"},"score":{"type":"number"},"rank":{"type":"integer"}}}}}}`),
 				Reason: "the answer to the task"}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 
@@ -92,5 +93,24 @@ func TestStageTurn(t *testing.T) {
 		if _, ok := stageTurn(c.in, c.history); ok {
 			t.Errorf("%s: scripted, want the inner model's answer", name)
 		}
+	}
+}
+
+// TestLLMShareCountsEveryModelCall: the LLM share finds a run's model
+// time in every call of the run, its stages' turns included (their tasks
+// name the run's), so the time outside the model is the orchestration's.
+func TestLLMShareCountsEveryModelCall(t *testing.T) {
+	srv, err := startServer(modes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close()
+	share, err := llmShare(context.Background(), srv, 20*time.Millisecond, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The plan, two turns of each of the five stages and the synthesis.
+	if share.ModelCalls < 12 || share.Share < 0.5 {
+		t.Errorf("%d model calls a run, %.0f %% of the run time in the model", share.ModelCalls, 100*share.Share)
 	}
 }
