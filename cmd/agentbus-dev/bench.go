@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/cmd/internal/bench"
+	"github.com/agentbus/agentbus/cmd/internal/syncprobe"
 )
 
 // runBench measures agentbus beside the JetStream floor and LangGraph.
@@ -86,7 +87,7 @@ func writeAllocs(path string) error {
 // runSyncProbe measures synced publishes over 1 and more streams.
 func runSyncProbe(args []string) int {
 	fs := flag.NewFlagSet("agentbus-dev syncprobe", flag.ExitOnError)
-	cfg := bench.SyncProbeConfig{}
+	cfg := syncprobe.Config{}
 	streams := fs.String("streams", "1,2,4,8,16", "stream counts to measure, comma-separated")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 64, "publishers publishing at once, spread evenly over the streams")
 	fs.IntVar(&cfg.Size, "size", 3725, "bytes per message (the default is about an AGENT message of the benchmark's run)")
@@ -100,11 +101,11 @@ func runSyncProbe(args []string) int {
 	}
 	ctx, stop := app.SignalContext()
 	defer stop()
-	pts, err := bench.SyncProbe(ctx, cfg)
+	pts, err := syncprobe.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "syncprobe:", err)
 		return 1
 	}
-	bench.PrintSyncProbe(os.Stdout, cfg, pts)
+	syncprobe.Print(os.Stdout, cfg, pts)
 	return 0
 }

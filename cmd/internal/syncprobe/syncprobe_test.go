@@ -1,4 +1,4 @@
-package bench
+package syncprobe
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 
 // TestSyncProbe: every stream count gets a point, in order, with a rate
 // inside its range, and the table names each one beside the one stream.
-func TestSyncProbe(t *testing.T) {
-	cfg := SyncProbeConfig{Streams: []int{1, 3}, Concurrency: 6, Size: 512, Duration: 150 * time.Millisecond, Reps: 2}
-	pts, err := SyncProbe(context.Background(), cfg)
+func TestRun(t *testing.T) {
+	cfg := Config{Streams: []int{1, 3}, Concurrency: 6, Size: 512, Duration: 150 * time.Millisecond, Reps: 2}
+	pts, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,16 +19,16 @@ func TestSyncProbe(t *testing.T) {
 		t.Fatalf("points %+v", pts)
 	}
 	for _, p := range pts {
-		if p.MsgsPerS <= 0 || p.MsgsPerS < p.Range.Min || p.MsgsPerS > p.Range.Max {
-			t.Errorf("%d streams: %.0f msgs/s, range %+v", p.Streams, p.MsgsPerS, p.Range)
+		if p.MsgsPerS <= 0 || p.MsgsPerS < p.Min || p.MsgsPerS > p.Max {
+			t.Errorf("%d streams: %.0f msgs/s, range %.0f–%.0f", p.Streams, p.MsgsPerS, p.Min, p.Max)
 		}
 	}
 	var b strings.Builder
-	PrintSyncProbe(&b, cfg, pts)
+	Print(&b, cfg, pts)
 	if !strings.Contains(b.String(), "1.00×") || strings.Count(b.String(), "\n") != 4 {
 		t.Errorf("table:\n%s", b.String())
 	}
-	if _, err := SyncProbe(context.Background(), SyncProbeConfig{Streams: []int{1}}); err == nil {
+	if _, err := Run(context.Background(), Config{Streams: []int{1}}); err == nil {
 		t.Error("a probe without publishers or duration ran")
 	}
 }
