@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbus/agentbus/events"
 )
 
 // The skeleton run: the durable traffic of one 5-step run, made by
@@ -193,12 +195,16 @@ func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bo
 	}
 	defer sub.Unsubscribe()
 	work := max(conc, 16) // what a role's worker takes at once
-	hc, err := hops.Consume(func(m jetstream.Msg) { go r.hop(ctx, prefix, m) }, jetstream.PullMaxMessages(work))
+	// Pulls expire as agentbus's workers' do (events.PullExpiry): a pull
+	// the server lost is noticed by its missed heartbeats within seconds,
+	// not after the default 30 s, past a run's timeout (a c8 in-memory
+	// point of a `make bench` lost its eight runs in flight that way).
+	hc, err := hops.Consume(func(m jetstream.Msg) { go r.hop(ctx, prefix, m) }, jetstream.PullMaxMessages(work), jetstream.PullExpiry(events.PullExpiry))
 	if err != nil {
 		return Throughput{}, err
 	}
 	defer hc.Stop()
-	pc, err := proj.Consume(func(m jetstream.Msg) { go r.project(ctx, prefix, m) }, jetstream.PullMaxMessages(4*work))
+	pc, err := proj.Consume(func(m jetstream.Msg) { go r.project(ctx, prefix, m) }, jetstream.PullMaxMessages(4*work), jetstream.PullExpiry(events.PullExpiry))
 	if err != nil {
 		return Throughput{}, err
 	}
