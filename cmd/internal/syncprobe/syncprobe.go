@@ -108,7 +108,7 @@ func once(ctx context.Context, n int, cfg Config) (float64, error) {
 		sent     atomic.Int64
 		wg       sync.WaitGroup
 		firstErr error
-		once     sync.Once
+		failOnce sync.Once
 	)
 	start := time.Now()
 	for w := range cfg.Concurrency {
@@ -116,7 +116,7 @@ func once(ctx context.Context, n int, cfg Config) (float64, error) {
 			subject := "probe." + strconv.Itoa(w%max(n, 1))
 			for time.Since(start) < cfg.Duration {
 				if _, err := js.Publish(ctx, subject, data); err != nil {
-					once.Do(func() { firstErr = err })
+					failOnce.Do(func() { firstErr = err })
 					return
 				}
 				sent.Add(1)
