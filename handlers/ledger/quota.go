@@ -382,7 +382,6 @@ func (b *Budgets) SettleLease(ctx context.Context, s orch.RunState) (bool, error
 				return false, nil
 			}
 			delete(e.Leases, s.Request.RunID) // the run's, with its group members'
-
 			e.Used += used
 			settled = true
 			return true, nil

@@ -447,6 +447,21 @@ func TestQuota_ConcurrentRunsNeverPassTheQuota(t *testing.T) {
 	}
 }
 
+// leasedRun is a run of the test tenant under quotas, an hour from its
+// deadline, holding the lease it opened.
+func leasedRun(t *testing.T, env *handlerstest.Env, id string, quotas []orch.Quota) orch.RunState {
+	t.Helper()
+	var run orch.RunState
+	run.Request = orch.RunRequest{TenantID: handlerstest.Tenant, RunID: id}
+	run.Budget.Limits, run.Budget.Quotas, run.Deadline = orch.DefaultLimits, quotas, env.Budgets.Now().Add(time.Hour)
+	lease, err := env.Budgets.OpenLease(handlerstest.Ctx(t), ledger.BudgetOf(run))
+	if err != nil || lease == nil {
+		t.Fatalf("lease of %s: %+v (%v)", id, lease, err)
+	}
+	run.Budget.Lease = lease
+	return run
+}
+
 // TestQuota_GroupMembersHoldLeasesOfTheirOwn: four members of a parallel
 // group, over three turns each, draw past their shares of the run's lease
 // from leases of their own, raised like the run's: a member's later turns
@@ -460,14 +475,10 @@ func TestQuota_GroupMembersHoldLeasesOfTheirOwn(t *testing.T) {
 	policy := orch.BudgetPolicy{Quotas: &orch.Quotas{Tenants: map[string]orch.TokenQuota{"*": {DailyTokens: 1_000_000}}}}
 	quotas := policy.QuotasFor(handlerstest.Tenant, "", "")
 	chunk := ledger.QuotaChunk(quotas[0]) // 31,250
-	var run orch.RunState
-	run.Request = orch.RunRequest{TenantID: handlerstest.Tenant, RunID: "run-group"}
-	run.Budget.Limits, run.Budget.Quotas, run.Deadline = orch.DefaultLimits, quotas, env.Budgets.Now().Add(time.Hour)
-	lease, err := env.Budgets.OpenLease(ctx, ledger.BudgetOf(run))
-	if err != nil || lease.Tokens != chunk {
-		t.Fatalf("run lease %+v (%v), want a chunk", lease, err)
+	run := leasedRun(t, env, "run-group", quotas)
+	if run.Budget.Lease.Tokens != chunk {
+		t.Fatalf("run lease %+v, want a chunk", run.Budget.Lease)
 	}
-	run.Budget.Lease = lease
 	share := float64(int(chunk) / 4)
 	const perTurn = 20_000
 	for turn := range 3 {
@@ -524,18 +535,6 @@ func TestQuota_RunIDsNeverNameAnotherRunsLease(t *testing.T) {
 	policy := orch.BudgetPolicy{Quotas: &orch.Quotas{Tenants: map[string]orch.TokenQuota{"*": {DailyTokens: 1_000_000}}}}
 	quotas := policy.QuotasFor(handlerstest.Tenant, "", "")
 	chunk := ledger.QuotaChunk(quotas[0])
-	open := func(id string) orch.RunState {
-		t.Helper()
-		var run orch.RunState
-		run.Request = orch.RunRequest{TenantID: handlerstest.Tenant, RunID: id}
-		run.Budget.Limits, run.Budget.Quotas, run.Deadline = orch.DefaultLimits, quotas, env.Budgets.Now().Add(time.Hour)
-		lease, err := env.Budgets.OpenLease(ctx, ledger.BudgetOf(run))
-		if err != nil || lease == nil {
-			t.Fatalf("lease of %s: %+v (%v)", id, lease, err)
-		}
-		run.Budget.Lease = lease
-		return run
-	}
 	held := func() float64 {
 		t.Helper()
 		_, h, err := env.Budgets.QuotaUsed(ctx, handlerstest.Tenant, quotas[0], env.Budgets.Now())
@@ -544,14 +543,14 @@ func TestQuota_RunIDsNeverNameAnotherRunsLease(t *testing.T) {
 		}
 		return h
 	}
-	a := open("run-a")
+	a := leasedRun(t, env, "run-a", quotas)
 	// Member 1 of run-a's group draws past its share: a lease of its own.
 	req := orch.StepRequest{Run: a, Step: 1, Group: orch.Group{ID: "g1", Expected: 2}}
 	if err := env.Budgets.Reserve(ctx, ledger.StepBudget(req), orch.Vector{orch.DimInputTokens: chunk}); err != nil {
 		t.Fatal(err)
 	}
 	withA := held()
-	b := open("run-a/1")
+	b := leasedRun(t, env, "run-a/1", quotas)
 	if got := held(); got != withA+chunk {
 		t.Fatalf("opening run-a/1 took the quota's holding from %g to %g, want a chunk (%g) more: a lease of its own", withA, got, chunk)
 	}
