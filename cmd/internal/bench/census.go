@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/cmd/internal/bench/pipeline"
 	"github.com/agentbus/agentbus/handlers"
 )
 
@@ -43,7 +44,7 @@ func census(ctx context.Context, srv *benchServer, n int) (Census, error) {
 	}
 	defer d.close()
 	for range max(n/10, 2) {
-		if _, _, err := d.run(ctx, PipelineTask); err != nil {
+		if _, _, err := d.run(ctx, pipeline.Task); err != nil {
 			return Census{}, err
 		}
 	}
@@ -77,7 +78,7 @@ func census(ctx context.Context, srv *benchServer, n int) (Census, error) {
 		return Census{}, err
 	}
 	for range n {
-		if _, _, err := d.run(ctx, PipelineTask); err != nil {
+		if _, _, err := d.run(ctx, pipeline.Task); err != nil {
 			return Census{}, err
 		}
 	}

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
+	"strconv"
 	"time"
 )
 
@@ -36,6 +38,18 @@ type contender struct {
 	rates map[int]float64
 }
 
+// labelled measures one repetition of ct at conc with the goroutines it
+// starts labelled by contender and concurrency, so that a CPU profile of
+// the benchmark (--cpuprofile) splits by them: go tool pprof
+// -tagfocus=contender=... The shared nats-server's goroutines predate
+// the point and carry no label.
+func (ct *contender) labelled(ctx context.Context, conc int) (r Rep, err error) {
+	pprof.Do(ctx, pprof.Labels("contender", ct.name, "concurrency", strconv.Itoa(conc)), func(ctx context.Context) {
+		r, err = ct.measure(ctx, conc)
+	})
+	return r, err
+}
+
 // missing reports whether the contender is a peer that is not measured.
 func (ct *contender) missing() bool { return ct.off != nil && ct.off() }
 
@@ -55,7 +69,7 @@ func interleave(ctx context.Context, cfg Config, cs []*contender, start time.Tim
 				if ct.missing() {
 					continue
 				}
-				r, err := ct.measure(ctx, conc)
+				r, err := ct.labelled(ctx, conc)
 				if err != nil {
 					if ct.drop == nil || ctx.Err() != nil {
 						return fmt.Errorf("%s, concurrency %d: %w", ct.name, conc, err)

@@ -95,7 +95,7 @@ func TestEstimate(t *testing.T) {
 		cfg := Config{Quick: quick}
 		cfg.defaults()
 		cs := r.contenders(cfg, servers, nil, nil)
-		if len(cs) != 10 {
+		if len(cs) != 12 { // default: agentbus twice, three skeleton traffics twice; sync_always: agentbus; two LangGraph; Restate
 			t.Fatalf("%d contenders", len(cs))
 		}
 		got, limit := estimate(cfg, len(r.Modes), cs), 35*time.Minute

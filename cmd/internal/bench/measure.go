@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/cmd/internal/bench/pipeline"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 )
@@ -79,7 +80,7 @@ func perHop(ctx context.Context, srv *benchServer, tcp bool, n int) (hopResult, 
 	ids := map[string]bool{}
 	var runLat []time.Duration
 	for i := range n + warm {
-		res, took, err := d.run(ctx, PipelineTask)
+		res, took, err := d.run(ctx, pipeline.Task)
 		if err != nil {
 			return hopResult{}, err
 		}
@@ -199,11 +200,11 @@ func (d *deployment) caughtUp(ctx context.Context) (time.Duration, error) {
 	}
 }
 
-// closedLoop keeps conc runs of PipelineTask in flight for l, and
+// closedLoop keeps conc runs of pipeline.Task in flight for l, and
 // returns their latencies and the wall time.
 func closedLoop(ctx context.Context, d *deployment, conc int, l load) ([]time.Duration, time.Duration, error) {
 	return keepInFlight(conc, l, func(int) (time.Duration, error) {
-		_, took, err := d.run(ctx, PipelineTask)
+		_, took, err := d.run(ctx, pipeline.Task)
 		return took, err
 	})
 }
@@ -243,7 +244,7 @@ func llmShare(ctx context.Context, srv *benchServer, latency time.Duration, n in
 	out := make(chan one, n)
 	for i := range n {
 		tag := fmt.Sprintf("(run %d)", i)
-		_, took, err := d.run(ctx, PipelineTask+" "+tag)
+		_, took, err := d.run(ctx, pipeline.Task+" "+tag)
 		out <- one{tag, took, err}
 	}
 	var model, wall time.Duration
@@ -282,7 +283,7 @@ func runLength(ctx context.Context, srv *benchServer, iterations int) (RunLength
 		return RunLength{}, err
 	}
 	defer d.close()
-	res, _, err := d.run(ctx, PipelineTask)
+	res, _, err := d.run(ctx, pipeline.Task)
 	if err != nil {
 		return RunLength{}, err
 	}

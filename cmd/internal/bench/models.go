@@ -9,6 +9,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
+	"github.com/agentbus/agentbus/cmd/internal/bench/pipeline"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/offline"
 )
@@ -144,13 +145,13 @@ func (m *pipelineModel) Complete(ctx context.Context, req llm.Request) (llm.Resp
 // needs; the last returns its ranked results. Each stage's task names the
 // run's (so the model time of a tagged run is found in its stages' calls).
 func pipelinePlan(first int, task string) []llm.PlannedStep {
-	steps := make([]llm.PlannedStep, stages)
-	for k := 1; k <= stages; k++ {
+	steps := make([]llm.PlannedStep, pipeline.Stages)
+	for k := 1; k <= pipeline.Stages; k++ {
 		s := llm.PlannedStep{Step: first + k - 1, Skills: []string{fmt.Sprintf("stage%d", k)}}
 		if k > 1 {
 			s.DependsOn = []int{first + k - 2}
 		}
-		if k < stages {
+		if k < pipeline.Stages {
 			field := fmt.Sprintf("s%d_ids", k)
 			s.Task = fmt.Sprintf("Bench pipeline stage %d of five, returning only %s (for: %s)", k, field, task)
 			s.ReturnSpec = llm.ReturnSpec{
@@ -177,7 +178,7 @@ func stageTurn(in llm.ActInput, history []llm.Message) (msg llm.Message, ok bool
 	if len(in.Skills) != 1 || len(history) > 2 {
 		return msg, false
 	}
-	if _, err := fmt.Sscanf(in.Skills[0].Name, "stage%d", &k); err != nil || k < 1 || k > stages {
+	if _, err := fmt.Sscanf(in.Skills[0].Name, "stage%d", &k); err != nil || k < 1 || k > pipeline.Stages {
 		return msg, false
 	}
 	name := in.Skills[0].Name
@@ -207,7 +208,7 @@ func stageTurn(in llm.ActInput, history []llm.Message) (msg llm.Message, ok bool
 		return msg, false
 	}
 	out := llm.ActOutput{Status: "complete", Label: "results", Data: json.RawMessage(res.Content)}
-	if k < stages {
+	if k < pipeline.Stages {
 		var items map[string][]map[string]any
 		if json.Unmarshal([]byte(res.Content), &items) != nil {
 			return msg, false

@@ -9,6 +9,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
+	"github.com/agentbus/agentbus/cmd/internal/bench/pipeline"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/orch"
 )
@@ -28,12 +29,12 @@ func TestPipelineRunIsFiveSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.close()
-	res, _, err := d.run(ctx, PipelineTask)
+	res, _, err := d.run(ctx, pipeline.Task)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Steps) != stages {
-		t.Fatalf("%d steps, want %d: %+v", len(res.Steps), stages, res.Steps)
+	if len(res.Steps) != pipeline.Stages {
+		t.Fatalf("%d steps, want %d: %+v", len(res.Steps), pipeline.Stages, res.Steps)
 	}
 	for i, s := range res.Steps {
 		k := i + 1
@@ -61,7 +62,7 @@ func TestStageTurn(t *testing.T) {
 	if !ok || len(msg.ToolCalls) != 1 || msg.ToolCalls[0].Name != "stage2" || string(msg.ToolCalls[0].Arguments) != `{"s1_ids":["a","b"]}` {
 		t.Fatalf("first turn: %v %+v", ok, msg)
 	}
-	p := newPipelineSkills(0)
+	p := pipeline.NewSkills(0)
 	result, err := p.Call(context.Background(), "bench", "stage2", msg.ToolCalls[0].Arguments, "")
 	if err != nil {
 		t.Fatal(err)

@@ -223,7 +223,7 @@ const (
 const connectionsInMemory = "in_memory"
 
 // skelTraffics are the skeleton runs' traffics, in the report's order.
-var skelTraffics = []skelTraffic{skelCensus, skelMinimum}
+var skelTraffics = []skelTraffic{skelToday, skelCensus, skelMinimum}
 
 // oneExecutor is the one-executor load points of tps by concurrency.
 func oneExecutor(tps []Throughput) map[int]Throughput {

@@ -16,6 +16,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
+	"github.com/agentbus/agentbus/cmd/internal/bench/pipeline"
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 )
 
@@ -322,7 +323,7 @@ func (rs *restateStack) run(ctx context.Context, task string) (time.Duration, er
 		Steps      int `json:"steps"`
 		ModelCalls int `json:"model_calls"`
 	}
-	if err := json.Unmarshal(b, &out); err != nil || out.Steps != stages || out.ModelCalls != 12 {
+	if err := json.Unmarshal(b, &out); err != nil || out.Steps != pipeline.Stages || out.ModelCalls != 12 {
 		return 0, fmt.Errorf("Pipeline/Run: unexpected result %s", firstLine(string(b)))
 	}
 	return took, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/cmd/internal/bench/pipeline"
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/handlers"
 )
@@ -108,17 +109,17 @@ func measureScaling(ctx context.Context, cfg Config, bin string) ([]ScalingPoint
 		return nil, err
 	}
 	defer srv.close()
-	sk, err := startSkillServer(scalingLatency)
+	sk, err := pipeline.StartServer(scalingLatency)
 	if err != nil {
 		return nil, err
 	}
-	defer sk.close()
+	defer sk.Close()
 	d, err := deploy(ctx, srv, deployConfig{tcp: true, externalExecutors: true, model: newPipelineModel(), skillLatency: scalingLatency})
 	if err != nil {
 		return nil, err
 	}
 	defer d.close()
-	env := []string{"NATS_URL=" + srv.srv.ClientURL(), "SKILL_SERVICE_URL=" + sk.url, "SKILL_MODE=skill-service",
+	env := []string{"NATS_URL=" + srv.srv.ClientURL(), "SKILL_SERVICE_URL=" + sk.URL, "SKILL_MODE=skill-service",
 		"MODEL=offline", "STORE=embedded", "LOG_LEVEL=warn", fmt.Sprintf("CONCURRENCY=%d", scalingPerProcess)}
 	var points []ScalingPoint
 	for _, n := range cfg.Executors {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -34,7 +35,15 @@ const (
 	skelHopBytes   = 3725 // an AGENT message
 	skelAuditSize  = 3087 // an AUDIT message (a hop's trail)
 	skelEventSize  = 1705 // the store's copy of a hop's trail
-	skelMemorySize = 6693 // a memory record with its embedding, the largest
+	skelMemorySize = 6693 // a memory record with its embedding
+	// Today's run (skelToday), measured on a run of the pipeline's:
+	// an AGENT message's body and the trail in its header, averaged over
+	// the chain's hops, and the store's copy of the run's trail (one
+	// append a run).
+	skelTodayBytes   = 4070
+	skelTodayTrail   = 2282
+	skelTodayEvents  = 30690
+	skelLargestBytes = skelTodayEvents
 )
 
 // skelWrite is a KV write or read a run makes: its bucket, count and
@@ -53,6 +62,25 @@ type skelTraffic struct {
 	projWrites []skelWrite // besides the store's copies of the audit messages
 	copies     int         // store copies of the 18 audit messages
 	extras     int         // outputs besides the chain's (a scheduled check)
+	// trail, when set, is the bytes of the audit trail each hop's output
+	// carries in a header instead of an audit message of its own: the
+	// projector then reads the chain's stream itself, in batches, and
+	// acknowledges each batch once; all of a run's copies and projection
+	// writes fall on its last output.
+	trail int
+	body  int // the bytes of a hop's output, skelHopBytes if 0
+}
+
+// hopBytes is the size of a hop's output.
+func (t skelTraffic) hopBytes() int { return cmp.Or(t.body, skelHopBytes) }
+
+// copySize is the size of a store copy: one audit message's, or with
+// trails in the headers, the run's whole trail appended at once.
+func (t skelTraffic) copySize() int {
+	if t.trail > 0 {
+		return skelTodayEvents
+	}
+	return skelEventSize
 }
 
 var (
@@ -79,6 +107,19 @@ var (
 		hopWrites:  []skelWrite{{"budgets", 18, 378}, {"memory", 6, skelMemorySize}, {"toolcalls", 5, 934}},
 		hopReads:   []skelWrite{{"memory", 9, skelMemorySize}},
 		projWrites: []skelWrite{{"plans", 2, 2412}, {"ssessions", 1, 792}}}
+	// skelToday is a sequential run's census as agentbus makes it now
+	// (docs/PERFORMANCE.md, the census table): each hop's output carries
+	// its trail, the projector reads the chain in batches and appends a
+	// run's trail to the store at once; six memory writes and two
+	// session-queue writes; the run configuration, soul, session and
+	// session queue read; the plan, execution and session written once
+	// each. It is what handlers doing nothing but agentbus's traffic
+	// would reach.
+	skelToday = skelTraffic{name: "today",
+		hopWrites:  []skelWrite{{"memory", 6, skelMemorySize}, {"squeue", 2, 96}},
+		hopReads:   []skelWrite{{"config", 1, 512}, {"souls", 1, 512}, {"sessions", 1, 828}, {"squeue", 2, 96}},
+		projWrites: []skelWrite{{"plans", 1, 2412}, {"executions", 1, 792}, {"ssessions", 1, 792}},
+		copies:     1, extras: 2, trail: skelTodayTrail, body: skelTodayBytes}
 )
 
 // skelOps spreads list evenly over the chain's hops: what hop h reads or
@@ -103,9 +144,13 @@ type skeletonRig struct {
 	projW  [skelHops][]skelWrite
 	copies int
 	extras int
-	mu     sync.Mutex
-	done   map[string]chan struct{}
-	failed error // the first hop or projection that failed: the point fails
+	trail  int // bytes of the trail header, or 0 for audit messages
+	// hopBytes and copySize are the sizes of a hop's output and of a
+	// store copy.
+	hopBytes, copySize int
+	mu                 sync.Mutex
+	done               map[string]chan struct{}
+	failed             error // the first hop or projection that failed: the point fails
 }
 
 // fail records err, nak's m for a redelivery and reports whether it
@@ -136,7 +181,7 @@ func (r *skeletonRig) bytes(n int) []byte {
 }
 
 // skelFiller holds the largest payload a skeleton run sends.
-var skelFiller = []byte(strings.Repeat("x", skelMemorySize))
+var skelFiller = []byte(strings.Repeat("x", skelLargestBytes))
 
 // skeleton measures the skeleton run at concurrency conc for l, after
 // warm runs, on its own streams and buckets of srv, the same way
@@ -150,14 +195,15 @@ func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bo
 	defer nc.Close()
 	name := fmt.Sprintf("SKEL_%s_%v_%d", strings.ToUpper(traffic.name), tcp, conc)
 	r := &skeletonRig{js: js, kv: map[string]jetstream.KeyValue{}, hopR: skelOps(traffic.hopReads), hopW: skelOps(traffic.hopWrites),
-		projW: skelOps(traffic.projWrites), copies: traffic.copies, extras: traffic.extras, done: map[string]chan struct{}{}}
+		projW: skelOps(traffic.projWrites), copies: traffic.copies, extras: traffic.extras, trail: traffic.trail,
+		hopBytes: traffic.hopBytes(), copySize: traffic.copySize(), done: map[string]chan struct{}{}}
 	for _, s := range []string{"", "_AUDIT", "_STORE"} {
 		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name + s, Subjects: []string{strings.ToLower(name+s) + ".>"},
 			Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute}); err != nil {
 			return Throughput{}, err
 		}
 	}
-	for _, b := range []string{"budgets", "locks", "sessions", "executions", "memory", "toolcalls", "config", "souls", "plans", "ssessions"} {
+	for _, b := range []string{"budgets", "locks", "sessions", "executions", "memory", "toolcalls", "config", "souls", "plans", "ssessions", "squeue"} {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: strings.ToLower(name) + "_" + b, Storage: jetstream.FileStorage})
 		if err != nil {
 			return Throughput{}, err
@@ -174,8 +220,12 @@ func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bo
 	if err != nil {
 		return Throughput{}, err
 	}
-	proj, err := js.CreateOrUpdateConsumer(ctx, name+"_AUDIT", jetstream.ConsumerConfig{Durable: "projector", AckPolicy: jetstream.AckExplicitPolicy,
-		MaxAckPending: 1000})
+	projStream, projAck := name+"_AUDIT", jetstream.AckExplicitPolicy
+	if traffic.trail > 0 { // the projector reads the chain itself
+		projStream, projAck = name, jetstream.AckAllPolicy
+	}
+	proj, err := js.CreateOrUpdateConsumer(ctx, projStream, jetstream.ConsumerConfig{Durable: "projector", AckPolicy: projAck,
+		MaxAckPending: 10000})
 	if err != nil {
 		return Throughput{}, err
 	}
@@ -204,7 +254,19 @@ func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bo
 		return Throughput{}, err
 	}
 	defer hc.Stop()
-	pc, err := proj.Consume(func(m jetstream.Msg) { go r.project(ctx, prefix, m) }, jetstream.PullMaxMessages(4*work), jetstream.PullExpiry(events.PullExpiry))
+	handle := func(m jetstream.Msg) { go r.project(ctx, prefix, m) }
+	if traffic.trail > 0 {
+		batches, stop := make(chan jetstream.Msg, 4*work), make(chan struct{})
+		defer close(stop)
+		go r.projectBatches(ctx, prefix, batches, stop)
+		handle = func(m jetstream.Msg) {
+			select {
+			case batches <- m:
+			case <-stop:
+			}
+		}
+	}
+	pc, err := proj.Consume(handle, jetstream.PullMaxMessages(4*work), jetstream.PullExpiry(events.PullExpiry))
 	if err != nil {
 		return Throughput{}, err
 	}
@@ -217,7 +279,7 @@ func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bo
 		r.done[id] = ch
 		r.mu.Unlock()
 		start := time.Now()
-		if _, err := js.Publish(ctx, prefix+".hop.0."+id, r.bytes(skelHopBytes), jetstream.WithMsgID(id)); err != nil {
+		if _, err := js.Publish(ctx, prefix+".hop.0."+id, r.bytes(r.hopBytes), jetstream.WithMsgID(id)); err != nil {
 			return 0, err
 		}
 		select {
@@ -282,11 +344,17 @@ func (r *skeletonRig) hop(ctx context.Context, prefix string, m jetstream.Msg) {
 		}
 	}
 	id := run + "-" + strconv.Itoa(h)
-	a, err := r.js.PublishMsgAsync(&nats.Msg{Subject: prefix + "_audit." + run, Data: r.bytes(skelAuditSize)}, jetstream.WithMsgID(id))
-	if r.fail(m, err) {
-		return
+	var pubs []jetstream.PubAckFuture
+	next := &nats.Msg{Subject: prefix + ".hop." + strconv.Itoa(h+1) + "." + run, Data: r.bytes(r.hopBytes), Header: nats.Header{}}
+	if r.trail > 0 {
+		next.Header.Set("trail", string(r.bytes(r.trail)))
+	} else {
+		a, err := r.js.PublishMsgAsync(&nats.Msg{Subject: prefix + "_audit." + run, Data: r.bytes(skelAuditSize)}, jetstream.WithMsgID(id))
+		if r.fail(m, err) {
+			return
+		}
+		pubs = append(pubs, a)
 	}
-	next := &nats.Msg{Subject: prefix + ".hop." + strconv.Itoa(h+1) + "." + run, Data: r.bytes(skelHopBytes), Header: nats.Header{}}
 	if h == skelHops-1 {
 		next.Subject = prefix + ".done." + run
 	}
@@ -295,9 +363,9 @@ func (r *skeletonRig) hop(ctx context.Context, prefix string, m jetstream.Msg) {
 	if r.fail(m, err) {
 		return
 	}
-	pubs := []jetstream.PubAckFuture{a, o}
+	pubs = append(pubs, o)
 	if h < r.extras { // one each on the chain's first hops
-		x, err := r.js.PublishMsgAsync(&nats.Msg{Subject: prefix + ".extra." + run, Data: r.bytes(skelHopBytes)}, jetstream.WithMsgID(id+"-x"))
+		x, err := r.js.PublishMsgAsync(&nats.Msg{Subject: prefix + ".extra." + run, Data: r.bytes(r.hopBytes)}, jetstream.WithMsgID(id+"-x"))
 		if r.fail(m, err) {
 			return
 		}
@@ -321,18 +389,75 @@ func (r *skeletonRig) project(ctx context.Context, prefix string, m jetstream.Ms
 	if r.fail(m, err) {
 		return
 	}
-	h := int(md.Sequence.Stream % skelHops)
+	seq := md.Sequence.Stream
+	if r.fail(m, r.projectOne(ctx, prefix, int(seq%skelHops), strconv.FormatUint(seq, 10))) {
+		return
+	}
+	_ = m.Ack()
+}
+
+// projectOne stores what falls on hop h's audit message (or on a run's
+// last output, with trails in the headers, every hop's share): its share
+// of the store copies and of the projection writes, under keys prefixed
+// by key.
+func (r *skeletonRig) projectOne(ctx context.Context, prefix string, h int, key string) error {
 	if h < r.copies {
-		if _, err := r.js.Publish(ctx, prefix+"_store."+strconv.Itoa(h), r.bytes(skelEventSize)); r.fail(m, err) {
-			return
+		if _, err := r.js.Publish(ctx, prefix+"_store."+strconv.Itoa(h), r.bytes(r.copySize)); err != nil {
+			return err
 		}
 	}
 	for i, w := range r.projW[h] {
-		if _, err := r.kv[w.bucket].Put(ctx, strconv.FormatUint(md.Sequence.Stream, 10)+"_"+strconv.Itoa(i), r.bytes(w.size)); r.fail(m, err) {
-			return
+		if _, err := r.kv[w.bucket].Put(ctx, key+"_"+strconv.Itoa(i), r.bytes(w.size)); err != nil {
+			return err
 		}
 	}
-	_ = m.Ack()
+	return nil
+}
+
+// projectBatches is the projector of a traffic whose trails ride in the
+// chain's headers: it takes every message that has arrived at once (as
+// agentbus's trail reader does), stores each finished run's copy and
+// projections, and acknowledges the batch with its last message
+// (AckAll).
+func (r *skeletonRig) projectBatches(ctx context.Context, prefix string, in <-chan jetstream.Msg, stop <-chan struct{}) {
+	for {
+		var batch []jetstream.Msg
+		select {
+		case m := <-in:
+			batch = append(batch, m)
+		case <-stop:
+			return
+		}
+	gather:
+		for len(batch) < cap(in) {
+			select {
+			case m := <-in:
+				batch = append(batch, m)
+			default:
+				break gather
+			}
+		}
+		var err error
+		for _, m := range batch {
+			run, last := strings.CutPrefix(m.Subject(), prefix+".done.")
+			if !last {
+				continue
+			}
+			// A run's last output: its trail appended to the store and
+			// its projections written, all at once.
+			for h := range skelHops {
+				if err = r.projectOne(ctx, prefix, h, run+"_"+strconv.Itoa(h)); err != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		if last := batch[len(batch)-1]; !r.fail(last, err) {
+			_ = last.Ack()
+		}
+	}
 }
 
 // caughtUp waits until the hops have acked every input (a run's output

@@ -17,7 +17,7 @@ func TestSkeletonSendsItsTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.close()
-	for _, traffic := range []skelTraffic{skelCensus, skelMinimum} {
+	for _, traffic := range skelTraffics {
 		const conc, total = 2, 6
 		mon, err := nats.Connect(srv.srv.ClientURL())
 		if err != nil {
@@ -75,7 +75,11 @@ func TestSkeletonSendsItsTraffic(t *testing.T) {
 		if got, want := last(name), runs*uint64(1+skelHops+traffic.extras); got != want {
 			t.Errorf("%s: %d chain messages, want %d", traffic.name, got, want)
 		}
-		if got, want := last(name+"_AUDIT"), runs*skelHops; got != want {
+		audits := runs * skelHops
+		if traffic.trail > 0 { // each trail rides in its hop's output
+			audits = 0
+		}
+		if got, want := last(name+"_AUDIT"), audits; got != want {
 			t.Errorf("%s: %d audit messages, want %d", traffic.name, got, want)
 		}
 		if got, want := last(name+"_STORE"), runs*uint64(traffic.copies); got != want {
@@ -111,6 +115,18 @@ func TestSkeletonSendsItsTraffic(t *testing.T) {
 		}
 		if info, err := cons.Info(ctx); err != nil || info.NumAckPending != 0 || info.NumPending != 0 || info.NumRedelivered != 0 {
 			t.Errorf("%s: hops consumer %+v, %v", traffic.name, info, err)
+		}
+		projStream := name + "_AUDIT"
+		if traffic.trail > 0 {
+			projStream = name
+		}
+		proj, err := js.Consumer(ctx, projStream, "projector")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info, err := proj.Info(ctx); err != nil || info.NumAckPending != 0 || info.NumPending != 0 || info.NumRedelivered != 0 ||
+			info.Delivered.Stream != last(projStream) {
+			t.Errorf("%s: projector consumer %+v, %v", traffic.name, info, err)
 		}
 	}
 }

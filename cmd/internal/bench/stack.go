@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/cmd/internal/bench/pipeline"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
 	"github.com/agentbus/agentbus/llm"
@@ -156,7 +157,7 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 		d.close()
 		return nil, err
 	}
-	deps := app.Deps{Embedder: emb, Config: conf, Log: zerolog.Nop(), NC: nc, JS: js, Store: d.store, Skills: newPipelineSkills(cfg.skillLatency),
+	deps := app.Deps{Embedder: emb, Config: conf, Log: zerolog.Nop(), NC: nc, JS: js, Store: d.store, Skills: pipeline.NewSkills(cfg.skillLatency),
 		Models: app.Models{Router: model, Planner: model, Executor: model, Synthesiser: model}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel

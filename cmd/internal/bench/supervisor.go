@@ -7,6 +7,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
+	"github.com/agentbus/agentbus/cmd/internal/bench/pipeline"
 	"github.com/agentbus/agentbus/handlers/router"
 	"github.com/agentbus/agentbus/llm"
 	"github.com/agentbus/agentbus/llm/offline"
@@ -66,7 +67,7 @@ func supervisorFanOut(ctx context.Context, srv *benchServer, lanes int, latency 
 		defer d.close()
 		var walls []time.Duration
 		for range runs {
-			_, took, err := d.run(ctx, PipelineTask)
+			_, took, err := d.run(ctx, pipeline.Task)
 			if err != nil {
 				return Dist{}, err
 			}

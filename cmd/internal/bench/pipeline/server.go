@@ -1,4 +1,4 @@
-package bench
+package pipeline
 
 import (
 	"context"
@@ -16,18 +16,19 @@ import (
 	"github.com/agentbus/agentbus/skills"
 )
 
-// skillServer serves the five pipeline skills as a Skill Service (MCP
+// Server serves the five pipeline skills as a Skill Service (MCP
 // over streamable HTTP, find_relevant_skills and load_skill beside the
 // skills) on a loopback port, so role processes reach them over the
 // network as they would a real Skill Service.
-type skillServer struct {
+type Server struct {
 	srv *http.Server
-	url string // the MCP endpoint
+	// URL is the MCP endpoint.
+	URL string
 }
 
-// startSkillServer serves newPipelineSkills(latency) on 127.0.0.1.
-func startSkillServer(latency time.Duration) (*skillServer, error) {
-	p := newPipelineSkills(latency)
+// StartServer serves NewSkills(latency) on 127.0.0.1.
+func StartServer(latency time.Duration) (*Server, error) {
+	p := NewSkills(latency)
 	m := server.NewMCPServer("agentbus-bench-pipeline", "1.0.0", server.WithToolCapabilities(false), server.WithRecovery())
 	m.AddTool(mcp.Tool{Name: skills.ToolFindRelevantSkills, Description: "Find the skills most relevant to a query, best first",
 		RawInputSchema: stdjson.RawMessage(`{"type":"object","properties":{"query":{"type":"string"},"limit":{"type":"integer"}},"required":["query"]}`)},
@@ -66,7 +67,7 @@ func startSkillServer(latency time.Duration) (*skillServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &skillServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, url: "http://" + ln.Addr().String() + "/mcp"}
+	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, URL: "http://" + ln.Addr().String() + "/mcp"}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			ln.Close()
@@ -75,7 +76,8 @@ func startSkillServer(latency time.Duration) (*skillServer, error) {
 	return s, nil
 }
 
-func (s *skillServer) close() { _ = s.srv.Close() }
+// Close stops serving.
+func (s *Server) Close() { _ = s.srv.Close() }
 
 // textResult encodes v as a tool result's single text content.
 func textResult(v any) (*mcp.CallToolResult, error) {
