@@ -33,6 +33,11 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 DEST="${MCP_CACHE:-$ROOT/.cache/mcp}"
+# npm ci, given a path through a symbolic link (a .cache shared by another
+# checkout), takes the folder for a linked package missing from the
+# lockfile; its physical path installs.
+mkdir -p "$DEST"
+DEST="$(cd "$DEST" && pwd -P)"
 PKGS=("@modelcontextprotocol/server-everything" "@modelcontextprotocol/server-filesystem" "@modelcontextprotocol/server-memory")
 
 die() { echo "deploy/mcp/setup.sh: $*" >&2; exit 1; }
