@@ -42,7 +42,8 @@ type contender struct {
 // starts labelled by contender and concurrency, so that a CPU profile of
 // the benchmark (--cpuprofile) splits by them: go tool pprof
 // -tagfocus=contender=... The shared nats-server's goroutines predate
-// the point and carry no label.
+// the point and carry no contender label; the server labels them itself
+// by account, stream and consumer.
 func (ct *contender) labelled(ctx context.Context, conc int) (r Rep, err error) {
 	pprof.Do(ctx, pprof.Labels("contender", ct.name, "concurrency", strconv.Itoa(conc)), func(ctx context.Context) {
 		r, err = ct.measure(ctx, conc)
