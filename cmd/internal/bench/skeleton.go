@@ -142,15 +142,10 @@ type skeletonRig struct {
 	hopR   [skelHops][]skelWrite
 	hopW   [skelHops][]skelWrite
 	projW  [skelHops][]skelWrite
-	copies int
-	extras int
-	trail  int // bytes of the trail header, or 0 for audit messages
-	// hopBytes and copySize are the sizes of a hop's output and of a
-	// store copy.
-	hopBytes, copySize int
-	mu                 sync.Mutex
-	done               map[string]chan struct{}
-	failed             error // the first hop or projection that failed: the point fails
+	t      skelTraffic // what the rig sends
+	mu     sync.Mutex
+	done   map[string]chan struct{}
+	failed error // the first hop or projection that failed: the point fails
 }
 
 // fail records err, nak's m for a redelivery and reports whether it
@@ -195,8 +190,7 @@ func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bo
 	defer nc.Close()
 	name := fmt.Sprintf("SKEL_%s_%v_%d", strings.ToUpper(traffic.name), tcp, conc)
 	r := &skeletonRig{js: js, kv: map[string]jetstream.KeyValue{}, hopR: skelOps(traffic.hopReads), hopW: skelOps(traffic.hopWrites),
-		projW: skelOps(traffic.projWrites), copies: traffic.copies, extras: traffic.extras, trail: traffic.trail,
-		hopBytes: traffic.hopBytes(), copySize: traffic.copySize(), done: map[string]chan struct{}{}}
+		projW: skelOps(traffic.projWrites), t: traffic, done: map[string]chan struct{}{}}
 	for _, s := range []string{"", "_AUDIT", "_STORE"} {
 		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name + s, Subjects: []string{strings.ToLower(name+s) + ".>"},
 			Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute}); err != nil {
@@ -279,7 +273,7 @@ func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bo
 		r.done[id] = ch
 		r.mu.Unlock()
 		start := time.Now()
-		if _, err := js.Publish(ctx, prefix+".hop.0."+id, r.bytes(r.hopBytes), jetstream.WithMsgID(id)); err != nil {
+		if _, err := js.Publish(ctx, prefix+".hop.0."+id, r.bytes(r.t.hopBytes()), jetstream.WithMsgID(id)); err != nil {
 			return 0, err
 		}
 		select {
@@ -345,9 +339,9 @@ func (r *skeletonRig) hop(ctx context.Context, prefix string, m jetstream.Msg) {
 	}
 	id := run + "-" + strconv.Itoa(h)
 	var pubs []jetstream.PubAckFuture
-	next := &nats.Msg{Subject: prefix + ".hop." + strconv.Itoa(h+1) + "." + run, Data: r.bytes(r.hopBytes), Header: nats.Header{}}
-	if r.trail > 0 {
-		next.Header.Set("trail", string(r.bytes(r.trail)))
+	next := &nats.Msg{Subject: prefix + ".hop." + strconv.Itoa(h+1) + "." + run, Data: r.bytes(r.t.hopBytes()), Header: nats.Header{}}
+	if r.t.trail > 0 {
+		next.Header.Set("trail", string(r.bytes(r.t.trail)))
 	} else {
 		a, err := r.js.PublishMsgAsync(&nats.Msg{Subject: prefix + "_audit." + run, Data: r.bytes(skelAuditSize)}, jetstream.WithMsgID(id))
 		if r.fail(m, err) {
@@ -364,8 +358,8 @@ func (r *skeletonRig) hop(ctx context.Context, prefix string, m jetstream.Msg) {
 		return
 	}
 	pubs = append(pubs, o)
-	if h < r.extras { // one each on the chain's first hops
-		x, err := r.js.PublishMsgAsync(&nats.Msg{Subject: prefix + ".extra." + run, Data: r.bytes(r.hopBytes)}, jetstream.WithMsgID(id+"-x"))
+	if h < r.t.extras { // one each on the chain's first hops
+		x, err := r.js.PublishMsgAsync(&nats.Msg{Subject: prefix + ".extra." + run, Data: r.bytes(r.t.hopBytes())}, jetstream.WithMsgID(id+"-x"))
 		if r.fail(m, err) {
 			return
 		}
@@ -401,8 +395,8 @@ func (r *skeletonRig) project(ctx context.Context, prefix string, m jetstream.Ms
 // of the store copies and of the projection writes, under keys prefixed
 // by key.
 func (r *skeletonRig) projectOne(ctx context.Context, prefix string, h int, key string) error {
-	if h < r.copies {
-		if _, err := r.js.Publish(ctx, prefix+"_store."+strconv.Itoa(h), r.bytes(r.copySize)); err != nil {
+	if h < r.t.copies {
+		if _, err := r.js.Publish(ctx, prefix+"_store."+strconv.Itoa(h), r.bytes(r.t.copySize())); err != nil {
 			return err
 		}
 	}
