@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,9 +53,12 @@ func encodeTrail(buf *bytes.Buffer, evs []event.Event) (data []byte, id string, 
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		// WriteJson writes the structured form directly; json.Marshal
-		// would then validate and compact it a second time.
-		if err := event.WriteJson(&ev, buf); err != nil {
+		// An event of the shape agentbus builds is appended directly;
+		// any other is written by WriteJson, which writes the same JSON
+		// (json.Marshal would validate and compact it a second time).
+		if b, ok := appendEvent(buf.AvailableBuffer(), &ev); ok {
+			buf.Write(b)
+		} else if err := event.WriteJson(&ev, buf); err != nil {
 			return nil, "", fmt.Errorf("events: encode %s: %w", ev.ID(), err)
 		}
 		ids.Write([]byte(ev.ID()))
@@ -75,6 +79,68 @@ func encodeTrail(buf *bytes.Buffer, evs []event.Event) (data []byte, id string, 
 		data = c.Bytes()
 	}
 	return data, "trail-" + hex.EncodeToString(ids.Sum(nil)[:16]), nil
+}
+
+// appendEvent appends ev in the structured JSON format, as event.WriteJson
+// writes it (the same members, in the same order, the extensions sorted by
+// name), when ev has the shape agentbus builds: a CloudEvents 1.0 context
+// with no subject or data schema, JSON data or none, and string
+// extensions. ok is false for any other event, and for a string that is
+// not valid UTF-8, both left to WriteJson.
+func appendEvent(dst []byte, ev *event.Event) (_ []byte, ok bool) {
+	ec, isV1 := ev.Context.(*event.EventContextV1)
+	if !isV1 || ec.Subject != nil || ec.DataSchema != nil || ev.DataBase64 ||
+		(ec.DataContentType != nil && *ec.DataContentType != event.ApplicationJSON) {
+		return dst, false
+	}
+	var names [8]string
+	exts := names[:0]
+	for name, v := range ec.Extensions {
+		if _, isString := v.(string); !isString {
+			return dst, false
+		}
+		exts = append(exts, name)
+	}
+	slices.Sort(exts)
+	q := quoter{dst: append(dst, `{"specversion":"1.0","id":`...)}
+	q.quote(ec.ID)
+	q.member("source", sourceOf(*ev))
+	q.member("type", ec.Type)
+	if ec.DataContentType != nil {
+		q.member("datacontenttype", *ec.DataContentType)
+	}
+	if ec.Time != nil {
+		q.member("time", ec.Time.Time.UTC().Format(time.RFC3339Nano))
+	}
+	if ev.DataEncoded != nil {
+		q.dst = append(append(q.dst, `,"data":`...), ev.DataEncoded...)
+	}
+	for _, name := range exts {
+		q.member(name, ec.Extensions[name].(string))
+	}
+	if q.err != nil {
+		return dst, false
+	}
+	return append(q.dst, '}'), true
+}
+
+// quoter appends JSON strings, remembering the first that failed.
+type quoter struct {
+	dst []byte
+	err error
+}
+
+func (q *quoter) quote(s string) {
+	var err error
+	if q.dst, err = jsontext.AppendQuote(q.dst, s); err != nil && q.err == nil {
+		q.err = err
+	}
+}
+
+// member appends a member after another: a comma, name, a colon, value.
+func (q *quoter) member(name, value string) {
+	q.dst = append(append(append(q.dst, ',', '"'), name...), '"', ':')
+	q.quote(value)
 }
 
 // trailBuffers are the buffers trails are encoded in, reused from hop to

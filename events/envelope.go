@@ -2,10 +2,12 @@ package events
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/types"
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -18,7 +20,18 @@ var idNamespace = uuid.MustParse("6f1c3c1e-52b4-4a52-9a55-8d1f3b6a7c10")
 // id and the output's key. A worker that handles the same input twice emits
 // the same ids, and JetStream's duplicate window drops the second copy.
 func DeriveID(inputID string, key any) string {
-	return uuid.NewSHA1(idNamespace, fmt.Appendf(nil, "%s/%v", inputID, key)).String()
+	name := make([]byte, 0, len(inputID)+48)
+	name = append(append(name, inputID...), '/')
+	// The keys agentbus uses, written as %v writes them, without fmt.
+	switch k := key.(type) {
+	case string:
+		name = append(name, k...)
+	case int:
+		name = strconv.AppendInt(name, int64(k), 10)
+	default:
+		name = fmt.Append(name, k)
+	}
+	return uuid.NewSHA1(idNamespace, name).String()
 }
 
 // Meta is the agentbus context of an event, carried as CloudEvents extensions.
@@ -45,31 +58,72 @@ func New(id, typ string, meta Meta, data any) (event.Event, error) {
 
 // newEvent builds an event of type typ with id and meta, and no data.
 func newEvent(id, typ string, meta Meta) event.Event {
-	ev := event.New()
-	ev.SetID(id)
-	ev.SetType(typ)
 	src := meta.SourceProcess
 	if src == "" {
 		src = "agentbus"
 	}
-	ev.SetSource(sourcePrefix + src)
-	ev.SetTime(time.Now().UTC())
-	setExt(&ev, ExtTenant, meta.Tenant)
-	setExt(&ev, ExtSession, meta.Session)
-	setExt(&ev, ExtRun, meta.Run)
-	setExt(&ev, ExtTask, meta.Task)
-	setExt(&ev, ExtCorrelation, meta.Correlation)
-	setExt(&ev, ExtTraceParent, meta.TraceParent)
-	return ev
+	source, ok := sourceRef(sourcePrefix + src)
+	if !ok {
+		// What the SDK's setters make of a source that does not parse
+		// (an event that fails validation when published).
+		ev := event.New()
+		ev.SetID(id)
+		ev.SetType(typ)
+		ev.SetSource(sourcePrefix + src)
+		ev.SetTime(time.Now().UTC())
+		setMeta(&ev, meta)
+		return ev
+	}
+	// The context is built directly rather than through the SDK's
+	// setters, which parse the source's URI and check each extension's
+	// name and value on every event a hop emits (seven or so): the
+	// source is parsed once per process (sourceRef), and the extensions
+	// are the known lowercase names with string values.
+	ec := &event.EventContextV1{ID: strings.TrimSpace(id), Type: strings.TrimSpace(typ), Source: source,
+		Time: &types.Timestamp{Time: time.Now().UTC()}}
+	known := [...]struct{ name, value string }{{ExtTenant, meta.Tenant}, {ExtSession, meta.Session}, {ExtRun, meta.Run},
+		{ExtTask, meta.Task}, {ExtCorrelation, meta.Correlation}, {ExtTraceParent, meta.TraceParent}}
+	n := 0
+	for _, x := range known {
+		if x.value != "" {
+			n++
+		}
+	}
+	if n > 0 {
+		ec.Extensions = make(map[string]any, n+1) // room for one more (taskid, deliverat)
+		for _, x := range known {
+			if x.value != "" {
+				ec.Extensions[x.name] = x.value
+			}
+		}
+	}
+	return event.Event{Context: ec}
+}
+
+// setMeta sets meta's extensions on ev.
+func setMeta(ev *event.Event, meta Meta) {
+	setExt(ev, ExtTenant, meta.Tenant)
+	setExt(ev, ExtSession, meta.Session)
+	setExt(ev, ExtRun, meta.Run)
+	setExt(ev, ExtTask, meta.Task)
+	setExt(ev, ExtCorrelation, meta.Correlation)
+	setExt(ev, ExtTraceParent, meta.TraceParent)
 }
 
 // setJSON sets data, JSON, as ev's data: directly rather than with
 // SetData, whose JSON codec is encoding/json's (the data is about half of
 // a hop's JSON work).
 func setJSON(ev *event.Event, data []byte) {
-	ev.SetDataContentType(event.ApplicationJSON)
+	if ec, ok := ev.Context.(*event.EventContextV1); ok {
+		ec.DataContentType = &contentTypeJSON // shared: the SDK's setters replace it, never write through it
+	} else {
+		ev.SetDataContentType(event.ApplicationJSON)
+	}
 	ev.DataEncoded, ev.DataBase64 = data, false
 }
+
+// contentTypeJSON is the content type of every event newEvent builds.
+var contentTypeJSON = event.ApplicationJSON
 
 // Child builds an output of parent: its id is derived from the parent's id
 // and key, and it inherits the parent's tenant, session, run, correlation
@@ -89,8 +143,32 @@ func ChildJSON(parent event.Event, key any, typ string, data []byte) event.Event
 // childMeta is the meta of parent's outputs.
 func childMeta(parent event.Event) Meta {
 	m := MetaOf(parent)
-	m.SourceProcess = strings.TrimPrefix(parent.Source(), sourcePrefix)
+	m.SourceProcess = strings.TrimPrefix(sourceOf(parent), sourcePrefix)
 	return m
+}
+
+// sourceOf is ev.Source(): for a source that is a plain path, as every
+// agentbus source is, without writing its URI out again.
+func sourceOf(ev event.Event) string {
+	if ec, ok := ev.Context.(*event.EventContextV1); ok {
+		if u := ec.Source.URL; u.Scheme == "" && u.Opaque == "" && u.User == nil && u.Host == "" && u.RawPath == "" &&
+			u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery && !strings.HasPrefix(u.Path, "//") && validPathChars(u.Path) {
+			return u.Path
+		}
+	}
+	return ev.Source()
+}
+
+// validPathChars reports whether path holds only characters a URI's path
+// writes as they are: letters, digits and "-._~/".
+func validPathChars(path string) bool {
+	for i := range len(path) {
+		c := path[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~/", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // MetaOf returns the agentbus extensions of ev.

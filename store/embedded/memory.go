@@ -263,7 +263,7 @@ func encodeMemory(m store.Memory) ([]byte, error) {
 	if err != nil || len(vec) == 0 {
 		return data, err
 	}
-	data = append(data, 0)
+	data = append(slices.Grow(data, 1+4*len(vec)), 0)
 	for _, f := range vec {
 		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
 			return nil, fmt.Errorf("embedded: memory %q: embedding holds %v: %w", m.Key, f, store.ErrSchema)
