@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -366,7 +367,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, flights *flight
 		hctx = withCarrier(hctx, msg.Subject(), msg.Data())
 	}
 	if len(batch) == 1 {
-		outs, err = w.handler(hctx, ev)
+		outs, err = w.handle(hctx, ev)
 	} else {
 		outs, err = w.handleBatch(hctx, batch)
 	}
@@ -407,13 +408,23 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, flights *flight
 func (w *Worker) handleBatch(ctx context.Context, batch []event.Event) ([]event.Event, error) {
 	var outs []event.Event
 	for _, e := range batch {
-		o, err := w.handler(ctx, e)
+		o, err := w.handle(ctx, e)
 		if err != nil {
 			return outs, fmt.Errorf("%s %s: %w", e.Type(), e.ID(), err)
 		}
 		outs = append(outs, o...)
 	}
 	return outs, nil
+}
+
+// handle runs the handler on ev under profile labels naming the worker's
+// role and ev's type, added to those of ctx: a CPU profile of any process
+// splits by hop (go tool pprof -tagfocus=event=io.agentbus.step.iterated).
+func (w *Worker) handle(ctx context.Context, ev event.Event) (outs []event.Event, err error) {
+	pprof.Do(ctx, pprof.Labels("role", w.cfg.Role, "event", ev.Type()), func(ctx context.Context) {
+		outs, err = w.handler(ctx, ev)
+	})
+	return outs, err
 }
 
 func (w *Worker) backoff(delivered uint64) time.Duration {

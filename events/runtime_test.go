@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -620,5 +621,46 @@ func TestWorkerTellsOfAMessageStillBeingHandled(t *testing.T) {
 	case r := <-reports:
 		t.Fatalf("reported twice: %v", r)
 	default:
+	}
+}
+
+// TestWorkerLabelsItsHandlersProfile: a handler runs under profile labels
+// naming its worker's role and its event's type, so a CPU profile of any
+// process splits by hop; the labels of the worker's context are kept.
+func TestWorkerLabelsItsHandlersProfile(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t, testTopology())
+	type seen struct{ role, event, outer string }
+	got := make(chan seen, 1)
+	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		role, _ := pprof.Label(ctx, "role")
+		typ, _ := pprof.Label(ctx, "event")
+		outer, _ := pprof.Label(ctx, "outer")
+		select {
+		case got <- seen{role, typ, outer}:
+		default:
+		}
+		return nil, nil
+	}
+	cons, err := js.Consumer(testCtx(t), streamOf(roleExecutor), roleExecutor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := events.NewWorker(testCtx(t), js, cons, h, events.WorkerConfig{DrainWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(pprof.WithLabels(context.Background(), pprof.Labels("outer", "kept")))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	publish(t, js, stepRequest(t, "acme", "run-labels", 1))
+	select {
+	case s := <-got:
+		if s.role != roleExecutor || s.event != events.TypeStepRequested || s.outer != "kept" {
+			t.Errorf("labels role %q, event %q, outer %q", s.role, s.event, s.outer)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("the handler did not run")
 	}
 }
