@@ -159,7 +159,10 @@ func deploy(ctx context.Context, srv *benchServer, cfg deployConfig) (*deploymen
 	}
 	deps := app.Deps{Embedder: emb, Config: conf, Log: zerolog.Nop(), NC: nc, JS: js, Store: d.store, Skills: pipeline.NewSkills(cfg.skillLatency),
 		Models: app.Models{Router: model, Planner: model, Executor: model, Synthesiser: model}}
-	runCtx, cancel := context.WithCancel(context.Background())
+	// The roles outlive ctx but keep its values: the profile labels of
+	// the contender being measured, to which each worker adds its role
+	// and the event it handles.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel = cancel
 	d.start(runCtx, deps, handlers.RoleRouter, handlers.RolePlanner, handlers.RoleAggregator, handlers.RoleProjector)
 	for range executorCount(cfg) {
