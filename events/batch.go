@@ -139,7 +139,9 @@ func (q *quoter) quote(s string) {
 
 // member appends a member after another: a comma, name, a colon, value.
 func (q *quoter) member(name, value string) {
-	q.dst = append(append(append(q.dst, ',', '"'), name...), '"', ':')
+	q.dst = append(q.dst, ',')
+	q.quote(name)
+	q.dst = append(q.dst, ':')
 	q.quote(value)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 )
 
@@ -141,6 +142,12 @@ func TestAppendEventIsWriteJson(t *testing.T) {
 	b, errB := unpackBatch(append(append([]byte{'['}, write(odd)...), ']'))
 	if errA != nil || errB != nil || !reflect.DeepEqual(a[0].Extensions(), b[0].Extensions()) || a[0].ID() != b[0].ID() {
 		t.Errorf("escaped extension: %v / %v, %v / %v", errA, errB, a, b)
+	}
+	// A name no setter takes is still written as valid JSON, as WriteJson writes it.
+	weird := audit(`{}`)
+	weird.Context.(*event.EventContextV1).Extensions["we\"ird"] = "x"
+	if got, ok := appendEvent(nil, &weird); !ok || !bytes.Equal(got, write(weird)) || !json.Valid(got) {
+		t.Errorf("an extension named with a quote: %s, want %s", got, write(weird))
 	}
 	// Other shapes are WriteJson's.
 	others := map[string]func(ev *event.Event){
