@@ -184,3 +184,69 @@ func TestIsConflictNamesOnlyLostRaces(t *testing.T) {
 		t.Fatal("only a lost race is a conflict")
 	}
 }
+
+// TestSettleDeletesAnEmptiedEntry: a change that empties the entry
+// deletes it, by compare-and-set: a writer that changed it meanwhile makes
+// the deletion a lost race, and the change runs again on what it wrote;
+// an absent entry that stays empty is not written. The deleted key is
+// created again from a known absent entry without reading it.
+func TestSettleDeletesAnEmptiedEntry(t *testing.T) {
+	kv := bucket(t)
+	ctx := context.Background()
+	empty := func(c *counter) bool { return c.N == 0 && len(c.Owners) == 0 }
+	take := func(owner string) func(c *counter, _ uint64) (bool, error) {
+		return func(c *counter, _ uint64) (bool, error) { c.N++; c.Owners = append(c.Owners, owner); return true, nil }
+	}
+	release := func(owner string) func(c *counter, _ uint64) (bool, error) {
+		return func(c *counter, _ uint64) (bool, error) {
+			for i, o := range c.Owners {
+				if o == owner {
+					c.N--
+					c.Owners = append(c.Owners[:i:i], c.Owners[i+1:]...)
+					return true, nil
+				}
+			}
+			return false, nil
+		}
+	}
+	if _, err := kvcas.Update(ctx, kv, "k", take("a")); err != nil {
+		t.Fatal(err)
+	}
+	// b takes the entry between the release's read and its deletion.
+	calls := 0
+	got, err := kvcas.Settle(ctx, kv, "k", empty, func(c *counter, rev uint64) (bool, error) {
+		if calls++; calls == 1 {
+			if _, err := kvcas.Update(ctx, kv, "k", take("b")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return release("a")(c, rev)
+	})
+	if err != nil || calls != 2 || got.Value.N != 1 || got.Revision == 0 {
+		t.Fatalf("release of a while b took it: %+v after %d calls, %v", got, calls, err)
+	}
+	if e, err := kv.Get(ctx, "k"); err != nil || e.Revision() != got.Revision {
+		t.Fatalf("b's entry is not the one stored: %v, %v", e, err)
+	}
+	// b's release empties it: the entry is deleted.
+	got, err = kvcas.Settle(ctx, kv, "k", empty, release("b"))
+	if err != nil || got.Revision != 0 || !empty(&got.Value) {
+		t.Fatalf("the last release: %+v, %v", got, err)
+	}
+	if _, err := kv.Get(ctx, "k"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the emptied entry is still there: %v", err)
+	}
+	// Nothing to release on an absent entry: nothing written.
+	if got, err := kvcas.Settle(ctx, kv, "k", empty, release("c")); err != nil || got.Revision != 0 {
+		t.Fatalf("a release of an absent entry: %+v, %v", got, err)
+	}
+	// A take that knows the entry absent creates it at once.
+	calls = 0
+	got, err = kvcas.UpdateFrom(ctx, kv, "k", &kvcas.Entry[counter]{}, func(c *counter, rev uint64) (bool, error) {
+		calls++
+		return take("d")(c, rev)
+	})
+	if err != nil || calls != 1 || got.Value.N != 1 || got.Value.Owners[0] != "d" {
+		t.Fatalf("a take after the deletion: %+v after %d calls, %v", got, calls, err)
+	}
+}
