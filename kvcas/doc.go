@@ -7,8 +7,5 @@
 // Every record several processes change (fan-in counts, budget pools,
 // sessions, gates, rate windows, alert state) goes through Update, so
 // there is one definition of a conflict (IsConflict) and one bound on
-// the retries (MaxAttempts). Settle is the same read-modify-write for an
-// entry that means nothing once empty: it deletes an emptied entry
-// instead of storing it, so that its next writer may create it without
-// reading it first (UpdateFrom an absent entry).
+// the retries (MaxAttempts).
 package kvcas

@@ -82,24 +82,6 @@ func Update[T any](ctx context.Context, kv jetstream.KeyValue, key string, chang
 // it again. A known entry that is stale costs one lost race.
 func UpdateFrom[T any](ctx context.Context, kv jetstream.KeyValue, key string, known *Entry[T],
 	change func(v *T, revision uint64) (bool, error)) (Entry[T], error) {
-	return update(ctx, kv, key, known, nil, change)
-}
-
-// Settle is UpdateFrom for an entry that means nothing once empty: a
-// written value that empty reports empty is deleted, by compare-and-set
-// on the revision read, instead of stored (an absent entry is left
-// absent). The key is then absent again, so its next writer may start
-// from an absent entry (UpdateFrom with a known revision 0) and create
-// it in one round trip, without reading it first. The entry returned
-// for a deletion is the empty value at revision 0.
-func Settle[T any](ctx context.Context, kv jetstream.KeyValue, key string, empty func(v *T) bool,
-	change func(v *T, revision uint64) (bool, error)) (Entry[T], error) {
-	return update(ctx, kv, key, nil, empty, change)
-}
-
-// update is UpdateFrom, and Settle with empty set.
-func update[T any](ctx context.Context, kv jetstream.KeyValue, key string, known *Entry[T], empty func(v *T) bool,
-	change func(v *T, revision uint64) (bool, error)) (Entry[T], error) {
 	for attempt := range MaxAttempts {
 		if attempt >= 2 {
 			// Lost twice: writers are many. A random pause, growing with
@@ -120,20 +102,6 @@ func update[T any](ctx context.Context, kv jetstream.KeyValue, key string, known
 		write, err := change(&cur.Value, cur.Revision)
 		if err != nil || !write {
 			return cur, err
-		}
-		if empty != nil && empty(&cur.Value) {
-			if cur.Revision == 0 {
-				return cur, nil // absent, and to stay so
-			}
-			err := kv.Delete(ctx, key, jetstream.LastRevision(cur.Revision))
-			if err == nil {
-				cur.Revision = 0
-				return cur, nil
-			}
-			if !IsConflict(err) {
-				return cur, fmt.Errorf("kvcas: delete %s: %w", key, err)
-			}
-			continue
 		}
 		data, err := json.Marshal(cur.Value)
 		if err != nil {

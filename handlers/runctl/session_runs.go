@@ -39,9 +39,6 @@ type sessionRunsEntry struct {
 	Queue  []string `json:"queue,omitempty"`
 }
 
-// idle reports whether the session has no run in flight and none queued.
-func (e *sessionRunsEntry) idle() bool { return e.Active == "" && len(e.Queue) == 0 }
-
 // Queued says why a run waits: its place in its session's queue (1 is
 // next) and the run in flight.
 type Queued struct {
@@ -65,13 +62,7 @@ func (s *SessionRuns) Admit(ctx context.Context, req orch.RunRequest) (*Queued, 
 	}
 	var queued *Queued
 	kept, dequeued := false, false
-	// A session with no run in flight and none queued has no entry (Next
-	// deletes it), so the first attempt starts from an absent one: a
-	// session that is free costs one create, not a read and a create. An
-	// entry that is there makes the create a lost race, and the entry is
-	// read.
-	absent := &kvcas.Entry[sessionRunsEntry]{}
-	_, err := kvcas.UpdateFrom(ctx, s.KV, sessionRunsKey(req.TenantID, req.SessionID), absent, func(e *sessionRunsEntry, _ uint64) (bool, error) {
+	_, err := kvcas.Update(ctx, s.KV, sessionRunsKey(req.TenantID, req.SessionID), func(e *sessionRunsEntry, _ uint64) (bool, error) {
 		queued, dequeued = nil, false
 		i := slices.Index(e.Queue, req.RunID)
 		switch {
@@ -132,9 +123,7 @@ func (s *SessionRuns) Next(ctx context.Context, req orch.RunRequest) (*orch.RunR
 	var lost string // a queued run whose request is gone
 	for {
 		var head string
-		// A session left with nothing in flight or queued loses its
-		// entry, so that its next run's admission creates it (Admit).
-		_, err := kvcas.Settle(ctx, s.KV, key, (*sessionRunsEntry).idle, func(e *sessionRunsEntry, _ uint64) (bool, error) {
+		_, err := kvcas.Update(ctx, s.KV, key, func(e *sessionRunsEntry, _ uint64) (bool, error) {
 			head = ""
 			write := false
 			if e.Active == req.RunID {

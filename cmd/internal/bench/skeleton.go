@@ -111,14 +111,13 @@ var (
 	// (docs/PERFORMANCE.md, the census table): each hop's output carries
 	// its trail, the projector reads the chain in batches and appends a
 	// run's trail to the store at once; six memory writes and two
-	// session-queue writes; the run configuration, soul and session read,
-	// and the session queue once (at the run's end: its admission
-	// creates the entry without reading it); the plan, execution and
-	// session written once each. It is what handlers doing nothing but
-	// agentbus's traffic would reach.
+	// session-queue writes; the run configuration, soul, session and
+	// session queue read; the plan, execution and session written once
+	// each. It is what handlers doing nothing but agentbus's traffic
+	// would reach.
 	skelToday = skelTraffic{name: "today",
 		hopWrites:  []skelWrite{{"memory", 6, skelMemorySize}, {"squeue", 2, 96}},
-		hopReads:   []skelWrite{{"config", 1, 512}, {"souls", 1, 512}, {"sessions", 1, 828}, {"squeue", 1, 96}},
+		hopReads:   []skelWrite{{"config", 1, 512}, {"souls", 1, 512}, {"sessions", 1, 828}, {"squeue", 2, 96}},
 		projWrites: []skelWrite{{"plans", 1, 2412}, {"executions", 1, 792}, {"ssessions", 1, 792}},
 		copies:     1, extras: 2, trail: skelTodayTrail, body: skelTodayBytes}
 )
