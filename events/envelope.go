@@ -83,19 +83,14 @@ func newEvent(id, typ string, meta Meta) event.Event {
 		Time: &types.Timestamp{Time: time.Now().UTC()}}
 	known := [...]struct{ name, value string }{{ExtTenant, meta.Tenant}, {ExtSession, meta.Session}, {ExtRun, meta.Run},
 		{ExtTask, meta.Task}, {ExtCorrelation, meta.Correlation}, {ExtTraceParent, meta.TraceParent}}
-	n := 0
 	for _, x := range known {
-		if x.value != "" {
-			n++
+		if x.value == "" {
+			continue
 		}
-	}
-	if n > 0 {
-		ec.Extensions = make(map[string]any, n+1) // room for one more (taskid, deliverat)
-		for _, x := range known {
-			if x.value != "" {
-				ec.Extensions[x.name] = x.value
-			}
+		if ec.Extensions == nil {
+			ec.Extensions = make(map[string]any, len(known)+1) // room for deliverat too
 		}
+		ec.Extensions[x.name] = x.value
 	}
 	return event.Event{Context: ec}
 }
