@@ -19,16 +19,7 @@ import (
 // validated, whatever the offline planner would choose for the task.
 func TestPipelineRunIsFiveSteps(t *testing.T) {
 	ctx := context.Background()
-	srv, err := startServer(modes[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.close()
-	d, err := deploy(ctx, srv, deployConfig{tcp: true, executors: 1, model: newPipelineModel()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.close()
+	d := pipelineDeployment(t)
 	res, _, err := d.run(ctx, pipeline.Task)
 	if err != nil {
 		t.Fatal(err)
@@ -116,4 +107,22 @@ func TestLLMShareCountsEveryModelCall(t *testing.T) {
 	if share.ModelCalls < 12 {
 		t.Errorf("%d model calls a run found, %.0f %% of the run time in the model", share.ModelCalls, 100*share.Share)
 	}
+}
+
+// pipelineDeployment is every role over TCP, one executor, on the
+// benchmark's model and a server of the default sync of its own, closed
+// when tb ends.
+func pipelineDeployment(tb testing.TB) *deployment {
+	tb.Helper()
+	srv, err := startServer(modes[0])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(srv.close)
+	d, err := deploy(context.Background(), srv, deployConfig{tcp: true, executors: 1, model: newPipelineModel()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(d.close)
+	return d
 }
