@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	mcpclient "github.com/mark3labs/mcp-go/client"
@@ -256,7 +259,11 @@ func (c *Client) connect(ctx context.Context, t target) (*conn, error) {
 	cn.mc = mcpclient.NewClient(trans, opts...)
 	cn.mc.OnConnectionLost(cn.markLost)
 	cn.mc.OnNotification(cn.onNotification)
-	if err := c.start(withTenant(ctx, t.tenant), cn.mc); err != nil {
+	var listening *streamOpened
+	if _, ok := trans.(cancellingHTTP); ok {
+		listening = &streamOpened{ch: make(chan struct{})}
+	}
+	if err := c.start(withTenant(ctx, t.tenant), cn.mc, listening); err != nil {
 		_ = cn.mc.Close()
 		return nil, fmt.Errorf("skills: start session: %w", err)
 	}
@@ -267,15 +274,59 @@ func (c *Client) connect(ctx context.Context, t target) (*conn, error) {
 		_ = cn.mc.Close()
 		return nil, fmt.Errorf("skills: initialize session: %w", err)
 	}
+	listening.wait(ctx)
 	return cn, nil
+}
+
+// listenWait bounds how long a new session waits for the server to answer
+// its standalone GET stream.
+const listenWait = 2 * time.Second
+
+// streamOpened is closed once the server has answered a session's
+// standalone GET stream (opened it, refused it, or failed it). A session
+// makes its first request only then: a server that took a GET arriving
+// after a call for that call's reconnection (the stream a server may end
+// with a retry field) would answer the call on it, where mcp-go reads no
+// responses, and the call would hang until its timeout.
+type streamOpened struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+type streamOpenedKey struct{}
+
+// answered records that the GET stream of req's session has been
+// answered, if req is that stream.
+func streamAnswered(req *http.Request) {
+	if l, _ := req.Context().Value(streamOpenedKey{}).(*streamOpened); l != nil && req.Method == http.MethodGet {
+		l.once.Do(func() { close(l.ch) })
+	}
+}
+
+// wait waits until the stream is answered, at most listenWait or until
+// ctx ends; a nil l does not wait.
+func (l *streamOpened) wait(ctx context.Context) {
+	if l == nil {
+		return
+	}
+	t := time.NewTimer(listenWait)
+	defer t.Stop()
+	select {
+	case <-l.ch:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // start starts mc's transport. An SSE stream and a stdio process outlive
 // the call that opens them, so the transport starts on a context that is
 // not cancelled with the call (it carries only the call's API key, for the
 // SSE stream's request); the call's context bounds the wait.
-func (c *Client) start(ctx context.Context, mc *mcpclient.Client) error {
+func (c *Client) start(ctx context.Context, mc *mcpclient.Client, listening *streamOpened) error {
 	startCtx := withTenant(WithAPIKey(context.Background(), c.apiKey(ctx)), tenantFrom(ctx))
+	if listening != nil {
+		startCtx = context.WithValue(startCtx, streamOpenedKey{}, listening)
+	}
 	done := make(chan error, 1)
 	go func() { done <- mc.Start(startCtx) }()
 	select {

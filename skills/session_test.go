@@ -149,3 +149,37 @@ func TestClientClose(t *testing.T) {
 		t.Fatalf("Find after Close err = %v, want ErrClosed", err)
 	}
 }
+
+// A new session makes its first call only once the server has answered
+// its standalone GET stream: a server that took a GET arriving after a
+// call for that call's reconnection would answer the call on the stream,
+// where the client reads no responses.
+func TestSessionCallsAfterItsStreamIsAnswered(t *testing.T) {
+	var streamServed, callBeforeStream atomic.Bool
+	calls := atomic.Int32{}
+	slowStream := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				time.Sleep(300 * time.Millisecond) // a server slow to open the stream
+				streamServed.Store(true)
+			} else {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				if bytes.Contains(body, []byte(`"tools/call"`)) {
+					calls.Add(1)
+					if !streamServed.Load() {
+						callBeforeStream.Store(true)
+					}
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	env := newTestEnv(t, demo.Config{}, skills.Config{}, slowStream)
+	if _, err := env.client.Call(testCtx(t), "acme", demo.SkillOutletList, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 1 || callBeforeStream.Load() {
+		t.Fatalf("%d calls, one before the stream was answered: %v", calls.Load(), callBeforeStream.Load())
+	}
+}

@@ -148,6 +148,7 @@ type refusalTransport struct {
 // response into an ErrPermissionDenied error.
 func (t refusalTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
+	streamAnswered(req)
 	if err != nil || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
 		return resp, err
 	}
