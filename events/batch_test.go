@@ -273,3 +273,60 @@ func TestTrailReaderTakesItsBacklogPastAFlush(t *testing.T) {
 		t.Errorf("%d waiting trails, each flushing, handled in %d batches: want them taken together", hops, len(batches))
 	}
 }
+
+// TestTrailReaderFlushesOnlyTheFlushingRun: a flush writes its own run's
+// trails at once and leaves another run's, which no flush names, for a
+// later batch, once they have waited the linger: a run's trails are
+// written together, not once per batch its hops fell in.
+func TestTrailReaderFlushesOnlyTheFlushingRun(t *testing.T) {
+	t.Parallel()
+	_, _, js := eventstest.Bootstrap(t, testTopology())
+	var mu sync.Mutex
+	handled := map[string]int{}
+	var order []string // the runs whose waits ran, batch by batch
+	h := func(ctx context.Context, ev event.Event) ([]event.Event, error) {
+		run := events.MetaOf(ev).Run
+		mu.Lock()
+		handled[run]++
+		mu.Unlock()
+		events.Defer(ctx, func(context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(order) == 0 || order[len(order)-1] != run {
+				order = append(order, run)
+			}
+			return nil
+		})
+		return nil, nil
+	}
+	const linger = time.Second // under the test topology's ack wait
+	startWorker(t, js, roleProjector, h, events.WorkerConfig{Trails: true, Linger: linger,
+		FlushOn: func(ev event.Event) bool { return events.MetaOf(ev).Run == "run-ends" }})
+	pub := events.NewPublisher(js)
+	if err := pub.PublishAll(testCtx(t), hopOutputs(t, stepRequest(t, "acme", "run-goes-on", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.PublishAll(testCtx(t), hopOutputs(t, stepRequest(t, "acme", "run-ends", 1))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "the flushing run's trail written", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) > 0
+	})
+	mu.Lock()
+	if order[0] != "run-ends" || handled["run-goes-on"] != 0 {
+		t.Errorf("first batch written: %v, with %d events of the run going on: want the flushing run's alone", order, handled["run-goes-on"])
+	}
+	mu.Unlock()
+	eventually(t, waitLong, "the other run's trail written after the linger, and both acknowledged", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled["run-goes-on"] == 3 && settled(t, js, roleProjector)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(order, []string{"run-ends", "run-goes-on"}) || handled["run-ends"] != 3 {
+		t.Fatalf("batches %v, events handled %v", order, handled)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -18,16 +19,18 @@ import (
 const SingleGroup = "single"
 
 // TrailLinger is how long a trail reader gathers messages after the first
-// of a batch, so that the trails of several hops are written together.
+// of a batch, so that the trails of several hops are written together,
+// and how long at most a run's trails wait for a flush (see due).
 const TrailLinger = 50 * time.Millisecond
 
-// maxTrailBatch bounds the messages of one batch.
+// maxTrailBatch bounds the messages one batch reads.
 const maxTrailBatch = 256
 
 // trailPoll is how long a batch whose gathering a flush ended still takes
-// the messages that arrive: about what the reader has already been
-// delivered, not a linger.
-const trailPoll = 200 * time.Microsecond
+// the messages that arrive: what the reader has already been delivered,
+// and under load the next few runs' ends, so that a reader whose runs end
+// every millisecond or two does not write one batch per run's end.
+const trailPoll = 3 * time.Millisecond
 
 // runTrails is Run for a worker that reads trails (WorkerConfig.Trails)
 // on a Consumer.Single: one process at a time reads the consumer, in
@@ -38,6 +41,14 @@ const trailPoll = 200 * time.Microsecond
 // (ackFloor). A batch costs one pull at most, one group write of the
 // handlers' deferred waits and one acknowledgement, however many hops'
 // trails it holds.
+//
+// A flush writes its own run's trails at once, not every run's: the
+// trails of a run that no flush names and that have waited less than
+// the linger stay for the next batch (due), so a run's trails are
+// written together at its end, or once a linger, however often other
+// runs end. Under load, where some run ends every few milliseconds, a
+// run's plan projection and events were otherwise written once per
+// batch its hops fell in.
 func (w *Worker) runTrails(ctx context.Context) error {
 	stopAdvisories, err := w.watchMaxDeliveries(ctx)
 	if err != nil {
@@ -54,6 +65,7 @@ func (w *Worker) runTrails(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(w.cfg.DrainWait, cancelWork) })
 	defer stop()
 	defer w.unpin(work)
+	var carried []*trailMsg // trails left for a later batch (due)
 	for ctx.Err() == nil {
 		it, err := w.cons.Messages(jetstream.PullMaxMessages(maxTrailBatch), jetstream.PullExpiry(PullExpiry),
 			jetstream.PullPriorityGroup(SingleGroup))
@@ -63,18 +75,22 @@ func (w *Worker) runTrails(ctx context.Context) error {
 			continue
 		}
 		for ctx.Err() == nil {
-			first, err := it.Next(jetstream.NextContext(ctx))
-			if err != nil {
-				if ctx.Err() == nil {
-					w.report(nil, "", fmt.Errorf("events: %s: read: %w", w.durable, err))
+			batch, fresh := carried, 0 // fresh: the messages this batch read
+			if len(batch) == 0 {
+				first, err := it.Next(jetstream.NextContext(ctx))
+				if err != nil {
+					if ctx.Err() == nil {
+						w.report(nil, "", fmt.Errorf("events: %s: read: %w", w.durable, err))
+					}
+					break // read anew
 				}
-				break // read anew
+				batch, fresh = []*trailMsg{w.decodeTrail(first)}, 1
 			}
-			batch := []*trailMsg{w.decodeTrail(first)}
-			flushed := false
-			for end := time.Now().Add(w.cfg.Linger); len(batch) < maxTrailBatch; {
+			flushed := slices.ContainsFunc(batch, w.flushes)
+			var broken error // the reader's, other than a wait's timeout
+			for end := batch[0].at.Add(w.cfg.Linger); fresh < maxTrailBatch; {
 				wait := time.Until(end)
-				if flushed = flushed || w.flushes(batch[len(batch)-1]); flushed {
+				if flushed {
 					// A flush cuts the linger short, not the batch: what
 					// has already arrived goes with it. A reader that
 					// falls behind so takes its whole backlog at once.
@@ -85,14 +101,24 @@ func (w *Worker) runTrails(ctx context.Context) error {
 				}
 				m, err := it.Next(jetstream.NextMaxWait(wait))
 				if err != nil {
+					if !errors.Is(err, nats.ErrTimeout) {
+						broken = err
+					}
 					break
 				}
-				batch = append(batch, w.decodeTrail(m))
+				batch, fresh = append(batch, w.decodeTrail(m)), fresh+1
+				flushed = flushed || w.flushes(batch[len(batch)-1])
 			}
+			batch, carried = w.due(batch, time.Now(), fresh >= maxTrailBatch)
+			floor.carry(carried)
 			w.processTrails(work, batch, floor)
+			if broken != nil && ctx.Err() == nil {
+				w.report(nil, "", fmt.Errorf("events: %s: read: %w", w.durable, broken))
+				break // read anew; what was left for later stays
+			}
 		}
 		if ctx.Err() != nil {
-			w.drainTrails(work, it, floor)
+			w.drainTrails(work, it, floor, carried)
 			return nil
 		}
 		it.Stop()
@@ -100,12 +126,41 @@ func (w *Worker) runTrails(ctx context.Context) error {
 	return nil
 }
 
-// drainTrails stops pulling and handles what the reader was already
-// delivered: left in its buffer, those messages would hold the next
-// reader's acknowledgements until their redelivery, an ack wait later.
-func (w *Worker) drainTrails(ctx context.Context, it jetstream.MessagesContext, floor *ackFloor) {
+// due splits a gathered batch into the trails to handle now and those
+// to leave for a later batch, each in the order they arrived. A run's
+// trails go together: now when one of them flushes or the oldest has
+// waited the linger, later otherwise. A trail that names no run (one
+// that fails to decode included) goes now, and so does every trail when
+// the batch read as many messages as one batch may (full): a reader with
+// a backlog takes it whole.
+func (w *Worker) due(batch []*trailMsg, now time.Time, full bool) (ready, later []*trailMsg) {
+	if full {
+		return batch, nil
+	}
+	runDue := map[string]bool{}
+	for _, it := range batch {
+		if it.run != "" && !runDue[it.run] {
+			runDue[it.run] = w.flushes(it) || now.Sub(it.at) >= w.cfg.Linger
+		}
+	}
+	for _, it := range batch {
+		if it.run == "" || runDue[it.run] {
+			ready = append(ready, it)
+		} else {
+			later = append(later, it)
+		}
+	}
+	return ready, later
+}
+
+// drainTrails stops pulling and handles the trails it had left for a
+// later batch and what the reader was already delivered: left unhandled,
+// those messages would hold the next reader's acknowledgements until
+// their redelivery, an ack wait later.
+func (w *Worker) drainTrails(ctx context.Context, it jetstream.MessagesContext, floor *ackFloor, carried []*trailMsg) {
 	it.Drain()
-	var batch []*trailMsg
+	batch := carried
+	floor.carry(nil)
 	for {
 		m, err := it.Next(jetstream.NextMaxWait(CallTimeout))
 		if err != nil {
@@ -145,6 +200,8 @@ func sleep(ctx context.Context, d time.Duration) {
 // trailMsg is one message of a batch being handled.
 type trailMsg struct {
 	msg   jetstream.Msg
+	at    time.Time // when it was received
+	run   string    // its run (tenant and run id), "" if it names none
 	md    *jetstream.MsgMetadata
 	evs   []event.Event
 	outs  []event.Event
@@ -156,12 +213,17 @@ type trailMsg struct {
 // decodeTrail reads a message's metadata and trail; what fails is
 // settled by processTrails.
 func (w *Worker) decodeTrail(msg jetstream.Msg) *trailMsg {
-	it := &trailMsg{msg: msg}
+	it := &trailMsg{msg: msg, at: time.Now()}
 	if it.md, it.err = msg.Metadata(); it.err != nil {
 		return it
 	}
 	if it.evs, it.err = Trail(msg.Headers(), msg.Subject(), msg.Data()); it.err == nil {
 		it.err = trailTenants(msg.Subject(), it.evs)
+	}
+	if it.err == nil && len(it.evs) > 0 {
+		if m := MetaOf(it.evs[0]); m.Run != "" {
+			it.run = m.Tenant + "/" + m.Run
+		}
 	}
 	return it
 }
@@ -296,10 +358,11 @@ func (w *Worker) deadLetterTrail(ctx context.Context, it *trailMsg, reason error
 // back and is handled, so an AckAll never acknowledges a message nobody
 // handled.
 type ackFloor struct {
-	w      *Worker
-	acked  uint64                   // every message up to it is acknowledged
-	ready  map[uint64]jetstream.Msg // handled, not yet acknowledged, by stream sequence
-	failed map[uint64]bool          // redelivered after a failure, not handled since
+	w       *Worker
+	acked   uint64                   // every message up to it is acknowledged
+	ready   map[uint64]jetstream.Msg // handled, not yet acknowledged, by stream sequence
+	failed  map[uint64]bool          // redelivered after a failure, not handled since
+	carried map[uint64]bool          // received, left for a later batch
 }
 
 func (w *Worker) newAckFloor(ctx context.Context) (*ackFloor, error) {
@@ -314,6 +377,20 @@ func (w *Worker) newAckFloor(ctx context.Context) (*ackFloor, error) {
 		}
 	}
 	return &ackFloor{w: w, acked: acked, ready: map[uint64]jetstream.Msg{}, failed: map[uint64]bool{}}, nil
+}
+
+// carry records the trails left for a later batch: the floor waits for
+// them without asking the stream whether it still holds them.
+func (f *ackFloor) carry(items []*trailMsg) {
+	clear(f.carried)
+	for _, it := range items {
+		if it.md != nil {
+			if f.carried == nil {
+				f.carried = map[uint64]bool{}
+			}
+			f.carried[it.md.Sequence.Stream] = true
+		}
+	}
 }
 
 // settle books a batch's outcomes: handled messages join the floor's
@@ -345,7 +422,7 @@ func (f *ackFloor) settle(ctx context.Context, items []*trailMsg) {
 // advance moves the floor over every sequence that is ready or that the
 // stream no longer holds, and acknowledges the last ready message passed.
 func (f *ackFloor) advance(ctx context.Context) {
-	if len(f.ready) == 0 {
+	if len(f.ready) == 0 || f.carried[f.acked+1] {
 		return
 	}
 	seqs := slices.Sorted(maps.Keys(f.ready))
@@ -353,7 +430,7 @@ func (f *ackFloor) advance(ctx context.Context) {
 	next := f.acked + 1
 	for _, seq := range seqs {
 		for ; next < seq; next++ {
-			if f.failed[next] || f.held(ctx, next) {
+			if f.failed[next] || f.carried[next] || f.held(ctx, next) {
 				f.ack(last, next-1)
 				return
 			}
