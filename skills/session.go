@@ -295,7 +295,7 @@ type streamOpened struct {
 
 type streamOpenedKey struct{}
 
-// answered records that the GET stream of req's session has been
+// streamAnswered records that the GET stream of req's session has been
 // answered, if req is that stream.
 func streamAnswered(req *http.Request) {
 	if l, _ := req.Context().Value(streamOpenedKey{}).(*streamOpened); l != nil && req.Method == http.MethodGet {
