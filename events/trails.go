@@ -86,7 +86,7 @@ func (w *Worker) runTrails(ctx context.Context) error {
 				}
 				batch, fresh = []*trailMsg{w.decodeTrail(first)}, 1
 			}
-			flushed := slices.ContainsFunc(batch, w.flushes)
+			flushed := slices.ContainsFunc(batch, func(it *trailMsg) bool { return it.flush })
 			var broken error // the reader's, other than a wait's timeout
 			for end := batch[0].at.Add(w.cfg.Linger); fresh < maxTrailBatch; {
 				wait := time.Until(end)
@@ -107,7 +107,7 @@ func (w *Worker) runTrails(ctx context.Context) error {
 					break
 				}
 				batch, fresh = append(batch, w.decodeTrail(m)), fresh+1
-				flushed = flushed || w.flushes(batch[len(batch)-1])
+				flushed = flushed || batch[len(batch)-1].flush
 			}
 			batch, carried = w.due(batch, time.Now(), fresh >= maxTrailBatch)
 			floor.carry(carried)
@@ -140,7 +140,7 @@ func (w *Worker) due(batch []*trailMsg, now time.Time, full bool) (ready, later 
 	runDue := map[string]bool{}
 	for _, it := range batch {
 		if it.run != "" && !runDue[it.run] {
-			runDue[it.run] = w.flushes(it) || now.Sub(it.at) >= w.cfg.Linger
+			runDue[it.run] = it.flush || now.Sub(it.at) >= w.cfg.Linger
 		}
 	}
 	for _, it := range batch {
@@ -202,6 +202,7 @@ type trailMsg struct {
 	msg   jetstream.Msg
 	at    time.Time // when it was received
 	run   string    // its run (tenant and run id), "" if it names none
+	flush bool      // its trail holds an event that ends a batch's gathering (FlushOn)
 	md    *jetstream.MsgMetadata
 	evs   []event.Event
 	outs  []event.Event
@@ -221,20 +222,12 @@ func (w *Worker) decodeTrail(msg jetstream.Msg) *trailMsg {
 		it.err = trailTenants(msg.Subject(), it.evs)
 	}
 	if it.err == nil && len(it.evs) > 0 {
-		if m := MetaOf(it.evs[0]); m.Run != "" {
-			it.run = m.Tenant + "/" + m.Run
+		if run := Ext(it.evs[0], ExtRun); run != "" {
+			it.run = Ext(it.evs[0], ExtTenant) + "/" + run
 		}
+		it.flush = w.cfg.FlushOn != nil && slices.ContainsFunc(it.evs, w.cfg.FlushOn)
 	}
 	return it
-}
-
-// flushes reports whether the message's trail holds an event that ends
-// a batch's gathering at once (WorkerConfig.FlushOn).
-func (w *Worker) flushes(it *trailMsg) bool {
-	if w.cfg.FlushOn == nil {
-		return false
-	}
-	return slices.ContainsFunc(it.evs, w.cfg.FlushOn)
 }
 
 // processTrails handles a batch: every message's trail through the
