@@ -65,6 +65,8 @@ func (w *Worker) runTrails(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(w.cfg.DrainWait, cancelWork) })
 	defer stop()
 	defer w.unpin(work)
+	kept := newKeptGoroutines()
+	defer kept.stop()
 	var carried []*trailMsg // trails left for a later batch (due)
 	for ctx.Err() == nil {
 		it, err := w.cons.Messages(jetstream.PullMaxMessages(maxTrailBatch), jetstream.PullExpiry(PullExpiry),
@@ -111,14 +113,14 @@ func (w *Worker) runTrails(ctx context.Context) error {
 			}
 			batch, carried = w.due(batch, time.Now(), fresh >= maxTrailBatch)
 			floor.carry(carried)
-			w.processTrails(work, batch, floor)
+			w.processTrails(work, batch, floor, kept)
 			if broken != nil && ctx.Err() == nil {
 				w.report(nil, "", fmt.Errorf("events: %s: read: %w", w.durable, broken))
 				break // read anew; what was left for later stays
 			}
 		}
 		if ctx.Err() != nil {
-			w.drainTrails(work, it, floor, carried)
+			w.drainTrails(work, it, floor, carried, kept)
 			return nil
 		}
 		it.Stop()
@@ -157,7 +159,7 @@ func (w *Worker) due(batch []*trailMsg, now time.Time, full bool) (ready, later 
 // later batch and what the reader was already delivered: left unhandled,
 // those messages would hold the next reader's acknowledgements until
 // their redelivery, an ack wait later.
-func (w *Worker) drainTrails(ctx context.Context, it jetstream.MessagesContext, floor *ackFloor, carried []*trailMsg) {
+func (w *Worker) drainTrails(ctx context.Context, it jetstream.MessagesContext, floor *ackFloor, carried []*trailMsg, kept *keptGoroutines) {
 	it.Drain()
 	batch := carried
 	floor.carry(nil)
@@ -169,7 +171,7 @@ func (w *Worker) drainTrails(ctx context.Context, it jetstream.MessagesContext, 
 		batch = append(batch, w.decodeTrail(m))
 	}
 	if len(batch) > 0 {
-		w.processTrails(ctx, batch, floor)
+		w.processTrails(ctx, batch, floor, kept)
 	}
 }
 
@@ -235,8 +237,8 @@ func (w *Worker) decodeTrail(msg jetstream.Msg) *trailMsg {
 // each message with its own deferred waits, so the handlers queue the
 // whole batch before the first wait writes it), then each message's
 // outputs and waits, in order; then it acknowledges what it can and
-// redelivers what failed.
-func (w *Worker) processTrails(ctx context.Context, items []*trailMsg, floor *ackFloor) {
+// redelivers what failed. Both run on kept's goroutines.
+func (w *Worker) processTrails(ctx context.Context, items []*trailMsg, floor *ackFloor, kept *keptGoroutines) {
 	sem := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for _, it := range items {
@@ -256,7 +258,7 @@ func (w *Worker) processTrails(ctx context.Context, items []*trailMsg, floor *ac
 		}
 		it.d = &deferred{}
 		sem <- struct{}{}
-		wg.Go(func() {
+		kept.Go(&wg, func() {
 			defer func() { <-sem }()
 			hctx := withCarrier(context.WithValue(ctx, deferredKey{}, it.d), it.msg.Subject(), it.msg.Data())
 			it.outs, it.err = w.handleBatch(hctx, it.evs)
@@ -269,7 +271,7 @@ func (w *Worker) processTrails(ctx context.Context, items []*trailMsg, floor *ac
 		if it.d == nil {
 			continue
 		}
-		wg.Go(func() {
+		kept.Go(&wg, func() {
 			if it.err == nil {
 				it.err = w.pub.PublishAll(ctx, it.outs)
 			}
