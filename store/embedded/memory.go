@@ -251,11 +251,23 @@ func (s *Store) migrateMemoryKeys(ctx context.Context) error {
 }
 
 // How the embedded store keeps an agent_memory document: its JSON without
-// the embedding, then, when it has one, a zero byte and the embedding as
-// little-endian float32s. A vector of decimals (or of base64) costs more to
-// format, scan and parse than the rest of a hop; JSON never holds a raw zero
-// byte, so the split is unambiguous, and documents stored as plain JSON
-// with a decimal "embedding" still decode.
+// the embedding, then, when it has one, a separator byte and the embedding
+// in binary. A vector of decimals (or of base64) costs more to format, scan
+// and parse than the rest of a hop; JSON never holds a raw control byte, so
+// the split is unambiguous, and documents stored as plain JSON with a
+// decimal "embedding" still decode.
+//
+// The embedding is kept in whichever of two forms is shorter:
+//   - dense: a zero byte, then every element as a little-endian float32;
+//   - sparse: a one byte, the dimension as a little-endian uint32, then each
+//     non-zero element as its index (uint32) and value (float32). The
+//     offline embedder sets a few dozen of its 1,536 buckets, so a memory
+//     is a few hundred bytes to store and copy instead of 6 KB.
+const (
+	denseVector  = 0
+	sparseVector = 1
+)
+
 func encodeMemory(m store.Memory) ([]byte, error) {
 	vec := m.Embedding
 	m.Embedding = nil
@@ -263,14 +275,62 @@ func encodeMemory(m store.Memory) ([]byte, error) {
 	if err != nil || len(vec) == 0 {
 		return data, err
 	}
-	data = append(slices.Grow(data, 1+4*len(vec)), 0)
+	nonZero := 0
 	for _, f := range vec {
 		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
 			return nil, fmt.Errorf("embedded: memory %q: embedding holds %v: %w", m.Key, f, store.ErrSchema)
 		}
+		if f != 0 {
+			nonZero++
+		}
+	}
+	if sparse := 4 + 8*nonZero; sparse < 4*len(vec) {
+		data = append(slices.Grow(data, 1+sparse), sparseVector)
+		data = binary.LittleEndian.AppendUint32(data, uint32(len(vec)))
+		for i, f := range vec {
+			if f != 0 {
+				data = binary.LittleEndian.AppendUint32(data, uint32(i))
+				data = binary.LittleEndian.AppendUint32(data, math.Float32bits(f))
+			}
+		}
+		return data, nil
+	}
+	data = append(slices.Grow(data, 1+4*len(vec)), denseVector)
+	for _, f := range vec {
 		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(f))
 	}
 	return data, nil
+}
+
+// decodeVector decodes the embedding encodeMemory wrote after separator sep.
+func decodeVector(sep byte, vec []byte) ([]float32, error) {
+	if sep == denseVector {
+		if len(vec)%4 != 0 {
+			return nil, fmt.Errorf("%d embedding bytes", len(vec))
+		}
+		out := make([]float32, len(vec)/4)
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(vec[4*i:]))
+		}
+		return out, nil
+	}
+	if len(vec) < 4 || (len(vec)-4)%8 != 0 {
+		return nil, fmt.Errorf("%d sparse embedding bytes", len(vec))
+	}
+	// A sparse form is only written when it is shorter than the dense one.
+	dim := binary.LittleEndian.Uint32(vec)
+	if uint64(dim)*4 <= uint64(len(vec)) {
+		return nil, fmt.Errorf("a sparse embedding of dimension %d in %d bytes", dim, len(vec))
+	}
+	out := make([]float32, dim)
+	for p := vec[4:]; len(p) > 0; p = p[8:] {
+		i := binary.LittleEndian.Uint32(p)
+		if i >= dim {
+			return nil, fmt.Errorf("sparse embedding index %d of dimension %d", i, dim)
+		}
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4:]))
+	}
+	return out, nil
 }
 
 func decodeMemory(e jetstream.KeyValueEntry) (store.Memory, error) {
@@ -279,19 +339,20 @@ func decodeMemory(e jetstream.KeyValueEntry) (store.Memory, error) {
 
 // decodeMemoryValue decodes the value stored under key at revision rev.
 func decodeMemoryValue(key string, value []byte, rev uint64) (store.Memory, error) {
-	doc, vec, split := bytes.Cut(value, []byte{0})
+	doc, vec := value, []byte(nil)
+	if i := bytes.IndexAny(value, "\x00\x01"); i >= 0 {
+		doc, vec = value[:i], value[i:]
+	}
 	var m store.Memory
 	if err := json.Unmarshal(doc, &m); err != nil {
 		return store.Memory{}, fmt.Errorf("embedded: decode memory %s: %w", key, err)
 	}
-	if split {
-		if len(vec)%4 != 0 {
-			return store.Memory{}, fmt.Errorf("embedded: decode memory %s: %d embedding bytes", key, len(vec))
+	if len(vec) > 0 {
+		e, err := decodeVector(vec[0], vec[1:])
+		if err != nil {
+			return store.Memory{}, fmt.Errorf("embedded: decode memory %s: %w", key, err)
 		}
-		m.Embedding = make([]float32, len(vec)/4)
-		for i := range m.Embedding {
-			m.Embedding[i] = math.Float32frombits(binary.LittleEndian.Uint32(vec[4*i:]))
-		}
+		m.Embedding = e
 	}
 	m.Version = versionOf(rev)
 	return m, nil

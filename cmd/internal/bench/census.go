@@ -32,6 +32,11 @@ type Census struct {
 	// pull.<stream>, other; Sent is the sum.
 	SentPerRun map[string]float64 `json:"sent_per_run"`
 	Sent       float64            `json:"sent"`
+	// BytesPerRun is the bytes the clients sent per run, payloads and
+	// headers, by the same kinds; Bytes the sum. What a hop copies, encodes, decodes and
+	// writes grows with it.
+	BytesPerRun map[string]float64 `json:"bytes_per_run"`
+	Bytes       float64            `json:"bytes"`
 }
 
 // census runs n sequential pipeline runs, after a warm-up, while a
@@ -64,11 +69,12 @@ func census(ctx context.Context, srv *benchServer, n int) (Census, error) {
 	}
 	defer mon.Close()
 	var mu sync.Mutex
-	sent := map[string]int{}
+	sent, bytes := map[string]int{}, map[string]int{}
 	sub, err := mon.Subscribe(">", func(m *nats.Msg) {
 		k := sentKind(m.Subject, m.Reply)
 		mu.Lock()
 		sent[k]++
+		bytes[k] += len(m.Data) + headerBytes(m.Header)
 		mu.Unlock()
 	})
 	if err != nil {
@@ -99,7 +105,7 @@ func census(ctx context.Context, srv *benchServer, n int) (Census, error) {
 	if err != nil {
 		return Census{}, err
 	}
-	c := Census{Runs: n, RecordsPerRun: map[string]float64{}, SentPerRun: map[string]float64{}}
+	c := Census{Runs: n, RecordsPerRun: map[string]float64{}, SentPerRun: map[string]float64{}, BytesPerRun: map[string]float64{}}
 	for name, seq := range after {
 		if dlt := float64(seq-before[name]) / float64(n); dlt > 0 {
 			c.RecordsPerRun[name] = dlt
@@ -114,8 +120,27 @@ func census(ctx context.Context, srv *benchServer, n int) (Census, error) {
 		}
 		c.SentPerRun[k] = float64(v) / float64(n)
 		c.Sent += c.SentPerRun[k]
+		if b := bytes[k]; b > 0 {
+			c.BytesPerRun[k] = float64(b) / float64(n)
+			c.Bytes += c.BytesPerRun[k]
+		}
 	}
 	return c, nil
+}
+
+// headerBytes is what h takes on the wire: a status line, then a
+// "name: value" line for each value, then an empty line.
+func headerBytes(h nats.Header) int {
+	if len(h) == 0 {
+		return 0
+	}
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	return n
 }
 
 // lastSeqs is the last sequence of every stream.
@@ -171,6 +196,11 @@ func (c Census) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "census (%d sequential runs): %.1f records a run: %s\n", c.Runs, c.Records, list(c.RecordsPerRun))
 	fmt.Fprintf(w, "census: %.1f messages sent by the clients a run: %s\n", c.Sent, list(c.SentPerRun))
+	kb := map[string]float64{}
+	for k, v := range c.BytesPerRun {
+		kb[k] = v / 1024
+	}
+	fmt.Fprintf(w, "census: %.1f KiB (payloads and headers) sent by the clients a run: %s\n", c.Bytes/1024, list(kb))
 }
 
 // projectorIdle waits until the projector has handled and acknowledged

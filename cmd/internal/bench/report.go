@@ -191,12 +191,12 @@ func (r *Report) compare() {
 
 // summary is the census's fields of the summary line: the records a
 // sequential run stores (its durable writes) and the messages its
-// clients send.
+// clients send, and the bytes those messages carry.
 func (c Census) summary() string {
 	if c.Runs == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" durable_writes_per_run=%.1f client_messages_per_run=%.1f", c.Records, c.Sent)
+	return fmt.Sprintf(" durable_writes_per_run=%.1f client_messages_per_run=%.1f client_kib_per_run=%.1f", c.Records, c.Sent, c.Bytes/1024)
 }
 
 // repetitions is the most repetitions of a throughput point of the

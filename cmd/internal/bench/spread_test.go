@@ -88,7 +88,7 @@ func TestCompareRepeated(t *testing.T) {
 	rs := RestateResult{Concurrency: 64}.withReps([]Rep{{RunsPerS: 150}, {RunsPerS: 200}, {RunsPerS: 120}})
 	r := Report{
 		Modes: []ModeReport{
-			{Mode: "default", Throughput: []Throughput{ours}, Census: Census{Runs: 40, Records: 111.84, Sent: 175.76}},
+			{Mode: "default", Throughput: []Throughput{ours}, Census: Census{Runs: 40, Records: 111.84, Sent: 175.76, Bytes: 156.1 * 1024}},
 			{Mode: "sync_always", Throughput: []Throughput{synced}},
 		},
 		Peer:    PeerReport{Available: true, Results: []PeerResult{lg}},
@@ -100,7 +100,7 @@ func TestCompareRepeated(t *testing.T) {
 		t.Errorf("LangGraph comparison %+v", c)
 	}
 	for _, field := range []string{"vs_langgraph_memory_c64=0.40x", "vs_restate_c64=0.67x", "vs_restate_sync_always_c64=0.22x",
-		"vs_restate_equal_durability_c64=0.22x", "durable_writes_per_run=111.8", "client_messages_per_run=175.8", "repetitions=3"} {
+		"vs_restate_equal_durability_c64=0.22x", "durable_writes_per_run=111.8", "client_messages_per_run=175.8", "client_kib_per_run=156.1", "repetitions=3"} {
 		if !strings.Contains(r.Summary, field) {
 			t.Errorf("summary %q lacks %s", r.Summary, field)
 		}
