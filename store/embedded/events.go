@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -49,35 +48,45 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 		payloads[i] = data
 	}
 	stream := s.events.CachedInfo().Config.Name
-	var msgs []*nats.Msg
-	var ids []string
-	bySubject := map[string]int{} // the message being filled for each subject
+	// Each message is the list of the events it holds, filled in order
+	// while it stays within maxEventBatch; its data is then built once.
+	type batch struct {
+		subject string
+		events  []int
+		size    int // of the data as an array: brackets and commas included
+	}
+	var batches []*batch
+	bySubject := map[string]*batch{} // the message being filled for each subject
 	for i, ev := range evs {
 		subject := s.eventSubject(ev)
-		at, open := bySubject[subject]
-		if open && len(msgs[at].Data)+len(payloads[i])+1 > maxEventBatch {
-			open = false
+		b := bySubject[subject]
+		if b == nil || b.size+len(payloads[i])+1 > maxEventBatch {
+			b = &batch{subject: subject, size: 1}
+			bySubject[subject] = b
+			batches = append(batches, b)
 		}
-		if !open {
-			bySubject[subject] = len(msgs)
-			msgs = append(msgs, &nats.Msg{Subject: subject, Data: payloads[i]})
-			ids = append(ids, ev.EventID)
-			continue
-		}
-		m := msgs[at]
-		if m.Data[0] != '[' {
-			m.Data = append(append([]byte{'['}, m.Data...), ']')
-		}
-		m.Data = append(append(append(m.Data[:len(m.Data)-1], ','), payloads[i]...), ']')
-		ids[at] += "\x00" + ev.EventID
+		b.events = append(b.events, i)
+		b.size += len(payloads[i]) + 1
 	}
 	// A PubAck lost with a dying node fails the append in CallTimeout
 	// rather than holding its caller for the caller's whole deadline.
 	ctx, cancel := context.WithTimeout(ctx, events.CallTimeout)
 	defer cancel()
-	futures := make([]jetstream.PubAckFuture, len(msgs))
-	for i, m := range msgs {
-		f, err := s.js.PublishMsgAsync(m, jetstream.WithMsgID(batchID(ids[i])), jetstream.WithExpectStream(stream))
+	futures := make([]jetstream.PubAckFuture, len(batches))
+	for i, b := range batches {
+		m := &nats.Msg{Subject: b.subject, Data: payloads[b.events[0]]}
+		if len(b.events) > 1 {
+			m.Data = make([]byte, 0, b.size)
+			for j, at := range b.events {
+				sep := byte(',')
+				if j == 0 {
+					sep = '['
+				}
+				m.Data = append(append(m.Data, sep), payloads[at]...)
+			}
+			m.Data = append(m.Data, ']')
+		}
+		f, err := s.js.PublishMsgAsync(m, jetstream.WithMsgID(batchID(evs, b.events)), jetstream.WithExpectStream(stream))
 		if err != nil {
 			return fmt.Errorf("embedded: append events: %w", err)
 		}
@@ -95,14 +104,20 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 	return nil
 }
 
-// batchID is the message id of the events ids (NUL-separated): a lone
-// event's own id, else a hash of them all.
-func batchID(ids string) string {
-	if !strings.Contains(ids, "\x00") {
-		return ids
+// batchID is the message id of the events of evs at the indexes at: a
+// lone event's own id, else a hash of their ids, NUL-separated.
+func batchID(evs []store.Event, at []int) string {
+	if len(at) == 1 {
+		return evs[at[0]].EventID
 	}
-	sum := sha256.Sum256([]byte(ids))
-	return "events-" + hex.EncodeToString(sum[:16])
+	h := sha256.New()
+	for j, i := range at {
+		if j > 0 {
+			h.Write([]byte{0})
+		}
+		h.Write([]byte(evs[i].EventID))
+	}
+	return "events-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // decodeEvents calls fn with each event stored in data: an array of them,
