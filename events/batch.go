@@ -453,3 +453,12 @@ func Defer(ctx context.Context, wait func(context.Context) error) bool {
 	d.mu.Unlock()
 	return true
 }
+
+// Deferring returns ctx set up as a worker sets up a handler's, for a
+// handler run outside a worker as a worker would run it: Defer registers
+// its waits, and wait runs them, in order, as the worker does once the
+// outputs are published.
+func Deferring(ctx context.Context) (_ context.Context, wait func(context.Context) error) {
+	d := &deferred{}
+	return context.WithValue(ctx, deferredKey{}, d), d.wait
+}

@@ -299,3 +299,43 @@ func TestDecideCancelledStepEndsTheRun(t *testing.T) {
 		t.Errorf("cancelled step %+v", s)
 	}
 }
+
+// TestCarriesAloneAgreesWithTheJoin: an executor's CarriesAlone says, at
+// its step's dispatch, what the join of the step's result then does: the
+// plan carries the output exactly when no other step runs or waits at a
+// gate and the output fits the plan's bounds.
+func TestCarriesAloneAgreesWithTheJoin(t *testing.T) {
+	small := json.RawMessage(`{"ids":["a","b"]}`)
+	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", MaxCarriedOutput) + `"}`)
+	plan := func(other string, carried int) Plan {
+		p := Plan{Steps: []Step{{Index: 1, Status: StepRunning, TaskID: "t1"}, {Index: 2, Status: other, TaskID: "t2"}}}
+		if carried > 0 {
+			p.Steps = append(p.Steps, Step{Index: 3, Status: StepComplete, Output: json.RawMessage(`"` + strings.Repeat("y", carried) + `"`)})
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		plan Plan
+		out  json.RawMessage
+		want bool
+	}{
+		{"alone, small", plan(StepPending, 0), small, true},
+		{"alone, over the output bound", plan(StepPending, 0), big, false},
+		{"alone, over the plan's bound", plan(StepComplete, MaxCarriedOutputs-len(small)), small, false},
+		{"another step running", plan(StepRunning, 0), small, false},
+		{"another step at a gate", plan(StepAwaitingGate, 0), small, false},
+	} {
+		if got := tc.plan.CarriesAlone(1, tc.out); got != tc.want {
+			t.Errorf("%s: CarriesAlone = %v, want %v", tc.name, got, tc.want)
+		}
+		if tc.plan.Steps[1].Status == StepRunning || tc.plan.Steps[1].Status == StepAwaitingGate {
+			continue // another result may join first: the join is not this plan's
+		}
+		d := &decision{Decision: Decision{State: RunState{Plan: tc.plan}}}
+		d.record([]StepResult{{Step: 1, Outcome: OutcomeComplete, MemoryKey: "k1", Output: tc.out}})
+		if got := d.State.Plan.Carried("k1") != nil; got != tc.want {
+			t.Errorf("%s: the join carries the output: %v, CarriesAlone said %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	json "github.com/go-json-experiment/json/v1"
@@ -75,9 +76,20 @@ func (t *turn) answer(ctx context.Context, content string) error {
 	// The write is drawn from the budget while its key is locked (in a
 	// group of several); a refused draw writes nothing and releases the
 	// lock it took.
-	key, waited, err := t.exec.Writer.WriteDrawn(ctx, scope, a.Label, a.Data, t.step.ReturnSpec.Shape, func(ctx context.Context) error {
-		return t.draw(ctx, orch.Vector{orch.DimMemoryWrites: 1})
-	})
+	draw := func(ctx context.Context) error { return t.draw(ctx, orch.Vector{orch.DimMemoryWrites: 1}) }
+	var (
+		key    string
+		waited time.Duration
+		wait   func(context.Context) error
+	)
+	if !scope.Shared && t.req.Run.Plan.CarriesAlone(t.step.Index, a.Data) {
+		// The run state will carry the output to every reader, so the
+		// write need not be stored before the result is published: the
+		// worker awaits it while the result is, and acks after both.
+		key, wait, err = t.exec.Writer.StartDrawn(ctx, scope, a.Label, a.Data, t.step.ReturnSpec.Shape, draw)
+	} else {
+		key, waited, err = t.exec.Writer.WriteDrawn(ctx, scope, a.Label, a.Data, t.step.ReturnSpec.Shape, draw)
+	}
 	var cv *memory.ContractViolation
 	switch {
 	case errors.As(err, &cv):
@@ -89,6 +101,11 @@ func (t *turn) answer(ctx context.Context, content string) error {
 		return t.finish(orch.StepResult{Outcome: orch.OutcomeFailed, Reason: err.Error(), Suggestion: "use a short label"})
 	case err != nil:
 		return err
+	}
+	if wait != nil && !events.Defer(ctx, wait) {
+		if err := wait(ctx); err != nil {
+			return err
+		}
 	}
 	t.out.Audit("memory.written", lin, map[string]any{"key": key, "size_bytes": len(a.Data), "validated": true,
 		"lock_wait_ms": waited.Milliseconds()})

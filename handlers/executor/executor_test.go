@@ -444,3 +444,72 @@ func TestExecutorRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestExecutorAnswerOfACarriedOutputIsStoredAfterItsResult: a step that
+// runs alone, whose output the run state will carry, returns its result
+// while its memory write is still in flight; the write is awaited as the
+// worker awaits it (events.Deferring) and stored once it returns. A step
+// that runs beside another writes before it returns.
+func TestExecutorAnswerOfACarriedOutputIsStoredAfterItsResult(t *testing.T) {
+	for _, beside := range []bool{false, true} {
+		env := handlerstest.NewEnv(t)
+		x := handlerstest.NewExecutor(env, offline.New(), env.Toolcalls)
+		held := handlerstest.NewHeldStore(env.Store)
+		x.Writer.Store = held
+		req := handlerstest.ExecRequest("run-xd", 1)
+		if beside {
+			req.Run.Plan.Steps[1].Status, req.Run.Plan.Steps[1].TaskID = orch.StepRunning, "task-2"
+		}
+		outs := handlerstest.HandleStep(t, x, handlerstest.NewEvent(t, "step-xd", events.TypeStepRequested, req))
+		itEv := handlerstest.Only(t, outs, events.TypeStepIterated)
+		ctx, wait := events.Deferring(handlerstest.Ctx(t))
+		type handled struct {
+			outs []event.Event
+			err  error
+		}
+		done := make(chan handled, 1)
+		go func() {
+			outs, err := x.Handle(ctx, itEv)
+			done <- handled{outs, err}
+		}()
+		key := handlerstest.Tenant + ":" + handlerstest.Session + ":task-1:outlet_ids"
+		var h handled
+		if beside {
+			select {
+			case h = <-done:
+				t.Fatalf("beside another step: the hop returned before its memory write (%v)", h.err)
+			case <-time.After(300 * time.Millisecond):
+			}
+			held.Release()
+			h = <-done
+			if _, err := env.Store.GetMemory(handlerstest.Ctx(t), key); err != nil {
+				t.Fatalf("beside another step: no memory when the hop returned: %v", err)
+			}
+		} else {
+			select {
+			case h = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("alone: the hop waited for its memory write")
+			}
+			handlerstest.AssertNoMemory(t, env, key)
+		}
+		if h.err != nil {
+			t.Fatal(h.err)
+		}
+		sf := handlerstest.Finished(t, h.outs)
+		if sf.Result.Outcome != orch.OutcomeComplete || sf.Result.MemoryKey != key || len(sf.Result.Output) == 0 {
+			t.Fatalf("result = %+v", sf.Result)
+		}
+		if _, written := handlerstest.AuditOf(t, h.outs, "memory.written"); written["key"] != key {
+			t.Errorf("memory.written audit = %v", written)
+		}
+		held.Release()
+		if err := wait(handlerstest.Ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		m, err := env.Store.GetMemory(handlerstest.Ctx(t), key)
+		if err != nil || m.Text != string(sf.Result.Output) {
+			t.Fatalf("stored %q (%v), want the carried output %s", m.Text, err, sf.Result.Output)
+		}
+	}
+}

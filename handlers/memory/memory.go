@@ -111,6 +111,60 @@ func (w *MemoryWriter) Write(ctx context.Context, scope MemoryScope, label strin
 // draw's error.
 func (w *MemoryWriter) WriteDrawn(ctx context.Context, scope MemoryScope, label string, data, shape json.RawMessage,
 	draw func(context.Context) error) (string, time.Duration, error) {
+	doc, waited, err := w.drawn(ctx, scope, label, data, shape, draw)
+	if err != nil {
+		return "", waited, err
+	}
+	if _, err := w.Store.PutMemory(ctx, doc); err != nil {
+		return "", waited, fmt.Errorf("handlers: write memory: %w", err)
+	}
+	return doc.Key, waited, nil
+}
+
+// StartDrawn is WriteDrawn for a value no reader needs from memory before
+// wait returns: it checks the label and the data, draws and embeds as
+// WriteDrawn does, then starts the write and returns without awaiting it;
+// wait returns the write's outcome. An executor whose step's output rides
+// in the run state (orch.Plan.Carries) writes it so, and the worker
+// awaits the write while the step's result is published, before the input
+// is acknowledged (events.Defer): the write leaves the hop's critical path
+// and stays durable before the hop ends. A key another live task may
+// write (scope.Shared) is locked and written before StartDrawn returns.
+func (w *MemoryWriter) StartDrawn(ctx context.Context, scope MemoryScope, label string, data, shape json.RawMessage,
+	draw func(context.Context) error) (key string, wait func(context.Context) error, err error) {
+	if scope.Shared {
+		key, _, err := w.WriteDrawn(ctx, scope, label, data, shape, draw)
+		return key, func(context.Context) error { return nil }, err
+	}
+	doc, _, err := w.drawn(ctx, scope, label, data, shape, draw)
+	if err != nil {
+		return "", nil, err
+	}
+	// The write outlives the handler's context, which ends when the
+	// handler returns; the store's own timeout bounds it.
+	put := context.WithoutCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Store.PutMemory(put, doc)
+		done <- err
+	}()
+	return doc.Key, func(ctx context.Context) error {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("handlers: write memory: %w", err)
+			}
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("handlers: write memory %s: %w", doc.Key, ctx.Err())
+		}
+	}, nil
+}
+
+// drawn checks data against the label and shape, draws, locks a shared
+// key and embeds data: the document WriteDrawn and StartDrawn write.
+func (w *MemoryWriter) drawn(ctx context.Context, scope MemoryScope, label string, data, shape json.RawMessage,
+	draw func(context.Context) error) (store.Memory, time.Duration, error) {
 	var invalid error
 	if !LabelRE.MatchString(label) {
 		invalid = fmt.Errorf("%w: %q (want [a-z0-9_], at most 64)", ErrBadLabel, label)
@@ -120,10 +174,10 @@ func (w *MemoryWriter) WriteDrawn(ctx context.Context, scope MemoryScope, label 
 	if invalid != nil {
 		if draw != nil {
 			if err := draw(ctx); err != nil {
-				return "", 0, err
+				return store.Memory{}, 0, err
 			}
 		}
-		return "", 0, invalid
+		return store.Memory{}, 0, invalid
 	}
 	key := scope.Key(label)
 	lockDrawn := w.lockDrawn
@@ -132,7 +186,7 @@ func (w *MemoryWriter) WriteDrawn(ctx context.Context, scope MemoryScope, label 
 	}
 	waited, took, err := lockDrawn(ctx, key, scope.TaskID, draw)
 	if err != nil {
-		return "", waited, err
+		return store.Memory{}, waited, err
 	}
 	// Embedded once drawn and locked: a refused draw embeds nothing. A
 	// failed embedding writes nothing and leaves no lock it took.
@@ -141,18 +195,14 @@ func (w *MemoryWriter) WriteDrawn(ctx context.Context, scope MemoryScope, label 
 		if rerr := w.release(ctx, key, took); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
-		return "", waited, err
+		return store.Memory{}, waited, err
 	}
 	now := w.now()
-	_, err = w.Store.PutMemory(ctx, store.Memory{
+	return store.Memory{
 		ID: key, TenantID: scope.TenantID, SessionID: scope.SessionID, TaskID: scope.TaskID, UserID: scope.UserID,
 		Scope: ScopeSession, Key: key, Text: string(data), Embedding: vec, Source: "executor", StepIndex: scope.StepIndex,
 		PlanID: scope.PlanID, CreatedAt: now, TTLAt: w.Retention.TTLAt(ScopeSession, now),
-	})
-	if err != nil {
-		return "", waited, fmt.Errorf("handlers: write memory: %w", err)
-	}
-	return key, waited, nil
+	}, waited, nil
 }
 
 // lockDrawn takes the key's lock for owner while draw, if set, runs;

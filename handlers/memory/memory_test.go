@@ -201,3 +201,55 @@ func (failingEmbedder) Embed(context.Context, []string) ([][]float32, error) {
 }
 
 func (failingEmbedder) Dimension() int { return 8 }
+
+// TestStartDrawnReturnsBeforeItsWrite: StartDrawn checks and draws before
+// it returns, starts the write of a key no other task writes without
+// awaiting it, and its wait returns once the value is stored. A value off
+// its contract starts nothing; a shared key is written before it returns.
+func TestStartDrawnReturnsBeforeItsWrite(t *testing.T) {
+	env := handlerstest.NewEnv(t)
+	ctx := handlerstest.Ctx(t)
+	held := handlerstest.NewHeldStore(env.Store)
+	w := &memory.MemoryWriter{Store: held, Locks: env.Locks}
+	data, shape := json.RawMessage(handlerstest.OutletIDsData), json.RawMessage(handlerstest.OutletIDsShape)
+	scope := handlerstest.MemScope("task-alone")
+	scope.Shared = false
+	drawn := 0
+	draw := func(context.Context) error { drawn++; return nil }
+
+	key, wait, err := w.StartDrawn(ctx, scope, "outlet_ids", data, shape, draw)
+	if err != nil || key != scope.Key("outlet_ids") || drawn != 1 {
+		t.Fatalf("StartDrawn = %q, %v (drawn %d)", key, err, drawn)
+	}
+	handlerstest.AssertNoMemory(t, env, key) // the write is held
+	if handlerstest.LockTaken(t, env, key) {
+		t.Errorf("a key no other task writes was locked")
+	}
+	held.Release()
+	if err := wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := env.Store.GetMemory(ctx, key); err != nil || m.Text != handlerstest.OutletIDsData || m.Source != "executor" {
+		t.Fatalf("after the wait: %+v, %v", m, err)
+	}
+
+	bad := handlerstest.MemScope("task-bad")
+	bad.Shared = false
+	var cv *memory.ContractViolation
+	if _, wait, err := w.StartDrawn(ctx, bad, "outlet_ids", json.RawMessage(`{"outlet_ids":"x"}`), shape, draw); !errors.As(err, &cv) || wait != nil {
+		t.Fatalf("off its contract: %v, wait %v", err, wait != nil)
+	}
+	handlerstest.AssertNoMemory(t, env, bad.Key("outlet_ids"))
+
+	shared := handlerstest.MemScope("task-shared")
+	key, wait, err = w.StartDrawn(ctx, shared, "outlet_ids", data, shape, draw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Store.GetMemory(ctx, key); err != nil {
+		t.Fatalf("a shared key is not written when StartDrawn returns: %v", err)
+	}
+	if !handlerstest.LockTaken(t, env, key) || wait(ctx) != nil {
+		t.Errorf("a shared key's write took no lock, or its wait failed")
+	}
+}

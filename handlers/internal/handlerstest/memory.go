@@ -1,7 +1,9 @@
 package handlerstest
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -62,3 +64,29 @@ func MemScope(task string) memory.MemoryScope {
 
 // OutletIDsData is a value of OutletIDsShape.
 const OutletIDsData = `{"outlet_ids":["out-001","out-002"]}`
+
+// HeldStore is a memory store whose writes wait until Release: a test
+// sees what a caller does while its write is in flight.
+type HeldStore struct {
+	memory.MemoryStore
+	release chan struct{}
+	once    sync.Once
+}
+
+// NewHeldStore holds the writes to st.
+func NewHeldStore(st memory.MemoryStore) *HeldStore {
+	return &HeldStore{MemoryStore: st, release: make(chan struct{})}
+}
+
+// PutMemory writes m once the store is released.
+func (h *HeldStore) PutMemory(ctx context.Context, m store.Memory) (store.Memory, error) {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return store.Memory{}, ctx.Err()
+	}
+	return h.MemoryStore.PutMemory(ctx, m)
+}
+
+// Release lets the writes held and every later one through.
+func (h *HeldStore) Release() { h.once.Do(func() { close(h.release) }) }
