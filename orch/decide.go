@@ -690,18 +690,12 @@ func (p Plan) Carried(key string) json.RawMessage {
 	return nil
 }
 
-// CarriesAlone reports whether the plan will carry out as the output of
-// step when its result joins (Carried): no other step is running or
-// parked at a gate, so no other output joins first, and out fits the
-// bounds carry sets. An executor that knows so need not have written out
-// to memory before it publishes the result: no reader reads it there.
+// CarriesAlone reports whether step's join will carry out (Carried): no
+// other step runs or waits at a gate, and out fits carry's bounds.
 func (p Plan) CarriesAlone(step int, out json.RawMessage) bool {
-	for _, s := range p.Steps {
-		if s.Index != step && (s.Status == StepRunning || s.Status == StepAwaitingGate) {
-			return false
-		}
-	}
-	return p.carry(out) != nil
+	return !slices.ContainsFunc(p.Steps, func(s Step) bool {
+		return s.Index != step && (s.Status == StepRunning || s.Status == StepAwaitingGate)
+	}) && p.carry(out) != nil
 }
 
 // carry is out when the plan may carry it: at most MaxCarriedOutput
