@@ -125,7 +125,7 @@ func (w *MemoryWriter) WriteDrawn(ctx context.Context, scope MemoryScope, label 
 // wait returns: it checks the label and the data, draws and embeds as
 // WriteDrawn does, then starts the write and returns without awaiting it;
 // wait returns the write's outcome. An executor whose step's output rides
-// in the run state (orch.Plan.Carries) writes it so, and the worker
+// in the run state (orch.Plan.CarriesAlone) writes it so, and the worker
 // awaits the write while the step's result is published, before the input
 // is acknowledged (events.Defer): the write leaves the hop's critical path
 // and stays durable before the hop ends. A key another live task may

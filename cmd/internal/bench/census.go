@@ -33,8 +33,8 @@ type Census struct {
 	SentPerRun map[string]float64 `json:"sent_per_run"`
 	Sent       float64            `json:"sent"`
 	// BytesPerRun is the bytes the clients sent per run, payloads and
-	// headers, by the same kinds; Bytes the sum. What a hop copies, encodes, decodes and
-	// writes grows with it.
+	// headers, by the same kinds; Bytes the sum. What a hop copies,
+	// encodes, decodes and writes grows with it.
 	BytesPerRun map[string]float64 `json:"bytes_per_run"`
 	Bytes       float64            `json:"bytes"`
 }
