@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
 	"github.com/agentbus/agentbus/cmd/internal/bench/pipeline"
@@ -37,6 +38,10 @@ type Census struct {
 	// encodes, decodes and writes grows with it.
 	BytesPerRun map[string]float64 `json:"bytes_per_run"`
 	Bytes       float64            `json:"bytes"`
+	// FiredPerRun counts, of RecordsPerRun, the records the server stored
+	// itself, by stream: scheduled messages (an alert evaluation, a
+	// deadline) that fell due during the count, which no client sent.
+	FiredPerRun map[string]float64 `json:"fired_per_run,omitempty"`
 }
 
 // census runs n sequential pipeline runs, after a warm-up, while a
@@ -59,7 +64,7 @@ func census(ctx context.Context, srv *benchServer, n int) (Census, error) {
 	if _, err := d.projectorIdle(ctx); err != nil {
 		return Census{}, err
 	}
-	before, err := lastSeqs(ctx, d)
+	before, _, err := lastSeqs(ctx, d)
 	if err != nil {
 		return Census{}, err
 	}
@@ -94,22 +99,40 @@ func census(ctx context.Context, srv *benchServer, n int) (Census, error) {
 	if err != nil {
 		return Census{}, err
 	}
-	_ = sub.Unsubscribe()
-	if err := mon.Flush(); err != nil {
+	// Drained, not unsubscribed: the messages the monitor received but
+	// has not counted yet are counted before the count ends.
+	closed := sub.StatusChanged(nats.SubscriptionClosed)
+	if err := sub.Drain(); err != nil {
 		return Census{}, err
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		return Census{}, ctx.Err()
 	}
 	mu.Lock()
 	sent["other"] -= polls
 	mu.Unlock()
-	after, err := lastSeqs(ctx, d)
+	after, scheduling, err := lastSeqs(ctx, d)
 	if err != nil {
 		return Census{}, err
 	}
-	c := Census{Runs: n, RecordsPerRun: map[string]float64{}, SentPerRun: map[string]float64{}, BytesPerRun: map[string]float64{}}
+	c := Census{Runs: n, RecordsPerRun: map[string]float64{}, SentPerRun: map[string]float64{}, BytesPerRun: map[string]float64{},
+		FiredPerRun: map[string]float64{}}
 	for name, seq := range after {
 		if dlt := float64(seq-before[name]) / float64(n); dlt > 0 {
 			c.RecordsPerRun[name] = dlt
 			c.Records += dlt
+		}
+		if !scheduling[name] {
+			continue
+		}
+		f, err := fired(ctx, d.js, name, before[name], seq)
+		if err != nil {
+			return Census{}, err
+		}
+		if f > 0 {
+			c.FiredPerRun[name] = float64(f) / float64(n)
 		}
 	}
 	mu.Lock()
@@ -143,14 +166,63 @@ func headerBytes(h nats.Header) int {
 	return n
 }
 
-// lastSeqs is the last sequence of every stream.
-func lastSeqs(ctx context.Context, d *deployment) (map[string]uint64, error) {
-	out := map[string]uint64{}
+// fired counts the messages of stream after sequence from up to to that
+// the server stored when a scheduled message fell due: they carry the
+// Nats-Scheduler header. It reads headers only; a range whose last
+// messages were removed since (a fired schedule is purged) ends when a
+// fetch finds nothing more.
+func fired(ctx context.Context, js jetstream.JetStream, stream string, from, to uint64) (int, error) {
+	if to <= from {
+		return 0, nil
+	}
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from + 1, HeadersOnly: true,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("census of %s: %w", stream, err)
+	}
+	n := 0
+	for {
+		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return 0, fmt.Errorf("census of %s: %w", stream, err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			meta, err := m.Metadata()
+			if err != nil {
+				return 0, fmt.Errorf("census of %s: %w", stream, err)
+			}
+			if meta.Sequence.Stream > to {
+				return n, nil
+			}
+			if m.Headers().Get(jetstream.SchedulerHeader) != "" {
+				n++
+			}
+			if meta.Sequence.Stream == to {
+				return n, nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return 0, fmt.Errorf("census of %s: %w", stream, err)
+		}
+		if got == 0 {
+			return n, nil
+		}
+	}
+}
+
+// lastSeqs is the last sequence of every stream, and the names of those
+// that hold scheduled messages.
+func lastSeqs(ctx context.Context, d *deployment) (map[string]uint64, map[string]bool, error) {
+	out, scheduling := map[string]uint64{}, map[string]bool{}
 	l := d.js.ListStreams(ctx)
 	for si := range l.Info() {
 		out[si.Config.Name] = si.State.LastSeq
+		scheduling[si.Config.Name] = si.Config.AllowMsgSchedules
 	}
-	return out, l.Err()
+	return out, scheduling, l.Err()
 }
 
 // sentKind is the kind of a message a client sent on subject, or "" for
@@ -195,6 +267,9 @@ func (c Census) print(w io.Writer) {
 		return strings.Join(parts, ", ")
 	}
 	fmt.Fprintf(w, "census (%d sequential runs): %.1f records a run: %s\n", c.Runs, c.Records, list(c.RecordsPerRun))
+	if len(c.FiredPerRun) > 0 {
+		fmt.Fprintf(w, "census: of those, stored by the server as scheduled messages fell due: %s\n", list(c.FiredPerRun))
+	}
 	fmt.Fprintf(w, "census: %.1f messages sent by the clients a run: %s\n", c.Sent, list(c.SentPerRun))
 	kb := map[string]float64{}
 	for k, v := range c.BytesPerRun {
