@@ -41,6 +41,10 @@ type Config struct {
 	PointRuns   []RunsAt
 	PointTime   time.Duration
 	Repetitions int
+	// Settle brings the machine back to the same state before each
+	// repetition (default settle); nil in a Config that skips defaults:
+	// no settling.
+	Settle func(context.Context) (settled, error)
 }
 
 func (c *Config) defaults() {
@@ -52,6 +56,9 @@ func (c *Config) defaults() {
 	}
 	if c.Log == nil {
 		c.Log = os.Stderr
+	}
+	if c.Settle == nil {
+		c.Settle = settle
 	}
 	set := func(v *int, full, quick int) {
 		if *v == 0 {

@@ -60,8 +60,8 @@ func (ct *contender) missing() bool { return ct.off != nil && ct.off() }
 // and so on (A, B, C, A, B, C, ...). A drift of the machine's speed
 // (another tenant, the disk's flushes) then weighs on every contender
 // alike, and each repetition of one sits next to the same repetition of
-// the others. Each point is then filed with the medians of its
-// repetitions.
+// the others; each starts on a settled machine (settle). Each point is
+// then filed with the medians of its repetitions.
 func interleave(ctx context.Context, cfg Config, cs []*contender, start time.Time) error {
 	for ci, conc := range cfg.Concurrency {
 		reps := make([][]Rep, len(cs))
@@ -69,6 +69,14 @@ func interleave(ctx context.Context, cfg Config, cs []*contender, start time.Tim
 			for i, ct := range cs {
 				if ct.missing() {
 					continue
+				}
+				var st settled
+				if cfg.Settle != nil {
+					s, err := cfg.Settle(ctx)
+					if err != nil {
+						return err
+					}
+					st = s
 				}
 				r, err := ct.labelled(ctx, conc)
 				if err != nil {
@@ -84,8 +92,8 @@ func interleave(ctx context.Context, cfg Config, cs []*contender, start time.Tim
 				}
 				ct.rates[conc] = r.RunsPerS
 				reps[i] = append(reps[i], r)
-				fmt.Fprintf(cfg.Log, "bench:   c%d %d/%d %s: %.1f runs/s (%d runs in %.1f s)\n",
-					conc, rep+1, cfg.Repetitions, ct.name, r.RunsPerS, r.Runs, r.Seconds)
+				fmt.Fprintf(cfg.Log, "bench:   c%d %d/%d %s: %.1f runs/s (%d runs in %.1f s; %s)\n",
+					conc, rep+1, cfg.Repetitions, ct.name, r.RunsPerS, r.Runs, r.Seconds, st)
 			}
 		}
 		for i, ct := range cs {

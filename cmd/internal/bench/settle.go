@@ -1,0 +1,144 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Settling: before each repetition the machine is brought back to the
+// same state, so that one contender's after-effects weigh on none of the
+// others. What a contender leaves behind outlives it: a peer's dirty
+// pages that the kernel writes back later, a stopped process's last
+// work, the garbage of this process's previous point. Each repetition
+// starts after the disk holds every written page, this process's garbage
+// is collected, and the machine's CPUs have been idle for a moment.
+const (
+	// settleIdle is the share of the machine's CPU time that may be busy
+	// over a settleWindow for it to count as idle.
+	settleIdle   = 0.10
+	settleWindow = 250 * time.Millisecond
+	// settleMax bounds the wait for idle CPUs: a machine busy with work
+	// of its own is measured as it is, and the log says so.
+	settleMax = 15 * time.Second
+)
+
+// settled reports how a settle went: how long it took, and the busy share
+// of the CPUs over its first and last windows.
+type settled struct {
+	took        time.Duration
+	first, last float64
+	idle        bool // the last window was idle; false when settleMax ran out
+}
+
+func (s settled) String() string {
+	if s.took == 0 {
+		return "not settled"
+	}
+	state := "idle"
+	if !s.idle {
+		state = "still busy"
+	}
+	return fmt.Sprintf("settled in %.1f s, CPUs %.0f %% busy then %.0f %% (%s)", s.took.Seconds(), 100*s.first, 100*s.last, state)
+}
+
+// settle syncs the file systems, collects this process's garbage and
+// returns its memory to the system, then waits until the CPUs are idle
+// over a window, at most settleMax. Where /proc/stat cannot be read it
+// does only the first two.
+func settle(ctx context.Context) (settled, error) {
+	start := time.Now()
+	syscall.Sync()
+	runtime.GC()
+	debug.FreeOSMemory()
+	s, err := waitIdle(ctx, cpuTimes, settleMax)
+	s.took = time.Since(start)
+	return s, err
+}
+
+// waitIdle waits until the CPU times read shows the CPUs idle over a
+// window, at most limit; it returns at once when read fails (no
+// /proc/stat here).
+func waitIdle(ctx context.Context, read func() (cpuSample, error), limit time.Duration) (settled, error) {
+	start := time.Now()
+	s := settled{first: -1}
+	prev, err := read()
+	if err != nil {
+		return settled{idle: true}, nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-time.After(settleWindow):
+		}
+		cur, err := read()
+		if err != nil {
+			return settled{idle: true}, nil
+		}
+		s.last = cur.busySince(prev)
+		if s.first < 0 {
+			s.first = s.last
+		}
+		prev = cur
+		if s.idle = s.last <= settleIdle; s.idle || time.Since(start) >= limit {
+			return s, nil
+		}
+	}
+}
+
+// cpuSample is the machine's CPU time so far, in clock ticks: all of it,
+// and the idle share (idle and iowait).
+type cpuSample struct{ total, idle uint64 }
+
+// busySince is the share of the CPU time between prev and c that was not
+// idle.
+func (c cpuSample) busySince(prev cpuSample) float64 {
+	total := c.total - prev.total
+	if total == 0 || c.total < prev.total || c.idle < prev.idle {
+		return 0
+	}
+	return 1 - float64(c.idle-prev.idle)/float64(total)
+}
+
+// cpuTimes reads the machine's CPU times from /proc/stat.
+func cpuTimes() (cpuSample, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuSample{}, err
+	}
+	return parseCPUTimes(b)
+}
+
+// parseCPUTimes reads the aggregate "cpu" line of /proc/stat: user, nice,
+// system, idle, iowait, irq, softirq, steal, ... ticks. Guest time is
+// already counted in user and nice, so only the first eight add up.
+func parseCPUTimes(stat []byte) (cpuSample, error) {
+	sc := bufio.NewScanner(bytes.NewReader(stat))
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) < 5 || string(f[0]) != "cpu" {
+			continue
+		}
+		var s cpuSample
+		for i, v := range f[1:min(len(f), 9)] {
+			n, err := strconv.ParseUint(string(v), 10, 64)
+			if err != nil {
+				return cpuSample{}, fmt.Errorf("/proc/stat: %q: %w", v, err)
+			}
+			s.total += n
+			if i == 3 || i == 4 {
+				s.idle += n
+			}
+		}
+		return s, nil
+	}
+	return cpuSample{}, fmt.Errorf("/proc/stat: no cpu line")
+}
