@@ -14,11 +14,12 @@ import (
 // may link.
 const demoPackage = "github.com/agentbus/agentbus/skills/demo"
 
-// devPackages are the benchmark (with its pipeline run), the sync probe
-// and the fault-injection harness, which only the development binary may
-// link.
+// devPackages are the benchmark (with its pipeline run and its view of the
+// machine), the sync probe and the fault-injection harness, which only
+// the development binary may link.
 var devPackages = []string{"github.com/agentbus/agentbus/cmd/internal/bench", "github.com/agentbus/agentbus/cmd/internal/bench/pipeline",
-	"github.com/agentbus/agentbus/cmd/internal/syncprobe", "github.com/agentbus/agentbus/cmd/internal/chaos"}
+	"github.com/agentbus/agentbus/cmd/internal/bench/host", "github.com/agentbus/agentbus/cmd/internal/syncprobe",
+	"github.com/agentbus/agentbus/cmd/internal/chaos"}
 
 // devOnlyModules are the import path prefixes of modules that only the
 // development module (cmd/dev) requires: the Restate SDK of the benchmark's

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strings"
 	"time"
 
+	"github.com/agentbus/agentbus/cmd/internal/bench/host"
 	"github.com/agentbus/agentbus/sandbox"
 )
 
@@ -42,9 +42,9 @@ type Config struct {
 	PointTime   time.Duration
 	Repetitions int
 	// Settle brings the machine back to the same state before each
-	// repetition (default settle); nil in a Config that skips defaults:
+	// repetition (default host.Settle); nil in a Config that skips defaults:
 	// no settling.
-	Settle func(context.Context) (settled, error)
+	Settle func(context.Context) (host.Settled, error)
 }
 
 func (c *Config) defaults() {
@@ -58,7 +58,7 @@ func (c *Config) defaults() {
 		c.Log = os.Stderr
 	}
 	if c.Settle == nil {
-		c.Settle = settle
+		c.Settle = host.Settle
 	}
 	set := func(v *int, full, quick int) {
 		if *v == 0 {
@@ -110,7 +110,7 @@ func (c *Config) defaults() {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	start := time.Now()
-	r := &Report{Time: start.UTC(), Machine: machine(), Quick: cfg.Quick, Repetitions: cfg.Repetitions}
+	r := &Report{Time: start.UTC(), Machine: host.Describe(), Quick: cfg.Quick, Repetitions: cfg.Repetitions}
 	var servers []*benchServer
 	defer func() {
 		for _, srv := range servers {
@@ -290,20 +290,6 @@ func peerWithLatency(ctx context.Context, cfg Config, lg *peer, pr *PeerReport) 
 	if res, err := lg.measure(ctx, "sqlite", cfg.LLMRuns, fixed(cfg.LLMRuns), cfg.LLMRuns, int(cfg.LLMLatency.Milliseconds())); err == nil {
 		pr.WithLatency = &res
 	}
-}
-
-func machine() Machine {
-	m := Machine{Cores: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version()}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if name, ok := strings.CutPrefix(line, "model name"); ok {
-				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
-				break
-			}
-		}
-	}
-	m.Hostname, _ = os.Hostname()
-	return m
 }
 
 func contains(list []string, s string) bool {

@@ -6,6 +6,8 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"time"
+
+	"github.com/agentbus/agentbus/cmd/internal/bench/host"
 )
 
 // A contender is one of the things the throughput points compare:
@@ -60,7 +62,7 @@ func (ct *contender) missing() bool { return ct.off != nil && ct.off() }
 // and so on (A, B, C, A, B, C, ...). A drift of the machine's speed
 // (another tenant, the disk's flushes) then weighs on every contender
 // alike, and each repetition of one sits next to the same repetition of
-// the others; each starts on a settled machine (settle). Each point is
+// the others; each starts on a settled machine (host.Settle). Each point is
 // then filed with the medians of its repetitions.
 func interleave(ctx context.Context, cfg Config, cs []*contender, start time.Time) error {
 	for ci, conc := range cfg.Concurrency {
@@ -70,7 +72,7 @@ func interleave(ctx context.Context, cfg Config, cs []*contender, start time.Tim
 				if ct.missing() {
 					continue
 				}
-				var st settled
+				var st host.Settled
 				if cfg.Settle != nil {
 					s, err := cfg.Settle(ctx)
 					if err != nil {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/cmd/internal/bench/host"
 	"github.com/agentbus/agentbus/cmd/internal/bench/pipeline"
 	"github.com/agentbus/agentbus/events"
 	"github.com/agentbus/agentbus/handlers"
@@ -151,7 +151,7 @@ func throughput(ctx context.Context, srv *benchServer, executors, conc int, l lo
 	if _, err := d.caughtUp(ctx); err != nil { // nothing of the warm-up left to project
 		return Throughput{}, err
 	}
-	cpu0 := processCPU()
+	cpu0 := host.ProcessCPU()
 	lat, elapsed, err := closedLoop(ctx, d, conc, l)
 	if err != nil {
 		return Throughput{}, err
@@ -164,7 +164,7 @@ func throughput(ctx context.Context, srv *benchServer, executors, conc int, l lo
 		return Throughput{}, err
 	}
 	elapsed += lag
-	cpu := processCPU() - cpu0
+	cpu := host.ProcessCPU() - cpu0
 	total := len(lat)
 	rps := float64(total) / elapsed.Seconds()
 	return Throughput{Executors: executors, Concurrency: conc, Runs: total, RunsPerS: rps, HopsPerS: rps * hopsPerRun, Latency: distOf(lat),
@@ -207,15 +207,6 @@ func closedLoop(ctx context.Context, d *deployment, conc int, l load) ([]time.Du
 		_, took, err := d.run(ctx, pipeline.Task)
 		return took, err
 	})
-}
-
-// processCPU is the user plus system CPU time the process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // LLMShare is the fraction of run time spent in the model.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentbus/agentbus/cmd/internal/bench/host"
 	"github.com/agentbus/agentbus/cmd/internal/bench/pipeline"
 )
 
@@ -45,7 +46,7 @@ func benchPipeline(b *testing.B, conc int) {
 			}
 		})
 	}
-	cpu := processCPU()
+	cpu := host.ProcessCPU()
 	b.ResetTimer()
 	// Not b.Loop: it stops the timer when the last run is handed out, and
 	// at c64 the last 64 would run off the clock.
@@ -55,5 +56,5 @@ func benchPipeline(b *testing.B, conc int) {
 	close(runs)
 	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(float64((processCPU()-cpu).Microseconds())/1000/float64(b.N), "cpu-ms/run")
+	b.ReportMetric(float64((host.ProcessCPU()-cpu).Microseconds())/1000/float64(b.N), "cpu-ms/run")
 }

@@ -9,17 +9,9 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
-)
 
-// Machine describes where the figures came from.
-type Machine struct {
-	CPU      string `json:"cpu"`
-	Cores    int    `json:"cores"`
-	GOOS     string `json:"goos"`
-	GOARCH   string `json:"goarch"`
-	Go       string `json:"go"`
-	Hostname string `json:"hostname"`
-}
+	"github.com/agentbus/agentbus/cmd/internal/bench/host"
+)
 
 // ModeReport holds every figure of one durability mode.
 type ModeReport struct {
@@ -108,7 +100,7 @@ type Comparison struct {
 // Report is the whole benchmark result.
 type Report struct {
 	Time        time.Time           `json:"time"`
-	Machine     Machine             `json:"machine"`
+	Machine     host.Machine        `json:"machine"`
 	Quick       bool                `json:"quick"`
 	Modes       []ModeReport        `json:"modes"`
 	Scaling     ScalingReport       `json:"executor_scaling"`

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/agentbus/agentbus/cmd/internal/app"
+	"github.com/agentbus/agentbus/cmd/internal/bench/host"
 	"github.com/agentbus/agentbus/cmd/internal/bench/pipeline"
 	"github.com/agentbus/agentbus/cmd/internal/procs"
 	"github.com/agentbus/agentbus/handlers"
@@ -170,9 +171,9 @@ func scalingPoint(ctx context.Context, d *deployment, bin string, env []string, 
 	if _, _, err := closedLoop(ctx, d, conc, fixed(conc)); err != nil { // warm-up
 		return ScalingPoint{}, failed(err)
 	}
-	cpu0 := processCPU() + childrenCPU(started)
+	cpu0 := host.ProcessCPU() + childrenCPU(started)
 	lat, elapsed, err := closedLoop(ctx, d, conc, fixed(total))
-	cpu := processCPU() + childrenCPU(started) - cpu0
+	cpu := host.ProcessCPU() + childrenCPU(started) - cpu0
 	if err != nil {
 		return ScalingPoint{}, failed(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbus/agentbus/cmd/internal/bench/host"
 	"github.com/agentbus/agentbus/events"
 )
 
@@ -292,7 +293,7 @@ func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bo
 	if _, err := r.caughtUp(ctx, hops, proj); err != nil {
 		return Throughput{}, err
 	}
-	cpu0 := processCPU()
+	cpu0 := host.ProcessCPU()
 	lat, elapsed, err := keepInFlight(conc, l, run)
 	if err != nil {
 		return Throughput{}, err
@@ -302,7 +303,7 @@ func skeleton(ctx context.Context, srv *benchServer, traffic skelTraffic, tcp bo
 		return Throughput{}, err
 	}
 	elapsed += lag
-	cpu := processCPU() - cpu0
+	cpu := host.ProcessCPU() - cpu0
 	total := len(lat)
 	rps := float64(total) / elapsed.Seconds()
 	return Throughput{Executors: 1, Concurrency: conc, Runs: total, RunsPerS: rps, HopsPerS: rps * skelHops, Latency: distOf(lat),

@@ -1,4 +1,4 @@
-package bench
+package host
 
 import (
 	"context"
@@ -50,16 +50,16 @@ func TestWaitIdleWaitsForAnIdleWindow(t *testing.T) {
 	}
 	// The first reading is the baseline; then 90, 50 and 5 of 100 busy.
 	s, err := waitIdle(context.Background(), script(0, 90, 50, 5, 90), time.Minute)
-	if err != nil || !s.idle || math.Abs(s.first-0.9) > 1e-9 || math.Abs(s.last-0.05) > 1e-9 {
+	if err != nil || !s.Idle || math.Abs(s.First-0.9) > 1e-9 || math.Abs(s.Last-0.05) > 1e-9 {
 		t.Errorf("scripted load: %+v, %v", s, err)
 	}
 	start := time.Now()
 	s, err = waitIdle(context.Background(), script(0, 90, 90, 90, 90, 90, 90, 90, 90), 3*settleWindow)
-	if err != nil || s.idle || time.Since(start) < 3*settleWindow {
+	if err != nil || s.Idle || time.Since(start) < 3*settleWindow {
 		t.Errorf("busy throughout, returned after %v: %+v, %v", time.Since(start), s, err)
 	}
 	s, err = waitIdle(context.Background(), func() (cpuSample, error) { return cpuSample{}, errors.New("no /proc") }, time.Minute)
-	if err != nil || !s.idle {
+	if err != nil || !s.Idle {
 		t.Errorf("without CPU times: %+v, %v", s, err)
 	}
 }
@@ -69,5 +69,16 @@ func TestCPUTimesReadsThisMachine(t *testing.T) {
 	s, err := cpuTimes()
 	if err != nil || s.total == 0 || s.idle > s.total {
 		t.Fatalf("%+v, %v", s, err)
+	}
+}
+
+// TestProcessCPUGrows: the process's CPU time grows as it computes.
+func TestProcessCPUGrows(t *testing.T) {
+	before := ProcessCPU()
+	x := 0
+	for deadline := time.Now().Add(50 * time.Millisecond); time.Now().Before(deadline); x++ {
+	}
+	if after := ProcessCPU(); after <= before || x == 0 {
+		t.Fatalf("CPU time %v then %v", before, after)
 	}
 }

@@ -1,4 +1,7 @@
-package bench
+// Package host is what the benchmark knows of the machine it runs on:
+// the CPU time its process has used, and how busy the machine's CPUs are,
+// so that each measurement starts on a settled machine (Settle).
+package host
 
 import (
 	"bufio"
@@ -9,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -30,48 +34,49 @@ const (
 	settleMax = 15 * time.Second
 )
 
-// settled reports how a settle went: how long it took, and the busy share
+// Settled reports how a settle went: how long it took, and the busy share
 // of the CPUs over its first and last windows.
-type settled struct {
-	took        time.Duration
-	first, last float64
-	idle        bool // the last window was idle; false when settleMax ran out
+type Settled struct {
+	Took        time.Duration
+	First, Last float64
+	Idle        bool // the last window was idle; false when settleMax ran out
 }
 
-func (s settled) String() string {
-	if s.took == 0 {
+// String says how the settle went, for the benchmark's log.
+func (s Settled) String() string {
+	if s.Took == 0 {
 		return "not settled"
 	}
 	state := "idle"
-	if !s.idle {
+	if !s.Idle {
 		state = "still busy"
 	}
-	return fmt.Sprintf("settled in %.1f s, CPUs %.0f %% busy then %.0f %% (%s)", s.took.Seconds(), 100*s.first, 100*s.last, state)
+	return fmt.Sprintf("settled in %.1f s, CPUs %.0f %% busy then %.0f %% (%s)", s.Took.Seconds(), 100*s.First, 100*s.Last, state)
 }
 
-// settle syncs the file systems, collects this process's garbage and
+// Settle syncs the file systems, collects this process's garbage and
 // returns its memory to the system, then waits until the CPUs are idle
 // over a window, at most settleMax. Where /proc/stat cannot be read it
 // does only the first two.
-func settle(ctx context.Context) (settled, error) {
+func Settle(ctx context.Context) (Settled, error) {
 	start := time.Now()
 	syscall.Sync()
 	runtime.GC()
 	debug.FreeOSMemory()
 	s, err := waitIdle(ctx, cpuTimes, settleMax)
-	s.took = time.Since(start)
+	s.Took = time.Since(start)
 	return s, err
 }
 
 // waitIdle waits until the CPU times read shows the CPUs idle over a
 // window, at most limit; it returns at once when read fails (no
 // /proc/stat here).
-func waitIdle(ctx context.Context, read func() (cpuSample, error), limit time.Duration) (settled, error) {
+func waitIdle(ctx context.Context, read func() (cpuSample, error), limit time.Duration) (Settled, error) {
 	start := time.Now()
-	s := settled{first: -1}
+	s := Settled{First: -1}
 	prev, err := read()
 	if err != nil {
-		return settled{idle: true}, nil
+		return Settled{Idle: true}, nil
 	}
 	for {
 		select {
@@ -81,14 +86,14 @@ func waitIdle(ctx context.Context, read func() (cpuSample, error), limit time.Du
 		}
 		cur, err := read()
 		if err != nil {
-			return settled{idle: true}, nil
+			return Settled{Idle: true}, nil
 		}
-		s.last = cur.busySince(prev)
-		if s.first < 0 {
-			s.first = s.last
+		s.Last = cur.busySince(prev)
+		if s.First < 0 {
+			s.First = s.Last
 		}
 		prev = cur
-		if s.idle = s.last <= settleIdle; s.idle || time.Since(start) >= limit {
+		if s.Idle = s.Last <= settleIdle; s.Idle || time.Since(start) >= limit {
 			return s, nil
 		}
 	}
@@ -141,4 +146,39 @@ func parseCPUTimes(stat []byte) (cpuSample, error) {
 		return s, nil
 	}
 	return cpuSample{}, fmt.Errorf("/proc/stat: no cpu line")
+}
+
+// Machine describes where the figures came from.
+type Machine struct {
+	CPU      string `json:"cpu"`
+	Cores    int    `json:"cores"`
+	GOOS     string `json:"goos"`
+	GOARCH   string `json:"goarch"`
+	Go       string `json:"go"`
+	Hostname string `json:"hostname"`
+}
+
+// Describe describes this machine: its CPU model (from /proc/cpuinfo,
+// where there is one), cores, system, Go version and host name.
+func Describe() Machine {
+	m := Machine{Cores: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if name, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+				break
+			}
+		}
+	}
+	m.Hostname, _ = os.Hostname()
+	return m
+}
+
+// ProcessCPU is the user plus system CPU time the process has used.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
