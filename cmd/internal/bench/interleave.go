@@ -80,6 +80,7 @@ func interleave(ctx context.Context, cfg Config, cs []*contender, start time.Tim
 					}
 					st = s
 				}
+				used := host.ProcessUsage()
 				r, err := ct.labelled(ctx, conc)
 				if err != nil {
 					if ct.drop == nil || ctx.Err() != nil {
@@ -94,8 +95,8 @@ func interleave(ctx context.Context, cfg Config, cs []*contender, start time.Tim
 				}
 				ct.rates[conc] = r.RunsPerS
 				reps[i] = append(reps[i], r)
-				fmt.Fprintf(cfg.Log, "bench:   c%d %d/%d %s: %.1f runs/s (%d runs in %.1f s; %s)\n",
-					conc, rep+1, cfg.Repetitions, ct.name, r.RunsPerS, r.Runs, r.Seconds, st)
+				fmt.Fprintf(cfg.Log, "bench:   c%d %d/%d %s: %.1f runs/s (%d runs in %.1f s; %s; %s)\n",
+					conc, rep+1, cfg.Repetitions, ct.name, r.RunsPerS, r.Runs, r.Seconds, st, host.ProcessUsage().Since(used))
 			}
 		}
 		for i, ct := range cs {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"syscall"
@@ -173,10 +174,33 @@ func Describe() Machine {
 }
 
 // ProcessCPU is the user plus system CPU time the process has used.
-func ProcessCPU() time.Duration {
+func ProcessCPU() time.Duration { return ProcessUsage().CPU }
+
+// Usage is what the process has used so far: CPU time, minor page faults
+// (memory the kernel had to map in) and garbage collections.
+type Usage struct {
+	CPU         time.Duration
+	MinorFaults int64
+	GCs         uint64
+}
+
+// ProcessUsage reads the process's usage so far.
+func ProcessUsage() Usage {
+	var u Usage
 	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		u.CPU, u.MinorFaults = time.Duration(ru.Utime.Nano()+ru.Stime.Nano()), ru.Minflt
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	gcs := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	if metrics.Read(gcs); gcs[0].Value.Kind() == metrics.KindUint64 {
+		u.GCs = gcs[0].Value.Uint64()
+	}
+	return u
+}
+
+// Since is what the process used between before and u, for the
+// benchmark's log.
+func (u Usage) Since(before Usage) string {
+	return fmt.Sprintf("this process %.1f s CPU, %d page faults, %d GCs", (u.CPU - before.CPU).Seconds(),
+		u.MinorFaults-before.MinorFaults, u.GCs-before.GCs)
 }

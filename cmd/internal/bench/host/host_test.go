@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,13 +74,24 @@ func TestCPUTimesReadsThisMachine(t *testing.T) {
 	}
 }
 
-// TestProcessCPUGrows: the process's CPU time grows as it computes.
-func TestProcessCPUGrows(t *testing.T) {
-	before := ProcessCPU()
+// TestProcessUsageGrows: the process's CPU time grows as it computes,
+// its page faults as it touches new memory, its collections as it
+// collects.
+func TestProcessUsageGrows(t *testing.T) {
+	before := ProcessUsage()
 	x := 0
 	for deadline := time.Now().Add(50 * time.Millisecond); time.Now().Before(deadline); x++ {
 	}
-	if after := ProcessCPU(); after <= before || x == 0 {
-		t.Fatalf("CPU time %v then %v", before, after)
+	mem := make([]byte, 64<<20)
+	for i := 0; i < len(mem); i += 4096 {
+		mem[i] = 1
+	}
+	runtime.GC()
+	after := ProcessUsage()
+	if after.CPU <= before.CPU || x == 0 || after.MinorFaults-before.MinorFaults < 1000 || after.GCs <= before.GCs || mem[4096] != 1 {
+		t.Fatalf("usage %+v then %+v", before, after)
+	}
+	if s := after.Since(before); !strings.Contains(s, "page faults") {
+		t.Errorf("Since: %q", s)
 	}
 }
