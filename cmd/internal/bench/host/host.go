@@ -37,7 +37,8 @@ const (
 )
 
 // Settled reports how a settle went: how long it took, and the busy share
-// of the CPUs over its first and last windows.
+// of the CPUs over its first and last windows (First is -1 where the
+// CPUs' times could not be read).
 type Settled struct {
 	Took        time.Duration
 	First, Last float64
@@ -48,6 +49,9 @@ type Settled struct {
 func (s Settled) String() string {
 	if s.Took == 0 {
 		return "not settled"
+	}
+	if s.First < 0 {
+		return fmt.Sprintf("synced in %.1f s, the CPUs' times unread", s.Took.Seconds())
 	}
 	state := "idle"
 	if !s.Idle {
@@ -75,7 +79,7 @@ func waitIdle(ctx context.Context, read func() (cpuSample, error), limit time.Du
 	s := Settled{First: -1}
 	prev, err := read()
 	if err != nil {
-		return Settled{Idle: true}, nil
+		return Settled{First: -1, Idle: true}, nil
 	}
 	for {
 		select {
@@ -85,7 +89,7 @@ func waitIdle(ctx context.Context, read func() (cpuSample, error), limit time.Du
 		}
 		cur, err := read()
 		if err != nil {
-			return Settled{Idle: true}, nil
+			return Settled{First: -1, Idle: true}, nil
 		}
 		s.Last = cur.busySince(prev)
 		if s.First < 0 {

@@ -61,8 +61,12 @@ func TestWaitIdleWaitsForAnIdleWindow(t *testing.T) {
 		t.Errorf("busy throughout, returned after %v: %+v, %v", time.Since(start), s, err)
 	}
 	s, err = waitIdle(context.Background(), func() (cpuSample, error) { return cpuSample{}, errors.New("no /proc") }, time.Minute)
-	if err != nil || !s.Idle {
+	if err != nil || !s.Idle || s.First >= 0 {
 		t.Errorf("without CPU times: %+v, %v", s, err)
+	}
+	s.Took = time.Second
+	if got := s.String(); !strings.Contains(got, "unread") {
+		t.Errorf("without CPU times the log says %q", got)
 	}
 }
 
