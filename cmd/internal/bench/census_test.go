@@ -67,15 +67,11 @@ func TestFiredCountsTheServersScheduledMessages(t *testing.T) {
 	}
 	defer srv.close()
 	ctx := context.Background()
-	nc, err := nats.Connect(srv.srv.ClientURL())
+	nc, js, err := srv.connect(true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CENSUS", Subjects: []string{"census.>"}, AllowMsgSchedules: true})
 	if err != nil {
 		t.Fatal(err)
