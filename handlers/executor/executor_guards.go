@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/handlers/ledger"
@@ -296,12 +298,9 @@ func (t *turn) ungroundedIDs(data json.RawMessage) []string {
 	seen := map[string]bool{}
 	var raw [][]byte
 	note := func(b []byte) {
-		var v any
-		if json.Unmarshal(b, &v) != nil {
+		if !jsonStrings(b, func(s string, _ bool) { seen[s] = true }) {
 			raw = append(raw, b) // not JSON: matched as text
-			return
 		}
-		walkStrings(v, func(s string) { seen[s] = true })
 	}
 	for _, tn := range t.req.Turns {
 		if tn.Role == "tool" && !tn.IsError {
@@ -320,45 +319,56 @@ func (t *turn) ungroundedIDs(data json.RawMessage) []string {
 	return missing
 }
 
-// idValues collects the string values of data's identifier fields.
+// idValues collects the string values of data's identifier fields, at
+// any depth, in the order they appear; nil when data is not JSON.
 func idValues(data json.RawMessage) []string {
-	var v any
-	if json.Unmarshal(data, &v) != nil {
+	var ids []string
+	if !jsonStrings(data, func(s string, underID bool) {
+		if underID {
+			ids = append(ids, s)
+		}
+	}) {
 		return nil
 	}
-	var ids []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, val := range x {
-				if k == "id" || strings.HasSuffix(k, "_id") || strings.HasSuffix(k, "_ids") {
-					walkStrings(val, func(s string) { ids = append(ids, s) })
-				}
-				walk(val)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		}
-	}
-	walk(v)
 	return ids
 }
 
-// walkStrings calls f with every string in v, at any depth.
-func walkStrings(v any, f func(string)) {
-	switch x := v.(type) {
-	case string:
-		f(x)
-	case map[string]any:
-		for _, e := range x {
-			walkStrings(e, f)
+// isIDName reports whether an object member's name names identifiers.
+func isIDName(k string) bool {
+	return k == "id" || strings.HasSuffix(k, "_id") || strings.HasSuffix(k, "_ids")
+}
+
+// jsonStrings calls f with every string value of the JSON text b, at any
+// depth, in order (member names are not values), with whether a member
+// on its path is named as identifiers (isIDName). It reports whether b
+// is one valid JSON value; f may have been called before a fault is
+// found. A token decoder rather than a decode into interfaces: the
+// grounding check runs on every answer, over every observation.
+func jsonStrings(b []byte, f func(s string, underID bool)) bool {
+	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true))
+	// under[i] says whether the container at depth i+1 lies under an
+	// identifier member; idName[i] whether its current member is one.
+	var under, idName []bool
+	for {
+		depth := dec.StackDepth()
+		kind, n := dec.StackIndex(depth)
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return err == io.EOF && depth == 0
 		}
-	case []any:
-		for _, e := range x {
-			walkStrings(e, f)
+		k := tok.Kind()
+		if kind == '{' && n%2 == 0 && k == '"' { // a member's name
+			idName[depth-1] = isIDName(tok.String())
+			continue
+		}
+		in := depth > 0 && (under[depth-1] || kind == '{' && idName[depth-1])
+		switch k {
+		case '"':
+			f(tok.String(), in)
+		case '{', '[':
+			under, idName = append(under, in), append(idName, false)
+		case '}', ']':
+			under, idName = under[:len(under)-1], idName[:len(idName)-1]
 		}
 	}
 }
