@@ -3,6 +3,8 @@ package events
 import (
 	"bytes"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -174,5 +176,104 @@ func TestAppendEventIsWriteJson(t *testing.T) {
 	}
 	if strings.Contains(string(write(exact[0])), "\n") {
 		t.Fatal("WriteJson wrote a line break")
+	}
+}
+
+// TestMarshalPayloadIsJSONMarshal: every payload MarshalPayload encodes
+// itself comes out byte for byte as json.Marshal encodes it, whatever
+// its names, strings (escapes, HTML characters, invalid UTF-8, line
+// separators), numbers, nesting and values of other types.
+func TestMarshalPayloadIsJSONMarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 34))
+	pieces := []string{"a", "z", "Id", "_", "0", " ", "\"", "\\", "\n", "\t", "\x01", "\x7f", "<", ">", "&", "é", "日本",
+		"\u2028", "\u2029", "\xff", "\xc3", "😀", "step_1", "memory_key"}
+	str := func() string {
+		var b strings.Builder
+		for range r.IntN(5) {
+			b.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		return b.String()
+	}
+	var value func(depth int) any
+	value = func(depth int) any {
+		switch r.IntN(13) {
+		case 0:
+			return nil
+		case 1, 2:
+			return str()
+		case 3:
+			return r.IntN(2) == 0
+		case 4:
+			return r.IntN(2000) - 1000
+		case 5:
+			return int64(r.Uint64())
+		case 6:
+			switch r.IntN(8) {
+			case 0:
+				return float64(r.IntN(100))
+			case 1:
+				return -r.Float64() * 1e-7
+			case 2:
+				return math.Inf(1)
+			case 3:
+				return 1e21
+			}
+			return r.Float64() * math.Pow(10, float64(r.IntN(50)-25))
+		case 7:
+			if depth > 2 {
+				return "leaf"
+			}
+			m := map[string]any{}
+			for range r.IntN(5) {
+				m[str()] = value(depth + 1)
+			}
+			return m
+		case 8:
+			if r.IntN(4) == 0 {
+				return []string(nil)
+			}
+			s := make([]string, r.IntN(3))
+			for i := range s {
+				s[i] = str()
+			}
+			return s
+		case 9:
+			return json.RawMessage(`{"b": 1, "a" : [ true ]}`)
+		case 10:
+			return map[string]float64{"tokens": 3, "usd": 0.25}
+		case 11:
+			return struct {
+				A string `json:"a"`
+				B int    `json:"b,omitempty"`
+			}{A: str()}
+		}
+		return uint64(r.Uint64())
+	}
+	fast := 0
+	for i := range 20000 {
+		p := map[string]any{}
+		for range r.IntN(7) {
+			p[str()] = value(0)
+		}
+		if i%50 == 0 {
+			p = nil
+		}
+		want, wantErr := json.Marshal(p)
+		got, err := MarshalPayload(p)
+		if !bytes.Equal(got, want) || (err == nil) != (wantErr == nil) {
+			t.Fatalf("payload %#v:\n got %s (%v)\nwant %s (%v)", p, got, err, want, wantErr)
+		}
+		if _, ok := appendPayloadMap(nil, p); ok {
+			fast++
+		}
+	}
+	if fast < 2000 {
+		t.Fatalf("only %d of 20000 payloads took the fast path", fast)
+	}
+	for _, v := range []any{"text", 3, []int{1}, struct{ A int }{1}, map[string]int{"a": 1}} {
+		want, _ := json.Marshal(v)
+		if got, err := MarshalPayload(v); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%#v: got %s (%v), want %s", v, got, err, want)
+		}
 	}
 }

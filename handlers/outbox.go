@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
-	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/agentbus/agentbus/events"
 )
@@ -44,7 +43,7 @@ func (a *Outbox) Audit(name string, lineage events.Audit, payload any) {
 		return
 	}
 	if payload != nil {
-		b, err := json.Marshal(payload)
+		b, err := events.MarshalPayload(payload)
 		if err != nil {
 			a.err = err
 			return
