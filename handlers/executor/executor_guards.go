@@ -342,10 +342,13 @@ func isIDName(k string) bool {
 // depth, in order (member names are not values), with whether a member
 // on its path is named as identifiers (isIDName). It reports whether b
 // is one valid JSON value; f may have been called before a fault is
-// found. A token decoder rather than a decode into interfaces: the
-// grounding check runs on every answer, over every observation.
+// found. Like json.Unmarshal, it accepts duplicate names and invalid
+// UTF-8 (read as U+FFFD), so an answer cannot slip past the check by
+// carrying a malformed byte. A token decoder rather than a decode into
+// interfaces: the grounding check runs on every answer, over every
+// observation.
 func jsonStrings(b []byte, f func(s string, underID bool)) bool {
-	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true))
+	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	// under[i] says whether the container at depth i+1 lies under an
 	// identifier member; idName[i] whether its current member is one.
 	var under, idName []bool

@@ -18,6 +18,7 @@ func TestIDValuesFindsIdentifiersAtAnyDepth(t *testing.T) {
 		{`{"s1_ids":["s1-1","s1-2"],"note":"s1-3"}`, []string{"s1-1", "s1-2"}},
 		{`{"owner_id":{"kind":"user","value":"u7","n":2}}`, []string{"user", "u7"}},
 		{`{"id_card":"no","paid":"no","ids":"no"}`, nil},
+		{"{\"item_id\":\"made-up\xff\"}", []string{"made-up\ufffd"}},
 		{`["id","x"]`, nil},
 		{`"id"`, nil},
 		{`{"id":"a"`, nil},
