@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go"
@@ -15,6 +16,8 @@ import (
 // request (a batched direct get of the bucket's last message per key,
 // nats-server 2.11+): one round trip however many keys. A key with no
 // value (never written, deleted or purged) is absent from the result.
+// It waits at most CallTimeout for the server's answer, whatever ctx's
+// deadline, as every call a hop makes does.
 func LastValues(ctx context.Context, js jetstream.JetStream, bucket string, keys []string) (map[string][]byte, error) {
 	entries, err := LastEntries(ctx, js, bucket, keys)
 	if err != nil {
@@ -73,6 +76,15 @@ const maxDirectBatch = 1024
 // allocate its default queue of 65,536 messages (512 KiB) for every
 // read: it was the largest allocation of a run (two reads at its start).
 func lastMsgs(ctx context.Context, js jetstream.JetStream, stream string, subjects []string) ([]*nats.Msg, error) {
+	return lastMsgsWithin(ctx, js, stream, subjects, CallTimeout)
+}
+
+// lastMsgsWithin is lastMsgs waiting at most within for the replies,
+// however long ctx lasts: a hop's context lasts minutes (its handling
+// deadline), and a read in flight when the node serving it dies gets no
+// reply at all, so without its own bound it held the hop, and the run,
+// until that deadline (CallTimeout).
+func lastMsgsWithin(ctx context.Context, js jetstream.JetStream, stream string, subjects []string, within time.Duration) ([]*nats.Msg, error) {
 	req, err := json.Marshal(struct {
 		MultiLast []string `json:"multi_last"`
 	}{subjects})
@@ -99,11 +111,8 @@ func lastMsgs(ctx context.Context, js jetstream.JetStream, stream string, subjec
 	if err := nc.PublishRequest(apiSubject(js, "DIRECT.GET."+stream), inbox, req); err != nil {
 		return nil, fmt.Errorf("events: batched read of %s: %w", stream, err)
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, CallTimeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
 	var out []*nats.Msg
 	for {
 		select {

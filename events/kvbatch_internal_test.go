@@ -1,0 +1,75 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestBatchedReadGivesUpWithoutAnAnswer: a batched read that gets no
+// answer (the node serving it died with the request in flight) fails
+// once its own bound has passed, though the caller's context, a hop's,
+// lasts much longer: it held a run's first hop for the hop's whole
+// deadline before (a 3-node cluster chaos run, where the answer to that
+// run's POST came after 40 s).
+func TestBatchedReadGivesUpWithoutAnAnswer(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A responder that takes the request and never answers, as a node
+	// that dies after receiving it.
+	taken := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("$JS.API.DIRECT.GET.KV_gone", func(*nats.Msg) {
+		select {
+		case taken <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	hop, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err = lastMsgsWithin(hop, js, "KV_gone", []string{"$KV.gone.a"}, 300*time.Millisecond)
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the read's own deadline", err)
+	}
+	select {
+	case <-taken:
+	default:
+		t.Fatal("the request never reached the responder")
+	}
+	if took > 20*time.Second {
+		t.Errorf("gave up after %v: bounded by the caller's context, not its own", took)
+	}
+	if hop.Err() != nil {
+		t.Error("the caller's context ended first")
+	}
+}
