@@ -82,8 +82,8 @@ func lastMsgs(ctx context.Context, js jetstream.JetStream, stream string, subjec
 // lastMsgsWithin is lastMsgs waiting at most within for the replies,
 // however long ctx lasts: a hop's context lasts minutes (its handling
 // deadline), and a read in flight when the node serving it dies gets no
-// reply at all, so without its own bound it held the hop, and the run,
-// until that deadline (CallTimeout).
+// reply at all: without a bound of its own it held the hop, and the run,
+// until that deadline. lastMsgs bounds it by CallTimeout.
 func lastMsgsWithin(ctx context.Context, js jetstream.JetStream, stream string, subjects []string, within time.Duration) ([]*nats.Msg, error) {
 	req, err := json.Marshal(struct {
 		MultiLast []string `json:"multi_last"`

@@ -14,9 +14,9 @@ import (
 // TestBatchedReadGivesUpWithoutAnAnswer: a batched read that gets no
 // answer (the node serving it died with the request in flight) fails
 // once its own bound has passed, though the caller's context, a hop's,
-// lasts much longer: it held a run's first hop for the hop's whole
-// deadline before (a 3-node cluster chaos run, where the answer to that
-// run's POST came after 40 s).
+// lasts much longer. Before, it waited for the caller's deadline: in a
+// 3-node cluster chaos run it held a run's first hop over 40 s, and the
+// run's POST /agent/run went unanswered for 30 s.
 func TestBatchedReadGivesUpWithoutAnAnswer(t *testing.T) {
 	s, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true})
 	if err != nil {
