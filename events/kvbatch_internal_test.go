@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestBatchedReadGivesUpWithoutAnAnswer: a batched read that gets no
@@ -18,24 +16,7 @@ import (
 // 3-node cluster chaos run it held a run's first hop over 40 s, and the
 // run's POST /agent/run went unanswered for 30 s.
 func TestBatchedReadGivesUpWithoutAnAnswer(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := connectInternal(t)
 	// A responder that takes the request and never answers, as a node
 	// that dies after receiving it.
 	taken := make(chan struct{}, 1)
